@@ -1,0 +1,265 @@
+/**
+ * The contract between the hooks and the agent: the only module both import.
+ * Keys, env var names, paths and the JSON formats the agent writes back as annotations.
+ * Changing anything here changes the wire format between two separately deployed images:
+ * add fields, never rename or repurpose them.
+ */
+
+/** Labels on every child the hooks create. */
+export const Labels = {
+  /** Upstream's label on everything that belongs to a Stack. */
+  stackName: 'pulumi.com/stack-name',
+  /** Upstream's component label: `stack` on the workspace objects. */
+  component: 'pulumi.com/component',
+  /** Selects the workspace pod (upstream: auto.pulumi.com/component=workspace). */
+  workspaceComponent: 'auto.pulumi.com/component',
+  workspaceName: 'auto.pulumi.com/workspace-name',
+  /** The operation a Job runs: up | preview | refresh | destroy. */
+  updateType: 'auto.pulumi.com/update-type',
+} as const;
+
+/** Annotations. The agent's keys are never returned by the hooks, so Metacontroller keeps them. */
+export const Annotations = {
+  /** On Stacks: upstream's "force an update" request. */
+  reconciliationRequest: 'pulumi.com/reconciliation-request',
+  /** On the workspace pod template (hooks): hash of the desired template. */
+  workspaceHash: 'pulumi.com/workspace-hash',
+  /** On the workspace StatefulSet (agent): WorkspaceStatus JSON. */
+  workspaceStatus: 'pulumi.com/workspace-status',
+  /** On an operation's Job (agent): UpdateResult JSON. */
+  updateResult: 'pulumi.com/update-result',
+  /** On the outputs Secret (agent): JSON array of the keys that hold secret values (upstream's key). */
+  secretOutputs: 'pulumi.com/secrets',
+  /** On the Program's ConfigMap (hooks): revision and digest of the rendered project. */
+  programRevision: 'pulumi.com/program-revision',
+  programDigest: 'pulumi.com/program-digest',
+} as const;
+
+/** Environment variables the hooks set in pod specs and the agent reads. */
+export const Env = {
+  /** JSON OperationRequest, in the Job's runner container. */
+  operation: 'PULUMI_OPERATION',
+  /** Base URL of the workspace server, in the Job's runner container. */
+  workspaceUrl: 'PULUMI_WORKSPACE_URL',
+  /** Names the runner and workspace use to find their own objects. */
+  podNamespace: 'POD_NAMESPACE',
+  podName: 'POD_NAME',
+  jobName: 'PULUMI_JOB_NAME',
+  stackName: 'PULUMI_STACK_NAME',
+  workspaceName: 'PULUMI_WORKSPACE_NAME',
+  /** The desired pod template hash, so the workspace status names the template it runs. */
+  workspaceHash: 'PULUMI_WORKSPACE_HASH',
+  /** JSON WorkspaceStackSpec (stack name, create, config items, environments) for `serve`. */
+  workspaceStack: 'PULUMI_WORKSPACE_STACK',
+  /** Audience of the projected token callers present to the workspace: `<stack>.<namespace>`. */
+  workspaceAudience: 'PULUMI_WORKSPACE_AUDIENCE',
+  /** Upstream's dynamic env file: init containers may append KEY=VALUE lines. */
+  pulumiEnv: 'PULUMI_ENV',
+  /** Fetch source settings (upstream names). */
+  gitUrl: 'GIT_URL',
+  gitRevision: 'GIT_REVISION',
+  gitDir: 'GIT_DIR',
+  gitShallow: 'GIT_SHALLOW',
+  gitSshPrivateKey: 'GIT_SSH_PRIVATE_KEY',
+  gitUsername: 'GIT_USERNAME',
+  /** Basic-auth password, or the SSH key's passphrase when GIT_SSH_PRIVATE_KEY is set (upstream). */
+  gitPassword: 'GIT_PASSWORD',
+  gitToken: 'GIT_TOKEN',
+  gitHubAppId: 'GIT_GITHUB_APP_ID',
+  gitHubAppInstallationId: 'GIT_GITHUB_APP_INSTALLATION_ID',
+  gitHubAppPrivateKey: 'GIT_GITHUB_APP_PRIVATE_KEY',
+  fluxUrl: 'FLUX_URL',
+  fluxDigest: 'FLUX_DIGEST',
+  fluxDir: 'FLUX_DIR',
+  fluxMaxUntarSize: 'FLUX_MAX_UNTAR_SIZE_BYTES',
+  programFile: 'PROGRAM_FILE',
+  programDigest: 'PROGRAM_DIGEST',
+  projectName: 'PROJECT_NAME',
+  projectRuntime: 'PROJECT_RUNTIME',
+  localDir: 'LOCAL_DIR',
+  pulumiLogLevel: 'PULUMI_LOG_LEVEL',
+} as const;
+
+/** Paths inside the workspace pod. */
+export const Paths = {
+  share: '/share',
+  /** The project directory `serve` opens (a symlink into the fetched source, or the source itself). */
+  workspace: '/share/workspace',
+  source: '/share/source',
+  envFile: '/share/.env',
+  /** Projected ServiceAccount token the runner presents to the workspace. */
+  tokenDir: '/var/run/secrets/pulumi.com/workspace-token',
+  token: '/var/run/secrets/pulumi.com/workspace-token/token',
+  /** Where the Program's ConfigMap is mounted. */
+  programDir: '/var/run/pulumi.com/program',
+  /** Upstream's mount roots for configRef ConfigMaps and secretsRef Secrets. */
+  configMaps: '/var/run/configmaps/stacks.pulumi.com/configmaps',
+  secrets: '/var/run/secrets/stacks.pulumi.com/secrets',
+} as const;
+
+/** The workspace server's port (upstream's gRPC port number, kept for NetworkPolicies). */
+export const WORKSPACE_PORT = 50051;
+
+/** The agent's executable, as installed on the agent image's PATH. */
+export const AGENT_COMMAND = 'pko-agent';
+
+export type OperationType = 'up' | 'preview' | 'refresh' | 'destroy';
+export const OPERATION_TYPES: readonly OperationType[] = ['up', 'preview', 'refresh', 'destroy'];
+
+/** What the runner asks the workspace to do (env PULUMI_OPERATION). Fields mirror upstream's Update spec. */
+export interface OperationRequest {
+  type: OperationType;
+  stack: string;
+  message?: string;
+  target?: string[];
+  targetDependents?: boolean;
+  refresh?: boolean;
+  parallel?: number;
+  expectNoChanges?: boolean;
+  continueOnError?: boolean;
+  replace?: string[];
+  remove?: boolean;
+  runProgram?: boolean;
+}
+
+export interface ProjectInfo {
+  name: string;
+  runtime: string;
+}
+
+/** Masked value shown for secret outputs (upstream's). */
+export const SECRET_MASK = '[secret]';
+
+/** The result the runner writes on its Job (annotation pulumi.com/update-result). */
+export interface UpdateResult {
+  state: 'succeeded' | 'failed';
+  type: OperationType;
+  /** Summary message on success, the cause on failure. Never contains secret values. */
+  message: string;
+  /** Machine-readable cause on failure: UpdateFailed, UpdateConflict, Aborted, WorkspaceUnavailable, … */
+  reason?: string;
+  permalink?: string;
+  /** RFC 3339. */
+  startTime?: string;
+  endTime?: string;
+  projectInfo?: ProjectInfo;
+  /** Outputs with every secret value replaced by SECRET_MASK. Absent for preview/refresh/destroy. */
+  outputs?: Record<string, unknown>;
+  /** Set when the outputs were too large for an annotation and were left out. */
+  outputsOmitted?: boolean;
+  /** Name of the Secret holding the full outputs. */
+  outputsSecret?: string;
+}
+
+/** State the workspace server reports on its StatefulSet (annotation pulumi.com/workspace-status). */
+export interface WorkspaceStatus {
+  /** The pod template hash (PULUMI_WORKSPACE_HASH) of the pod that wrote this. */
+  hash: string;
+  state: 'Installing' | 'Ready' | 'Failed';
+  /** Upstream's Workspace condition reasons: InstallationFailed, InitializationFailed, IncompatibleConfiguration, … */
+  reason?: string;
+  message?: string;
+  pulumiVersion?: string;
+  projectInfo?: ProjectInfo;
+}
+
+/** Annotations are capped at 256 KiB in total per object; outputs beyond this are left out. */
+export const MAX_OUTPUTS_ANNOTATION_BYTES = 64 * 1024;
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** Parses an UpdateResult annotation; undefined when absent or not a well-formed result. */
+export function parseUpdateResult(raw: string | undefined): UpdateResult | undefined {
+  if (raw === undefined) return undefined;
+  let v: unknown;
+  try {
+    v = JSON.parse(raw);
+  } catch {
+    return undefined;
+  }
+  if (!isRecord(v)) return undefined;
+  if (v.state !== 'succeeded' && v.state !== 'failed') return undefined;
+  if (typeof v.type !== 'string' || !(OPERATION_TYPES as readonly string[]).includes(v.type)) return undefined;
+  const result: UpdateResult = {
+    state: v.state,
+    type: v.type as OperationType,
+    message: typeof v.message === 'string' ? v.message : '',
+  };
+  for (const k of ['reason', 'permalink', 'startTime', 'endTime', 'outputsSecret'] as const) {
+    if (typeof v[k] === 'string') result[k] = v[k] as string;
+  }
+  if (isRecord(v.projectInfo) && typeof v.projectInfo.name === 'string' && typeof v.projectInfo.runtime === 'string') {
+    result.projectInfo = { name: v.projectInfo.name, runtime: v.projectInfo.runtime };
+  }
+  if (isRecord(v.outputs)) result.outputs = v.outputs;
+  if (v.outputsOmitted === true) result.outputsOmitted = true;
+  return result;
+}
+
+/** Parses a WorkspaceStatus annotation; undefined when absent or malformed. */
+export function parseWorkspaceStatus(raw: string | undefined): WorkspaceStatus | undefined {
+  if (raw === undefined) return undefined;
+  let v: unknown;
+  try {
+    v = JSON.parse(raw);
+  } catch {
+    return undefined;
+  }
+  if (!isRecord(v) || typeof v.hash !== 'string') return undefined;
+  if (v.state !== 'Installing' && v.state !== 'Ready' && v.state !== 'Failed') return undefined;
+  const status: WorkspaceStatus = { hash: v.hash, state: v.state };
+  for (const k of ['reason', 'message', 'pulumiVersion'] as const) {
+    if (typeof v[k] === 'string') status[k] = v[k] as string;
+  }
+  if (isRecord(v.projectInfo) && typeof v.projectInfo.name === 'string' && typeof v.projectInfo.runtime === 'string') {
+    status.projectInfo = { name: v.projectInfo.name, runtime: v.projectInfo.runtime };
+  }
+  return status;
+}
+
+/**
+ * Serialises a result for the annotation, leaving the outputs out (and saying so) when they would
+ * exceed MAX_OUTPUTS_ANNOTATION_BYTES.
+ */
+export function formatUpdateResult(result: UpdateResult): string {
+  const full = JSON.stringify(result);
+  if (result.outputs === undefined || Buffer.byteLength(full) <= MAX_OUTPUTS_ANNOTATION_BYTES) return full;
+  const { outputs: _omitted, ...rest } = result;
+  return JSON.stringify({ ...rest, outputsOmitted: true });
+}
+
+/** Replaces secret output values by the mask; `secretKeys` lists the outputs Pulumi marked secret. */
+export function maskOutputs(outputs: Record<string, unknown>, secretKeys: Iterable<string>): Record<string, unknown> {
+  const secret = new Set(secretKeys);
+  const masked: Record<string, unknown> = {};
+  for (const key of Object.keys(outputs).sort()) masked[key] = secret.has(key) ? SECRET_MASK : outputs[key];
+  return masked;
+}
+
+/** Upstream's key rule for the outputs Secret: characters outside [-._a-zA-Z0-9] become `_`. */
+export function outputSecretKey(name: string): string {
+  return name.replace(/[^-._a-zA-Z0-9]/g, '_');
+}
+
+/** One stack config item for the workspace (upstream's Workspace ConfigItem). */
+export interface ConfigItem {
+  /** Taken verbatim (never as a property path); keys without `:` get the project name prefixed. */
+  key: string;
+  /** A JSON value given inline: strings are plain config, anything else is structured config. */
+  value?: unknown;
+  /** A file to read the value from (mounted ConfigMap or Secret key); `json` parses it as structured config. */
+  valueFrom?: { path?: string; env?: string; json?: boolean };
+  secret: boolean;
+}
+
+/** What `pko-agent serve` sets up in the workspace (env PULUMI_WORKSPACE_STACK). */
+export interface WorkspaceStackSpec {
+  name: string;
+  /** Create the stack when it does not exist (false with useLocalStackOnly). */
+  create: boolean;
+  secretsProvider?: string;
+  environment?: string[];
+  config: ConfigItem[];
+}
