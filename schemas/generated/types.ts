@@ -1,0 +1,2342 @@
+/* eslint-disable */
+/**
+ * Generated from schemas/*.schema.json by `npm run generate`. Do not edit.
+ */
+
+/**
+ * A Kubernetes quantity: a number, optionally with a suffix such as `m`, `Ki`, `Mi`, `Gi` or `k`, `M`, `G`.
+ */
+export type Quantity = number | string;
+
+/**
+ * A Stack deploys a Pulumi stack from a git repository, a Flux source or a Program, and keeps it up to date. Its status reports the last operation, the stack outputs and kstatus-style conditions.
+ */
+export interface Stack {
+  /**
+   * API version: `pulumi.com/v1`.
+   */
+  apiVersion?: string;
+  /**
+   * Kind: `Stack`.
+   */
+  kind?: string;
+  /**
+   * Standard object metadata. The name may have at most 42 characters, since the names of the objects created for the Stack derive from it.
+   */
+  metadata: ObjectMeta;
+  spec: StackSpec;
+  status?: StackStatus;
+}
+
+/**
+ * Standard Kubernetes object metadata. Only the fields used by the operator are listed; others are allowed.
+ */
+export interface ObjectMeta {
+  /**
+   * Name of the object, unique within its namespace.
+   */
+  name: string;
+  /**
+   * Prefix the API server uses to generate a name when `name` is empty.
+   */
+  generateName?: string;
+  /**
+   * Namespace of the object.
+   */
+  namespace?: string;
+  /**
+   * Unique ID the API server assigned to the object.
+   */
+  uid?: string;
+  /**
+   * Opaque version of the object, changed by every write.
+   */
+  resourceVersion?: string;
+  /**
+   * Incremented by the API server on every change to the desired state (spec).
+   */
+  generation?: number;
+  /**
+   * When the object was created.
+   */
+  creationTimestamp?: string;
+  /**
+   * Set when the object has been asked to be deleted and is waiting for its finalizers.
+   */
+  deletionTimestamp?: string;
+  /**
+   * Labels of the object.
+   */
+  labels?: {
+    [k: string]: string;
+  };
+  /**
+   * Annotations of the object.
+   */
+  annotations?: {
+    [k: string]: string;
+  };
+  /**
+   * Finalizers that must be removed before the object is deleted.
+   */
+  finalizers?: string[];
+  /**
+   * Objects this object belongs to.
+   */
+  ownerReferences?: OwnerReference[];
+}
+
+/**
+ * A reference to an owning object.
+ */
+export interface OwnerReference {
+  /**
+   * API version of the owner.
+   */
+  apiVersion: string;
+  /**
+   * Kind of the owner.
+   */
+  kind: string;
+  /**
+   * Name of the owner.
+   */
+  name: string;
+  /**
+   * UID of the owner.
+   */
+  uid: string;
+  /**
+   * Whether the owner is the managing controller.
+   */
+  controller?: boolean;
+  /**
+   * Whether foreground deletion of the owner waits for this object.
+   */
+  blockOwnerDeletion?: boolean;
+}
+
+/**
+ * Desired state of a Stack: which Pulumi stack, where its program comes from (exactly one of a git repository, `fluxSource` or `programRef`), its configuration and environment, and when and how to run operations.
+ */
+export interface StackSpec {
+  /**
+   * The Pulumi stack to deploy: `stack`, `org/stack` or `org/project/stack`. It is selected, or created when missing unless `useLocalStackOnly` is set.
+   */
+  stack: string;
+  /**
+   * State backend URL, for example `s3://my-bucket` or `gs://my-bucket`; passed to Pulumi as `PULUMI_BACKEND_URL`. Leave empty to use Pulumi Cloud.
+   */
+  backend?: string;
+  /**
+   * @deprecated
+   * Deprecated: set `envRefs.PULUMI_ACCESS_TOKEN` to a `Secret` reference instead. Name of a Secret in the Stack's namespace whose `accessToken` key is passed to Pulumi as `PULUMI_ACCESS_TOKEN`.
+   */
+  accessTokenSecret?: string;
+  /**
+   * @deprecated
+   * Deprecated: use `envRefs` (one variable at a time) or `workspaceTemplate.spec.envFrom` instead. Names of ConfigMaps in the Stack's namespace; every key of each becomes an environment variable of the workspace.
+   */
+  envs?: string[];
+  /**
+   * @deprecated
+   * Deprecated: use `envRefs` (one variable at a time) or `workspaceTemplate.spec.envFrom` instead. Names of Secrets in the Stack's namespace; every key of each becomes an environment variable of the workspace.
+   */
+  envSecrets?: string[];
+  /**
+   * Environment variables for Pulumi, keyed by variable name (for example `PULUMI_ACCESS_TOKEN` or `AWS_ACCESS_KEY_ID`). Each value is a `Literal` (given inline) or a `Secret` reference (a key of a Secret in the Stack's namespace, passed to the pod by reference).
+   */
+  envRefs?: {
+    [k: string]: ResourceRef;
+  };
+  /**
+   * Stack configuration, keyed by config key (for example `aws:region` or `myproject:replicas`). A value may be a string or structured data (number, boolean, list or object). Keys not set here keep the values checked in with the project.
+   */
+  config?: {
+    [k: string]: unknown;
+  };
+  /**
+   * Stack configuration read from ConfigMaps in the Stack's namespace, keyed by config key.
+   */
+  configRef?: {
+    [k: string]: ConfigMapRef;
+  };
+  /**
+   * @deprecated
+   * Deprecated: use `secretsRef` instead, which keeps the value out of the Stack object. Secret stack configuration given inline, keyed by config key; the values are stored encrypted in the stack.
+   */
+  secrets?: {
+    [k: string]: string;
+  };
+  /**
+   * Secret stack configuration, keyed by config key. Each value is a `Literal` or a `Secret` reference; Secret values reach the workspace as mounted files and are stored encrypted in the stack.
+   */
+  secretsRef?: {
+    [k: string]: ResourceRef;
+  };
+  /**
+   * Secrets provider used when the stack is created, for example `passphrase` or `awskms://alias/my-key`. It does not change the provider of an existing stack.
+   */
+  secretsProvider?: string;
+  /**
+   * Git source: clone URL of the repository holding the Pulumi project (https or ssh). Requires `commit` or `branch`.
+   */
+  projectRepo?: string;
+  /**
+   * @deprecated
+   * Deprecated: use `gitAuth` instead. Git source: name of a Secret in the Stack's namespace holding git credentials, read in this order: `sshPrivateKey` (with optional `password`), `accessToken`, or `username` with `password`.
+   */
+  gitAuthSecret?: string;
+  /**
+   * Git source: credentials for a private repository.
+   */
+  gitAuth?: GitAuthConfig;
+  /**
+   * Git source: directory in the repository that holds `Pulumi.yaml`. Defaults to the repository root.
+   */
+  repoDir?: string;
+  /**
+   * Git source: commit SHA to deploy. Set either `commit` or `branch`, not both.
+   */
+  commit?: string;
+  /**
+   * Git source: branch to follow, short (`main`) or full (`refs/heads/main`). The branch is polled every `resyncFrequencySeconds` and each new commit is deployed. Set either `commit` or `branch`, not both.
+   */
+  branch?: string;
+  /**
+   * Git source: clone only the commit being deployed instead of the whole history.
+   */
+  shallow?: boolean;
+  /**
+   * Take the project from the artifact of a Flux source object (GitRepository, OCIRepository or Bucket) in the Stack's namespace.
+   */
+  fluxSource?: FluxSource;
+  /**
+   * Take the project from a Program object in the Stack's namespace.
+   */
+  programRef?: ProgramReference;
+  /**
+   * Resource URNs to limit `up` and `preview` to. Other resources are left as they are.
+   */
+  targets?: string[];
+  /**
+   * With `targets`: also update the resources that depend on the targeted ones.
+   */
+  targetDependents?: boolean;
+  /**
+   * Stacks in the same namespace that must have been deployed successfully before this Stack runs an operation.
+   */
+  prerequisites?: PrerequisiteRef[];
+  /**
+   * Run `up` again every `resyncFrequencySeconds` even when the source revision is unchanged, to undo drift in the deployed resources.
+   */
+  continueResyncOnCommitMatch?: boolean;
+  /**
+   * Refresh the stack's state from the actual resources before each `up` or `preview`.
+   */
+  refresh?: boolean;
+  /**
+   * @deprecated
+   * Deprecated: has no effect. Accepted so that existing manifests stay valid.
+   */
+  expectNoRefreshChanges?: boolean;
+  /**
+   * When the Stack is deleted, first destroy the stack's resources. The Stack object remains until the destroy has succeeded.
+   */
+  destroyOnFinalize?: boolean;
+  /**
+   * Run the program during `destroy`, for programs whose providers are configured in code.
+   */
+  runProgram?: boolean;
+  /**
+   * @deprecated
+   * Deprecated: has no effect; a failed update is retried with backoff anyway. Accepted so that existing manifests stay valid.
+   */
+  retryOnUpdateConflict?: boolean;
+  /**
+   * Fail instead of creating the stack when it does not exist in the backend.
+   */
+  useLocalStackOnly?: boolean;
+  /**
+   * Seconds between checks of a followed `branch` for new commits, and between re-runs with `continueResyncOnCommitMatch`. Values below 60, and no value, mean 60.
+   */
+  resyncFrequencySeconds?: number;
+  /**
+   * Service account of the workspace pod. Defaults to the namespace's `default` service account. `workspaceTemplate.spec.serviceAccountName` takes precedence.
+   */
+  serviceAccountName?: string;
+  /**
+   * Customizes the workspace, the pod in which Pulumi runs: image, resources, environment, security profile, log level, extra volumes, init containers and sidecars. It is merged onto the generated workspace like a strategic merge patch (containers, init containers, volumes and env vars merge by name).
+   */
+  workspaceTemplate?: WorkspaceTemplate;
+  /**
+   * What happens to the workspace after a successful operation: `Retain` (the default) keeps it for the next operation; `Delete` removes it, and it is created again when needed.
+   */
+  workspaceReclaimPolicy?: "Retain" | "Delete";
+  /**
+   * Pulumi ESC environments to add to the stack, in order.
+   */
+  environment?: string[];
+  /**
+   * Customizes every operation the Stack runs (up, preview, refresh and destroy), for example `spec.ttlAfterCompleted` or `spec.parallel`.
+   */
+  updateTemplate?: UpdateTemplate;
+  /**
+   * Longest wait, in seconds, between retries of a failed operation. Retries wait 10 s, 30 s, 90 s and so on, up to this limit. No value, or 0, means 24 hours.
+   */
+  retryMaxBackoffDurationSeconds?: number;
+  /**
+   * Run `preview` instead of `up`: report what would change without changing anything. A Stack in preview mode never destroys.
+   */
+  preview?: boolean;
+}
+
+/**
+ * Git credentials. Set exactly one of `sshAuth`, `accessToken`, `basicAuth` or `githubApp`. Every reference in it must be of type `Secret`, naming a Secret in the Stack's namespace.
+ */
+export interface GitAuthConfig {
+  /**
+   * A personal access token, sent over HTTPS as the password of user `git`.
+   */
+  accessToken?: ResourceRef;
+  /**
+   * An SSH private key, for `ssh://` and `git@host:` URLs.
+   */
+  sshAuth?: SSHAuth;
+  /**
+   * A user name and password, sent over HTTPS.
+   */
+  basicAuth?: BasicAuth;
+  /**
+   * A GitHub App installation. Its private key is exchanged for a short-lived installation token each time the repository is read.
+   */
+  githubApp?: GitHubAppAuth;
+}
+
+/**
+ * SSH key authentication.
+ */
+export interface SSHAuth {
+  /**
+   * The private key, in PEM or OpenSSH format.
+   */
+  sshPrivateKey: ResourceRef;
+  /**
+   * Passphrase of the private key, when it has one.
+   */
+  password?: ResourceRef;
+}
+
+/**
+ * User name and password authentication.
+ */
+export interface BasicAuth {
+  /**
+   * The user name.
+   */
+  userName: ResourceRef;
+  /**
+   * The password or token.
+   */
+  password: ResourceRef;
+}
+
+/**
+ * GitHub App authentication.
+ */
+export interface GitHubAppAuth {
+  /**
+   * The GitHub App's ID.
+   */
+  appID: ResourceRef;
+  /**
+   * ID of the App's installation that can read the repository.
+   */
+  installationID: ResourceRef;
+  /**
+   * The App's private key (PEM, PKCS#1 RSA).
+   */
+  privateKey: ResourceRef;
+}
+
+/**
+ * Where a value comes from. `type` names the kind of reference and the field of the same kind holds its details: `Literal` uses `literal`, `Secret` uses `secret`. `Env` (`env`) and `FS` (`filesystem`) are no longer supported: a Stack using them stalls with reason SpecInvalid.
+ */
+export interface ResourceRef {
+  /**
+   * Kind of reference: `Literal` or `Secret` (`Env` and `FS` are no longer supported).
+   */
+  type: string;
+  /**
+   * @deprecated
+   * Used with type `Env`, which is no longer supported.
+   */
+  env?: EnvSelector;
+  /**
+   * @deprecated
+   * Used with type `FS`, which is no longer supported.
+   */
+  filesystem?: FSSelector;
+  /**
+   * Used with type `Secret`: a key of a Secret in the Stack's namespace.
+   */
+  secret?: SecretSelector;
+  /**
+   * Used with type `Literal`: the value itself.
+   */
+  literal?: LiteralRef;
+}
+
+/**
+ * An environment variable of the operator (no longer supported).
+ */
+export interface EnvSelector {
+  /**
+   * Name of the environment variable.
+   */
+  name: string;
+}
+
+/**
+ * A file in the operator's file system (no longer supported).
+ */
+export interface FSSelector {
+  /**
+   * Path of the file.
+   */
+  path: string;
+}
+
+/**
+ * A key of a Secret.
+ */
+export interface SecretSelector {
+  /**
+   * @deprecated
+   * Deprecated: leave empty. If set, it must be the Stack's own namespace; Secrets in other namespaces cannot be referenced.
+   */
+  namespace?: string;
+  /**
+   * Name of the Secret.
+   */
+  name: string;
+  /**
+   * Key in the Secret's data.
+   */
+  key: string;
+}
+
+/**
+ * A value given inline.
+ */
+export interface LiteralRef {
+  /**
+   * The value.
+   */
+  value: string;
+}
+
+/**
+ * A key of a ConfigMap in the Stack's namespace.
+ */
+export interface ConfigMapRef {
+  /**
+   * Name of the ConfigMap.
+   */
+  name: string;
+  /**
+   * Key in the ConfigMap's data.
+   */
+  key: string;
+  /**
+   * Parse the value as JSON and set it as structured configuration instead of a string.
+   */
+  json?: boolean;
+}
+
+/**
+ * A Flux source whose artifact holds the Pulumi project.
+ */
+export interface FluxSource {
+  /**
+   * The Flux source object. It must be in the Stack's namespace and report an artifact in its status; each new artifact revision is deployed.
+   */
+  sourceRef: FluxSourceReference;
+  /**
+   * Directory in the artifact that holds `Pulumi.yaml`. Defaults to the artifact's root.
+   */
+  dir?: string;
+}
+
+/**
+ * Identifies a Flux source object in the Stack's namespace.
+ */
+export interface FluxSourceReference {
+  /**
+   * API version of the source, for example `source.toolkit.fluxcd.io/v1`.
+   */
+  apiVersion: string;
+  /**
+   * Kind of the source: `GitRepository`, `OCIRepository` or `Bucket`.
+   */
+  kind: string;
+  /**
+   * Name of the source.
+   */
+  name: string;
+}
+
+/**
+ * Identifies a Program in the Stack's namespace.
+ */
+export interface ProgramReference {
+  /**
+   * Name of the Program.
+   */
+  name: string;
+}
+
+/**
+ * A Stack that must have been deployed successfully first.
+ */
+export interface PrerequisiteRef {
+  /**
+   * Name of the prerequisite Stack, in the same namespace.
+   */
+  name: string;
+  /**
+   * Extra conditions on the prerequisite.
+   */
+  requirement?: RequirementSpec;
+}
+
+/**
+ * Conditions a prerequisite Stack must meet.
+ */
+export interface RequirementSpec {
+  /**
+   * The prerequisite's last successful update must be no older than this duration (for example `1h` or `30m`). If it is older, the prerequisite is asked to run again and this Stack waits.
+   */
+  succeededWithinDuration?: string;
+}
+
+/**
+ * A partial Workspace (apiVersion `auto.pulumi.com/v1alpha1`) merged onto the workspace generated for the Stack. Usually only `spec` and `metadata` are set.
+ */
+export interface WorkspaceTemplate {
+  /**
+   * Optional; `auto.pulumi.com/v1alpha1` when set.
+   */
+  apiVersion?: string;
+  /**
+   * Optional; `Workspace` when set.
+   */
+  kind?: string;
+  /**
+   * Labels and annotations for the workspace.
+   */
+  metadata?: TemplateObjectMeta;
+  /**
+   * Settings of the workspace.
+   */
+  spec?: WorkspaceTemplateSpec;
+  /**
+   * Ignored.
+   */
+  status?: WorkspaceTemplateStatus;
+}
+
+/**
+ * Object metadata in a template. Normally only `labels` and `annotations` are set; the operator chooses names, namespaces and owners itself.
+ */
+export interface TemplateObjectMeta {
+  /**
+   * Ignored; the operator names the objects it creates.
+   */
+  name?: string;
+  /**
+   * Ignored.
+   */
+  generateName?: string;
+  /**
+   * Ignored; objects are created in the Stack's namespace.
+   */
+  namespace?: string;
+  /**
+   * Ignored.
+   */
+  uid?: string;
+  /**
+   * Ignored.
+   */
+  resourceVersion?: string;
+  /**
+   * Ignored.
+   */
+  generation?: number;
+  /**
+   * Ignored.
+   */
+  creationTimestamp?: string;
+  /**
+   * Ignored.
+   */
+  deletionTimestamp?: string;
+  /**
+   * Ignored.
+   */
+  deletionGracePeriodSeconds?: number;
+  /**
+   * Labels to add.
+   */
+  labels?: {
+    [k: string]: string;
+  };
+  /**
+   * Annotations to add.
+   */
+  annotations?: {
+    [k: string]: string;
+  };
+  /**
+   * Ignored.
+   */
+  finalizers?: string[];
+  /**
+   * Ignored; the operator sets the owners.
+   */
+  ownerReferences?: TemplateOwnerReference[];
+}
+
+/**
+ * An owner reference in a template (ignored).
+ */
+export interface TemplateOwnerReference {
+  /**
+   * API version of the owner.
+   */
+  apiVersion?: string;
+  /**
+   * Kind of the owner.
+   */
+  kind?: string;
+  /**
+   * Name of the owner.
+   */
+  name?: string;
+  /**
+   * UID of the owner.
+   */
+  uid?: string;
+  /**
+   * Whether the owner is the managing controller.
+   */
+  controller?: boolean;
+  /**
+   * Whether deleting the owner waits for this object.
+   */
+  blockOwnerDeletion?: boolean;
+}
+
+/**
+ * Settings of the workspace, the pod in which Pulumi runs.
+ */
+export interface WorkspaceTemplateSpec {
+  /**
+   * Service account of the workspace pod; overrides the Stack's `serviceAccountName`.
+   */
+  serviceAccountName?: string;
+  /**
+   * Pod security settings: `restricted` (the default) runs as user and group 1000 without privilege escalation, with all capabilities dropped except NET_BIND_SERVICE and the RuntimeDefault seccomp profile, and meets the `restricted` Pod Security Standard; `baseline` leaves the image's own user (often root), for images or tools that need it.
+   */
+  securityProfile?: string;
+  /**
+   * Image of the `pulumi` container: the Pulumi CLI plus the language runtime the project needs. Defaults to `pulumi/pulumi:latest-nonroot` (restricted) or `pulumi/pulumi:latest` (baseline).
+   */
+  image?: string;
+  /**
+   * Pull policy of `image`: `Always`, `IfNotPresent` or `Never`.
+   */
+  imagePullPolicy?: string;
+  /**
+   * Git source of the workspace, derived from the Stack's git fields. Accepted so that a complete Workspace or Update object can be used as a template; the operator sets it itself.
+   */
+  git?: WorkspaceGitSource;
+  /**
+   * Flux artifact source of the workspace, derived from `fluxSource` or `programRef`. Accepted so that a complete Workspace or Update object can be used as a template; the operator sets it itself.
+   */
+  flux?: WorkspaceFluxSource;
+  /**
+   * Use a directory inside `image` as the project instead of fetching a source (for images that contain the program).
+   */
+  local?: WorkspaceLocalSource;
+  /**
+   * Project of a workspace without a source, used to destroy a stack whose source is gone. Accepted so that a complete Workspace or Update object can be used as a template; the operator sets it itself.
+   */
+  projectInfo?: WorkspaceProjectInfo;
+  /**
+   * Extra environment variables of the `pulumi` container, taken from all keys of ConfigMaps or Secrets.
+   */
+  envFrom?: EnvFromSource[];
+  /**
+   * Extra environment variables of the `pulumi` container.
+   */
+  env?: EnvVar[];
+  /**
+   * CPU and memory of the `pulumi` container. Without requests, 64Mi of memory and 100m of CPU are requested.
+   */
+  resources?: ResourceRequirements;
+  /**
+   * Merged onto the workspace pod template like a strategic merge patch: add volumes, init containers, sidecars, tolerations, node selectors, pod labels; change the `pulumi` container by listing a container with that name.
+   */
+  podTemplate?: EmbeddedPodTemplate;
+  /**
+   * Labels and annotations for the workspace's Service.
+   */
+  serviceTemplate?: EmbeddedServiceTemplate;
+  /**
+   * Verbosity of Pulumi's logs for operations, as with `pulumi --verbose=N`. 0 (the default) disables verbose logging.
+   */
+  pulumiLogLevel?: number;
+  /**
+   * Stacks of the workspace, derived from `stack`, `config`, `configRef`, `secrets`, `secretsRef`, `secretsProvider`, `environment` and `useLocalStackOnly`. Accepted so that a complete Workspace or Update object can be used as a template; the operator sets it itself.
+   */
+  stacks?: WorkspaceStack[];
+}
+
+/**
+ * Git source of a workspace.
+ */
+export interface WorkspaceGitSource {
+  /**
+   * Clone URL of the repository.
+   */
+  url?: string;
+  /**
+   * Commit SHA, branch or tag to check out.
+   */
+  ref?: string;
+  /**
+   * Directory in the repository that holds the project.
+   */
+  dir?: string;
+  /**
+   * Credentials for the repository.
+   */
+  auth?: WorkspaceGitAuth;
+  /**
+   * Clone only the requested commit.
+   */
+  shallow?: boolean;
+}
+
+/**
+ * Git credentials of a workspace, as keys of Secrets.
+ */
+export interface WorkspaceGitAuth {
+  /**
+   * SSH private key.
+   */
+  sshPrivateKey?: SecretKeySelector;
+  /**
+   * User name for HTTPS.
+   */
+  username?: SecretKeySelector;
+  /**
+   * Password for HTTPS, or passphrase of the SSH key.
+   */
+  password?: SecretKeySelector;
+  /**
+   * Access token for HTTPS.
+   */
+  token?: SecretKeySelector;
+  /**
+   * GitHub App credentials.
+   */
+  githubApp?: WorkspaceGitHubAppAuth;
+}
+
+/**
+ * GitHub App credentials of a workspace.
+ */
+export interface WorkspaceGitHubAppAuth {
+  /**
+   * The App's ID.
+   */
+  appID?: SecretKeySelector;
+  /**
+   * The installation's ID.
+   */
+  installationID?: SecretKeySelector;
+  /**
+   * The App's private key.
+   */
+  privateKey?: SecretKeySelector;
+}
+
+/**
+ * A tar.gz artifact to download and unpack.
+ */
+export interface WorkspaceFluxSource {
+  /**
+   * URL of the artifact.
+   */
+  url?: string;
+  /**
+   * Expected digest of the artifact, `<algorithm>:<hex>`.
+   */
+  digest?: string;
+  /**
+   * Directory in the artifact that holds the project.
+   */
+  dir?: string;
+}
+
+/**
+ * A project already present in the workspace image.
+ */
+export interface WorkspaceLocalSource {
+  /**
+   * Absolute path of the project directory (the one holding `Pulumi.yaml`) inside the image.
+   */
+  dir?: string;
+}
+
+/**
+ * Name and runtime of a Pulumi project.
+ */
+export interface WorkspaceProjectInfo {
+  /**
+   * Project name.
+   */
+  name?: string;
+  /**
+   * Project runtime, for example `nodejs`, `python`, `go` or `yaml`.
+   */
+  runtime?: string;
+}
+
+/**
+ * A stack of a workspace.
+ */
+export interface WorkspaceStack {
+  /**
+   * Stack name.
+   */
+  name?: string;
+  /**
+   * Create the stack when it does not exist.
+   */
+  create?: boolean;
+  /**
+   * Secrets provider used when creating the stack.
+   */
+  secretsProvider?: string;
+  /**
+   * Configuration of the stack.
+   */
+  config?: WorkspaceConfigItem[];
+  /**
+   * ESC environments of the stack.
+   */
+  environment?: string[];
+}
+
+/**
+ * One configuration value of a stack.
+ */
+export interface WorkspaceConfigItem {
+  /**
+   * Config key.
+   */
+  key?: string;
+  /**
+   * Treat the key as a property path into a structured value.
+   */
+  path?: boolean;
+  /**
+   * The value: a string or structured data.
+   */
+  value?: unknown;
+  /**
+   * Where to read the value from instead.
+   */
+  valueFrom?: WorkspaceConfigValueFrom;
+  /**
+   * Store the value encrypted.
+   */
+  secret?: boolean;
+}
+
+/**
+ * Source of a configuration value inside the workspace pod.
+ */
+export interface WorkspaceConfigValueFrom {
+  /**
+   * Environment variable holding the value.
+   */
+  env?: string;
+  /**
+   * File holding the value.
+   */
+  path?: string;
+  /**
+   * Parse the value as JSON.
+   */
+  json?: boolean;
+}
+
+/**
+ * Status of a Workspace; ignored in a template.
+ */
+export interface WorkspaceTemplateStatus {
+  /**
+   * Ignored.
+   */
+  observedGeneration?: number;
+  /**
+   * Ignored.
+   */
+  address?: string;
+  /**
+   * Ignored.
+   */
+  pulumiVersion?: string;
+  /**
+   * Ignored.
+   */
+  conditions?: TemplateCondition[];
+}
+
+/**
+ * A condition in a template status (ignored).
+ */
+export interface TemplateCondition {
+  /**
+   * Condition type.
+   */
+  type?: string;
+  /**
+   * Condition status.
+   */
+  status?: string;
+  /**
+   * Reason of the last transition.
+   */
+  reason?: string;
+  /**
+   * Details of the last transition.
+   */
+  message?: string;
+  /**
+   * Time of the last transition.
+   */
+  lastTransitionTime?: string;
+  /**
+   * Generation the condition was computed from.
+   */
+  observedGeneration?: number;
+}
+
+/**
+ * Additions to the workspace pod template.
+ */
+export interface EmbeddedPodTemplate {
+  /**
+   * Labels and annotations for the workspace pod.
+   */
+  metadata?: EmbeddedObjectMeta;
+  /**
+   * Pod spec fields to merge onto the workspace pod.
+   */
+  spec?: PodSpec;
+}
+
+/**
+ * Additions to the workspace Service.
+ */
+export interface EmbeddedServiceTemplate {
+  /**
+   * Labels and annotations for the Service.
+   */
+  metadata?: EmbeddedObjectMeta;
+}
+
+/**
+ * Labels and annotations to add to an object. Labels the operator sets itself cannot be overridden.
+ */
+export interface EmbeddedObjectMeta {
+  /**
+   * Labels to add.
+   */
+  labels?: {
+    [k: string]: string;
+  };
+  /**
+   * Annotations to add.
+   */
+  annotations?: {
+    [k: string]: string;
+  };
+}
+
+/**
+ * A Kubernetes pod spec, as in `kubectl explain pod.spec`. Only its top-level fields and the main fields of containers are described here; nested settings are kept as given and checked by the API server when the pod is created. The workspace's own container is named `pulumi`.
+ */
+export interface PodSpec {
+  /**
+   * Containers of the pod. List the `pulumi` container to change it (for example to add volume mounts), or other names to add sidecars.
+   */
+  containers: Container[];
+  /**
+   * Init containers, run after the operator's own init containers (which fetch the source).
+   */
+  initContainers?: Container[];
+  /**
+   * Ephemeral debugging containers.
+   */
+  ephemeralContainers?: Container[];
+  /**
+   * Extra volumes of the pod.
+   */
+  volumes?: Volume[];
+  /**
+   * Service account of the pod.
+   */
+  serviceAccountName?: string;
+  /**
+   * @deprecated
+   * Deprecated alias of `serviceAccountName`.
+   */
+  serviceAccount?: string;
+  /**
+   * Whether a service account token is mounted automatically.
+   */
+  automountServiceAccountToken?: boolean;
+  /**
+   * Node to run on, bypassing the scheduler.
+   */
+  nodeName?: string;
+  /**
+   * Labels a node must have to run the pod.
+   */
+  nodeSelector?: {
+    [k: string]: string;
+  };
+  /**
+   * Node and pod (anti-)affinity rules.
+   */
+  affinity?: {
+    [k: string]: unknown;
+  };
+  /**
+   * Taints the pod tolerates.
+   */
+  tolerations?: {
+    [k: string]: unknown;
+  }[];
+  /**
+   * How the pod is spread across topology domains.
+   */
+  topologySpreadConstraints?: {
+    [k: string]: unknown;
+  }[];
+  /**
+   * Scheduler that places the pod.
+   */
+  schedulerName?: string;
+  /**
+   * Gates that must be removed before the pod is scheduled.
+   */
+  schedulingGates?: {
+    [k: string]: unknown;
+  }[];
+  /**
+   * Priority value; normally set from `priorityClassName`.
+   */
+  priority?: number;
+  /**
+   * Priority class of the pod.
+   */
+  priorityClassName?: string;
+  /**
+   * `PreemptLowerPriority` or `Never`.
+   */
+  preemptionPolicy?: string;
+  /**
+   * Runtime class of the pod.
+   */
+  runtimeClassName?: string;
+  /**
+   * Pod-level security settings (user, group, fsGroup, seccomp, ...).
+   */
+  securityContext?: {
+    [k: string]: unknown;
+  };
+  /**
+   * Secrets used to pull the images.
+   */
+  imagePullSecrets?: LocalObjectReference[];
+  /**
+   * Extra entries for the pod's /etc/hosts.
+   */
+  hostAliases?: {
+    [k: string]: unknown;
+  }[];
+  /**
+   * Hostname of the pod.
+   */
+  hostname?: string;
+  /**
+   * Hostname to use instead of the pod's default hostname.
+   */
+  hostnameOverride?: string;
+  /**
+   * Subdomain of the pod.
+   */
+  subdomain?: string;
+  /**
+   * Use the fully qualified domain name as the hostname.
+   */
+  setHostnameAsFQDN?: boolean;
+  /**
+   * Use the node's network namespace.
+   */
+  hostNetwork?: boolean;
+  /**
+   * Use the node's process namespace.
+   */
+  hostPID?: boolean;
+  /**
+   * Use the node's IPC namespace.
+   */
+  hostIPC?: boolean;
+  /**
+   * Use the node's user namespace.
+   */
+  hostUsers?: boolean;
+  /**
+   * Share one process namespace between the containers.
+   */
+  shareProcessNamespace?: boolean;
+  /**
+   * DNS policy of the pod.
+   */
+  dnsPolicy?: string;
+  /**
+   * Extra DNS settings.
+   */
+  dnsConfig?: {
+    [k: string]: unknown;
+  };
+  /**
+   * Inject environment variables describing Services.
+   */
+  enableServiceLinks?: boolean;
+  /**
+   * Restart policy of the pod.
+   */
+  restartPolicy?: string;
+  /**
+   * Seconds the pod may take to stop after being asked to. The workspace defaults to 600 so that a running operation can finish.
+   */
+  terminationGracePeriodSeconds?: number;
+  /**
+   * Maximum lifetime of the pod in seconds.
+   */
+  activeDeadlineSeconds?: number;
+  /**
+   * Extra conditions for pod readiness.
+   */
+  readinessGates?: {
+    [k: string]: unknown;
+  }[];
+  /**
+   * Operating system of the pod's containers.
+   */
+  os?: {
+    [k: string]: unknown;
+  };
+  /**
+   * Resource overhead of the pod's runtime class.
+   */
+  overhead?: {
+    [k: string]: Quantity;
+  };
+  /**
+   * Pod-level resource requests and limits.
+   */
+  resources?: ResourceRequirements;
+  /**
+   * Dynamic resource claims of the pod.
+   */
+  resourceClaims?: {
+    [k: string]: unknown;
+  }[];
+  [k: string]: unknown;
+}
+
+/**
+ * A container, as in `kubectl explain pod.spec.containers`. Only the main fields are described here; others are kept as given.
+ */
+export interface Container {
+  /**
+   * Name of the container; `pulumi` is the workspace's own container.
+   */
+  name: string;
+  /**
+   * Container image.
+   */
+  image?: string;
+  /**
+   * `Always`, `IfNotPresent` or `Never`.
+   */
+  imagePullPolicy?: string;
+  /**
+   * Entrypoint, replacing the image's.
+   */
+  command?: string[];
+  /**
+   * Arguments to the entrypoint.
+   */
+  args?: string[];
+  /**
+   * Working directory.
+   */
+  workingDir?: string;
+  /**
+   * Environment variables.
+   */
+  env?: EnvVar[];
+  /**
+   * Environment variables from all keys of ConfigMaps or Secrets.
+   */
+  envFrom?: EnvFromSource[];
+  /**
+   * Ports the container exposes.
+   */
+  ports?: {
+    [k: string]: unknown;
+  }[];
+  /**
+   * Volumes mounted into the container.
+   */
+  volumeMounts?: VolumeMount[];
+  /**
+   * Block devices used by the container.
+   */
+  volumeDevices?: {
+    [k: string]: unknown;
+  }[];
+  /**
+   * Resource requests and limits.
+   */
+  resources?: ResourceRequirements;
+  /**
+   * How each resource may be resized.
+   */
+  resizePolicy?: {
+    [k: string]: unknown;
+  }[];
+  /**
+   * Restart policy of this container (for sidecar init containers: `Always`).
+   */
+  restartPolicy?: string;
+  /**
+   * Rules deciding whether the container restarts after exiting.
+   */
+  restartPolicyRules?: {
+    [k: string]: unknown;
+  }[];
+  /**
+   * Container security settings.
+   */
+  securityContext?: {
+    [k: string]: unknown;
+  };
+  /**
+   * Actions on container start and stop.
+   */
+  lifecycle?: {
+    [k: string]: unknown;
+  };
+  /**
+   * Probe restarting the container when it fails.
+   */
+  livenessProbe?: {
+    [k: string]: unknown;
+  };
+  /**
+   * Probe deciding whether the container is ready.
+   */
+  readinessProbe?: {
+    [k: string]: unknown;
+  };
+  /**
+   * Probe that must succeed before the other probes start.
+   */
+  startupProbe?: {
+    [k: string]: unknown;
+  };
+  /**
+   * Allocate a buffer for stdin.
+   */
+  stdin?: boolean;
+  /**
+   * Close stdin after the first attach ends.
+   */
+  stdinOnce?: boolean;
+  /**
+   * Allocate a TTY.
+   */
+  tty?: boolean;
+  /**
+   * File the container writes its termination message to.
+   */
+  terminationMessagePath?: string;
+  /**
+   * `File` or `FallbackToLogsOnError`.
+   */
+  terminationMessagePolicy?: string;
+  [k: string]: unknown;
+}
+
+/**
+ * A pod volume, as in `kubectl explain pod.spec.volumes`: a name plus one volume source (`secret`, `configMap`, `emptyDir`, `projected`, `persistentVolumeClaim`, ...), kept as given.
+ */
+export interface Volume {
+  /**
+   * Name of the volume, used by volume mounts.
+   */
+  name: string;
+  [k: string]: unknown;
+}
+
+/**
+ * A volume mounted into a container.
+ */
+export interface VolumeMount {
+  /**
+   * Name of the volume.
+   */
+  name: string;
+  /**
+   * Path in the container.
+   */
+  mountPath: string;
+  /**
+   * Path inside the volume to mount instead of its root.
+   */
+  subPath?: string;
+  /**
+   * Mount read-only.
+   */
+  readOnly?: boolean;
+  [k: string]: unknown;
+}
+
+/**
+ * A reference to an object in the same namespace.
+ */
+export interface LocalObjectReference {
+  /**
+   * Name of the object.
+   */
+  name?: string;
+}
+
+/**
+ * An environment variable.
+ */
+export interface EnvVar {
+  /**
+   * Name of the variable.
+   */
+  name: string;
+  /**
+   * Value of the variable.
+   */
+  value?: string;
+  /**
+   * Where to read the value from instead of `value`.
+   */
+  valueFrom?: EnvVarSource;
+}
+
+/**
+ * Source of an environment variable's value. Set one field.
+ */
+export interface EnvVarSource {
+  /**
+   * A key of a Secret in the namespace.
+   */
+  secretKeyRef?: SecretKeySelector;
+  /**
+   * A key of a ConfigMap in the namespace.
+   */
+  configMapKeyRef?: ConfigMapKeySelector;
+  /**
+   * A field of the pod, such as `metadata.name`.
+   */
+  fieldRef?: ObjectFieldSelector;
+  /**
+   * A resource request or limit of a container.
+   */
+  resourceFieldRef?: ResourceFieldSelector;
+  /**
+   * A key of an env file in a volume.
+   */
+  fileKeyRef?: FileKeySelector;
+}
+
+/**
+ * A key of a Secret.
+ */
+export interface SecretKeySelector {
+  /**
+   * Name of the Secret.
+   */
+  name?: string;
+  /**
+   * Key in the Secret.
+   */
+  key: string;
+  /**
+   * Do not fail when the Secret or key is missing.
+   */
+  optional?: boolean;
+}
+
+/**
+ * A key of a ConfigMap.
+ */
+export interface ConfigMapKeySelector {
+  /**
+   * Name of the ConfigMap.
+   */
+  name?: string;
+  /**
+   * Key in the ConfigMap.
+   */
+  key: string;
+  /**
+   * Do not fail when the ConfigMap or key is missing.
+   */
+  optional?: boolean;
+}
+
+/**
+ * A field of the pod.
+ */
+export interface ObjectFieldSelector {
+  /**
+   * API version the field path is written in; defaults to `v1`.
+   */
+  apiVersion?: string;
+  /**
+   * Path of the field, for example `metadata.namespace`.
+   */
+  fieldPath: string;
+}
+
+/**
+ * A resource request or limit of a container.
+ */
+export interface ResourceFieldSelector {
+  /**
+   * Container name; defaults to the container being configured.
+   */
+  containerName?: string;
+  /**
+   * Resource, for example `limits.memory` or `requests.cpu`.
+   */
+  resource: string;
+  /**
+   * Unit the value is expressed in; defaults to 1.
+   */
+  divisor?: Quantity;
+}
+
+/**
+ * A key of an env file in a volume.
+ */
+export interface FileKeySelector {
+  /**
+   * Name of the volume holding the file.
+   */
+  volumeName: string;
+  /**
+   * Path of the file in the volume.
+   */
+  path: string;
+  /**
+   * Key in the file.
+   */
+  key: string;
+  /**
+   * Do not fail when the file or key is missing.
+   */
+  optional?: boolean;
+}
+
+/**
+ * A set of environment variables from all keys of a ConfigMap or Secret. Set one of `configMapRef` and `secretRef`.
+ */
+export interface EnvFromSource {
+  /**
+   * The ConfigMap to read.
+   */
+  configMapRef?: ConfigMapEnvSource;
+  /**
+   * The Secret to read.
+   */
+  secretRef?: SecretEnvSource;
+  /**
+   * Prefix added to every variable name.
+   */
+  prefix?: string;
+}
+
+/**
+ * A ConfigMap in the namespace.
+ */
+export interface ConfigMapEnvSource {
+  /**
+   * Name of the ConfigMap.
+   */
+  name?: string;
+  /**
+   * Do not fail when the ConfigMap is missing.
+   */
+  optional?: boolean;
+}
+
+/**
+ * A Secret in the namespace.
+ */
+export interface SecretEnvSource {
+  /**
+   * Name of the Secret.
+   */
+  name?: string;
+  /**
+   * Do not fail when the Secret is missing.
+   */
+  optional?: boolean;
+}
+
+/**
+ * Compute resource requests and limits.
+ */
+export interface ResourceRequirements {
+  /**
+   * Minimum resources reserved, for example `cpu: 500m`, `memory: 1Gi`.
+   */
+  requests?: {
+    [k: string]: Quantity;
+  };
+  /**
+   * Maximum resources allowed, for example `memory: 2Gi`.
+   */
+  limits?: {
+    [k: string]: Quantity;
+  };
+  /**
+   * Dynamic resource claims used by this container.
+   */
+  claims?: ResourceClaim[];
+}
+
+/**
+ * Use of a pod resource claim.
+ */
+export interface ResourceClaim {
+  /**
+   * Name of the claim in the pod's `resourceClaims`.
+   */
+  name: string;
+  /**
+   * Request within the claim to use.
+   */
+  request?: string;
+}
+
+/**
+ * A partial Update (apiVersion `auto.pulumi.com/v1alpha1`) merged onto every operation the Stack runs. Usually only `spec` and `metadata` are set.
+ */
+export interface UpdateTemplate {
+  /**
+   * Optional; `auto.pulumi.com/v1alpha1` when set.
+   */
+  apiVersion?: string;
+  /**
+   * Optional; `Update` when set.
+   */
+  kind?: string;
+  /**
+   * Labels and annotations for the operations.
+   */
+  metadata?: TemplateObjectMeta;
+  /**
+   * Settings of the operations.
+   */
+  spec?: UpdateTemplateSpec;
+  /**
+   * Ignored.
+   */
+  status?: UpdateTemplateStatus;
+}
+
+/**
+ * Settings applied to every operation.
+ */
+export interface UpdateTemplateSpec {
+  /**
+   * Workspace the operation runs in. Accepted so that a complete Workspace or Update object can be used as a template; the operator sets it itself.
+   */
+  workspaceName?: string;
+  /**
+   * Stack the operation runs against. Accepted so that a complete Workspace or Update object can be used as a template; the operator sets it itself.
+   */
+  stackName?: string;
+  /**
+   * Kind of operation: `up`, `preview`, `refresh` or `destroy`. Accepted so that a complete Workspace or Update object can be used as a template; the operator sets it itself.
+   */
+  type?: string;
+  /**
+   * How long a finished operation is kept before it is deleted, as a duration such as `1h` or `30m`. Defaults to 24h.
+   */
+  ttlAfterCompleted?: string;
+  /**
+   * Maximum number of resource operations run at the same time.
+   */
+  parallel?: number;
+  /**
+   * Message recorded with the update in the stack's history.
+   */
+  message?: string;
+  /**
+   * Fail the operation if it would change anything.
+   */
+  expectNoChanges?: boolean;
+  /**
+   * URNs of resources to replace even when they have not changed.
+   */
+  replace?: string[];
+  /**
+   * URNs of the resources the operation is limited to.
+   */
+  target?: string[];
+  /**
+   * With `target`: include the resources that depend on the targeted ones.
+   */
+  targetDependents?: boolean;
+  /**
+   * Refresh the state from the actual resources before the operation.
+   */
+  refresh?: boolean;
+  /**
+   * Keep going after a resource fails, updating all resources that do not depend on it.
+   */
+  continueOnError?: boolean;
+  /**
+   * After a `destroy`, also remove the stack and its configuration from the backend.
+   */
+  remove?: boolean;
+  /**
+   * Run the program during `refresh` and `destroy`.
+   */
+  runProgram?: boolean;
+}
+
+/**
+ * Status of an Update; ignored in a template.
+ */
+export interface UpdateTemplateStatus {
+  /**
+   * Ignored.
+   */
+  observedGeneration?: number;
+  /**
+   * Ignored.
+   */
+  startTime?: string;
+  /**
+   * Ignored.
+   */
+  endTime?: string;
+  /**
+   * Ignored.
+   */
+  permalink?: string;
+  /**
+   * Ignored.
+   */
+  message?: string;
+  /**
+   * Ignored.
+   */
+  outputs?: string;
+  /**
+   * Ignored.
+   */
+  conditions?: TemplateCondition[];
+  /**
+   * Ignored.
+   */
+  projectInfo?: WorkspaceProjectInfo;
+}
+
+/**
+ * Observed state of a Stack, written by the operator.
+ */
+export interface StackStatus {
+  /**
+   * The `metadata.generation` this status was computed for.
+   */
+  observedGeneration?: number;
+  /**
+   * Value of the `pulumi.com/reconciliation-request` annotation this status was computed for.
+   */
+  observedReconcileRequest?: string;
+  /**
+   * Conditions `Ready`, `Reconciling` and `Stalled` (kstatus conventions). Ready is True when the last operation succeeded and nothing is left to do. Reconciling is True while an operation is pending, running or being retried. Stalled is True when the operator cannot go on until the spec, the source or the reconciliation request changes; its reason says why (SpecInvalid, SourceUnavailable, UpdateFailed, ...).
+   */
+  conditions?: StackCondition[];
+  /**
+   * The operation in progress, if any.
+   */
+  currentUpdate?: CurrentStackUpdate;
+  /**
+   * Result of the last finished operation.
+   */
+  lastUpdate?: StackUpdateState;
+  /**
+   * Outputs of the stack after the last successful operation. Secret outputs are shown as the string `[secret]`.
+   */
+  outputs?: {
+    [k: string]: unknown;
+  };
+  /**
+   * Name and runtime of the Pulumi project, as last seen; used to destroy the stack when its source is no longer available.
+   */
+  projectInfo?: StackProjectInfo;
+}
+
+/**
+ * A condition of a Stack.
+ */
+export interface StackCondition {
+  /**
+   * Condition type, in CamelCase or `domain/CamelCase`.
+   */
+  type: string;
+  /**
+   * `True`, `False` or `Unknown`.
+   */
+  status: "True" | "False" | "Unknown";
+  /**
+   * Machine-readable reason for the last transition, in CamelCase.
+   */
+  reason: string;
+  /**
+   * Human-readable details about the last transition.
+   */
+  message: string;
+  /**
+   * When the status last changed.
+   */
+  lastTransitionTime: string;
+  /**
+   * The `metadata.generation` the condition was computed from.
+   */
+  observedGeneration?: number;
+}
+
+/**
+ * An operation in progress.
+ */
+export interface CurrentStackUpdate {
+  /**
+   * Stack `metadata.generation` the operation was started for.
+   */
+  generation?: number;
+  /**
+   * Reconciliation request the operation was started for.
+   */
+  reconcileRequest?: string;
+  /**
+   * Name of the operation.
+   */
+  name?: string;
+  /**
+   * Source revision being deployed: a git commit SHA, a Flux artifact revision or a Program generation.
+   */
+  commit?: string;
+}
+
+/**
+ * Result of a finished operation.
+ */
+export interface StackUpdateState {
+  /**
+   * Stack `metadata.generation` the operation ran for.
+   */
+  generation?: number;
+  /**
+   * Reconciliation request the operation ran for.
+   */
+  reconcileRequest?: string;
+  /**
+   * Name of the operation.
+   */
+  name?: string;
+  /**
+   * Kind of operation: `up`, `preview`, `refresh` or `destroy`.
+   */
+  type?: string;
+  /**
+   * `succeeded` or `failed`.
+   */
+  state?: string;
+  /**
+   * Details of the result, such as the error of a failed operation.
+   */
+  message?: string;
+  /**
+   * Source revision of this operation.
+   */
+  lastAttemptedCommit?: string;
+  /**
+   * Source revision of the last successful operation (kept when this one failed).
+   */
+  lastSuccessfulCommit?: string;
+  /**
+   * Link to the update in Pulumi Cloud, when the backend provides one.
+   */
+  permalink?: string;
+  /**
+   * When the operation finished.
+   */
+  lastResyncTime?: string;
+  /**
+   * Number of consecutive failed operations for the same generation and reconciliation request. After 3, the Stack stalls (reason UpdateFailed) until the spec, source or request changes.
+   */
+  failures?: number;
+}
+
+/**
+ * Name and runtime of a Pulumi project.
+ */
+export interface StackProjectInfo {
+  /**
+   * Project name from `Pulumi.yaml`.
+   */
+  name: string;
+  /**
+   * Project runtime from `Pulumi.yaml`, for example `nodejs` or `yaml`.
+   */
+  runtime: string;
+}
+
+/**
+ * A Program is a Pulumi YAML program kept in the cluster. A Stack deploys it by naming it in `spec.programRef`.
+ */
+export interface Program {
+  /**
+   * API version: `pulumi.com/v1`.
+   */
+  apiVersion?: string;
+  /**
+   * Kind: `Program`.
+   */
+  kind?: string;
+  /**
+   * Standard object metadata. The name is also the name of the Pulumi project.
+   */
+  metadata: ObjectMeta;
+  /**
+   * The program.
+   */
+  program?: ProgramSpec;
+  /**
+   * Observed state, written by the operator.
+   */
+  status?: ProgramStatus;
+}
+
+/**
+ * A Pulumi YAML program: the body of a `Pulumi.yaml` without `name` and `runtime` (the project is named after the Program and uses runtime `yaml`).
+ */
+export interface ProgramSpec {
+  /**
+   * Configuration keys the program reads, with their type and default value. Refer to them as `${key}`.
+   */
+  configuration?: {
+    [k: string]: Configuration;
+  };
+  /**
+   * Resources the program manages, keyed by logical name. Refer to a resource as `${name}` and to its outputs as `${name.property}`.
+   */
+  resources?: {
+    [k: string]: Resource;
+  };
+  /**
+   * Named values computed once (literals, expressions or function calls such as `fn::invoke`) and usable as `${name}`.
+   */
+  variables?: {
+    [k: string]: unknown;
+  };
+  /**
+   * Stack outputs: output name to value or expression.
+   */
+  outputs?: {
+    [k: string]: unknown;
+  };
+  /**
+   * Packages to install before the program runs: package name to a version or a source (for example a git URL).
+   */
+  packages?: {
+    [k: string]: string;
+  };
+}
+
+/**
+ * Declares one configuration key.
+ */
+export interface Configuration {
+  /**
+   * Type of the value.
+   */
+  type?: "String" | "Number" | "List<Number>" | "List<String>";
+  /**
+   * Value used when the stack sets none.
+   */
+  default?: unknown;
+}
+
+/**
+ * A resource of the program.
+ */
+export interface Resource {
+  /**
+   * Resource type token, for example `aws:s3:Bucket` or `kubernetes:core/v1:ConfigMap`.
+   */
+  type: string;
+  /**
+   * Input properties of the resource; values may contain expressions.
+   */
+  properties?: {
+    [k: string]: unknown;
+  };
+  /**
+   * Resource options.
+   */
+  options?: ResourceOptions;
+  /**
+   * Read an existing resource by ID instead of managing it. Do not combine with `properties`.
+   */
+  get?: Getter;
+}
+
+/**
+ * Options that change how a resource is managed.
+ */
+export interface ResourceOptions {
+  /**
+   * Output properties to treat as secrets.
+   */
+  additionalSecretOutputs?: string[];
+  /**
+   * Earlier URNs of this resource, so that renaming it does not replace it.
+   */
+  aliases?: string[];
+  /**
+   * Time limits for creating, updating and deleting the resource.
+   */
+  customTimeouts?: CustomTimeouts;
+  /**
+   * When the resource must be replaced, delete the old one before creating the new one.
+   */
+  deleteBeforeReplace?: boolean;
+  /**
+   * Resources this one depends on beyond those its properties refer to, as expressions like `${other}`.
+   */
+  dependsOn?: unknown[];
+  /**
+   * Properties whose changes are ignored when updating.
+   */
+  ignoreChanges?: string[];
+  /**
+   * ID of an existing resource to adopt into the stack.
+   */
+  import?: string;
+  /**
+   * Parent resource, as an expression like `${component}`.
+   */
+  parent?: unknown;
+  /**
+   * Prevent the resource from being deleted.
+   */
+  protect?: boolean;
+  /**
+   * Provider resource to use, as an expression like `${myProvider}`.
+   */
+  provider?: unknown;
+  /**
+   * Provider resources to use for children, keyed by package name.
+   */
+  providers?: {
+    [k: string]: unknown;
+  };
+  /**
+   * Exact provider plugin version to use.
+   */
+  version?: string;
+}
+
+/**
+ * Time limits of resource operations, as durations such as `5m` or `1h30m`.
+ */
+export interface CustomTimeouts {
+  /**
+   * Time limit for creating.
+   */
+  create?: string;
+  /**
+   * Time limit for updating.
+   */
+  update?: string;
+  /**
+   * Time limit for deleting.
+   */
+  delete?: string;
+}
+
+/**
+ * Reads an existing resource.
+ */
+export interface Getter {
+  /**
+   * ID of the existing resource.
+   */
+  id: string;
+  /**
+   * Extra properties that identify the resource.
+   */
+  state?: {
+    [k: string]: unknown;
+  };
+}
+
+/**
+ * Observed state of a Program, written by the operator.
+ */
+export interface ProgramStatus {
+  /**
+   * The `metadata.generation` this status was computed for.
+   */
+  observedGeneration?: number;
+  /**
+   * Conditions of the Program (kstatus conventions), such as `Ready`; when the program is invalid, the reason and message say what to fix.
+   */
+  conditions?: ProgramCondition[];
+  /**
+   * The rendered project (a single `Pulumi.yaml`), in the shape of a Flux artifact. Stacks that use this Program deploy it.
+   */
+  artifact?: Artifact;
+}
+
+/**
+ * A condition of a Program.
+ */
+export interface ProgramCondition {
+  /**
+   * Condition type, in CamelCase or `domain/CamelCase`.
+   */
+  type: string;
+  /**
+   * `True`, `False` or `Unknown`.
+   */
+  status: "True" | "False" | "Unknown";
+  /**
+   * Machine-readable reason for the last transition, in CamelCase.
+   */
+  reason: string;
+  /**
+   * Human-readable details about the last transition.
+   */
+  message: string;
+  /**
+   * When the status last changed.
+   */
+  lastTransitionTime: string;
+  /**
+   * The `metadata.generation` the condition was computed from.
+   */
+  observedGeneration?: number;
+}
+
+/**
+ * A rendered revision of the program.
+ */
+export interface Artifact {
+  /**
+   * Path of the artifact, relative to the server that stores it.
+   */
+  path: string;
+  /**
+   * Where the artifact can be read.
+   */
+  url: string;
+  /**
+   * Revision of the artifact: the Program's `metadata.generation`.
+   */
+  revision: string;
+  /**
+   * Digest of the content, `<algorithm>:<checksum>`, for example `sha256:...`.
+   */
+  digest?: string;
+  /**
+   * When this revision was produced.
+   */
+  lastUpdateTime: string;
+  /**
+   * Size of the content in bytes.
+   */
+  size?: number;
+  /**
+   * Extra information about the artifact.
+   */
+  metadata?: {
+    [k: string]: string;
+  };
+}
+
+/**
+ * Any request body Metacontroller sends to a hook. Each hook validates against its own definition in `$defs`.
+ */
+export type MetacontrollerHookRequest = CompositeSyncRequest | CustomizeRequest | DecoratorSyncRequest;
+
+/**
+ * A Kubernetes object. Only `apiVersion`, `kind` and `metadata` are checked; other fields are passed through.
+ */
+export interface KubernetesObject {
+  /**
+   * API version of the object.
+   */
+  apiVersion: string;
+  /**
+   * Kind of the object.
+   */
+  kind: string;
+  metadata: ObjectMeta;
+  [k: string]: unknown;
+}
+
+/**
+ * The CompositeController or DecoratorController that made the call.
+ */
+export interface ControllerObject {
+  [k: string]: unknown;
+}
+
+/**
+ * Objects grouped by type, then by key. The type key is `<Kind>.<version>` for the core group and `<Kind>.<group>/<version>` otherwise; the object key is `<namespace>/<name>` (hook version v2) or `<name>`.
+ */
+export interface ObjectsByType {
+  [k: string]: {
+    [k: string]: KubernetesObject;
+  };
+}
+
+/**
+ * Body of a CompositeController sync or finalize call.
+ */
+export interface CompositeSyncRequest {
+  controller?: ControllerObject;
+  /**
+   * The parent object (a Stack), as Metacontroller sees it.
+   */
+  parent: KubernetesObject;
+  /**
+   * The children the parent owns, by type; every declared child type has an entry, possibly empty.
+   */
+  children?: ObjectsByType;
+  /**
+   * Related objects selected by the customize hook, by type.
+   */
+  related?: ObjectsByType;
+  /**
+   * True for a finalize call: the parent is being deleted.
+   */
+  finalizing?: boolean;
+}
+
+/**
+ * Body of a customize call (CompositeController or DecoratorController).
+ */
+export interface CustomizeRequest {
+  controller?: ControllerObject;
+  /**
+   * The parent or target object.
+   */
+  parent: KubernetesObject;
+}
+
+/**
+ * Body of a DecoratorController sync or finalize call.
+ */
+export interface DecoratorSyncRequest {
+  controller?: ControllerObject;
+  /**
+   * The target object (a Program).
+   */
+  object: KubernetesObject;
+  /**
+   * The attachments the target owns, by type.
+   */
+  attachments?: ObjectsByType;
+  /**
+   * Related objects selected by the customize hook, by type.
+   */
+  related?: ObjectsByType;
+  /**
+   * True for a finalize call.
+   */
+  finalizing?: boolean;
+}
+
+/**
+ * Answer to a CompositeController sync or finalize call.
+ */
+export interface CompositeSyncResponse {
+  /**
+   * Replaces the whole status of the parent; Metacontroller adds `observedGeneration`. Null wipes it.
+   */
+  status: {
+    [k: string]: unknown;
+  } | null;
+  /**
+   * Every desired child. A child that exists but is not listed is deleted.
+   */
+  children: KubernetesObject[];
+  /**
+   * Call sync again after this many seconds (when greater than 0).
+   */
+  resyncAfterSeconds?: number;
+  /**
+   * For a finalize call: true when the parent may go.
+   */
+  finalized?: boolean;
+}
+
+/**
+ * Answer to a customize call.
+ */
+export interface CustomizeResponse {
+  /**
+   * Rules selecting the related objects to send with each sync.
+   */
+  relatedResources: RelatedResourceRule[];
+}
+
+/**
+ * Selects related objects of one type. `names` excludes `labelSelector` and `namespaceSelector`; `namespace` excludes `namespaceSelector`.
+ */
+export interface RelatedResourceRule {
+  /**
+   * API version of the objects, `<group>/<version>` or `v1`.
+   */
+  apiVersion: string;
+  /**
+   * Resource name (lower-case plural), for example `secrets`.
+   */
+  resource: string;
+  /**
+   * Select by labels; `{}` selects all.
+   */
+  labelSelector?: LabelSelector;
+  /**
+   * Select the namespaces by their labels.
+   */
+  namespaceSelector?: LabelSelector;
+  /**
+   * Namespace of the objects.
+   */
+  namespace?: string;
+  /**
+   * Names of the objects.
+   */
+  names?: string[];
+}
+
+/**
+ * A Kubernetes label selector.
+ */
+export interface LabelSelector {
+  /**
+   * Labels that must all be present with these values.
+   */
+  matchLabels?: {
+    [k: string]: string;
+  };
+  /**
+   * Requirements that must all hold.
+   */
+  matchExpressions?: LabelSelectorRequirement[];
+}
+
+/**
+ * One label requirement.
+ */
+export interface LabelSelectorRequirement {
+  /**
+   * Label key.
+   */
+  key: string;
+  /**
+   * `In`, `NotIn`, `Exists` or `DoesNotExist`.
+   */
+  operator: "In" | "NotIn" | "Exists" | "DoesNotExist";
+  /**
+   * Values for `In` and `NotIn`.
+   */
+  values?: string[];
+}
+
+/**
+ * Answer to a DecoratorController sync or finalize call.
+ */
+export interface DecoratorSyncResponse {
+  /**
+   * Labels to set on the target; a null value removes the label. Labels not listed are left alone.
+   */
+  labels?: {
+    [k: string]: string | null;
+  };
+  /**
+   * Annotations to set on the target; a null value removes the annotation.
+   */
+  annotations?: {
+    [k: string]: string | null;
+  };
+  /**
+   * Replaces the whole status of the target; null or absent leaves it unchanged.
+   */
+  status?: {
+    [k: string]: unknown;
+  } | null;
+  /**
+   * Every desired attachment. One that exists but is not listed is deleted.
+   */
+  attachments: KubernetesObject[];
+  /**
+   * Call sync again after this many seconds (when greater than 0).
+   */
+  resyncAfterSeconds?: number;
+  /**
+   * For a finalize call: true when the target may go.
+   */
+  finalized?: boolean;
+}
