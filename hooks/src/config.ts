@@ -1,0 +1,52 @@
+import { version } from '../../package.json';
+
+/** Settings of the hook server, from its environment. Nothing here is per request. */
+export interface HookConfig {
+  port: number;
+  host: string;
+  /** The image of the fetch init container and the Job runner (and the default workspace image). */
+  agentImage: string;
+  agentImagePullPolicy?: 'Always' | 'IfNotPresent' | 'Never';
+  /** Passed to the fetch container (upstream's FLUX_MAX_UNTAR_SIZE_BYTES). */
+  fluxMaxUntarSizeBytes?: string;
+  /** Largest request body accepted, in bytes. */
+  bodyLimit: number;
+  logLevel: string;
+  /** Git ref lookups: per-request timeout and how long answers are cached. */
+  gitTimeoutMs: number;
+  gitCacheTtlMs: number;
+}
+
+export const DEFAULT_AGENT_IMAGE = `ghcr.io/pulumi-mc-operator/agent:v${version}`;
+
+function pullPolicy(v: string | undefined): HookConfig['agentImagePullPolicy'] {
+  if (!v) return undefined;
+  const lower = v.toLowerCase();
+  if (lower === 'always') return 'Always';
+  if (lower === 'never') return 'Never';
+  if (lower === 'ifnotpresent') return 'IfNotPresent';
+  throw new Error(`AGENT_IMAGE_PULL_POLICY must be Always, IfNotPresent or Never, not "${v}"`);
+}
+
+function positiveInt(name: string, v: string | undefined, fallback: number): number {
+  if (v === undefined || v === '') return fallback;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n <= 0) throw new Error(`${name} must be a positive integer, not "${v}"`);
+  return n;
+}
+
+export function configFromEnv(env: NodeJS.ProcessEnv = process.env): HookConfig {
+  const config: HookConfig = {
+    port: positiveInt('PORT', env.PORT, 8080),
+    host: env.HOST || '0.0.0.0',
+    agentImage: env.AGENT_IMAGE || DEFAULT_AGENT_IMAGE,
+    bodyLimit: positiveInt('BODY_LIMIT_BYTES', env.BODY_LIMIT_BYTES, 8 * 1024 * 1024),
+    logLevel: env.LOG_LEVEL || 'info',
+    gitTimeoutMs: positiveInt('GIT_TIMEOUT_MS', env.GIT_TIMEOUT_MS, 2000),
+    gitCacheTtlMs: positiveInt('GIT_CACHE_TTL_MS', env.GIT_CACHE_TTL_MS, 20_000),
+  };
+  const policy = pullPolicy(env.AGENT_IMAGE_PULL_POLICY);
+  if (policy) config.agentImagePullPolicy = policy;
+  if (env.FLUX_MAX_UNTAR_SIZE_BYTES) config.fluxMaxUntarSizeBytes = env.FLUX_MAX_UNTAR_SIZE_BYTES;
+  return config;
+}

@@ -1,0 +1,164 @@
+import { createHash } from 'node:crypto';
+import { Agent, interceptors, request, type Dispatcher } from 'undici';
+import type { RefLookup, RefLookupRequest } from '../stack/source';
+
+/** Largest ref advertisement read (a repository with tens of thousands of tags fits easily). */
+const MAX_ADVERTISEMENT_BYTES = 16 * 1024 * 1024;
+const MAX_CACHE_ENTRIES = 2000;
+
+/** A URL fit for messages and logs: no credentials. */
+export function redactUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    u.username = '';
+    u.password = '';
+    return u.toString();
+  } catch {
+    return url.replace(/\/\/[^@/]*@/, '//');
+  }
+}
+
+/**
+ * Parses a smart-HTTP ref advertisement (protocol v0/v1): pkt-lines of `<sha> <ref>`, the first
+ * carrying capabilities after a NUL, after a `# service=git-upload-pack` header and a flush.
+ */
+export function parseAdvertisement(body: Buffer): Map<string, string> {
+  const refs = new Map<string, string>();
+  let pos = 0;
+  while (pos + 4 <= body.length) {
+    const len = parseInt(body.subarray(pos, pos + 4).toString('ascii'), 16);
+    if (Number.isNaN(len)) throw new Error('malformed pkt-line length');
+    if (len === 0) {
+      pos += 4;
+      continue;
+    }
+    if (len < 4 || pos + len > body.length) throw new Error('truncated pkt-line');
+    let line = body.subarray(pos + 4, pos + len).toString('utf8');
+    pos += len;
+    if (line.endsWith('\n')) line = line.slice(0, -1);
+    if (line.startsWith('#')) continue;
+    const nul = line.indexOf('\0');
+    if (nul >= 0) line = line.slice(0, nul);
+    const m = /^([0-9a-f]{40}|[0-9a-f]{64}) (.+)$/.exec(line);
+    if (m) refs.set(m[2]!, m[1]!);
+  }
+  return refs;
+}
+
+/** Upstream's matching: a full ref name, else a branch, else a tag (peeled for annotated tags). */
+export function matchRef(refs: Map<string, string>, ref: string): string | undefined {
+  if (ref.startsWith('refs/')) return refs.get(`${ref}^{}`) ?? refs.get(ref);
+  return refs.get(`refs/heads/${ref}`) ?? refs.get(`refs/tags/${ref}^{}`) ?? refs.get(`refs/tags/${ref}`) ?? (ref === 'HEAD' ? refs.get('HEAD') : undefined);
+}
+
+export interface GitResolverOptions {
+  timeoutMs: number;
+  cacheTtlMs: number;
+  /** For tests: a clock. */
+  now?: () => number;
+}
+
+/**
+ * Resolves git refs over smart HTTP with a hard timeout, caching answers (failures too, for a
+ * shorter time) so a busy Stack never costs more than one lookup per TTL, and concurrent syncs
+ * share one request. Keys hash the credentials; no credential is kept in clear or logged.
+ */
+export class GitResolver {
+  private readonly cache = new Map<string, { expires: number; value: Promise<RefLookup> }>();
+  private readonly now: () => number;
+  private readonly dispatcher: Dispatcher;
+
+  constructor(private readonly options: GitResolverOptions) {
+    this.now = options.now ?? Date.now;
+    this.dispatcher = new Agent({ connectTimeout: options.timeoutMs }).compose(interceptors.redirect({ maxRedirections: 3 }));
+  }
+
+  close(): Promise<void> {
+    return this.dispatcher.close();
+  }
+
+  resolve(req: RefLookupRequest): Promise<RefLookup> {
+    if (req.unsupported) return Promise.resolve({ error: req.unsupported });
+    const key = createHash('sha256').update(JSON.stringify([req.url, req.ref, req.username ?? '', req.password ?? ''])).digest('hex');
+    const hit = this.cache.get(key);
+    const t = this.now();
+    if (hit && hit.expires > t) return hit.value;
+    const value = this.lookup(req);
+    this.cache.set(key, { expires: t + this.options.cacheTtlMs, value });
+    void value.then((v) => {
+      // Failures are retried sooner than answers are refreshed.
+      if ('error' in v) this.cache.set(key, { expires: this.now() + Math.min(this.options.cacheTtlMs, 5000), value });
+    });
+    if (this.cache.size > MAX_CACHE_ENTRIES) {
+      for (const [k, e] of this.cache) {
+        if (e.expires <= t || this.cache.size > MAX_CACHE_ENTRIES) this.cache.delete(k);
+        if (this.cache.size <= MAX_CACHE_ENTRIES) break;
+      }
+    }
+    return value;
+  }
+
+  private async lookup(req: RefLookupRequest): Promise<RefLookup> {
+    const shown = redactUrl(req.url);
+    let url: URL;
+    try {
+      url = new URL(req.url.replace(/\/+$/, '') + '/info/refs');
+    } catch {
+      return { error: `cannot resolve "${req.ref}": "${shown}" is not a valid repository URL` };
+    }
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+      return { error: `cannot resolve "${req.ref}": unsupported repository URL scheme "${url.protocol}" in ${shown}` };
+    }
+    url.searchParams.set('service', 'git-upload-pack');
+    const headers: Record<string, string> = { 'user-agent': 'git/2.0 (pulumi-mc-operator)', accept: '*/*' };
+    const userinfo = url.username || url.password ? { username: decodeURIComponent(url.username), password: decodeURIComponent(url.password) } : undefined;
+    url.username = '';
+    url.password = '';
+    const username = req.username ?? userinfo?.username;
+    const password = req.password ?? userinfo?.password;
+    if (username !== undefined || password !== undefined) {
+      headers.authorization = `Basic ${Buffer.from(`${username ?? ''}:${password ?? ''}`).toString('base64')}`;
+    }
+    try {
+      const signal = AbortSignal.timeout(this.options.timeoutMs);
+      const res = await request(url, { method: 'GET', headers, signal, dispatcher: this.dispatcher });
+      if (res.statusCode === 401 || res.statusCode === 403) {
+        await res.body.dump();
+        return { error: `authentication failed reading ${shown} (HTTP ${res.statusCode}): check the git credentials in spec.gitAuth` };
+      }
+      if (res.statusCode === 404) {
+        await res.body.dump();
+        return { error: `repository ${shown} not found (HTTP 404)` };
+      }
+      if (res.statusCode !== 200) {
+        await res.body.dump();
+        return { error: `reading refs of ${shown} failed: HTTP ${res.statusCode}` };
+      }
+      const chunks: Buffer[] = [];
+      let size = 0;
+      for await (const chunk of res.body) {
+        size += (chunk as Buffer).length;
+        if (size > MAX_ADVERTISEMENT_BYTES) {
+          res.body.destroy();
+          return { error: `the ref list of ${shown} is larger than ${MAX_ADVERTISEMENT_BYTES} bytes` };
+        }
+        chunks.push(chunk as Buffer);
+      }
+      let refs: Map<string, string>;
+      try {
+        refs = parseAdvertisement(Buffer.concat(chunks));
+      } catch (err) {
+        return { error: `${shown} did not answer as a git smart-HTTP server: ${(err as Error).message}` };
+      }
+      const sha = matchRef(refs, req.ref);
+      if (!sha) return { error: `no commits found for ref "${req.ref}" in ${shown}` };
+      return { sha };
+    } catch (err) {
+      const e = err as Error & { code?: string };
+      if (e.name === 'TimeoutError' || e.name === 'AbortError') {
+        return { error: `timed out after ${this.options.timeoutMs} ms resolving "${req.ref}" in ${shown}` };
+      }
+      return { error: `cannot reach ${shown} to resolve "${req.ref}": ${e.code ?? e.message}` };
+    }
+  }
+}

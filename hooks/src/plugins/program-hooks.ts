@@ -1,0 +1,22 @@
+import type { FastifyInstance } from 'fastify';
+import type { Program } from '../../../schemas/generated/types';
+import { requestSchemas } from '../../../schemas';
+import type { ObjectMap } from '../lib/k8s';
+import { syncProgram } from '../program/sync';
+
+/** The Program DecoratorController's sync hook (version v2). */
+export async function programHooks(app: FastifyInstance, opts: { clock: () => Date }): Promise<void> {
+  app.post<{ Body: { object: Program; attachments?: ObjectMap; finalizing?: boolean } }>(
+    '/sync',
+    { schema: { body: requestSchemas.decoratorSync } },
+    async (request) => {
+      const body = request.body;
+      const response = syncProgram({ object: body.object, attachments: body.attachments ?? {}, finalizing: body.finalizing === true }, opts.clock());
+      request.log.info(
+        { program: `${body.object.metadata?.namespace}/${body.object.metadata?.name}`, revision: response.status.artifact?.revision },
+        'program sync',
+      );
+      return response;
+    },
+  );
+}

@@ -1,0 +1,71 @@
+import type { FastifyInstance } from 'fastify';
+import type { Stack } from '../../../schemas/generated/types';
+import { requestSchemas } from '../../../schemas';
+import type { HookConfig } from '../config';
+import type { GitResolver } from '../git/ls-remote';
+import type { ObjectMap } from '../lib/k8s';
+import { customizeStack } from '../stack/customize';
+import { planRefLookup, refLookupKey, type RefLookup } from '../stack/source';
+import { syncStack, type StackSyncRequest } from '../stack/sync';
+
+export interface StackHooksOptions {
+  config: HookConfig;
+  git: GitResolver;
+  clock: () => Date;
+}
+
+interface SyncBody {
+  parent: Stack;
+  children?: ObjectMap;
+  related?: ObjectMap;
+  finalizing?: boolean;
+}
+
+/**
+ * The Stack CompositeController's hooks: customize, sync and finalize (hook version v2). The only
+ * I/O is the bounded, cached git lookup; the rest is syncStack, a pure function.
+ */
+export async function stackHooks(app: FastifyInstance, opts: StackHooksOptions): Promise<void> {
+  app.post<{ Body: { parent: Stack } }>('/customize', { schema: { body: requestSchemas.customize } }, async (request) => {
+    return customizeStack(request.body.parent);
+  });
+
+  const sync = async (body: SyncBody, finalizing: boolean, log: FastifyInstance['log']) => {
+    const lookups = new Map<string, RefLookup>();
+    const plan = safePlan(body);
+    if (plan) lookups.set(refLookupKey(plan.url, plan.ref), await opts.git.resolve(plan));
+    const req: StackSyncRequest = { parent: body.parent, finalizing };
+    if (body.children) req.children = body.children;
+    if (body.related) req.related = body.related;
+    const response = syncStack(req, { config: opts.config, now: opts.clock(), lookups });
+    const ready = response.status.conditions?.find((c) => c.type !== 'Ready' && c.status === 'True');
+    log.info(
+      {
+        stack: `${body.parent.metadata?.namespace}/${body.parent.metadata?.name}`,
+        generation: body.parent.metadata?.generation,
+        condition: ready ? `${ready.type}/${ready.reason}` : 'Ready',
+        children: response.children.length,
+        resyncAfterSeconds: response.resyncAfterSeconds,
+        finalized: response.finalized,
+      },
+      finalizing ? 'stack finalize' : 'stack sync',
+    );
+    return response;
+  };
+
+  app.post<{ Body: SyncBody }>('/sync', { schema: { body: requestSchemas.compositeSync } }, async (request) =>
+    sync(request.body, request.body.finalizing === true, request.log),
+  );
+  app.post<{ Body: SyncBody }>('/finalize', { schema: { body: requestSchemas.compositeSync } }, async (request) =>
+    sync(request.body, true, request.log),
+  );
+}
+
+/** The git lookup this request needs; none when the spec is too broken to say (validation reports it). */
+function safePlan(body: SyncBody) {
+  try {
+    return body.parent?.spec ? planRefLookup(body.parent, body.related) : undefined;
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,74 @@
+import type { Program, ProgramStatus } from '../../../schemas/generated/types';
+import { Annotations } from '../../../contract';
+import { formatErrors, validateProgram } from '../../../schemas';
+import { asLastApplied, objectsOf, type KObject, type ObjectMap } from '../lib/k8s';
+import { applyMark } from '../stack/conditions';
+import { programConfigMapName } from '../stack/source';
+import { renderProgram } from './render';
+
+export interface ProgramSyncRequest {
+  object: Program;
+  attachments?: ObjectMap;
+  finalizing?: boolean;
+}
+
+export interface ProgramSyncResponse {
+  status: ProgramStatus;
+  attachments: KObject[];
+}
+
+export const PROGRAM_LABEL = 'pulumi.com/program-name';
+
+/**
+ * The Program decorator: validates the Program, renders it, attaches a ConfigMap holding the
+ * project, and reports an upstream-shaped artifact (revision = generation, sha256 digest) that
+ * Stacks consume like a Flux artifact. An invalid Program keeps its last good attachment and
+ * artifact-less status says why, so Stacks using it stall instead of deploying garbage.
+ */
+export function syncProgram(req: ProgramSyncRequest, now: Date): ProgramSyncResponse {
+  const program = req.object;
+  const name = program.metadata!.name as string;
+  const namespace = program.metadata!.namespace as string;
+  const generation = program.metadata!.generation as number;
+  const cmName = programConfigMapName(name);
+  const observed = objectsOf(req.attachments, 'ConfigMap', 'v1').find((o) => o.metadata.name === cmName);
+  const previous = program.status ?? {};
+
+  const check = validateProgram(program);
+  if (!check.ok) {
+    const message = formatErrors(check.errors);
+    const status: ProgramStatus = {
+      observedGeneration: generation,
+      conditions: applyMark(previous.conditions, { kind: 'stalled', reason: 'SpecInvalid', message }, generation, now) as ProgramStatus['conditions'],
+    };
+    return { status, attachments: observed ? [asLastApplied(observed)] : [] };
+  }
+
+  const rendered = renderProgram(program);
+  const revision = String(generation);
+  const unchanged = previous.artifact?.revision === revision && previous.artifact?.digest === rendered.digest;
+  const status: ProgramStatus = {
+    observedGeneration: generation,
+    conditions: applyMark(previous.conditions, { kind: 'ready', message: 'the program has been rendered' }, generation, now) as ProgramStatus['conditions'],
+    artifact: {
+      path: `programs/${namespace}/${name}/${revision}`,
+      url: `configmap://${namespace}/${cmName}/Pulumi.yaml`,
+      revision,
+      digest: rendered.digest,
+      size: rendered.size,
+      lastUpdateTime: unchanged && previous.artifact?.lastUpdateTime ? previous.artifact.lastUpdateTime : now.toISOString().replace(/\.\d{3}Z$/, 'Z'),
+    },
+  };
+  const configMap: KObject = {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: {
+      name: cmName,
+      namespace,
+      labels: { [PROGRAM_LABEL]: name },
+      annotations: { [Annotations.programRevision]: revision, [Annotations.programDigest]: rendered.digest },
+    },
+    data: { 'Pulumi.yaml': rendered.yaml },
+  };
+  return { status, attachments: [configMap] };
+}

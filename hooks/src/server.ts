@@ -1,0 +1,57 @@
+import Fastify, { LogController, type FastifyInstance } from 'fastify';
+import { randomUUID } from 'node:crypto';
+import { createAjv } from '../../schemas';
+import type { HookConfig } from './config';
+import { GitResolver } from './git/ls-remote';
+import { installErrorHandler } from './plugins/errors';
+import { healthPlugin, type Health } from './plugins/health';
+import { programHooks } from './plugins/program-hooks';
+import { stackHooks } from './plugins/stack-hooks';
+
+export interface ServerDeps {
+  /** The hooks' only notion of time; tests pin it. */
+  clock?: () => Date;
+  git?: GitResolver;
+  /** Pass false to silence logs (tests, benchmarks). */
+  logger?: boolean;
+  /** Where logs go (default stdout); tests capture them. */
+  logStream?: NodeJS.WritableStream;
+}
+
+export interface HookServer {
+  app: FastifyInstance;
+  health: Health;
+}
+
+/** The hook server: health endpoints and the Stack and Program hooks, each an encapsulated plugin. */
+export function buildServer(config: HookConfig, deps: ServerDeps = {}): HookServer {
+  const app = Fastify({
+    logger:
+      deps.logger === false
+        ? false
+        : {
+            level: config.logLevel,
+            redact: ['req.headers.authorization', 'req.headers.cookie'],
+            ...(deps.logStream ? { stream: deps.logStream } : {}),
+          },
+    bodyLimit: config.bodyLimit,
+    genReqId: (req) => {
+      const given = req.headers['x-request-id'];
+      return typeof given === 'string' && given.length > 0 && given.length <= 128 ? given : randomUUID();
+    },
+    logController: new LogController({ requestIdLogLabel: 'requestId' }),
+  });
+  const ajv = createAjv();
+  app.setValidatorCompiler(({ schema }) => ajv.compile(schema));
+  installErrorHandler(app);
+  const health: Health = { ready: true };
+  const clock = deps.clock ?? (() => new Date());
+  const git = deps.git ?? new GitResolver({ timeoutMs: config.gitTimeoutMs, cacheTtlMs: config.gitCacheTtlMs });
+  app.register(healthPlugin, { health });
+  app.register(stackHooks, { prefix: '/stack', config, git, clock });
+  app.register(programHooks, { prefix: '/program', clock });
+  app.addHook('onClose', async () => {
+    await git.close();
+  });
+  return { app, health };
+}

@@ -1,0 +1,84 @@
+/**
+ * Upstream's kstatus-compatible Ready/Reconciling/Stalled protocol (reference §2.1). Reason strings
+ * are part of the API: Argo CD's health check and users' alerts match on them.
+ */
+export const Reasons = {
+  // Reconciling
+  StackProcessing: 'StackProcessing',
+  PrerequisiteNotSatisfied: 'PrerequisiteNotSatisfied',
+  RetryingAfterFailure: 'RetryingAfterFailure',
+  PreviewFailed: 'PreviewFailed',
+  // Stalled
+  SpecInvalid: 'SpecInvalid',
+  SourceUnavailable: 'SourceUnavailable',
+  PulumiVersionTooLow: 'PulumiVersionTooLow',
+  WorkspaceFailed: 'WorkspaceFailed',
+  UpdateFailed: 'UpdateFailed',
+  NamespaceTerminating: 'NamespaceTerminating',
+  // Ready
+  ProcessingCompleted: 'ProcessingCompleted',
+  NotReadyInProgress: 'NotReadyInProgress',
+  NotReadyStalled: 'NotReadyStalled',
+} as const;
+
+export interface Condition {
+  type: string;
+  status: 'True' | 'False' | 'Unknown';
+  reason: string;
+  message: string;
+  lastTransitionTime: string;
+  observedGeneration?: number;
+}
+
+export type Mark =
+  | { kind: 'ready'; message?: string }
+  | { kind: 'reconciling'; reason: string; message: string }
+  | { kind: 'stalled'; reason: string; message: string };
+
+/**
+ * Applies a mark to the observed conditions. Like apimachinery's SetStatusCondition: a condition
+ * whose status did not change keeps its lastTransitionTime, so feeding the result back gives the
+ * same bytes (Metacontroller re-syncs on its own status writes; a moving timestamp would hot-loop).
+ */
+export function applyMark(observed: unknown, mark: Mark, generation: number | undefined, now: Date): Condition[] {
+  let conditions: Condition[] = Array.isArray(observed) ? observed.filter(isCondition).map((c) => ({ ...c })) : [];
+  const set = (type: string, status: Condition['status'], reason: string, message: string) => {
+    const existing = conditions.find((c) => c.type === type);
+    const next: Condition = {
+      type,
+      status,
+      reason,
+      message,
+      lastTransitionTime: existing && existing.status === status ? existing.lastTransitionTime : now.toISOString().replace(/\.\d{3}Z$/, 'Z'),
+    };
+    if (generation !== undefined) next.observedGeneration = generation;
+    conditions = existing ? conditions.map((c) => (c.type === type ? next : c)) : [...conditions, next];
+  };
+  const remove = (type: string) => {
+    conditions = conditions.filter((c) => c.type !== type);
+  };
+  switch (mark.kind) {
+    case 'ready':
+      remove('Reconciling');
+      remove('Stalled');
+      set('Ready', 'True', Reasons.ProcessingCompleted, mark.message ?? 'the stack has been processed and is up to date');
+      break;
+    case 'reconciling':
+      remove('Stalled');
+      set('Ready', 'False', Reasons.NotReadyInProgress, 'reconciliation is in progress');
+      set('Reconciling', 'True', mark.reason, mark.message);
+      break;
+    case 'stalled':
+      remove('Reconciling');
+      set('Ready', 'False', Reasons.NotReadyStalled, 'reconciliation is stalled');
+      set('Stalled', 'True', mark.reason, mark.message);
+      break;
+  }
+  return conditions;
+}
+
+function isCondition(c: unknown): c is Condition {
+  if (typeof c !== 'object' || c === null) return false;
+  const o = c as Record<string, unknown>;
+  return typeof o.type === 'string' && typeof o.status === 'string' && typeof o.lastTransitionTime === 'string';
+}

@@ -1,0 +1,209 @@
+import type { Stack, StackSpec } from '../../../schemas/generated/types';
+import { findObject, type KObject, type ObjectMap } from '../lib/k8s';
+import { hasGitSource } from './validate';
+import { Reasons } from './conditions';
+
+/** A Secret key the fetch container receives as an env var (secretKeyRef); never a literal value. */
+export interface SecretEnv {
+  env: string;
+  secret: string;
+  key: string;
+  optional?: boolean;
+}
+
+export type WorkspaceSource =
+  | { kind: 'git'; url: string; revision: string; dir?: string; shallow: boolean; auth: SecretEnv[] }
+  | { kind: 'flux'; url: string; digest: string; dir?: string }
+  | { kind: 'program'; program: string; configMap: string; digest: string }
+  | { kind: 'local'; dir: string }
+  | { kind: 'projectInfo'; name: string; runtime: string }
+  | { kind: 'none' };
+
+export type SourceResolution =
+  | { ok: true; commit: string; source: WorkspaceSource }
+  | { ok: false; reason: string; message: string };
+
+/** The result of resolving a git ref, produced by the (I/O) lookup phase before the pure sync. */
+export type RefLookup = { sha: string } | { error: string };
+
+/** What a branch resolution needs: the repository, the ref and the credentials (from related Secrets). */
+export interface RefLookupRequest {
+  url: string;
+  ref: string;
+  /** HTTP basic credentials, when the repository is private. */
+  username?: string;
+  password?: string;
+  /** Set when the hooks cannot resolve this ref themselves; the message says why. */
+  unsupported?: string;
+}
+
+export function refLookupKey(url: string, ref: string): string {
+  return `${url}#${ref}`;
+}
+
+const FULL_SHA = /^[0-9a-f]{40}$/;
+
+export const GROUP_VERSION = 'pulumi.com/v1';
+
+/** The ConfigMap the Program hook attaches to a Program, holding its rendered Pulumi.yaml. */
+export function programConfigMapName(program: string): string {
+  return `${program}-program`;
+}
+
+/** Git credentials as secretKeyRef env vars for the fetch container (upstream's precedence). */
+export function gitAuthEnv(spec: StackSpec): SecretEnv[] {
+  const auth = spec.gitAuth;
+  if (auth) {
+    const ref = (env: string, r: { secret?: { name: string; key: string } } | undefined): SecretEnv[] =>
+      r?.secret ? [{ env, secret: r.secret.name, key: r.secret.key }] : [];
+    if (auth.sshAuth) {
+      return [...ref('GIT_SSH_PRIVATE_KEY', auth.sshAuth.sshPrivateKey), ...ref('GIT_PASSWORD', auth.sshAuth.password)];
+    }
+    if (auth.accessToken) return ref('GIT_TOKEN', auth.accessToken);
+    if (auth.githubApp) {
+      return [
+        ...ref('GIT_GITHUB_APP_ID', auth.githubApp.appID),
+        ...ref('GIT_GITHUB_APP_INSTALLATION_ID', auth.githubApp.installationID),
+        ...ref('GIT_GITHUB_APP_PRIVATE_KEY', auth.githubApp.privateKey),
+      ];
+    }
+    if (auth.basicAuth) {
+      return [...ref('GIT_USERNAME', auth.basicAuth.userName), ...ref('GIT_PASSWORD', auth.basicAuth.password)];
+    }
+    return [];
+  }
+  if (spec.gitAuthSecret) {
+    // Legacy: every key optional; the agent applies the precedence sshPrivateKey > accessToken > username/password.
+    const s = spec.gitAuthSecret;
+    return [
+      { env: 'GIT_SSH_PRIVATE_KEY', secret: s, key: 'sshPrivateKey', optional: true },
+      { env: 'GIT_PASSWORD', secret: s, key: 'password', optional: true },
+      { env: 'GIT_USERNAME', secret: s, key: 'username', optional: true },
+      { env: 'GIT_TOKEN', secret: s, key: 'accessToken', optional: true },
+    ];
+  }
+  return [];
+}
+
+/** The git ref the hooks must resolve, or undefined when the spec pins a full commit SHA. */
+export function gitRefToResolve(spec: StackSpec): string | undefined {
+  if (!hasGitSource(spec)) return undefined;
+  if (spec.branch) return spec.branch;
+  if (spec.commit && !FULL_SHA.test(spec.commit)) return spec.commit;
+  return undefined;
+}
+
+/** Names of the Secrets the hooks need to resolve the git ref (none for public repos or pinned commits). */
+export function secretsForLookup(spec: StackSpec): string[] {
+  if (gitRefToResolve(spec) === undefined) return [];
+  return [...new Set(gitAuthEnv(spec).map((e) => e.secret))].sort();
+}
+
+function secretValue(related: ObjectMap | undefined, namespace: string, name: string, key: string): string | undefined {
+  const secret = findObject(related, 'Secret', 'v1', namespace, name);
+  const b64 = secret?.data?.[key];
+  return b64 === undefined ? undefined : Buffer.from(b64, 'base64').toString('utf8');
+}
+
+function isSshUrl(url: string): boolean {
+  return url.startsWith('ssh://') || /^[\w.-]+@[\w.-]+:/.test(url);
+}
+
+/** Builds the lookup the I/O phase must perform for this Stack, if any. */
+export function planRefLookup(stack: Stack, related: ObjectMap | undefined): RefLookupRequest | undefined {
+  const spec = stack.spec;
+  const ref = gitRefToResolve(spec);
+  if (ref === undefined || !spec.projectRepo) return undefined;
+  const ns = stack.metadata?.namespace as string;
+  const req: RefLookupRequest = { url: spec.projectRepo, ref };
+  if (isSshUrl(spec.projectRepo)) {
+    req.unsupported = `resolving "${ref}" of an SSH repository URL is not supported by the hooks; set spec.commit to a full commit SHA, or use an HTTPS URL`;
+    return req;
+  }
+  const env = Object.fromEntries(gitAuthEnv(spec).map((e) => [e.env, secretValue(related, ns, e.secret, e.key)]));
+  if (env.GIT_SSH_PRIVATE_KEY !== undefined && env.GIT_TOKEN === undefined && env.GIT_USERNAME === undefined) {
+    req.unsupported = `resolving "${ref}" with SSH credentials is not supported by the hooks; set spec.commit to a full commit SHA, or use gitAuth.accessToken or gitAuth.basicAuth`;
+  } else if (env.GIT_GITHUB_APP_ID !== undefined) {
+    req.unsupported = `resolving "${ref}" with GitHub App credentials is not supported by the hooks yet; set spec.commit to a full commit SHA, or use gitAuth.accessToken`;
+  } else if (env.GIT_TOKEN !== undefined) {
+    req.username = 'git';
+    req.password = env.GIT_TOKEN;
+  } else if (env.GIT_USERNAME !== undefined || env.GIT_PASSWORD !== undefined) {
+    req.username = env.GIT_USERNAME ?? '';
+    req.password = env.GIT_PASSWORD ?? '';
+  }
+  return req;
+}
+
+/**
+ * The commit the Stack should be at and the source the workspace fetches (reference §4.3).
+ * Precedence when several are set is upstream's: git, then Flux, then Program.
+ */
+export function resolveSource(
+  stack: Stack,
+  related: ObjectMap | undefined,
+  lookups: ReadonlyMap<string, RefLookup>,
+  sourceLessDestroy: boolean,
+): SourceResolution {
+  const spec = stack.spec;
+  const ns = stack.metadata?.namespace as string;
+  if (sourceLessDestroy && stack.status?.projectInfo) {
+    const { name, runtime } = stack.status.projectInfo;
+    return { ok: true, commit: '', source: { kind: 'projectInfo', name, runtime } };
+  }
+  if (hasGitSource(spec)) {
+    const url = spec.projectRepo!;
+    const ref = gitRefToResolve(spec);
+    let revision = spec.commit!;
+    if (ref !== undefined) {
+      const found = lookups.get(refLookupKey(url, ref));
+      if (!found) return { ok: false, reason: Reasons.SourceUnavailable, message: `the commit of "${ref}" in ${url} is not known yet` };
+      if ('error' in found) return { ok: false, reason: Reasons.SourceUnavailable, message: found.error };
+      revision = found.sha;
+    }
+    const source: WorkspaceSource = { kind: 'git', url, revision, shallow: spec.shallow === true, auth: gitAuthEnv(spec) };
+    if (spec.repoDir) source.dir = spec.repoDir;
+    return { ok: true, commit: revision, source };
+  }
+  if (spec.fluxSource) {
+    const { kind, name, apiVersion } = spec.fluxSource.sourceRef;
+    const obj = findObject(related, kind, apiVersion, ns, name);
+    if (!obj) {
+      return { ok: false, reason: Reasons.SourceUnavailable, message: `unable to retrieve Flux source ${kind} ${ns}/${name}: not found` };
+    }
+    const artifact = artifactOf(obj);
+    if (!artifact) return { ok: false, reason: Reasons.SourceUnavailable, message: `Flux source ${kind} ${ns}/${name} has no artifact` };
+    const source: WorkspaceSource = { kind: 'flux', url: artifact.url, digest: artifact.digest };
+    if (spec.fluxSource.dir) source.dir = spec.fluxSource.dir;
+    return { ok: true, commit: artifact.revision, source };
+  }
+  if (spec.programRef) {
+    const name = spec.programRef.name;
+    const program = findObject(related, 'Program', GROUP_VERSION, ns, name);
+    if (!program) {
+      return { ok: false, reason: Reasons.SourceUnavailable, message: `unable to retrieve program for stack: Program ${ns}/${name} not found` };
+    }
+    const artifact = artifactOf(program);
+    const invalid = (program.status?.conditions as any[] | undefined)?.find((c) => c?.type === 'Stalled' && c?.status === 'True');
+    if (!artifact || invalid) {
+      const why = invalid?.message ? `: ${invalid.message}` : '';
+      return { ok: false, reason: Reasons.SourceUnavailable, message: `Program ${ns}/${name} has no artifact${why}` };
+    }
+    return {
+      ok: true,
+      commit: artifact.revision,
+      source: { kind: 'program', program: name, configMap: programConfigMapName(name), digest: artifact.digest },
+    };
+  }
+  const local = spec.workspaceTemplate?.spec?.local?.dir;
+  if (local) return { ok: true, commit: '', source: { kind: 'local', dir: local } };
+  return { ok: true, commit: '', source: { kind: 'none' } };
+}
+
+function artifactOf(obj: KObject): { url: string; revision: string; digest: string } | undefined {
+  const a = obj.status?.artifact;
+  if (!a || typeof a.url !== 'string' || typeof a.revision !== 'string') return undefined;
+  const digest = typeof a.digest === 'string' ? a.digest : typeof a.checksum === 'string' ? `sha256:${a.checksum}` : undefined;
+  if (digest === undefined) return undefined;
+  return { url: a.url, revision: a.revision, digest };
+}

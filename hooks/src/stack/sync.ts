@@ -1,0 +1,232 @@
+import type { Stack, StackStatus, StackUpdateState } from '../../../schemas/generated/types';
+import { Annotations, type OperationType } from '../../../contract';
+import type { HookConfig } from '../config';
+import { cloneJson } from '../lib/json';
+import { asLastApplied, objectsOf, type KObject, type ObjectMap } from '../lib/k8s';
+import { applyMark, Reasons, type Mark } from './conditions';
+import { decideSync, MAX_UPDATE_FAILURES } from './decision';
+import { buildJob, identityOf, jobName, jobOutcome, jobType, type JobOutcome, type UpdateIdentity } from './job';
+import { checkPrerequisites, refreshRequestsFor } from './prerequisites';
+import { resolveSource, type RefLookup } from './source';
+import { validateStackObject } from './validate';
+import { buildWorkspace, workspaceName, workspaceReadiness } from './workspace';
+
+export interface StackSyncRequest {
+  parent: Stack;
+  children?: ObjectMap;
+  related?: ObjectMap;
+  finalizing?: boolean;
+}
+
+export interface StackSyncResponse {
+  status: StackStatus;
+  children: KObject[];
+  resyncAfterSeconds?: number;
+  finalized?: boolean;
+}
+
+export interface SyncContext {
+  config: HookConfig;
+  now: Date;
+  /** Git refs resolved by the lookup phase, keyed by refLookupKey(url, ref). */
+  lookups: ReadonlyMap<string, RefLookup>;
+}
+
+/** Upstream requeues a Stack whose source is unavailable after 30 s. */
+const SOURCE_RETRY_SECONDS = 30;
+
+function rfc3339(d: Date): string {
+  return d.toISOString().replace(/\.\d{3}Z$/, 'Z');
+}
+
+interface Observed {
+  statefulSet?: KObject;
+  service?: KObject;
+  jobs: KObject[];
+  refreshRequests: KObject[];
+}
+
+function observe(children: ObjectMap | undefined, stack: string): Observed {
+  const ws = workspaceName(stack);
+  return {
+    statefulSet: objectsOf(children, 'StatefulSet', 'apps/v1').find((o) => o.metadata.name === ws),
+    service: objectsOf(children, 'Service', 'v1').find((o) => o.metadata.name === ws),
+    jobs: objectsOf(children, 'Job', 'batch/v1'),
+    refreshRequests: objectsOf(children, 'ConfigMap', 'v1'),
+  };
+}
+
+/** Records a finished operation in the status (upstream's markStackSucceeded/markStackFailed). */
+function absorb(status: StackStatus, job: KObject, id: UpdateIdentity, outcome: JobOutcome, now: Date): void {
+  const prev = status.lastUpdate;
+  const { result } = outcome;
+  const succeeded = result.state === 'succeeded';
+  const sameAttempt = prev !== undefined && prev.generation === id.generation && (prev.reconcileRequest ?? '') === id.reconcileRequest;
+  const last: StackUpdateState = {
+    generation: id.generation,
+    reconcileRequest: id.reconcileRequest,
+    name: job.metadata.name,
+    type: result.type,
+    state: result.state,
+    message: result.message,
+    lastAttemptedCommit: id.commit,
+    lastSuccessfulCommit: succeeded ? id.commit : prev?.lastSuccessfulCommit ?? '',
+    lastResyncTime: outcome.endTime ?? rfc3339(now),
+    failures: succeeded ? 0 : sameAttempt ? (prev!.failures ?? 0) + 1 : 0,
+  };
+  if (result.permalink) last.permalink = result.permalink;
+  status.lastUpdate = last;
+  if (succeeded && result.type === 'up' && result.outputs && !result.outputsOmitted) {
+    status.outputs = Object.fromEntries(Object.keys(result.outputs).sort().map((k) => [k, result.outputs![k]]));
+  }
+  if (succeeded && result.projectInfo) status.projectInfo = { ...result.projectInfo };
+  delete status.currentUpdate;
+}
+
+/** The status mark that reports the last operation's result (upstream's markStackResult). */
+function resultMark(last: StackUpdateState | undefined): Mark {
+  if (!last || last.state === 'succeeded') return { kind: 'ready' };
+  const failures = last.failures ?? 0;
+  if (failures >= MAX_UPDATE_FAILURES) {
+    return {
+      kind: 'stalled',
+      reason: Reasons.UpdateFailed,
+      message: `${last.type} failed ${failures + 1} times; not retrying until the spec or source changes`,
+    };
+  }
+  if (last.type === 'preview') return { kind: 'reconciling', reason: Reasons.PreviewFailed, message: `preview failed (${failures + 1} attempt(s))` };
+  return { kind: 'reconciling', reason: Reasons.RetryingAfterFailure, message: `${failures + 1} update failure(s)` };
+}
+
+/**
+ * The Stack sync and finalize hook: a pure function of the request, the clock and the git lookups.
+ * Reads top to bottom in upstream's order (reference §4.2): absorb a finished operation, wait for
+ * one in flight, finalize without destroy, validate, resolve the source, decide, check
+ * prerequisites, wait for the workspace, start the next operation.
+ */
+export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncResponse {
+  const stack = req.parent;
+  const { now, config } = ctx;
+  const name = stack.metadata!.name as string;
+  const generation = stack.metadata!.generation as number;
+  const request = stack.metadata?.annotations?.[Annotations.reconciliationRequest] ?? '';
+  const deleting = req.finalizing === true;
+  const observed = observe(req.children, name);
+
+  const status: StackStatus = {};
+  const previous = stack.status ?? {};
+  for (const key of ['lastUpdate', 'currentUpdate', 'outputs', 'projectInfo'] as const) {
+    if (previous[key] !== undefined) (status as Record<string, unknown>)[key] = cloneJson(previous[key]);
+  }
+  status.observedGeneration = generation;
+  if (request !== '') status.observedReconcileRequest = request;
+
+  const respond = (mark: Mark, children: KObject[], extra: Partial<StackSyncResponse> = {}): StackSyncResponse => {
+    status.conditions = applyMark(previous.conditions, mark, generation, now) as StackStatus['conditions'];
+    // A finalize answer always says whether the Stack may go (absent would mean the same, but say it).
+    return { status, children, ...(deleting ? { finalized: false } : {}), ...extra };
+  };
+  const keptJobs = observed.jobs.map(asLastApplied);
+  const keepAll = (): KObject[] =>
+    [observed.statefulSet, observed.service, ...observed.jobs, ...observed.refreshRequests]
+      .filter((o): o is KObject => o !== undefined)
+      .map(asLastApplied);
+
+  // 1. The operation that follows lastUpdate: absorb it when finished, wait while it runs.
+  const lastName = status.lastUpdate?.name ?? '';
+  const current = observed.jobs.find((job) => {
+    const id = identityOf(job);
+    return job.metadata.name === status.currentUpdate?.name || (id !== undefined && id.previous === lastName && job.metadata.name !== lastName);
+  });
+  if (current) {
+    const id = identityOf(current);
+    const outcome = jobOutcome(current);
+    if (id && outcome) {
+      absorb(status, current, id, outcome, now);
+    } else if (id) {
+      status.currentUpdate = { generation: id.generation, reconcileRequest: id.reconcileRequest, name: current.metadata.name, commit: id.commit };
+    }
+  }
+  if (!current) delete status.currentUpdate;
+  const running = observed.jobs.filter((j) => jobOutcome(j) === undefined);
+  if (running.length > 0) {
+    // One operation at a time. The workspace stays exactly as it is, so nothing rolls the pod under it.
+    return respond({ kind: 'reconciling', reason: Reasons.StackProcessing, message: 'stack is being processed' }, keepAll());
+  }
+
+  // 2. Deleting without destroy: nothing to run (upstream marks the Stack Ready and releases it).
+  if (deleting && (stack.spec?.destroyOnFinalize !== true || stack.spec?.preview === true)) {
+    return respond({ kind: 'ready' }, keepAll(), { finalized: true });
+  }
+
+  // 3. An invalid Stack stalls; its children stay exactly as they are.
+  const problems = validateStackObject(stack);
+  if (problems.length > 0) {
+    return respond({ kind: 'stalled', reason: Reasons.SpecInvalid, message: problems.join('; ') }, keepAll());
+  }
+  const spec = stack.spec;
+
+  // 4. Where the program comes from and which commit it is at.
+  const sourceLessDestroy = deleting && spec.runProgram !== true && status.projectInfo !== undefined;
+  const source = resolveSource(stack, req.related, ctx.lookups, sourceLessDestroy);
+  if (!source.ok) {
+    return respond({ kind: 'stalled', reason: source.reason, message: source.message }, keepAll(), { resyncAfterSeconds: SOURCE_RETRY_SECONDS });
+  }
+
+  // 5. In sync? (upstream's isSynced order)
+  const decision = decideSync({
+    stack,
+    lastUpdate: status.lastUpdate,
+    commit: source.commit,
+    deleting,
+    now,
+    refreshRequestedBy: deleting ? [] : refreshRequestsFor(stack, req.related),
+  });
+  const workspace = buildWorkspace(stack, source.source, config);
+  if (decision.synced) {
+    const children: KObject[] = [...keptJobs];
+    const reclaim = spec.workspaceReclaimPolicy === 'Delete' && status.lastUpdate?.state === 'succeeded';
+    if (!reclaim && !deleting) children.unshift(workspace.statefulSet, workspace.service);
+    const extra: Partial<StackSyncResponse> = {};
+    if (decision.requeueAfterMs !== undefined) extra.resyncAfterSeconds = Math.ceil(decision.requeueAfterMs / 1000);
+    if (deleting) extra.finalized = status.lastUpdate?.type === 'destroy' && status.lastUpdate.state === 'succeeded';
+    return respond(resultMark(status.lastUpdate), children, extra);
+  }
+
+  // 6. Prerequisites must be satisfied before anything runs (not while deleting).
+  if (!deleting) {
+    const pre = checkPrerequisites(stack, req.related, now);
+    if (pre.unmet.length > 0) {
+      const kept = [observed.statefulSet, observed.service].filter((o): o is KObject => o !== undefined).map(asLastApplied);
+      return respond({ kind: 'reconciling', reason: Reasons.PrerequisiteNotSatisfied, message: pre.unmet.join('; ') }, [
+        ...kept,
+        ...keptJobs,
+        ...pre.refreshRequests,
+      ]);
+    }
+  }
+
+  // 7. The workspace must run the desired template and be ready.
+  const children: KObject[] = [workspace.statefulSet, workspace.service, ...keptJobs];
+  const readiness = workspaceReadiness(observed.statefulSet, workspace.hash);
+  if (readiness.state === 'failed') {
+    if (deleting && status.lastUpdate === undefined) {
+      // Never deployed and the workspace cannot start: nothing to destroy (upstream releases the Stack).
+      return respond({ kind: 'ready' }, children, { finalized: true });
+    }
+    const reason = readiness.reason === 'IncompatibleConfiguration' ? Reasons.PulumiVersionTooLow : Reasons.WorkspaceFailed;
+    return respond({ kind: 'stalled', reason, message: readiness.message }, children);
+  }
+  if (readiness.state === 'waiting') {
+    return respond({ kind: 'reconciling', reason: Reasons.StackProcessing, message: readiness.message }, children);
+  }
+
+  // 8. Start the operation; the next sync sees it running.
+  const type: OperationType = deleting ? 'destroy' : spec.preview ? 'preview' : 'up';
+  const id: UpdateIdentity = { generation, reconcileRequest: request, commit: source.commit, previous: status.lastUpdate?.name ?? '' };
+  const job = buildJob(stack, type, decision.message, id, config);
+  status.currentUpdate = { generation, reconcileRequest: request, name: job.metadata.name, commit: source.commit };
+  return respond({ kind: 'reconciling', reason: Reasons.StackProcessing, message: 'stack is being processed' }, [...children, job]);
+}
+
+export { jobName, jobType };

@@ -1,0 +1,137 @@
+import type { ResourceRef, Stack, StackSpec } from '../../../schemas/generated/types';
+import { validateStack } from '../../../schemas';
+import { parseDuration } from '../lib/duration';
+
+/** Flux source kinds a Stack may reference, with their resource names (customize needs the plural). */
+export const FLUX_KINDS: Record<string, string> = {
+  GitRepository: 'gitrepositories',
+  OCIRepository: 'ocirepositories',
+  Bucket: 'buckets',
+  HelmChart: 'helmcharts',
+  ExternalArtifact: 'externalartifacts',
+};
+export const FLUX_GROUP = 'source.toolkit.fluxcd.io';
+
+const ENV_NAME = /^[-._a-zA-Z][-._a-zA-Z0-9]*$/;
+
+/** True when any inline git field is present (upstream: the embedded GitSource is non-nil). */
+export function hasGitSource(spec: StackSpec): boolean {
+  return (
+    spec.projectRepo !== undefined ||
+    spec.commit !== undefined ||
+    spec.branch !== undefined ||
+    spec.repoDir !== undefined ||
+    spec.gitAuth !== undefined ||
+    spec.gitAuthSecret !== undefined ||
+    spec.shallow !== undefined
+  );
+}
+
+/**
+ * Everything wrong with a Stack, each as one sentence naming the field and what to do.
+ * Empty when the Stack is valid. Checks the schema (the API server may not have: an older CRD,
+ * or a request made up by hand) and then upstream's controller-side rules.
+ */
+export function validateStackObject(stack: Stack): string[] {
+  const schema = validateStack(stack);
+  if (!schema.ok) return schema.errors.map((e) => `${e.path} ${e.message}`);
+  const spec = stack.spec;
+  const namespace = stack.metadata?.namespace as string | undefined;
+  const problems: string[] = [];
+
+  const checkRef = (field: string, ref: ResourceRef, secretOnly: boolean) => {
+    switch (ref.type) {
+      case 'Secret': {
+        if (!ref.secret?.name || !ref.secret.key) {
+          problems.push(`${field}: a Secret reference needs secret.name and secret.key`);
+        } else if (ref.secret.namespace && ref.secret.namespace !== namespace) {
+          problems.push(
+            `${field}: cross-namespace refs are not allowed (Secret ${ref.secret.namespace}/${ref.secret.name}); use a Secret in namespace ${namespace ?? 'of the Stack'}`,
+          );
+        }
+        break;
+      }
+      case 'Literal':
+        if (secretOnly) {
+          problems.push(`${field}: "Literal" selectors are no longer supported in v2, please use a secret reference instead`);
+        } else if (ref.literal?.value === undefined) {
+          problems.push(`${field}: a Literal reference needs literal.value`);
+        }
+        break;
+      case 'Env':
+      case 'FS':
+        problems.push(
+          secretOnly
+            ? `${field}: "${ref.type}" selectors are no longer supported in v2, please use a secret reference instead`
+            : `${field}: ref type "${ref.type}" is deprecated; use type Secret (or Literal) instead`,
+        );
+        break;
+      default:
+        problems.push(`${field}: unknown ref type "${ref.type}"; use Secret or Literal`);
+    }
+  };
+
+  for (const [name, ref] of Object.entries(spec.envRefs ?? {})) {
+    if (!ENV_NAME.test(name)) problems.push(`spec.envRefs.${name}: "${name}" is not a valid environment variable name`);
+    checkRef(`spec.envRefs.${name}`, ref, false);
+  }
+  for (const [key, ref] of Object.entries(spec.secretsRef ?? {})) checkRef(`spec.secretsRef.${key}`, ref, false);
+
+  if (hasGitSource(spec)) {
+    if (!spec.projectRepo) problems.push('spec.projectRepo: missing "projectRepo"; set the git repository URL');
+    if (spec.commit && spec.branch) {
+      problems.push('spec.commit, spec.branch: only one of "commit" or "branch" should be specified');
+    } else if (!spec.commit && !spec.branch) {
+      problems.push('spec.commit, spec.branch: missing "commit" or "branch"; set one of them');
+    }
+    const auth = spec.gitAuth;
+    if (auth) {
+      if (auth.sshAuth) {
+        checkRef('spec.gitAuth.sshAuth.sshPrivateKey', auth.sshAuth.sshPrivateKey, true);
+        if (auth.sshAuth.password) checkRef('spec.gitAuth.sshAuth.password', auth.sshAuth.password, true);
+      } else if (auth.accessToken) {
+        checkRef('spec.gitAuth.accessToken', auth.accessToken, true);
+      } else if (auth.githubApp) {
+        checkRef('spec.gitAuth.githubApp.appID', auth.githubApp.appID, true);
+        checkRef('spec.gitAuth.githubApp.installationID', auth.githubApp.installationID, true);
+        checkRef('spec.gitAuth.githubApp.privateKey', auth.githubApp.privateKey, true);
+      } else if (auth.basicAuth) {
+        checkRef('spec.gitAuth.basicAuth.userName', auth.basicAuth.userName, true);
+        checkRef('spec.gitAuth.basicAuth.password', auth.basicAuth.password, true);
+      } else {
+        problems.push(
+          "spec.gitAuth: gitAuth config must specify exactly one of 'personalAccessToken', 'sshPrivateKey', 'basicAuth', or 'githubApp'",
+        );
+      }
+    }
+  } else if (spec.fluxSource) {
+    const ref = spec.fluxSource.sourceRef;
+    const [group, version] = ref.apiVersion.split('/');
+    if (group !== FLUX_GROUP || !version) {
+      problems.push(
+        `spec.fluxSource.sourceRef.apiVersion: "${ref.apiVersion}" is not a Flux source API version; use ${FLUX_GROUP}/v1 (or v1beta2)`,
+      );
+    }
+    if (!(ref.kind in FLUX_KINDS)) {
+      problems.push(
+        `spec.fluxSource.sourceRef.kind: unknown Flux source kind "${ref.kind}"; use one of ${Object.keys(FLUX_KINDS).join(', ')}`,
+      );
+    }
+  }
+
+  for (const [i, p] of (spec.prerequisites ?? []).entries()) {
+    const d = p.requirement?.succeededWithinDuration;
+    if (d !== undefined && (parseDuration(d) === undefined || parseDuration(d)! < 0)) {
+      problems.push(`spec.prerequisites[${i}].requirement.succeededWithinDuration: "${d}" is not a duration like "1h" or "30m"`);
+    }
+  }
+  const ttl = spec.updateTemplate?.spec?.ttlAfterCompleted;
+  if (ttl !== undefined && (parseDuration(ttl) === undefined || parseDuration(ttl)! < 0)) {
+    problems.push(`spec.updateTemplate.spec.ttlAfterCompleted: "${ttl}" is not a duration like "24h"`);
+  }
+  const profile = spec.workspaceTemplate?.spec?.securityProfile;
+  if (profile !== undefined && profile !== 'restricted' && profile !== 'baseline') {
+    problems.push(`spec.workspaceTemplate.spec.securityProfile: "${profile}" is not a profile; use "restricted" or "baseline"`);
+  }
+  return problems;
+}

@@ -1,0 +1,161 @@
+/**
+ * Builders for hook requests, and a tiny stand-in for what Metacontroller and the cluster do
+ * between two hook calls (apply children, write status, roll out the workspace, finish Jobs), so
+ * lifecycle tests read as a story. The e2e suite does the same against a real API server.
+ */
+import type { Program, Stack, StackSpec, StackStatus } from '../../schemas/generated/types';
+import { Annotations, formatUpdateResult, type UpdateResult } from '../../contract';
+import type { HookConfig } from '../src/config';
+import { cloneJson } from '../src/lib/json';
+import { LAST_APPLIED_ANNOTATION, mapKey, type KObject, type ObjectMap } from '../src/lib/k8s';
+import type { RefLookup } from '../src/stack/source';
+import type { StackSyncRequest, StackSyncResponse } from '../src/stack/sync';
+
+export const NOW = new Date('2026-11-22T10:00:00Z');
+
+export const testConfig: HookConfig = {
+  port: 0,
+  host: '127.0.0.1',
+  agentImage: 'example.test/pko-agent:v0.1.0',
+  bodyLimit: 1024 * 1024,
+  logLevel: 'silent',
+  gitTimeoutMs: 2000,
+  gitCacheTtlMs: 20000,
+};
+
+export function makeStack(spec: Partial<StackSpec> = {}, meta: Partial<Stack['metadata']> & Record<string, unknown> = {}, status?: StackStatus): Stack {
+  const stack: Stack = {
+    apiVersion: 'pulumi.com/v1',
+    kind: 'Stack',
+    metadata: { name: 'my-stack', namespace: 'team-a', uid: '1f0c6a52-8d1f-4a53-9d7c-0a1b2c3d4e5f', generation: 1, ...meta },
+    spec: { stack: 'dev', programRef: { name: 'my-program' }, ...spec } as StackSpec,
+  };
+  if (status) stack.status = status;
+  return stack;
+}
+
+export function makeProgram(name = 'my-program', generation = 1, digest = 'sha256:' + 'a'.repeat(64)): KObject {
+  return {
+    apiVersion: 'pulumi.com/v1',
+    kind: 'Program',
+    metadata: { name, namespace: 'team-a', generation },
+    program: { outputs: { hello: 'world' } },
+    status: {
+      observedGeneration: generation,
+      artifact: {
+        path: `programs/team-a/${name}/${generation}`,
+        url: `configmap://team-a/${name}-program/Pulumi.yaml`,
+        revision: String(generation),
+        digest,
+        lastUpdateTime: '2026-11-22T09:00:00Z',
+      },
+    },
+  };
+}
+
+export function objectMap(...objects: KObject[]): ObjectMap {
+  const map: ObjectMap = {};
+  for (const o of objects) {
+    const key = mapKey(o.kind, o.apiVersion);
+    map[key] ??= {};
+    map[key]![`${o.metadata.namespace ?? 'team-a'}/${o.metadata.name}`] = o;
+  }
+  return map;
+}
+
+/** Every child kind the Stack controller declares is always present in a request, even when empty. */
+export function childrenMap(...objects: KObject[]): ObjectMap {
+  return {
+    'StatefulSet.apps/v1': {},
+    'Service.v1': {},
+    'Job.batch/v1': {},
+    'ConfigMap.v1': {},
+    ...objectMap(...objects),
+  };
+}
+
+export function syncRequest(stack: Stack, children: KObject[] = [], related: KObject[] = [makeProgram()], finalizing = false): StackSyncRequest {
+  return { parent: stack, children: childrenMap(...children), related: objectMap(...related), finalizing };
+}
+
+export const noLookups: ReadonlyMap<string, RefLookup> = new Map();
+
+export function find(res: { children: KObject[] }, kind: string, name?: string): KObject | undefined {
+  return res.children.find((c) => c.kind === kind && (name === undefined || c.metadata.name === name));
+}
+
+export function condition(status: StackStatus | undefined, type: string) {
+  return status?.conditions?.find((c) => c.type === type);
+}
+
+/**
+ * What the cluster would hold after Metacontroller applied a response: each child as returned, with
+ * the last-applied annotation, merged over the observed object (a three-way merge in miniature:
+ * the agent's annotations and the server's status survive).
+ */
+export function applyChildren(observed: KObject[], desired: KObject[]): KObject[] {
+  return desired.map((d) => {
+    const old = observed.find((o) => o.kind === d.kind && o.metadata.name === d.metadata.name);
+    const copy = cloneJson(d);
+    const lastApplied = JSON.stringify(d);
+    if (old && d.kind === 'Job') return old; // OnDelete: Jobs are never updated
+    copy.metadata.annotations = {
+      ...(old?.metadata.annotations ?? {}),
+      ...(copy.metadata.annotations ?? {}),
+      [LAST_APPLIED_ANNOTATION]: lastApplied,
+    };
+    copy.metadata.generation = (old?.metadata.generation ?? 0) + (old && JSON.stringify(old.spec) !== JSON.stringify(copy.spec) ? 1 : old ? 0 : 1);
+    if (old?.status) copy.status = old.status;
+    return copy;
+  });
+}
+
+/** The workspace StatefulSet rolled out, its pod ready and the agent reporting Ready. */
+export function workspaceBecomesReady(children: KObject[]): KObject[] {
+  return children.map((c) => {
+    if (c.kind !== 'StatefulSet') return c;
+    const hash = c.spec.template.metadata.annotations[Annotations.workspaceHash];
+    return {
+      ...c,
+      metadata: { ...c.metadata, annotations: { ...c.metadata.annotations, [Annotations.workspaceStatus]: JSON.stringify({ hash, state: 'Ready', pulumiVersion: 'v3.248.0' }) } },
+      status: { observedGeneration: c.metadata.generation, replicas: 1, readyReplicas: 1, currentRevision: 'r1', updateRevision: 'r1' },
+    };
+  });
+}
+
+/** The agent reports a workspace failure for the current template. */
+export function workspaceFails(children: KObject[], reason: string, message: string): KObject[] {
+  return children.map((c) => {
+    if (c.kind !== 'StatefulSet') return c;
+    const hash = c.spec.template.metadata.annotations[Annotations.workspaceHash];
+    return { ...c, metadata: { ...c.metadata, annotations: { ...c.metadata.annotations, [Annotations.workspaceStatus]: JSON.stringify({ hash, state: 'Failed', reason, message }) } } };
+  });
+}
+
+/** A Job finished: the runner wrote its result and the Job controller marked it. */
+export function jobFinishes(children: KObject[], jobName: string, result: Partial<UpdateResult> & Pick<UpdateResult, 'state'>, endTime = '2026-11-22T10:01:00Z'): KObject[] {
+  return children.map((c) => {
+    if (c.kind !== 'Job' || c.metadata.name !== jobName) return c;
+    const type = c.metadata.labels?.['auto.pulumi.com/update-type'] as UpdateResult['type'];
+    const full: UpdateResult = { type, message: result.state === 'succeeded' ? 'update succeeded' : 'update failed', endTime, ...result };
+    return {
+      ...c,
+      metadata: { ...c.metadata, annotations: { ...c.metadata.annotations, [Annotations.updateResult]: formatUpdateResult(full) } },
+      status:
+        result.state === 'succeeded'
+          ? { succeeded: 1, completionTime: endTime, conditions: [{ type: 'Complete', status: 'True', lastTransitionTime: endTime }] }
+          : { failed: 1, conditions: [{ type: 'Failed', status: 'True', reason: 'BackoffLimitExceeded', lastTransitionTime: endTime }] },
+    };
+  });
+}
+
+/** The Stack as Metacontroller would leave it after writing the hook's status. */
+export function withStatus(stack: Stack, res: StackSyncResponse): Stack {
+  return { ...cloneJson(stack), status: cloneJson({ ...res.status, observedGeneration: stack.metadata!.generation }) };
+}
+
+export function jobsOf(res: { children: KObject[] }): KObject[] {
+  return res.children.filter((c) => c.kind === 'Job');
+}
+
+export type { Program };

@@ -1,0 +1,152 @@
+/**
+ * The request bodies in examples/hooks/ (the README's curl walkthrough) are built here from the
+ * same builders the other tests use, so they always match the hooks (the workspace hash in a
+ * "ready" example must be the one the hooks compute). Each one is then posted to a real server and
+ * its answer checked against the table below.
+ *
+ * Refresh them after a change with: UPDATE_EXAMPLES=1 npx jest hooks/test/examples.test.ts
+ */
+import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { AddressInfo } from 'node:net';
+import { request } from 'undici';
+import { Annotations, SECRET_MASK } from '../../contract';
+import { syncStack } from '../src/stack/sync';
+import { buildServer } from '../src/server';
+import { applyChildren, jobFinishes, jobsOf, makeProgram, makeStack, noLookups, NOW, syncRequest, testConfig, withStatus, workspaceBecomesReady } from './builders';
+
+const DIR = join(__dirname, '..', '..', 'examples', 'hooks');
+const ctx = { config: testConfig, now: NOW, lookups: noLookups };
+
+function buildExamples(): Record<string, unknown> {
+  const controller = { apiVersion: 'metacontroller.k8s.io/v1alpha1', kind: 'CompositeController', metadata: { name: 'pulumi-stacks' } };
+  const stack = makeStack({ envRefs: { PULUMI_CONFIG_PASSPHRASE: { type: 'Literal', literal: { value: 'example' } } }, backend: 'file:///state' } as any);
+  const r1 = syncStack(syncRequest(stack), ctx);
+  const s1 = withStatus(stack, r1);
+  const ready = workspaceBecomesReady(applyChildren([], r1.children));
+  const r2 = syncStack(syncRequest(s1, ready), ctx);
+  const s2 = withStatus(s1, r2);
+  const running = applyChildren(ready, r2.children);
+  const job = jobsOf(r2)[0]!;
+  const finished = jobFinishes(running, job.metadata.name, {
+    state: 'succeeded',
+    message: 'update succeeded',
+    outputs: { url: 'https://example.test', dbPassword: SECRET_MASK },
+    projectInfo: { name: 'my-program', runtime: 'yaml' },
+  });
+  const deleting = { ...s2, metadata: { ...s2.metadata!, deletionTimestamp: '2026-11-22T10:05:00Z' } };
+  const program = makeProgram();
+  return {
+    'stack-customize.json': { controller, parent: stack },
+    'stack-sync-new.json': { controller, ...syncRequest(stack) },
+    'stack-sync-workspace-ready.json': { controller, ...syncRequest(s1, ready) },
+    'stack-sync-running.json': { controller, ...syncRequest(s2, running) },
+    'stack-sync-succeeded.json': { controller, ...syncRequest(s2, finished) },
+    'stack-sync-invalid.json': { controller, ...syncRequest({ ...s2, spec: { ...s2.spec, projectRepo: 'https://github.com/example/infra.git' } }, finished) },
+    'stack-sync-program-missing.json': { controller, ...syncRequest(s2, finished, []) },
+    'stack-finalize.json': { controller, ...syncRequest(deleting, finished, [program], true) },
+    'program-sync.json': {
+      controller: { apiVersion: 'metacontroller.k8s.io/v1alpha1', kind: 'DecoratorController', metadata: { name: 'pulumi-programs' } },
+      object: { apiVersion: 'pulumi.com/v1', kind: 'Program', metadata: { name: 'my-program', namespace: 'team-a', generation: 1, uid: '5d1e7c8a-0000-4000-8000-000000000001' }, program: { variables: { greeting: 'hello' }, outputs: { greeting: '${greeting}' } } },
+      attachments: { 'ConfigMap.v1': {} },
+      related: {},
+      finalizing: false,
+    },
+    'malformed-no-parent.json': { controller, children: {} },
+  };
+}
+
+/** What each example must produce. */
+const expectations: Record<string, { path: string; status: number; check: (body: any) => void }> = {
+  'stack-customize.json': { path: '/stack/customize', status: 200, check: (b) => expect(b.relatedResources.map((r: any) => r.resource)).toEqual(['programs', 'configmaps']) },
+  'stack-sync-new.json': {
+    path: '/stack/sync',
+    status: 200,
+    check: (b) => {
+      expect(b.children.map((c: any) => `${c.kind}/${c.metadata.name}`)).toEqual(['StatefulSet/my-stack-workspace', 'Service/my-stack-workspace']);
+      expect(b.status.conditions.find((c: any) => c.type === 'Reconciling').message).toBe('waiting for workspace readiness');
+    },
+  },
+  'stack-sync-workspace-ready.json': {
+    path: '/stack/sync',
+    status: 200,
+    check: (b) => {
+      expect(b.children.filter((c: any) => c.kind === 'Job')).toHaveLength(1);
+      expect(b.status.currentUpdate.name).toMatch(/^my-stack-up-/);
+    },
+  },
+  'stack-sync-running.json': { path: '/stack/sync', status: 200, check: (b) => expect(b.status.conditions.find((c: any) => c.type === 'Reconciling').message).toBe('stack is being processed') },
+  'stack-sync-succeeded.json': {
+    path: '/stack/sync',
+    status: 200,
+    check: (b) => {
+      expect(b.status.lastUpdate.state).toBe('succeeded');
+      expect(b.status.outputs).toEqual({ dbPassword: '[secret]', url: 'https://example.test' });
+      expect(b.status.conditions.find((c: any) => c.type === 'Ready').status).toBe('True');
+    },
+  },
+  'stack-sync-invalid.json': {
+    path: '/stack/sync',
+    status: 200,
+    check: (b) => {
+      expect(b.status.conditions.find((c: any) => c.type === 'Stalled')).toMatchObject({ reason: 'SpecInvalid', message: 'spec.commit, spec.branch: missing "commit" or "branch"; set one of them' });
+      expect(b.children).toHaveLength(3);
+    },
+  },
+  'stack-sync-program-missing.json': {
+    path: '/stack/sync',
+    status: 200,
+    check: (b) => {
+      expect(b.status.conditions.find((c: any) => c.type === 'Stalled').reason).toBe('SourceUnavailable');
+      expect(b.resyncAfterSeconds).toBe(30);
+    },
+  },
+  'stack-finalize.json': { path: '/stack/finalize', status: 200, check: (b) => expect(b.finalized).toBe(true) },
+  'program-sync.json': {
+    path: '/program/sync',
+    status: 200,
+    check: (b) => {
+      expect(b.status.artifact.revision).toBe('1');
+      expect(b.attachments[0].data['Pulumi.yaml']).toContain('name: my-program');
+    },
+  },
+  'malformed-no-parent.json': { path: '/stack/sync', status: 400, check: (b) => expect(b).toMatchObject({ error: 'Bad Request', field: 'parent' }) },
+};
+
+describe('examples/hooks', () => {
+  const examples = buildExamples();
+
+  it('are up to date (UPDATE_EXAMPLES=1 npx jest hooks/test/examples.test.ts refreshes them)', () => {
+    for (const [file, body] of Object.entries(examples)) {
+      const text = JSON.stringify(body, null, 2) + '\n';
+      if (process.env.UPDATE_EXAMPLES === '1') writeFileSync(join(DIR, file), text);
+      expect(readFileSync(join(DIR, file), 'utf8')).toBe(text);
+    }
+    expect(readdirSync(DIR).filter((f) => f.endsWith('.json')).sort()).toEqual(Object.keys(examples).sort());
+  });
+
+  it('each has an expectation', () => {
+    expect(Object.keys(expectations).sort()).toEqual(Object.keys(examples).sort());
+  });
+
+  describe('posted to a real server (as the README does with curl)', () => {
+    let base: string;
+    let close: () => Promise<void>;
+    beforeAll(async () => {
+      const { app } = buildServer(testConfig, { logger: false });
+      await app.listen({ port: 0, host: '127.0.0.1' });
+      base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+      close = () => app.close();
+    });
+    afterAll(() => close());
+
+    it.each(Object.keys(expectations))('%s', async (file) => {
+      const e = expectations[file]!;
+      const res = await request(`${base}${e.path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: readFileSync(join(DIR, file)) });
+      expect(res.statusCode).toBe(e.status);
+      e.check(await res.body.json());
+    });
+  });
+});
+
+export { Annotations };

@@ -1,0 +1,128 @@
+import { Writable } from 'node:stream';
+import { request } from 'undici';
+import type { AddressInfo } from 'node:net';
+import { buildServer } from '../src/server';
+import { GitResolver } from '../src/git/ls-remote';
+import { makeStack, makeProgram, NOW, syncRequest, testConfig } from './builders';
+
+let base: string;
+let close: () => Promise<void>;
+const logs: string[] = [];
+
+beforeAll(async () => {
+  const { app } = buildServer({ ...testConfig, logLevel: 'debug', bodyLimit: 256 * 1024 }, {
+    clock: () => NOW,
+    git: new GitResolver({ timeoutMs: 500, cacheTtlMs: 1000 }),
+    logStream: new Writable({ write(chunk, _enc, cb) { logs.push(String(chunk)); cb(); } }),
+  });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+  close = () => app.close();
+});
+afterAll(() => close());
+
+async function post(path: string, body: unknown, raw = false) {
+  const res = await request(`${base}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: raw ? (body as string) : JSON.stringify(body),
+  });
+  const text = await res.body.text();
+  return { status: res.statusCode, text, json: text ? JSON.parse(text) : undefined };
+}
+
+describe('the hook server', () => {
+  it('answers health and readiness probes', async () => {
+    for (const path of ['/healthz', '/readyz']) {
+      const res = await request(`${base}${path}`);
+      expect(res.statusCode).toBe(200);
+      expect(await res.body.json()).toEqual({ status: 'ok' });
+    }
+  });
+
+  it('serves the Stack sync hook', async () => {
+    const res = await post('/stack/sync', { controller: {}, ...syncRequest(makeStack()) });
+    expect(res.status).toBe(200);
+    expect(res.json.children.map((c: any) => c.kind)).toEqual(['StatefulSet', 'Service']);
+    expect(res.json.status.conditions[0]).toMatchObject({ type: 'Ready', status: 'False' });
+  });
+
+  it('answers the same request with the same bytes', async () => {
+    const body = { controller: {}, ...syncRequest(makeStack()) };
+    const a = await post('/stack/sync', body);
+    const b = await post('/stack/sync', body);
+    expect(a.text).toBe(b.text);
+  });
+
+  it('serves finalize as a sync with finalizing set', async () => {
+    const stack = makeStack({}, { deletionTimestamp: '2026-11-22T09:00:00Z' });
+    const res = await post('/stack/finalize', { controller: {}, ...syncRequest(stack, [], [makeProgram()], true) });
+    expect(res.status).toBe(200);
+    expect(res.json.finalized).toBe(true);
+  });
+
+  it('serves customize and the Program hook', async () => {
+    const c = await post('/stack/customize', { controller: {}, parent: makeStack() });
+    expect(c.status).toBe(200);
+    expect(c.json.relatedResources[0]).toMatchObject({ resource: 'programs' });
+    const p = await post('/program/sync', { controller: {}, object: { ...makeProgram(), status: {} }, attachments: {}, related: {}, finalizing: false });
+    expect(p.status).toBe(200);
+    expect(p.json.attachments[0].metadata.name).toBe('my-program-program');
+  });
+
+  it.each([
+    ['/stack/sync', { controller: {} }, 'parent'],
+    ['/stack/sync', { controller: {}, parent: { apiVersion: 'pulumi.com/v1', kind: 'Stack' } }, 'parent.metadata'],
+    ['/stack/sync', { controller: {}, parent: { apiVersion: 'pulumi.com/v1', kind: 'Stack', metadata: { namespace: 'a' } } }, 'parent.metadata.name'],
+    ['/stack/sync', { controller: {}, parent: makeStack(), children: [] }, 'children'],
+    ['/stack/sync', { controller: {}, parent: makeStack(), finalizing: 'yes' }, 'finalizing'],
+    ['/stack/customize', { controller: {} }, 'parent'],
+    ['/program/sync', { controller: {}, parent: makeProgram() }, 'object'],
+  ])('rejects a malformed request to %s with a 400 naming the field', async (path, body, field) => {
+    const res = await post(path, body);
+    expect(res.status).toBe(400);
+    expect(res.json.field).toBe(field);
+    expect(res.json.message).toContain(field);
+  });
+
+  it('rejects a body that is not JSON with a 400', async () => {
+    const res = await post('/stack/sync', '{"parent": ', true);
+    expect(res.status).toBe(400);
+    expect(res.json.error).toBeDefined();
+  });
+
+  it('rejects an oversized body with a 413', async () => {
+    const res = await post('/stack/sync', { controller: {}, parent: makeStack(), pad: 'x'.repeat(300 * 1024) });
+    expect(res.status).toBe(413);
+    expect(res.json.error).toBe('Payload Too Large');
+  });
+
+  it('answers unknown paths with a JSON 404', async () => {
+    const res = await post('/nope', {});
+    expect(res.status).toBe(404);
+    expect(res.json.error).toBe('Not Found');
+  });
+
+  it('never logs Secret values it reads', async () => {
+    const stack = makeStack({
+      programRef: undefined,
+      projectRepo: 'http://127.0.0.1:1/r.git',
+      branch: 'main',
+      gitAuth: { accessToken: { type: 'Secret', secret: { name: 'git', key: 'token' } } },
+    } as any);
+    const secret = { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'git', namespace: 'team-a' }, data: { token: Buffer.from('tok-very-secret').toString('base64') } };
+    const res = await post('/stack/sync', { controller: {}, ...syncRequest(stack, [], [secret as any]) });
+    expect(res.status).toBe(200);
+    expect(res.json.status.conditions.find((c: any) => c.type === 'Stalled').reason).toBe('SourceUnavailable');
+    const all = logs.join('');
+    expect(all).toContain('stack sync');
+    expect(all).not.toContain('tok-very-secret');
+    expect(all).not.toContain(Buffer.from('tok-very-secret').toString('base64'));
+    expect(res.text).not.toContain('tok-very-secret');
+  });
+
+  it('logs with request ids, taking one given by the caller', async () => {
+    await request(`${base}/stack/customize`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-request-id': 'req-42' }, body: JSON.stringify({ controller: {}, parent: makeStack() }) }).then((r) => r.body.dump());
+    expect(logs.some((l) => l.includes('"requestId":"req-42"'))).toBe(true);
+  });
+});
