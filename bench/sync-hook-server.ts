@@ -1,0 +1,21 @@
+/** One server for the benchmark, in its own process: `hooks` (the real hook server) or `bare`. */
+import Fastify from 'fastify';
+import { buildServer } from '../hooks/src/server';
+import { testConfig } from '../hooks/test/builders';
+
+async function main(): Promise<void> {
+  const [mode, bytes] = [process.argv[2], Number(process.argv[3])];
+  if (mode === 'hooks') {
+    const { app } = buildServer({ ...testConfig, bodyLimit: 8 * 1024 * 1024 }, { logger: false });
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    process.send!({ port: (app.server.address() as { port: number }).port });
+  } else {
+    // The baseline: Fastify parsing the same JSON body and answering the same number of bytes.
+    const app = Fastify({ logger: false, bodyLimit: 8 * 1024 * 1024 });
+    const payload = JSON.stringify({ pad: 'x'.repeat(Math.max(0, bytes - 10)) });
+    app.post('/stack/sync', async (_req, reply) => reply.type('application/json; charset=utf-8').send(payload));
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    process.send!({ port: (app.server.address() as { port: number }).port });
+  }
+}
+void main();

@@ -1,0 +1,70 @@
+/**
+ * The sync hook under load, side by side with a bare Fastify route answering the same number of
+ * bytes to the same request, in one run. Each server runs alone on CPU 0 (taskset), the load
+ * generator (autocannon) on CPU 1. Reports max throughput (10 connections) and latency at a fixed
+ * 1,000 requests/s. Run: npm run bench
+ */
+import autocannon from 'autocannon';
+import { fork, type ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
+import { realisticSyncRequest } from './sync-hook-request';
+
+const DURATION = Number(process.env.BENCH_SECONDS ?? 10);
+
+function start(mode: string, bytes: number): Promise<{ child: ChildProcess; port: number }> {
+  return new Promise((resolve, reject) => {
+    const child = fork(join(__dirname, 'sync-hook-server.js'), [mode, String(bytes)], { execPath: 'taskset', execArgv: ['-c', '0', process.execPath] });
+    child.once('message', (m: any) => resolve({ child, port: m.port }));
+    child.once('error', reject);
+  });
+}
+
+async function load(port: number, body: string, opts: Partial<autocannon.Options>) {
+  const result = await autocannon({
+    url: `http://127.0.0.1:${port}/stack/sync`,
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body,
+    duration: DURATION,
+    ...opts,
+  });
+  if (result.non2xx > 0 || result.errors > 0) throw new Error(`${result.non2xx} non-2xx answers, ${result.errors} errors`);
+  return result;
+}
+
+async function main(): Promise<void> {
+  // The load generator runs on the other core.
+  try {
+    require('node:child_process').execFileSync('taskset', ['-p', '-c', '1', String(process.pid)], { stdio: 'ignore' });
+  } catch {
+    /* single-core machine: measure anyway */
+  }
+  const { body, response } = realisticSyncRequest();
+  const bytes = Buffer.byteLength(response);
+  const rows: Record<string, string | number>[] = [];
+  for (const mode of ['bare', 'hooks']) {
+    const { child, port } = await start(mode, bytes);
+    await load(port, body, { connections: 10, duration: 2 }); // warm-up (JIT)
+    const max = await load(port, body, { connections: 10 });
+    const fixed = await load(port, body, { connections: 10, overallRate: 1000 });
+    child.kill();
+    rows.push({
+      route: mode === 'hooks' ? 'sync hook' : 'bare Fastify route',
+      'max req/s': Math.round(max.requests.average),
+      'p99 at max (ms)': max.latency.p99,
+      'req/s at fixed rate': Math.round(fixed.requests.average),
+      'p50 at 1,000 req/s (ms)': fixed.latency.p50,
+      'p99 at 1,000 req/s (ms)': fixed.latency.p99,
+    });
+  }
+  const [bare, hooks] = rows as [Record<string, number>, Record<string, number>];
+  console.log(`request ${Buffer.byteLength(body)} bytes, response ${bytes} bytes, ${DURATION} s per run, node ${process.version}`);
+  console.table(rows);
+  console.log(`throughput ratio (sync hook / bare route): ${(hooks['max req/s']! / bare['max req/s']!).toFixed(2)}`);
+  console.log(JSON.stringify({ requestBytes: Buffer.byteLength(body), responseBytes: bytes, rows }));
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
