@@ -1,32 +1,47 @@
-import { configFromEnv } from './config';
-import { buildServer } from './server';
+import { configFromEnv, type HookConfig } from './config';
+import { buildServer, type HookServer, type ServerDeps } from './server';
+
+export interface RunningServer extends HookServer {
+  /** Fails readiness, finishes the requests in flight, then closes. Idempotent. */
+  shutdown(signal: string): Promise<void>;
+}
+
+export async function startHookServer(config: HookConfig, deps: ServerDeps = {}): Promise<RunningServer> {
+  const server = buildServer(config, deps);
+  let closing: Promise<void> | undefined;
+  const shutdown = (signal: string): Promise<void> => {
+    closing ??= (async () => {
+      // Readiness fails first so the Service stops routing new hook calls here; Metacontroller
+      // retries anything refused. In-flight requests complete before the server closes.
+      server.health.ready = false;
+      server.app.log.info({ signal }, 'shutting down');
+      await server.app.close();
+    })();
+    return closing;
+  };
+  await server.app.listen({ port: config.port, host: config.host });
+  return { ...server, shutdown };
+}
 
 /** Entry point of the hooks image: `node dist/hooks/src/main.js`. */
 async function main(): Promise<void> {
-  const config = configFromEnv();
-  const { app, health } = buildServer(config);
-  let stopping = false;
-  const shutdown = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    // Fail readiness first so no new hook calls arrive, then finish the ones in flight.
-    health.ready = false;
-    app.log.info({ signal }, 'shutting down');
-    try {
-      await app.close();
-      process.exit(0);
-    } catch (err) {
-      app.log.error({ err }, 'shutdown failed');
-      process.exit(1);
-    }
+  const running = await startHookServer(configFromEnv());
+  const onSignal = (signal: string) => {
+    running.shutdown(signal).then(
+      () => process.exit(0),
+      (err: unknown) => {
+        running.app.log.error({ err }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
   };
-  process.on('SIGTERM', () => void shutdown('SIGTERM'));
-  process.on('SIGINT', () => void shutdown('SIGINT'));
-  await app.listen({ port: config.port, host: config.host });
+  process.on('SIGTERM', () => onSignal('SIGTERM'));
+  process.on('SIGINT', () => onSignal('SIGINT'));
 }
 
-main().catch((err) => {
-  // eslint-disable-next-line no-console
-  console.error(err instanceof Error ? err.message : err);
-  process.exit(1);
-});
+if (require.main === module) {
+  main().catch((err: unknown) => {
+    process.stderr.write(`${err instanceof Error ? err.message : String(err)}\n`);
+    process.exit(1);
+  });
+}

@@ -5,6 +5,7 @@ import type { HookConfig } from './config';
 import { GitResolver } from './git/ls-remote';
 import { installErrorHandler } from './plugins/errors';
 import { healthPlugin, type Health } from './plugins/health';
+import { HookMetrics, instrument, metricsPlugin } from './plugins/metrics';
 import { programHooks } from './plugins/program-hooks';
 import { stackHooks } from './plugins/stack-hooks';
 
@@ -21,6 +22,7 @@ export interface ServerDeps {
 export interface HookServer {
   app: FastifyInstance;
   health: Health;
+  metrics: HookMetrics;
 }
 
 /** The hook server: health endpoints and the Stack and Program hooks, each an encapsulated plugin. */
@@ -47,11 +49,14 @@ export function buildServer(config: HookConfig, deps: ServerDeps = {}): HookServ
   const health: Health = { ready: true };
   const clock = deps.clock ?? (() => new Date());
   const git = deps.git ?? new GitResolver({ timeoutMs: config.gitTimeoutMs, cacheTtlMs: config.gitCacheTtlMs });
+  const metrics = new HookMetrics();
+  instrument(app, metrics);
   app.register(healthPlugin, { health });
-  app.register(stackHooks, { prefix: '/stack', config, git, clock });
-  app.register(programHooks, { prefix: '/program', clock });
+  app.register(metricsPlugin, { metrics });
+  app.register(stackHooks, { prefix: '/stack', config, git, clock, metrics });
+  app.register(programHooks, { prefix: '/program', clock, metrics });
   app.addHook('onClose', async () => {
     await git.close();
   });
-  return { app, health };
+  return { app, health, metrics };
 }

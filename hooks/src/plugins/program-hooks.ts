@@ -3,15 +3,17 @@ import type { Program } from '../../../schemas/generated/types';
 import { requestSchemas } from '../../../schemas';
 import type { ObjectMap } from '../lib/k8s';
 import { syncProgram } from '../program/sync';
+import type { HookMetrics } from './metrics';
 
 /** The Program DecoratorController's sync hook (version v2). */
-export async function programHooks(app: FastifyInstance, opts: { clock: () => Date }): Promise<void> {
+export async function programHooks(app: FastifyInstance, opts: { clock: () => Date; metrics: HookMetrics }): Promise<void> {
   app.post<{ Body: { object: Program; attachments?: ObjectMap; finalizing?: boolean } }>(
     '/sync',
     { schema: { body: requestSchemas.decoratorSync } },
     async (request) => {
       const body = request.body;
       const response = syncProgram({ object: body.object, attachments: body.attachments ?? {}, finalizing: body.finalizing === true }, opts.clock());
+      opts.metrics.observeProgram(String(body.object.metadata?.namespace ?? ''), String(body.object.metadata?.name ?? ''));
       request.log.info(
         { program: `${body.object.metadata?.namespace}/${body.object.metadata?.name}`, revision: response.status.artifact?.revision },
         'program sync',

@@ -3,6 +3,7 @@ import type { Stack } from '../../../schemas/generated/types';
 import { requestSchemas } from '../../../schemas';
 import type { HookConfig } from '../config';
 import type { GitResolver } from '../git/ls-remote';
+import type { HookMetrics } from './metrics';
 import type { ObjectMap } from '../lib/k8s';
 import { customizeStack } from '../stack/customize';
 import { planRefLookup, refLookupKey, type RefLookup } from '../stack/source';
@@ -12,6 +13,7 @@ export interface StackHooksOptions {
   config: HookConfig;
   git: GitResolver;
   clock: () => Date;
+  metrics: HookMetrics;
 }
 
 interface SyncBody {
@@ -38,6 +40,8 @@ export async function stackHooks(app: FastifyInstance, opts: StackHooksOptions):
     if (body.children) req.children = body.children;
     if (body.related) req.related = body.related;
     const response = syncStack(req, { config: opts.config, now: opts.clock(), lookups });
+    const meta = body.parent.metadata;
+    if (meta?.name) opts.metrics.observeStack(String(meta.namespace ?? ''), String(meta.name), response.status.lastUpdate?.state, response.finalized === true);
     const ready = response.status.conditions?.find((c) => c.type !== 'Ready' && c.status === 'True');
     log.info(
       {
