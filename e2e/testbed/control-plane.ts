@@ -1,0 +1,514 @@
+/**
+ * A local Kubernetes control plane for tests: etcd + kube-apiserver + kube-controller-manager,
+ * real binaries from e2e/toolchain/build.sh, on loopback with free ports chosen at start.
+ *
+ *   const cp = await startControlPlane();
+ *   const core = cp.kubeConfig.makeApiClient(k8s.CoreV1Api);
+ *   ...
+ *   await cp.stop();
+ *
+ * What runs (flags and reasons: docs/testbed.md):
+ * - etcd with --unsafe-no-fsync, data in the temp dir.
+ * - kube-apiserver: TLS with the certificate it generates itself in <dir>/pki (apiserver.crt holds
+ *   the serving certificate and its CA), token authentication (--token-auth-file: an admin and a
+ *   controller-manager identity, both in system:masters), Node,RBAC authorization, admission
+ *   plugins incl. PodSecurity (namespace labels pod-security.kubernetes.io/* are enforced) and
+ *   ServiceAccount, service account keys so TokenRequest and TokenReview work.
+ * - kube-controller-manager with its own kubeconfig and the job, statefulset, garbage collector,
+ *   namespace, serviceaccount, serviceaccount-token, ttl-after-finished and root CA publisher
+ *   controllers. There is no scheduler and no kubelet: pods stay Pending unless something (the pod
+ *   runner) writes their status.
+ *
+ * Every process is killed by stop(), and also when the Node.js process exits (exit hook, SIGINT/
+ * SIGTERM/SIGHUP hooks, and a watchdog shell that kills them if Node.js dies without running hooks).
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import * as crypto from 'node:crypto';
+import * as fs from 'node:fs';
+import * as https from 'node:https';
+import * as http from 'node:http';
+import * as net from 'node:net';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { requireToolchain, toolchain } from './toolchain';
+
+export interface ControlPlaneOptions {
+  /** Parent directory of the control plane's temp dir (default: os.tmpdir()). */
+  dir?: string;
+  /** Binaries to run (default: the toolchain's). */
+  etcdBin?: string;
+  kubeApiserverBin?: string;
+  kubeControllerManagerBin?: string;
+  /** kube-controller-manager --controllers (default: DEFAULT_CONTROLLERS). */
+  controllers?: string[];
+  /** Extra flags appended to each command line. */
+  extraApiserverArgs?: string[];
+  extraControllerManagerArgs?: string[];
+  /** Give up starting after this long (default 60 s). */
+  startTimeoutMs?: number;
+  /** Keep the temp dir (logs, etcd data) after stop(); also set by PKO_KEEP_CONTROL_PLANE_DIR=1. */
+  keepDir?: boolean;
+}
+
+export const DEFAULT_CONTROLLERS = [
+  'job-controller',
+  'statefulset-controller',
+  'garbage-collector-controller',
+  'namespace-controller',
+  'serviceaccount-controller',
+  'serviceaccount-token-controller',
+  'ttl-after-finished-controller',
+  // publishes the kube-root-ca.crt ConfigMap that projected kube-api-access volumes refer to
+  'root-ca-certificate-publisher-controller',
+];
+
+/** The issuer of service account tokens; also the default API audience. */
+export const SERVICE_ACCOUNT_ISSUER = 'https://kubernetes.default.svc.cluster.local';
+
+export interface ProcessInfo {
+  name: 'etcd' | 'kube-apiserver' | 'kube-controller-manager';
+  pid: number;
+  args: string[];
+  logFile: string;
+}
+
+export interface ControlPlane {
+  /** The temp dir holding certificates, tokens, kubeconfigs, etcd data and logs. */
+  dir: string;
+  /** Admin kubeconfig (token of `admin`, group system:masters; CA data embedded). */
+  kubeconfigPath: string;
+  /** https://127.0.0.1:<port> */
+  server: string;
+  /** PEM of the API server's certificate chain (serving cert + its self-signed CA). */
+  caData: string;
+  caFile: string;
+  adminToken: string;
+  kubeConfig: KubeConfig;
+  etcdEndpoint: string;
+  serviceAccountIssuer: string;
+  /** Audiences the API server accepts for its own tokens (--api-audiences). */
+  apiAudiences: string[];
+  /** Private key (PEM) that signs service account tokens. */
+  serviceAccountKeyFile: string;
+  processes: ProcessInfo[];
+  /** Milliseconds from the call to ready, in total and per phase. */
+  startupMs: number;
+  timings: { etcdMs: number; apiserverMs: number; controllerManagerMs: number; defaultServiceAccountMs: number };
+  /** Kills every process (SIGTERM, SIGKILL after 5 s) and removes the temp dir. Idempotent. */
+  stop(): Promise<void>;
+}
+
+export class ControlPlaneStartError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ControlPlaneStartError';
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Process registry and exit hooks: whatever happens to the test process, no child survives it.
+
+interface Managed {
+  info: ProcessInfo;
+  child: ChildProcess;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  hasExited: boolean;
+}
+
+interface Running {
+  dir: string;
+  keepDir: boolean;
+  procs: Managed[];
+  watchdog?: ChildProcess;
+}
+
+const running = new Set<Running>();
+let hooksInstalled = false;
+
+function killAllSync(): void {
+  for (const r of running) {
+    for (const p of r.procs) {
+      if (!p.hasExited) {
+        try {
+          p.child.kill('SIGKILL');
+        } catch {
+          /* already gone */
+        }
+      }
+    }
+    try {
+      r.watchdog?.kill('SIGKILL');
+    } catch {
+      /* already gone */
+    }
+    if (!r.keepDir) fs.rmSync(r.dir, { recursive: true, force: true });
+  }
+  running.clear();
+}
+
+function installHooks(): void {
+  if (hooksInstalled) return;
+  hooksInstalled = true;
+  process.on('exit', killAllSync);
+  for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+    const onSignal = (): void => {
+      killAllSync();
+      process.removeListener(sig, onSignal);
+      // Nobody else handles it: die of the signal as we would have without this hook.
+      if (process.listenerCount(sig) === 0) process.kill(process.pid, sig);
+    };
+    process.on(sig, onSignal);
+  }
+}
+
+/**
+ * A shell that polls this process and, if it disappears without running its exit hooks (SIGKILL,
+ * crash), SIGKILLs the control plane's processes and removes the dir. The pid list is read from
+ * <dir>/pids at that moment.
+ */
+function startWatchdog(dir: string, keepDir: boolean): ChildProcess {
+  const script = [
+    'while kill -0 "$1" 2>/dev/null; do sleep 0.5; done',
+    'if [ -f "$2/pids" ]; then for p in $(cat "$2/pids"); do kill -9 "$p" 2>/dev/null; done; fi',
+    keepDir ? ':' : 'rm -rf "$2"',
+  ].join('\n');
+  const child = spawn('/bin/sh', ['-c', script, 'pko-control-plane-watchdog', String(process.pid), dir], {
+    stdio: 'ignore',
+    detached: true, // its own process group: a Ctrl-C for the tests does not kill it first
+  });
+  child.unref();
+  return child;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Small helpers
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.unref();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address();
+      if (addr === null || typeof addr === 'string') {
+        srv.close();
+        reject(new Error('no port'));
+        return;
+      }
+      srv.close(() => resolve(addr.port));
+    });
+  });
+}
+
+async function distinctFreePorts(n: number): Promise<number[]> {
+  const ports = new Set<number>();
+  while (ports.size < n) ports.add(await freePort());
+  return [...ports];
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+interface HttpResult {
+  status: number;
+  body: string;
+}
+
+function request(
+  url: string,
+  opts: { token?: string; ca?: string; insecure?: boolean; timeoutMs?: number } = {},
+): Promise<HttpResult> {
+  return new Promise((resolve, reject) => {
+    const u = new URL(url);
+    const headers: Record<string, string> = { accept: 'application/json' };
+    if (opts.token !== undefined) headers.authorization = `Bearer ${opts.token}`;
+    const common = { method: 'GET', headers, timeout: opts.timeoutMs ?? 2000 };
+    const onRes = (res: http.IncomingMessage): void => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }));
+      res.on('error', reject);
+    };
+    const req =
+      u.protocol === 'https:'
+        ? https.request(u, { ...common, ca: opts.ca, rejectUnauthorized: opts.insecure !== true, agent: false }, onRes)
+        : http.request(u, { ...common, agent: false }, onRes);
+    req.on('timeout', () => req.destroy(new Error(`timeout after ${common.timeout} ms`)));
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+function tail(file: string, lines = 40): string {
+  try {
+    const text = fs.readFileSync(file, 'utf8').trimEnd().split('\n');
+    return text.slice(-lines).join('\n');
+  } catch (e) {
+    return `(no log: ${(e as Error).message})`;
+  }
+}
+
+function kubeconfigYaml(server: string, caData: string, user: string, token: string): string {
+  // JSON is valid YAML; no quoting pitfalls.
+  return JSON.stringify(
+    {
+      apiVersion: 'v1',
+      kind: 'Config',
+      clusters: [
+        { name: 'pko-e2e', cluster: { server, 'certificate-authority-data': Buffer.from(caData).toString('base64') } },
+      ],
+      users: [{ name: user, user: { token } }],
+      contexts: [{ name: user, context: { cluster: 'pko-e2e', user } }],
+      'current-context': user,
+    },
+    null,
+    2,
+  );
+}
+
+function loadKubeConfig(file: string): KubeConfig {
+  // Loaded here rather than at the top: @kubernetes/client-node is an ES module; importing it
+  // lazily keeps this module loadable by tools that only need the types.
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const k8s = require('@kubernetes/client-node') as typeof import('@kubernetes/client-node');
+  const kc = new k8s.KubeConfig();
+  kc.loadFromFile(file);
+  return kc;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+export async function startControlPlane(options: ControlPlaneOptions = {}): Promise<ControlPlane> {
+  const t0 = Date.now();
+  const needToolchain = options.etcdBin === undefined || options.kubeApiserverBin === undefined || options.kubeControllerManagerBin === undefined;
+  if (needToolchain) requireToolchain(['etcd', 'kubernetes']);
+  const etcdBin = options.etcdBin ?? toolchain.binaries.etcd;
+  const apiserverBin = options.kubeApiserverBin ?? toolchain.binaries.kubeApiserver;
+  const kcmBin = options.kubeControllerManagerBin ?? toolchain.binaries.kubeControllerManager;
+  const timeoutMs = options.startTimeoutMs ?? 60_000;
+  const deadline = t0 + timeoutMs;
+  const keepDir = options.keepDir ?? process.env.PKO_KEEP_CONTROL_PLANE_DIR === '1';
+
+  const parent = options.dir ?? os.tmpdir();
+  fs.mkdirSync(parent, { recursive: true });
+  const dir = fs.mkdtempSync(path.join(parent, 'pko-cp-'));
+  const pki = path.join(dir, 'pki');
+  fs.mkdirSync(pki, { mode: 0o700 });
+
+  installHooks();
+  const state: Running = { dir, keepDir, procs: [] };
+  running.add(state);
+  state.watchdog = startWatchdog(dir, keepDir);
+
+  // Service account signing key pair.
+  const { privateKey, publicKey } = crypto.generateKeyPairSync('rsa', {
+    modulusLength: 2048,
+    publicKeyEncoding: { type: 'spki', format: 'pem' },
+    privateKeyEncoding: { type: 'pkcs8', format: 'pem' },
+  });
+  const saKey = path.join(pki, 'sa.key');
+  const saPub = path.join(pki, 'sa.pub');
+  fs.writeFileSync(saKey, privateKey, { mode: 0o600 });
+  fs.writeFileSync(saPub, publicKey);
+
+  // Static tokens: token,user,uid,"groups".
+  const adminToken = crypto.randomBytes(24).toString('hex');
+  const kcmToken = crypto.randomBytes(24).toString('hex');
+  const tokensFile = path.join(pki, 'tokens.csv');
+  fs.writeFileSync(
+    tokensFile,
+    [
+      `${adminToken},admin,pko-e2e-admin,"system:masters"`,
+      // With --use-service-account-credentials=false every controller shares this identity.
+      `${kcmToken},system:kube-controller-manager,pko-e2e-kcm,"system:masters"`,
+    ].join('\n') + '\n',
+    { mode: 0o600 },
+  );
+
+  const [etcdPort, peerPort, apiPort] = (await distinctFreePorts(3)) as [number, number, number];
+  const etcdEndpoint = `http://127.0.0.1:${etcdPort}`;
+  const server = `https://127.0.0.1:${apiPort}`;
+  const apiAudiences = [SERVICE_ACCOUNT_ISSUER];
+
+  const launch = (name: ProcessInfo['name'], bin: string, args: string[]): Managed => {
+    const logFile = path.join(dir, `${name}.log`);
+    const fd = fs.openSync(logFile, 'a');
+    const child = spawn(bin, args, { stdio: ['ignore', fd, fd], cwd: dir, env: { ...process.env } });
+    fs.closeSync(fd);
+    if (child.pid === undefined) throw new ControlPlaneStartError(`cannot start ${bin}`);
+    const m: Managed = {
+      info: { name, pid: child.pid, args, logFile },
+      child,
+      hasExited: false,
+      exited: new Promise((resolve) => {
+        child.once('exit', (code, signal) => {
+          m.hasExited = true;
+          resolve({ code, signal });
+        });
+      }),
+    };
+    child.once('error', () => {
+      /* reported through 'exit' or the start-up timeout */
+    });
+    state.procs.push(m);
+    fs.appendFileSync(path.join(dir, 'pids'), `${child.pid}\n`);
+    return m;
+  };
+
+  const stop = async (): Promise<void> => {
+    if (!running.has(state)) return;
+    running.delete(state);
+    // One at a time, in reverse start order: kube-apiserver shuts down gracefully (about 1 s)
+    // only while etcd is still there.
+    for (const p of [...state.procs].reverse()) {
+      if (p.hasExited) continue;
+      p.child.kill('SIGTERM');
+      let timer: NodeJS.Timeout | undefined;
+      const exited = await Promise.race([
+        p.exited.then(() => true),
+        new Promise<false>((r) => (timer = setTimeout(() => r(false), 5000))),
+      ]);
+      clearTimeout(timer);
+      if (!exited) {
+        p.child.kill('SIGKILL');
+        await p.exited;
+      }
+    }
+    state.watchdog?.kill('SIGKILL');
+    if (!keepDir) fs.rmSync(dir, { recursive: true, force: true });
+  };
+
+  /** Polls check() until it returns a value, failing early if a process died. */
+  const waitFor = async <T>(what: string, watched: Managed[], check: () => Promise<T | undefined>): Promise<T> => {
+    let last = '';
+    for (;;) {
+      for (const p of watched) {
+        if (p.hasExited) {
+          throw new ControlPlaneStartError(
+            `${p.info.name} exited while waiting for ${what} (exit ${String(p.child.exitCode)}, signal ${String(p.child.signalCode)})`,
+          );
+        }
+      }
+      try {
+        const v = await check();
+        if (v !== undefined) return v;
+      } catch (e) {
+        last = (e as Error).message;
+      }
+      if (Date.now() > deadline) {
+        throw new ControlPlaneStartError(`timed out after ${timeoutMs} ms waiting for ${what}${last ? ` (last error: ${last})` : ''}`);
+      }
+      await sleep(100);
+    }
+  };
+
+  try {
+    // etcd
+    let tPhase = Date.now();
+    const etcd = launch('etcd', etcdBin, [
+      '--name=default',
+      `--data-dir=${path.join(dir, 'etcd')}`,
+      `--listen-client-urls=${etcdEndpoint}`,
+      `--advertise-client-urls=${etcdEndpoint}`,
+      `--listen-peer-urls=http://127.0.0.1:${peerPort}`,
+      `--initial-advertise-peer-urls=http://127.0.0.1:${peerPort}`,
+      `--initial-cluster=default=http://127.0.0.1:${peerPort}`,
+      '--unsafe-no-fsync=true',
+      '--log-level=warn',
+    ]);
+    await waitFor('etcd /health', [etcd], async () => {
+      const r = await request(`${etcdEndpoint}/health`);
+      return r.status === 200 && /"health":\s*"true"/.test(r.body) ? true : undefined;
+    });
+    const etcdMs = Date.now() - tPhase;
+
+    // kube-apiserver
+    tPhase = Date.now();
+    const apiserver = launch('kube-apiserver', apiserverBin, [
+      `--etcd-servers=${etcdEndpoint}`,
+      '--bind-address=127.0.0.1',
+      '--advertise-address=127.0.0.1',
+      `--secure-port=${apiPort}`,
+      `--cert-dir=${pki}`,
+      `--token-auth-file=${tokensFile}`,
+      '--authorization-mode=Node,RBAC',
+      '--enable-admission-plugins=NodeRestriction,PodSecurity,ServiceAccount',
+      // PodSecurity must be what rejects privileged pods in restricted namespaces, not this flag.
+      '--allow-privileged=true',
+      `--service-account-issuer=${SERVICE_ACCOUNT_ISSUER}`,
+      `--service-account-key-file=${saPub}`,
+      `--service-account-signing-key-file=${saKey}`,
+      `--api-audiences=${apiAudiences.join(',')}`,
+      '--service-cluster-ip-range=10.0.0.0/24',
+      '--endpoint-reconciler-type=none',
+      '--profiling=false',
+      ...(options.extraApiserverArgs ?? []),
+    ]);
+    await waitFor('kube-apiserver /readyz', [etcd, apiserver], async () => {
+      const r = await request(`${server}/readyz`, { token: adminToken, insecure: true });
+      return r.status === 200 ? true : undefined;
+    });
+    const caFile = path.join(pki, 'apiserver.crt');
+    const caData = fs.readFileSync(caFile, 'utf8');
+    const apiserverMs = Date.now() - tPhase;
+
+    const kubeconfigPath = path.join(dir, 'admin.kubeconfig');
+    fs.writeFileSync(kubeconfigPath, kubeconfigYaml(server, caData, 'admin', adminToken), { mode: 0o600 });
+    const kcmKubeconfig = path.join(dir, 'kube-controller-manager.kubeconfig');
+    fs.writeFileSync(kcmKubeconfig, kubeconfigYaml(server, caData, 'system:kube-controller-manager', kcmToken), {
+      mode: 0o600,
+    });
+
+    // kube-controller-manager
+    tPhase = Date.now();
+    const kcm = launch('kube-controller-manager', kcmBin, [
+      `--kubeconfig=${kcmKubeconfig}`,
+      '--leader-elect=false',
+      '--secure-port=0',
+      `--controllers=${(options.controllers ?? DEFAULT_CONTROLLERS).join(',')}`,
+      '--use-service-account-credentials=false',
+      `--service-account-private-key-file=${saKey}`,
+      `--root-ca-file=${caFile}`,
+      '--kube-api-qps=100',
+      '--kube-api-burst=200',
+      ...(options.extraControllerManagerArgs ?? []),
+    ]);
+    const controllerManagerMs = Date.now() - tPhase;
+
+    // Ready for pods: the serviceaccount controller has created default/default (the
+    // ServiceAccount admission plugin rejects pods until their namespace has it). This request
+    // also checks the CA and the admin token for real.
+    tPhase = Date.now();
+    await waitFor('the default ServiceAccount in namespace default', [etcd, apiserver, kcm], async () => {
+      const r = await request(`${server}/api/v1/namespaces/default/serviceaccounts/default`, { token: adminToken, ca: caData });
+      if (r.status === 200) return true;
+      if (r.status !== 404) throw new Error(`HTTP ${r.status}: ${r.body.slice(0, 200)}`);
+      return undefined;
+    });
+    const defaultServiceAccountMs = Date.now() - tPhase;
+
+    return {
+      dir,
+      kubeconfigPath,
+      server,
+      caData,
+      caFile,
+      adminToken,
+      kubeConfig: loadKubeConfig(kubeconfigPath),
+      etcdEndpoint,
+      serviceAccountIssuer: SERVICE_ACCOUNT_ISSUER,
+      apiAudiences,
+      serviceAccountKeyFile: saKey,
+      processes: state.procs.map((p) => p.info),
+      startupMs: Date.now() - t0,
+      timings: { etcdMs, apiserverMs, controllerManagerMs, defaultServiceAccountMs },
+      stop,
+    };
+  } catch (e) {
+    const logs = state.procs.map((p) => `--- ${p.info.name} (${p.info.logFile}), last lines:\n${tail(p.info.logFile)}`).join('\n');
+    await stop().catch(() => undefined);
+    throw new ControlPlaneStartError(
+      `control plane did not start: ${(e as Error).message}\n${logs}${keepDir ? `\n(dir kept: ${dir})` : ''}`,
+    );
+  }
+}

@@ -1,0 +1,236 @@
+/**
+ * Paths of the e2e toolchain built by e2e/toolchain/build.sh.
+ *
+ * The versions live in one place, e2e/toolchain/versions.env (sourced by build.sh, parsed here);
+ * the cache directory is `$PKO_TOOLCHAIN_DIR`, default `~/.cache/pko-toolchain`, with one
+ * directory per component and version (`etcd-v3.6.14/bin/etcd`, ...), exactly as build.sh lays it
+ * out. Nothing here builds anything: `requireToolchain()` throws when a binary is missing.
+ */
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+
+export const VERSIONS_FILE = path.resolve(__dirname, '..', 'toolchain', 'versions.env');
+export const BUILD_SCRIPT = path.resolve(__dirname, '..', 'toolchain', 'build.sh');
+
+export interface ToolchainVersions {
+  etcd: string;
+  kubernetes: string;
+  pulumi: string;
+  pulumiNodejsCommit: string;
+  pulumiYaml: string;
+  pulumiCommand: string;
+  pulumiCommandCommit: string;
+  helm: string;
+}
+
+export type Component = 'etcd' | 'kubernetes' | 'pulumi' | 'command' | 'helm';
+export const COMPONENTS: readonly Component[] = ['etcd', 'kubernetes', 'pulumi', 'command', 'helm'];
+
+export interface ToolchainBinaries {
+  etcd: string;
+  kubeApiserver: string;
+  kubeControllerManager: string;
+  pulumi: string;
+  pulumiLanguageNodejs: string;
+  pulumiLanguageYaml: string;
+  /** Our shim: runs @pulumi/pulumi's dynamic provider from the program's node_modules. */
+  pulumiResourcePulumiNodejs: string;
+  pulumiResourceCommand: string;
+  helm: string;
+}
+
+export interface Toolchain {
+  dir: string;
+  versions: ToolchainVersions;
+  /** The bin directory of each component. */
+  binDirs: Record<Component, string>;
+  binaries: ToolchainBinaries;
+  /** Which component each binary belongs to. */
+  componentOf: Record<keyof ToolchainBinaries, Component>;
+}
+
+/** Parses versions.env: `KEY=value` lines, `#` comments, no quoting or expansion. */
+export function parseVersionsEnv(text: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const raw of text.split('\n')) {
+    const line = raw.trim();
+    if (line === '' || line.startsWith('#')) continue;
+    const m = /^([A-Z][A-Z0-9_]*)=(\S+)$/.exec(line);
+    if (!m) throw new Error(`${VERSIONS_FILE}: cannot parse line ${JSON.stringify(raw)}`);
+    out[m[1]!] = m[2]!;
+  }
+  return out;
+}
+
+export function readVersions(file = VERSIONS_FILE): ToolchainVersions {
+  const env = parseVersionsEnv(fs.readFileSync(file, 'utf8'));
+  const get = (key: string): string => {
+    const v = env[key];
+    if (v === undefined) throw new Error(`${file}: ${key} is not set`);
+    return v;
+  };
+  return {
+    etcd: get('ETCD_VERSION'),
+    kubernetes: get('KUBERNETES_VERSION'),
+    pulumi: get('PULUMI_VERSION'),
+    pulumiNodejsCommit: get('PULUMI_NODEJS_COMMIT'),
+    pulumiYaml: get('PULUMI_YAML_VERSION'),
+    pulumiCommand: get('PULUMI_COMMAND_VERSION'),
+    pulumiCommandCommit: get('PULUMI_COMMAND_COMMIT'),
+    helm: get('HELM_VERSION'),
+  };
+}
+
+/** The cache directory, as build.sh computes it. */
+export function toolchainDir(env: NodeJS.ProcessEnv = process.env): string {
+  const fromEnv = env.PKO_TOOLCHAIN_DIR;
+  if (fromEnv !== undefined && fromEnv !== '') return path.resolve(fromEnv);
+  return path.join(env.HOME !== undefined && env.HOME !== '' ? env.HOME : os.homedir(), '.cache', 'pko-toolchain');
+}
+
+export function resolveToolchain(env: NodeJS.ProcessEnv = process.env): Toolchain {
+  const dir = toolchainDir(env);
+  const versions = readVersions();
+  const binDirs: Record<Component, string> = {
+    etcd: path.join(dir, `etcd-${versions.etcd}`, 'bin'),
+    kubernetes: path.join(dir, `kubernetes-${versions.kubernetes}`, 'bin'),
+    pulumi: path.join(dir, `pulumi-${versions.pulumi}`, 'bin'),
+    command: path.join(dir, `pulumi-command-${versions.pulumiCommand}`, 'bin'),
+    helm: path.join(dir, `helm-${versions.helm}`, 'bin'),
+  };
+  const componentOf: Record<keyof ToolchainBinaries, Component> = {
+    etcd: 'etcd',
+    kubeApiserver: 'kubernetes',
+    kubeControllerManager: 'kubernetes',
+    pulumi: 'pulumi',
+    pulumiLanguageNodejs: 'pulumi',
+    pulumiLanguageYaml: 'pulumi',
+    pulumiResourcePulumiNodejs: 'pulumi',
+    pulumiResourceCommand: 'command',
+    helm: 'helm',
+  };
+  const binaries: ToolchainBinaries = {
+    etcd: path.join(binDirs.etcd, 'etcd'),
+    kubeApiserver: path.join(binDirs.kubernetes, 'kube-apiserver'),
+    kubeControllerManager: path.join(binDirs.kubernetes, 'kube-controller-manager'),
+    pulumi: path.join(binDirs.pulumi, 'pulumi'),
+    pulumiLanguageNodejs: path.join(binDirs.pulumi, 'pulumi-language-nodejs'),
+    pulumiLanguageYaml: path.join(binDirs.pulumi, 'pulumi-language-yaml'),
+    pulumiResourcePulumiNodejs: path.join(binDirs.pulumi, 'pulumi-resource-pulumi-nodejs'),
+    pulumiResourceCommand: path.join(binDirs.command, 'pulumi-resource-command'),
+    helm: path.join(binDirs.helm, 'helm'),
+  };
+  return { dir, versions, binDirs, binaries, componentOf };
+}
+
+/** The toolchain as the current environment names it (resolved when this module is loaded). */
+export const toolchain: Toolchain = resolveToolchain();
+export const versions: ToolchainVersions = toolchain.versions;
+export const binaries: ToolchainBinaries = toolchain.binaries;
+
+export class ToolchainMissingError extends Error {
+  constructor(
+    readonly missing: string[],
+    readonly components: Component[],
+    /** Binaries build.sh could not build because the Go module proxy did not serve them. */
+    readonly unavailable: Record<string, string> = {},
+  ) {
+    const notServed = Object.entries(unavailable).map(([bin, why]) => `\n  ${bin} is not available on this machine: ${why}`);
+    super(
+      `toolchain not built: run e2e/toolchain/build.sh ${components.join(' ')}` +
+        `\n  (missing or not executable: ${missing.join(', ')})${notServed.join('')}`,
+    );
+    this.name = 'ToolchainMissingError';
+  }
+}
+
+/**
+ * Binaries that build.sh recorded as not served by the Go module proxy (in
+ * <component dir>/.unavailable, "binary: reason" lines), for the given components.
+ */
+export function unavailableBinaries(components: readonly Component[] = COMPONENTS, tc: Toolchain = toolchain): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const c of components) {
+    let text: string;
+    try {
+      text = fs.readFileSync(path.join(path.dirname(tc.binDirs[c]), '.unavailable'), 'utf8');
+    } catch {
+      continue;
+    }
+    for (const line of text.split('\n')) {
+      const i = line.indexOf(': ');
+      if (i > 0) out[line.slice(0, i)] = line.slice(i + 2);
+    }
+  }
+  return out;
+}
+
+function isExecutable(file: string): boolean {
+  try {
+    fs.accessSync(file, fs.constants.X_OK);
+    return fs.statSync(file).isFile();
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Checks that every binary of the given components (default: all) exists and is executable, and
+ * returns the toolchain. Pass only the components a test needs: on a machine whose Go module proxy
+ * does not serve pulumi-resource-command or pulumi-language-nodejs, those are missing. Throws ToolchainMissingError ("toolchain not built: run
+ * e2e/toolchain/build.sh ...") otherwise.
+ */
+export function requireToolchain(components: readonly Component[] = COMPONENTS, tc: Toolchain = toolchain): Toolchain {
+  const missing: string[] = [];
+  const missingComponents = new Set<Component>();
+  for (const [name, file] of Object.entries(tc.binaries) as [keyof ToolchainBinaries, string][]) {
+    const component = tc.componentOf[name];
+    if (!components.includes(component)) continue;
+    if (!isExecutable(file)) {
+      missing.push(file);
+      missingComponents.add(component);
+    }
+  }
+  if (missing.length > 0) {
+    const names = new Set(missing.map((f) => path.basename(f)));
+    const unavailable = Object.fromEntries(
+      Object.entries(unavailableBinaries([...missingComponents], tc)).filter(([bin]) => names.has(bin)),
+    );
+    throw new ToolchainMissingError(missing, [...missingComponents], unavailable);
+  }
+  return tc;
+}
+
+/**
+ * Environment for processes that use the toolchain: every bin dir first on PATH (pulumi's first,
+ * so its bundled plugins are found next to it) and the PKO_TOOLCHAIN_* variables that
+ * `build.sh --print-env` prints.
+ */
+export function toolchainEnv(tc: Toolchain = toolchain, basePath = process.env.PATH ?? ''): Record<string, string> {
+  const order: Component[] = ['pulumi', 'command', 'kubernetes', 'etcd', 'helm'];
+  const env: Record<string, string> = {
+    PKO_TOOLCHAIN_DIR: tc.dir,
+    PATH: [...order.map((c) => tc.binDirs[c]), ...(basePath === '' ? [] : [basePath])].join(path.delimiter),
+  };
+  for (const c of COMPONENTS) env[`PKO_TOOLCHAIN_${c.toUpperCase()}_BIN`] = tc.binDirs[c];
+  return env;
+}
+
+/**
+ * Like requireToolchain, for individual binaries: e.g. requireBinaries(['pulumi',
+ * 'pulumiLanguageYaml']) for a YAML-only test on a machine without pulumi-language-nodejs.
+ */
+export function requireBinaries(names: readonly (keyof ToolchainBinaries)[], tc: Toolchain = toolchain): ToolchainBinaries {
+  const missing = names.filter((n) => !isExecutable(tc.binaries[n]));
+  if (missing.length > 0) {
+    const components = [...new Set(missing.map((n) => tc.componentOf[n]))];
+    const files = missing.map((n) => tc.binaries[n]);
+    const names2 = new Set(files.map((f) => path.basename(f)));
+    const unavailable = Object.fromEntries(
+      Object.entries(unavailableBinaries(components, tc)).filter(([bin]) => names2.has(bin)),
+    );
+    throw new ToolchainMissingError(files, components, unavailable);
+  }
+  return tc.binaries;
+}

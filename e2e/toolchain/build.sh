@@ -1,0 +1,437 @@
+#!/usr/bin/env bash
+# Builds the e2e test bed's toolchain from the Go module proxy (no prebuilt downloads):
+#   etcd, kube-apiserver + kube-controller-manager, pulumi (+ pulumi-language-nodejs,
+#   pulumi-language-yaml and the dynamic-provider shim), pulumi-resource-command, helm.
+#
+# Usage:
+#   e2e/toolchain/build.sh [component...]   build what is missing (default: all components:
+#                                           etcd kubernetes pulumi command helm)
+#   e2e/toolchain/build.sh --print-env      print `export` lines for `eval` (PATH and
+#                                           PKO_TOOLCHAIN_* bin dirs); builds nothing
+#   e2e/toolchain/build.sh --list           print each component, its bin dir and whether it is built
+#   e2e/toolchain/build.sh --force [comp..] rebuild even if up to date (also retries parts the
+#                                           proxy did not serve last time)
+#
+# The cache lives outside the work tree: ${PKO_TOOLCHAIN_DIR:-$HOME/.cache/pko-toolchain}, one
+# directory per component and version (e.g. etcd-v3.6.14/bin/etcd). Wrapper modules are written
+# to $PKO_TOOLCHAIN_DIR/.scratch, build logs to $PKO_TOOLCHAIN_DIR/.logs. GOMODCACHE and GOCACHE
+# are Go's defaults. A component whose stamp matches and whose binaries report the expected
+# version is skipped. Versions: e2e/toolchain/versions.env. Details: docs/testbed.md.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=versions.env
+. "$HERE/versions.env"
+
+# Bump when a recipe changes in a way that needs a rebuild of already built versions.
+RECIPE_REVISION=1
+
+TOOLCHAIN_DIR="${PKO_TOOLCHAIN_DIR:-$HOME/.cache/pko-toolchain}"
+SCRATCH="$TOOLCHAIN_DIR/.scratch"
+LOGS="$TOOLCHAIN_DIR/.logs"
+ALL_COMPONENTS=(etcd kubernetes pulumi command helm)
+
+export GOTOOLCHAIN=local
+export CGO_ENABLED=0
+
+die() { echo "build.sh: error: $*" >&2; exit 1; }
+
+component_dir() {
+  case "$1" in
+    etcd) echo "$TOOLCHAIN_DIR/etcd-$ETCD_VERSION" ;;
+    kubernetes) echo "$TOOLCHAIN_DIR/kubernetes-$KUBERNETES_VERSION" ;;
+    pulumi) echo "$TOOLCHAIN_DIR/pulumi-$PULUMI_VERSION" ;;
+    command) echo "$TOOLCHAIN_DIR/pulumi-command-$PULUMI_COMMAND_VERSION" ;;
+    helm) echo "$TOOLCHAIN_DIR/helm-$HELM_VERSION" ;;
+    *) die "unknown component '$1' (known: ${ALL_COMPONENTS[*]})" ;;
+  esac
+}
+
+component_binaries() {
+  case "$1" in
+    etcd) echo "etcd" ;;
+    kubernetes) echo "kube-apiserver kube-controller-manager" ;;
+    pulumi) echo "pulumi pulumi-language-nodejs pulumi-language-yaml pulumi-resource-pulumi-nodejs" ;;
+    command) echo "pulumi-resource-command" ;;
+    helm) echo "helm" ;;
+  esac
+}
+
+# What the stamp file must say; any change of version or recipe triggers a rebuild.
+stamp_key() {
+  local key="component=$1 recipe=$RECIPE_REVISION"
+  case "$1" in
+    etcd) key="$key etcd=$ETCD_VERSION" ;;
+    kubernetes) key="$key kubernetes=$KUBERNETES_VERSION" ;;
+    pulumi) key="$key pulumi=$PULUMI_VERSION nodejs=$PULUMI_NODEJS_COMMIT yaml=$PULUMI_YAML_VERSION" ;;
+    command) key="$key command=$PULUMI_COMMAND_VERSION commit=$PULUMI_COMMAND_COMMIT" ;;
+    helm) key="$key helm=$HELM_VERSION" ;;
+  esac
+  echo "$key"
+}
+
+# Checks that the binaries in $2/bin report the expected versions (prints why not, on stderr).
+verify_component() {
+  local c=$1 bin="$2/bin" b out
+  for b in $(component_binaries "$c"); do
+    is_unavailable "$2" "$b" && continue
+    [ -x "$bin/$b" ] || { echo "missing $bin/$b" >&2; return 1; }
+  done
+  is_unavailable "$2" "$(component_binaries "$c" | cut -d' ' -f1)" && return 0
+  case "$c" in
+    etcd)
+      out=$("$bin/etcd" --version 2>&1) || true
+      grep -qx "etcd Version: ${ETCD_VERSION#v}" <<<"$out" || { echo "etcd --version: $out" >&2; return 1; } ;;
+    kubernetes)
+      for b in kube-apiserver kube-controller-manager; do
+        out=$("$bin/$b" --version 2>&1) || true
+        [ "$out" = "Kubernetes $KUBERNETES_VERSION" ] || { echo "$b --version: $out" >&2; return 1; }
+      done ;;
+    pulumi)
+      out=$(PULUMI_SKIP_UPDATE_CHECK=true PULUMI_HOME="$SCRATCH/pulumi-home" "$bin/pulumi" version 2>&1) || true
+      [ "$out" = "$PULUMI_VERSION" ] || { echo "pulumi version: $out" >&2; return 1; }
+      # The plugins have no version flag: read the build info that go embeds.
+      has_module "$bin/pulumi-language-yaml" github.com/pulumi/pulumi-yaml "$PULUMI_YAML_VERSION" || return 1 ;;
+    command)
+      has_module "$bin/pulumi-resource-command" github.com/pulumi/pulumi-command/provider "" || return 1 ;;
+    helm)
+      out=$("$bin/helm" version --template '{{.Version}}' 2>&1) || true
+      [ "$out" = "$HELM_VERSION" ] || { echo "helm version: $out" >&2; return 1; } ;;
+  esac
+}
+
+# <dir>/.unavailable lists binaries the Go module proxy refused to serve ("name: reason" lines).
+is_unavailable() { [ -f "$1/.unavailable" ] && grep -q "^$2: " "$1/.unavailable"; }
+
+mark_unavailable() { # dir binary reason
+  echo "$2: $3" >>"$1/.unavailable"
+  WARNINGS+=("$2 was NOT built: the Go module proxy does not serve it ($3)")
+}
+
+# Checks a binary's embedded build info: built from module at version ("" = any). (With -trimpath
+# go does not record -ldflags there, so the -X version stamp itself is not checked.)
+has_module() {
+  local info
+  info=$(go version -m "$1" 2>&1) || { echo "go version -m $1: $info" >&2; return 1; }
+  grep -Eq "^[[:space:]]+(mod|dep)[[:space:]]+$2[[:space:]]+${3:-[^[:space:]]+}([[:space:]]|$)" <<<"$info" ||
+    { echo "$1 was not built from $2 ${3}" >&2; return 1; }
+}
+
+is_current() {
+  local c=$1 dir
+  dir=$(component_dir "$c")
+  [ -f "$dir/.stamp" ] && [ "$(cat "$dir/.stamp")" = "$(stamp_key "$c")" ] && verify_component "$c" "$dir" 2>/dev/null
+}
+
+fmt_duration() { local s=$1; if [ "$s" -ge 60 ]; then printf '%dm%02ds' $((s / 60)) $((s % 60)); else printf '%ds' "$s"; fi; }
+
+# --- running go -------------------------------------------------------------------------------
+
+LOG=/dev/null
+NETWORK_ERROR_RE='dial tcp|no such host|connection refused|connection reset|i/o timeout|TLS handshake|network is unreachable|proxyconnect|server misbehaving|Client.Timeout|unexpected EOF|: EOF$'
+
+# Explains a failed step from the log: a proxy that cannot be reached, or the log's tail.
+fail_step() {
+  local what=$1 netline
+  netline=$(grep -E "$NETWORK_ERROR_RE" "$LOG" | tail -n 1 || true)
+  if [ -n "$netline" ]; then
+    die "cannot reach the Go module proxy ($(go env GOPROXY)): $netline
+(while running: $what; full log: $LOG)"
+  fi
+  echo "build.sh: step failed: $what; last lines of $LOG:" >&2
+  tail -n 40 "$LOG" >&2
+  exit 1
+}
+
+run() {
+  printf '$ %s\n' "$*" >>"$LOG"
+  "$@" >>"$LOG" 2>&1 || fail_step "$*"
+}
+
+# Downloads module@version (proxy reachability check) and sets MOD_GOMOD, MOD_DIR, MOD_TIME.
+# Dies when the proxy cannot be reached. When the proxy answers that the version is not
+# available (403/404/unknown revision: a final answer), returns 1 with the answer in MOD_ERROR if
+# called as `fetch_module --optional spec`, and dies otherwise.
+fetch_module() {
+  local optional=false spec json err
+  [ "$1" = --optional ] && { optional=true; shift; }
+  spec=$1
+  MOD_ERROR=""
+  printf '$ go mod download -json %s\n' "$spec" >>"$LOG"
+  if ! json=$(cd "$SCRATCH" && go mod download -json "$spec" 2>>"$LOG"); then
+    echo "$json" >>"$LOG"
+    err=$(sed -n 's/^[[:space:]]*"Error": "\(.*\)",\{0,1\}$/\1/p' <<<"$json" | head -n 1 | sed 's/\\"/"/g; s/\\n\\t/ /g')
+    [ -n "$err" ] || err=$(tail -n 1 "$LOG")
+    if grep -Eq "$NETWORK_ERROR_RE" <<<"$err"; then
+      die "cannot reach the Go module proxy ($(go env GOPROXY)): $err"
+    fi
+    if $optional && grep -Eq '403 Forbidden|404 Not Found|410 Gone|not available|unknown revision|invalid version' <<<"$err"; then
+      MOD_ERROR=$err
+      return 1
+    fi
+    die "cannot download $spec from the Go module proxy ($(go env GOPROXY)): $err"
+  fi
+  echo "$json" >>"$LOG"
+  MOD_GOMOD=$(sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p' <<<"$json")
+  MOD_DIR=$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p' <<<"$json")
+  local info
+  info=$(sed -n 's/^[[:space:]]*"Info": "\(.*\)",\{0,1\}$/\1/p' <<<"$json")
+  [ -n "$MOD_GOMOD" ] && [ -n "$MOD_DIR" ] && [ -f "$info" ] || die "unexpected output of go mod download -json $spec (see $LOG)"
+  # The .info file holds the version's commit time: a reproducible build date.
+  MOD_TIME=$(sed -n 's/.*"Time"[[:space:]]*:[[:space:]]*"\([^"]*\)".*/\1/p' "$info" | head -n 1)
+}
+
+# A fresh wrapper module in the scratch dir; prints its path.
+new_wrapper() {
+  local w="$SCRATCH/$1"
+  rm -rf "$w" && mkdir -p "$w"
+  (cd "$w" && go mod init "local/pko-toolchain-$1" >>"$LOG" 2>&1) || fail_step "go mod init in $w"
+  echo "$w"
+}
+
+# `go install pkg@version` is avoided even where the module allows it: it asks the proxy for the
+# module's version list (to report deprecations) and fails when the proxy refuses that list, as
+# this machine's proxy does for pulumi-yaml (403). A wrapper module with `go get -tool` does not
+# need the list, and with no requires of its own it selects the same versions.
+build_with_wrapper() { # name module@version ldflags outdir package...
+  local name=$1 spec=$2 ld=$3 outdir=$4 w
+  shift 4
+  w=$(new_wrapper "$name")
+  run go -C "$w" get -tool "${@/%/@${spec#*@}}"
+  run go -C "$w" build -trimpath -ldflags "$ld" -o "$outdir/" "$@"
+}
+
+# --- recipes (each builds into "$1/bin") ------------------------------------------------------
+
+build_etcd() {
+  local out=$1 w
+  fetch_module "go.etcd.io/etcd/server/v3@$ETCD_VERSION"
+  w=$(new_wrapper etcd)
+  # server/go.mod replaces its siblings with ../api etc., so `go install pkg@v` is refused; as a
+  # dependency its requires (siblings at the same tag) apply and its replaces are ignored.
+  run go -C "$w" get -tool "go.etcd.io/etcd/server/v3@$ETCD_VERSION"
+  # The version is a source constant (api/version.Version): no ldflags needed.
+  run go -C "$w" build -trimpath -ldflags "-s -w" -o "$out/bin/etcd" go.etcd.io/etcd/server/v3
+}
+
+build_kubernetes() {
+  local out=$1 v=$KUBERNETES_VERSION w minor staging m gd ld p
+  minor=$(cut -d. -f2 <<<"$v")
+  staging="v0.${v#v1.}"
+  fetch_module "k8s.io/kubernetes@$v"
+  local gomod=$MOD_GOMOD builddate=$MOD_TIME
+  [ -n "$builddate" ] || die "cannot read the commit time of k8s.io/kubernetes@$v"
+  w=$(new_wrapper kubernetes)
+  # k8s.io/kubernetes replaces every staging module with ./staging/src/k8s.io/X, which its module
+  # zip does not contain: point each at its published version v0.<minor>.<patch>.
+  for m in $(awk '$2=="=>" && $3 ~ /^\.\/staging\// {print $1}' "$gomod"); do
+    run go -C "$w" mod edit -replace="$m=$m@$staging"
+  done
+  # A dependency's godebug lines do not apply: copy upstream's runtime defaults.
+  for gd in $(awk '$1=="godebug" && $2!="(" {print $2} /^godebug \(/ {b=1; next} b && /^\)/ {b=0} b {print $1}' "$gomod"); do
+    run go -C "$w" mod edit -godebug="$gd"
+  done
+  run go -C "$w" get -tool "k8s.io/kubernetes/cmd/kube-apiserver@$v" "k8s.io/kubernetes/cmd/kube-controller-manager@$v"
+  # Version stamps as hack/lib/version.sh sets them (the module zip has no git commit:
+  # gitCommit stays empty, tree state "archive" as for upstream's tarball builds).
+  ld="-s -w"
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ld="$ld -X $p.gitVersion=$v -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitCommit="
+    ld="$ld -X $p.gitTreeState=archive -X $p.buildDate=$builddate"
+  done
+  run go -C "$w" build -trimpath -ldflags "$ld" -o "$out/bin/" \
+    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
+}
+
+build_pulumi() {
+  local out=$1 w ld nodejs=true got
+  # The checksum database that this machine's proxy serves has no entry for pulumi/pkg/v3 (404):
+  # the module's hash is taken from the proxy and recorded in the wrapper's go.sum instead.
+  export GONOSUMDB="${GONOSUMDB:+$GONOSUMDB,}github.com/pulumi/pulumi/pkg"
+  fetch_module "github.com/pulumi/pulumi/pkg/v3@$PULUMI_VERSION"
+  w=$(new_wrapper pulumi)
+  # pkg/go.mod replaces sdk/v3 => ../sdk (so no `go install`) and clipboard with a fork; keep the fork.
+  run go -C "$w" mod edit \
+    -replace=github.com/atotto/clipboard=github.com/tgummerer/clipboard@v0.0.0-20241001131231-d02d263e614e
+  run go -C "$w" get -tool "github.com/pulumi/pulumi/pkg/v3/cmd/pulumi@$PULUMI_VERSION"
+  run go -C "$w" get "github.com/pulumi/pulumi/sdk/v3@$PULUMI_VERSION"
+  # The Node.js language host has no tags: pin the commit of the CLI's tag. It asks for an older
+  # pkg/sdk; minimal version selection keeps both at $PULUMI_VERSION. Optional: a proxy that only
+  # serves modules it has cached may not have this commit (then only YAML projects and inline
+  # Automation API programs work).
+  if fetch_module --optional "github.com/pulumi/pulumi/sdk/nodejs/cmd/pulumi-language-nodejs/v3@$PULUMI_NODEJS_COMMIT"; then
+    run go -C "$w" get -tool "github.com/pulumi/pulumi/sdk/nodejs/cmd/pulumi-language-nodejs/v3@$PULUMI_NODEJS_COMMIT"
+  else
+    nodejs=false
+    mark_unavailable "$out" pulumi-language-nodejs "$MOD_ERROR"
+  fi
+  got=$(go -C "$w" list -m -f '{{.Version}}' github.com/pulumi/pulumi/pkg/v3 github.com/pulumi/pulumi/sdk/v3 | sort -u)
+  [ "$got" = "$PULUMI_VERSION" ] || die "pulumi wrapper resolved pkg/sdk to '$got', expected $PULUMI_VERSION (see $w/go.mod)"
+  ld="-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$PULUMI_VERSION"
+  local pkgs=(github.com/pulumi/pulumi/pkg/v3/cmd/pulumi)
+  $nodejs && pkgs+=(github.com/pulumi/pulumi/sdk/nodejs/cmd/pulumi-language-nodejs/v3)
+  run go -C "$w" build -trimpath -tags osusergo,grpcnotrace -ldflags "$ld" -o "$out/bin/" "${pkgs[@]}"
+
+  # pulumi-language-yaml, in its own wrapper with the pulumi pkg/sdk its go.mod asks for (a
+  # plugin talks to the CLI over gRPC only). Installed next to pulumi because bundled plugins are
+  # looked up beside the pulumi binary.
+  fetch_module "github.com/pulumi/pulumi-yaml@$PULUMI_YAML_VERSION"
+  [ -f "$MOD_DIR/pkg/version/version.go" ] || die "pulumi-yaml $PULUMI_YAML_VERSION has no pkg/version (recipe outdated)"
+  build_with_wrapper pulumi-yaml "github.com/pulumi/pulumi-yaml@$PULUMI_YAML_VERSION" \
+    "-s -w -X github.com/pulumi/pulumi-yaml/pkg/version.Version=$PULUMI_YAML_VERSION" "$out/bin" \
+    github.com/pulumi/pulumi-yaml/cmd/pulumi-language-yaml
+
+  write_dynamic_provider_shim "$out/bin/pulumi-resource-pulumi-nodejs"
+}
+
+# The provider plugin behind pulumi.dynamic.Resource: pulumi starts it in the program's
+# directory; it runs the dynamic provider of the @pulumi/pulumi that the program uses.
+write_dynamic_provider_shim() {
+  cat >"$1" <<'SHIM'
+#!/bin/sh
+# pulumi-resource-pulumi-nodejs (pko e2e toolchain): resource provider for pulumi.dynamic.Resource.
+# Runs the dynamic provider entry point of the @pulumi/pulumi package installed in the program's
+# node_modules (resolved from the working directory pulumi starts the plugin in).
+entry=$(node -e 'process.stdout.write(require.resolve("@pulumi/pulumi/cmd/dynamic-provider", { paths: [process.cwd()] }))') || {
+  echo "pulumi-resource-pulumi-nodejs: cannot resolve @pulumi/pulumi/cmd/dynamic-provider from $(pwd); is @pulumi/pulumi installed?" >&2
+  exit 1
+}
+exec node "$entry" "$@"
+SHIM
+  chmod 0755 "$1"
+}
+
+build_command() {
+  local out=$1 spec
+  spec="github.com/pulumi/pulumi-command/provider@$PULUMI_COMMAND_COMMIT"
+  if ! fetch_module --optional "$spec"; then
+    mark_unavailable "$out" pulumi-resource-command "$MOD_ERROR"
+    return 0
+  fi
+  [ -f "$MOD_DIR/pkg/version/version.go" ] || die "pulumi-command provider has no pkg/version (recipe outdated)"
+  # No provider/v* tags, so by commit. Version without the leading v, as upstream's release
+  # builds link it.
+  build_with_wrapper pulumi-command "$spec" \
+    "-s -w -X github.com/pulumi/pulumi-command/provider/pkg/version.Version=${PULUMI_COMMAND_VERSION#v}" "$out/bin" \
+    github.com/pulumi/pulumi-command/provider/cmd/pulumi-resource-command
+}
+
+build_helm() {
+  local out=$1 clientgo kmaj kmin ld
+  fetch_module "helm.sh/helm/v3@$HELM_VERSION"
+  # Upstream derives the default KubeVersion from the k8s.io/client-go it is built with (v0.X.Y -> 1.X).
+  clientgo=$(awk '$1=="k8s.io/client-go" {print $2; exit}' "$MOD_GOMOD")
+  [[ "$clientgo" =~ ^v0\.([0-9]+)\. ]] || die "cannot read k8s.io/client-go from $MOD_GOMOD"
+  kmaj=1 kmin=${BASH_REMATCH[1]}
+  HELM_KUBE_MINOR=$kmin
+  ld="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.metadata="
+  ld="$ld -X helm.sh/helm/v3/internal/version.gitTreeState=archive"
+  ld="$ld -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=$kmaj -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$kmin"
+  ld="$ld -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=$kmaj -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$kmin"
+  build_with_wrapper helm "helm.sh/helm/v3@$HELM_VERSION" "$ld" "$out/bin" helm.sh/helm/v3/cmd/helm
+  # -X on a variable that does not exist is silently ignored: check the default KubeVersion.
+  local chart="$SCRATCH/helm-kubeversion-chart" kv
+  rm -rf "$chart" && mkdir -p "$chart/templates"
+  printf 'apiVersion: v2\nname: kv\nversion: 0.1.0\n' >"$chart/Chart.yaml"
+  printf 'kubeVersion: {{ .Capabilities.KubeVersion.Version }}\n' >"$chart/templates/kv.yaml"
+  kv=$(HELM_CACHE_HOME="$SCRATCH/helm-home" HELM_CONFIG_HOME="$SCRATCH/helm-home" HELM_DATA_HOME="$SCRATCH/helm-home" \
+    "$out/bin/helm" template kv "$chart" 2>&1 | sed -n 's/^kubeVersion: //p')
+  [ "$kv" = "v$kmaj.$kmin.0" ] || die "helm's default KubeVersion is '$kv', expected v$kmaj.$kmin.0 (ldflags outdated?)"
+}
+
+# --- driver -----------------------------------------------------------------------------------
+
+unavailable_note() { # dir
+  [ -f "$1/.unavailable" ] || return 0
+  echo " WITHOUT $(cut -d: -f1 "$1/.unavailable" | paste -sd, -) (not served by the Go module proxy; see $1/.unavailable)"
+}
+
+build_component() {
+  local c=$1 dir partial start secs version
+  dir=$(component_dir "$c")
+  version=$(basename "$dir")
+  if ! $FORCE && is_current "$c"; then
+    echo "==> $version: up to date ($dir)$(unavailable_note "$dir")"
+    if [ -f "$dir/.unavailable" ]; then
+      while IFS= read -r line; do WARNINGS+=("${line%%:*} is not built (${line#*: }); rebuild with --force to retry"); done <"$dir/.unavailable"
+    fi
+    return 0
+  fi
+  mkdir -p "$SCRATCH" "$LOGS"
+  LOG="$LOGS/$c.log"
+  : >"$LOG"
+  echo "==> building $version (log: $LOG)"
+  start=$(date +%s)
+  partial="$dir.partial"
+  CURRENT_PARTIAL=$partial
+  rm -rf "$partial" && mkdir -p "$partial/bin"
+  "build_$c" "$partial"
+  stamp_key "$c" >"$partial/.stamp"
+  if ! verify_component "$c" "$partial" 2>>"$LOG"; then
+    echo "build.sh: $version was built but does not report the expected version:" >&2
+    tail -n 3 "$LOG" >&2
+    exit 1
+  fi
+  secs=$(($(date +%s) - start))
+  echo "$secs" >"$partial/.build-seconds"
+  rm -rf "$dir" && mv "$partial" "$dir"
+  CURRENT_PARTIAL=""
+  echo "==> built $version in $(fmt_duration "$secs") ($(du -sh "$dir/bin" | cut -f1))$(unavailable_note "$dir")"
+  BUILT_SUMMARY+=("$version: $(fmt_duration "$secs")")
+}
+
+print_env() {
+  local c dir var path=""
+  printf 'export PKO_TOOLCHAIN_DIR=%q\n' "$TOOLCHAIN_DIR"
+  # pulumi first: its bundled plugins must be the ones next to it
+  for c in pulumi command kubernetes etcd helm; do
+    dir=$(component_dir "$c")/bin
+    var="PKO_TOOLCHAIN_$(tr '[:lower:]' '[:upper:]' <<<"$c")_BIN"
+    printf 'export %s=%q\n' "$var" "$dir"
+    path="$path${path:+:}$dir"
+    [ -f "$(component_dir "$c")/.stamp" ] || echo "build.sh: warning: $c is not built yet (run $HERE/build.sh $c)" >&2
+  done
+  # shellcheck disable=SC2016
+  printf 'export PATH=%q"${PATH:+:$PATH}"\n' "$path"
+}
+
+FORCE=false
+CURRENT_PARTIAL=""
+WARNINGS=()
+trap '[ -z "$CURRENT_PARTIAL" ] || rm -rf "$CURRENT_PARTIAL"' EXIT
+
+main() {
+  local components=() c
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --print-env) print_env; return 0 ;;
+      --list)
+        for c in "${ALL_COMPONENTS[@]}"; do
+          if is_current "$c"; then s=built; else s=missing; fi
+          printf '%-11s %-8s %s%s\n' "$c" "$s" "$(component_dir "$c")/bin" "$(unavailable_note "$(component_dir "$c")")"
+        done
+        return 0 ;;
+      --force) FORCE=true ;;
+      -h|--help) sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; return 0 ;;
+      -*) die "unknown option $1 (see --help)" ;;
+      *) component_dir "$1" >/dev/null; components+=("$1") ;;
+    esac
+    shift
+  done
+  [ ${#components[@]} -gt 0 ] || components=("${ALL_COMPONENTS[@]}")
+  command -v go >/dev/null || die "go is not on PATH (needs Go >= 1.26)"
+  echo "toolchain cache: $TOOLCHAIN_DIR ($(go version | cut -d' ' -f3), GOPROXY=$(go env GOPROXY))"
+  local total_start; total_start=$(date +%s)
+  BUILT_SUMMARY=()
+  for c in "${components[@]}"; do
+    build_component "$c"   # one at a time: each go build already uses every core
+  done
+  if [ ${#BUILT_SUMMARY[@]} -gt 0 ]; then
+    echo "==> built: ${BUILT_SUMMARY[*]}; total $(fmt_duration $(($(date +%s) - total_start)))"
+  else
+    echo "==> toolchain up to date ($(fmt_duration $(($(date +%s) - total_start))))"
+  fi
+  for c in "${WARNINGS[@]}"; do echo "build.sh: WARNING: $c" >&2; done
+}
+
+main "$@"
