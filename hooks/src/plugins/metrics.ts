@@ -9,9 +9,12 @@ export type HookName = 'stack_customize' | 'stack_sync' | 'stack_finalize' | 'pr
 /**
  * Upstream's gauges (stacks_active, stacks_failing{namespace,name}, programs_active) rebuilt from
  * what the hooks see, plus per-hook latency and errors. The hooks hold no state, so each replica
- * reports the objects it synced in the last 30 minutes; every object is resynced at least every
- * 10 minutes by a random replica, so each replica converges on the whole set. Aggregate across
- * replicas with max(), not sum() (docs/observability.md).
+ * reports only the objects it synced in the last 30 minutes. Metacontroller resyncs every object
+ * at least every 10 minutes, through whichever replica the Service picks, so a replica usually
+ * sees most objects, but nothing guarantees all: max() across replicas is a lower bound of the
+ * total, and a Stack that recovered may still show as failing on a replica that has not seen it
+ * since, for up to 30 minutes. Per-Stack truth is in the Stack's status (kube-state-metrics;
+ * docs/observability.md).
  */
 export class HookMetrics {
   readonly registry = new Registry();

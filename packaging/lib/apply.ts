@@ -1,0 +1,152 @@
+/**
+ * Server-side apply against a real API server, for tests: discovery maps a kind to its resource,
+ * objects are applied (or dry-run: `dryRun=All`) with strict field validation, and the API
+ * server's warnings (Pod Security "warn" among them) are returned with the result.
+ */
+import * as https from 'node:https';
+import type { K8sObject } from './repo';
+
+export interface ApiResult {
+  status: number;
+  body: any;
+  warnings: string[];
+}
+
+export interface ApplyOptions {
+  dryRun?: boolean;
+  /** Namespace for a namespaced object without metadata.namespace (like kubectl apply -n). */
+  namespace?: string;
+}
+
+interface ResourceInfo {
+  resource: string;
+  namespaced: boolean;
+}
+
+const FIELD_MANAGER = 'pko-packaging-test';
+
+export class ApiClient {
+  private discovery = new Map<string, ResourceInfo>();
+
+  constructor(
+    private readonly server: string,
+    private readonly token: string,
+    private readonly ca: string,
+  ) {}
+
+  request(method: string, path: string, body?: unknown, contentType = 'application/json'): Promise<ApiResult> {
+    return new Promise((resolve, reject) => {
+      const payload = body === undefined ? undefined : JSON.stringify(body);
+      const headers: Record<string, string> = { accept: 'application/json', authorization: `Bearer ${this.token}` };
+      if (payload !== undefined) headers['content-type'] = contentType;
+      const req = https.request(new URL(path, this.server), { method, headers, ca: this.ca, timeout: 30_000 }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          const warnings: string[] = [];
+          for (let i = 0; i < res.rawHeaders.length; i += 2) {
+            if (res.rawHeaders[i]!.toLowerCase() === 'warning') warnings.push(res.rawHeaders[i + 1]!);
+          }
+          let parsed: unknown = text;
+          try {
+            parsed = text ? JSON.parse(text) : undefined;
+          } catch {
+            /* not JSON */
+          }
+          resolve({ status: res.statusCode ?? 0, body: parsed, warnings });
+        });
+      });
+      req.on('error', reject);
+      req.on('timeout', () => req.destroy(new Error(`timeout: ${method} ${path}`)));
+      req.end(payload);
+    });
+  }
+
+  private async discover(): Promise<void> {
+    const next = new Map<string, ResourceInfo>();
+    const add = (groupVersion: string, list: any) => {
+      for (const r of list?.resources ?? []) {
+        if (String(r.name).includes('/')) continue;
+        next.set(`${groupVersion}/${r.kind}`, { resource: r.name, namespaced: r.namespaced === true });
+      }
+    };
+    add('v1', (await this.request('GET', '/api/v1')).body);
+    const groups = (await this.request('GET', '/apis')).body;
+    for (const g of groups.groups ?? []) {
+      for (const v of g.versions ?? []) add(v.groupVersion, (await this.request('GET', `/apis/${v.groupVersion}`)).body);
+    }
+    this.discovery = next;
+  }
+
+  async resourceOf(apiVersion: string, kind: string): Promise<ResourceInfo> {
+    const key = `${apiVersion}/${kind}`;
+    if (!this.discovery.has(key)) await this.discover();
+    const info = this.discovery.get(key);
+    if (!info) throw new Error(`the API server does not serve ${kind} in ${apiVersion}`);
+    return info;
+  }
+
+  async path(o: K8sObject, namespace?: string): Promise<string> {
+    const info = await this.resourceOf(o.apiVersion, o.kind);
+    const base = o.apiVersion.includes('/') ? `/apis/${o.apiVersion}` : `/api/${o.apiVersion}`;
+    const ns = o.metadata.namespace ?? namespace;
+    if (info.namespaced && !ns) throw new Error(`${o.kind}/${o.metadata.name} needs a namespace`);
+    return `${base}${info.namespaced ? `/namespaces/${ns}` : ''}/${info.resource}/${encodeURIComponent(o.metadata.name)}`;
+  }
+
+  /** Server-side apply (force, strict field validation), optionally as a dry run. */
+  async apply(o: K8sObject, opts: ApplyOptions = {}): Promise<ApiResult> {
+    const query = new URLSearchParams({ fieldManager: FIELD_MANAGER, force: 'true', fieldValidation: 'Strict' });
+    if (opts.dryRun) query.set('dryRun', 'All');
+    const body = opts.namespace && !o.metadata.namespace && (await this.resourceOf(o.apiVersion, o.kind)).namespaced ? { ...o, metadata: { ...o.metadata, namespace: opts.namespace } } : o;
+    return this.request('PATCH', `${await this.path(o, opts.namespace)}?${query}`, body, 'application/apply-patch+yaml');
+  }
+
+  /** Polls until fn returns a value (not undefined) or the timeout passes. */
+  async eventually<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 30_000): Promise<T> {
+    const deadline = Date.now() + timeoutMs;
+    let last = '';
+    for (;;) {
+      try {
+        const v = await fn();
+        if (v !== undefined) return v;
+      } catch (e) {
+        last = (e as Error).message;
+      }
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${last}` : ''}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+
+  /** Waits until a CRD is Established and its kind shows up in discovery. */
+  async waitForCrd(crd: K8sObject): Promise<void> {
+    await this.eventually(`CRD ${crd.metadata.name} established`, async () => {
+      const r = await this.request('GET', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd.metadata.name}`);
+      return (r.body?.status?.conditions ?? []).some((c: any) => c.type === 'Established' && c.status === 'True') ? true : undefined;
+    });
+    const spec = crd.spec as { group: string; names: { kind: string }; versions: { name: string; served: boolean }[] };
+    for (const v of spec.versions.filter((x) => x.served)) {
+      await this.eventually(`${spec.names.kind} in discovery`, async () => {
+        this.discovery.delete(`${spec.group}/${v.name}/${spec.names.kind}`);
+        return (await this.resourceOf(`${spec.group}/${v.name}`, spec.names.kind)) ?? undefined;
+      });
+    }
+  }
+
+  /** Whether `user` (with `groups`) may do what the resource attributes say (SubjectAccessReview). */
+  async can(user: string, groups: string[], attrs: Record<string, string>): Promise<boolean> {
+    const r = await this.request('POST', '/apis/authorization.k8s.io/v1/subjectaccessreviews', {
+      apiVersion: 'authorization.k8s.io/v1',
+      kind: 'SubjectAccessReview',
+      spec: { user, groups, resourceAttributes: attrs },
+    });
+    if (r.status !== 201) throw new Error(`SubjectAccessReview: HTTP ${r.status} ${JSON.stringify(r.body)}`);
+    return r.body.status?.allowed === true;
+  }
+}
+
+/** A readable line for a failed apply. */
+export function describeFailure(o: K8sObject, r: ApiResult): string {
+  return `${o.kind}/${o.metadata.name}: HTTP ${r.status} ${typeof r.body === 'object' ? (r.body?.message ?? JSON.stringify(r.body)) : String(r.body)}`;
+}

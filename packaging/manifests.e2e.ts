@@ -1,0 +1,242 @@
+/**
+ * Everything we ship, applied to a real kube-apiserver (e2e/testbed/control-plane.ts) with
+ * server-side apply as a dry run, strict field validation and Pod Security warnings checked:
+ * manifests/install.yaml, the chart rendered by the real helm (default and non-default values),
+ * manifests/stack-rbac.yaml, manifests/kube-state-metrics.yaml, every file in examples/stacks/ and
+ * the Kubernetes objects shown in docs/. Then the RBAC is applied for real and checked with
+ * SubjectAccessReviews: the Stack ServiceAccount may do what the agent does and nothing more, the
+ * hook server's ServiceAccount may do nothing, and the edit role (not view) covers Stacks.
+ *
+ * Metacontroller's, Flux's and the Prometheus Operator's CRDs are stand-ins (packaging/testdata/).
+ */
+import * as fs from 'node:fs';
+import { type ControlPlane, startControlPlane, DEFAULT_CONTROLLERS } from '../e2e/testbed/control-plane';
+import { ApiClient, type ApiResult, describeFailure } from './lib/apply';
+import { helmTemplate, removeHelmHome } from './lib/helm';
+import { at, findObject, type K8sObject, loadAll, loadObjects, objectKey, readRepoFile, repoPath } from './lib/repo';
+
+let cp: ControlPlane;
+let api: ApiClient;
+
+const install = loadObjects(readRepoFile('manifests/install.yaml'), 'manifests/install.yaml');
+const CLUSTER_KINDS = new Set(['Namespace', 'CustomResourceDefinition', 'ClusterRole', 'ClusterRoleBinding', 'CompositeController', 'DecoratorController']);
+
+async function applyAll(objects: K8sObject[], opts: { dryRun: boolean; namespace?: string }): Promise<{ failures: string[]; warnings: string[] }> {
+  const failures: string[] = [];
+  const warnings: string[] = [];
+  for (const o of objects) {
+    const r: ApiResult = await api.apply(o, opts);
+    if (r.status !== 200 && r.status !== 201) failures.push(describeFailure(o, r));
+    for (const w of r.warnings) warnings.push(`${objectKey(o)}: ${w}`);
+  }
+  return { failures, warnings };
+}
+
+async function applyForReal(objects: K8sObject[], namespace?: string): Promise<void> {
+  const { failures } = await applyAll(objects, { dryRun: false, ...(namespace ? { namespace } : {}) });
+  expect(failures).toEqual([]);
+  for (const crd of objects.filter((o) => o.kind === 'CustomResourceDefinition')) await api.waitForCrd(crd);
+}
+
+function namespaceObject(name: string, restricted: boolean): K8sObject {
+  const labels: Record<string, string> = restricted
+    ? { 'pod-security.kubernetes.io/enforce': 'restricted', 'pod-security.kubernetes.io/warn': 'restricted' }
+    : {};
+  return { apiVersion: 'v1', kind: 'Namespace', metadata: { name, labels } };
+}
+
+beforeAll(async () => {
+  cp = await startControlPlane({
+    // The aggregation controller fills the built-in edit/admin/view roles from labelled ClusterRoles.
+    controllers: [...DEFAULT_CONTROLLERS, 'clusterrole-aggregation-controller'],
+  });
+  api = new ApiClient(cp.server, cp.adminToken, cp.caData);
+  const standIns = ['metacontroller-crds.yaml', 'flux-gitrepository-crd.yaml', 'servicemonitor-crd.yaml'].flatMap((f) =>
+    loadObjects(fs.readFileSync(repoPath('packaging', 'testdata', f), 'utf8'), f),
+  );
+  await applyForReal(standIns);
+  // Our CRDs, for every test that dry-runs Stacks and Programs (examples, docs).
+  await applyForReal(install.filter((o) => o.kind === 'CustomResourceDefinition'));
+}, 120_000);
+
+afterAll(async () => {
+  removeHelmHome();
+  await cp?.stop();
+});
+
+describe('manifests/install.yaml', () => {
+  test('its cluster-scoped objects pass a server-side dry run', async () => {
+    const r = await applyAll(
+      install.filter((o) => CLUSTER_KINDS.has(o.kind)),
+      { dryRun: true },
+    );
+    expect(r).toEqual({ failures: [], warnings: [] });
+  });
+
+});
+
+describe('manifests/install.yaml, in its namespace', () => {
+  beforeAll(async () => {
+    // Namespaced objects need their namespace, and pods their ServiceAccount.
+    await applyForReal(install.filter((o) => o.kind === 'Namespace' || o.kind === 'ServiceAccount'));
+  });
+
+  test('every namespaced object passes a dry run without a Pod Security warning', async () => {
+    const r = await applyAll(
+      install.filter((o) => !CLUSTER_KINDS.has(o.kind)),
+      { dryRun: true },
+    );
+    expect(r).toEqual({ failures: [], warnings: [] });
+  });
+
+  test('a hook server pod is admitted under Pod Security "restricted" (enforced in pulumi-system)', async () => {
+    const d = findObject(install, 'Deployment', 'pulumi-mc-hooks');
+    const pod: K8sObject = {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'pulumi-mc-hooks-probe', namespace: 'pulumi-system', labels: at(d, 'spec', 'template', 'metadata', 'labels') },
+      spec: at(d, 'spec', 'template', 'spec'),
+    };
+    const r = await api.apply(pod, { dryRun: true });
+    expect({ status: r.status, warnings: r.warnings }).toEqual({ status: 201, warnings: [] });
+  });
+
+  test('(control) a pod without the security context is refused there, so the checks above can fail', async () => {
+    const d = findObject(install, 'Deployment', 'pulumi-mc-hooks');
+    const spec = structuredClone(at(d, 'spec', 'template', 'spec'));
+    delete spec.securityContext;
+    delete spec.containers[0].securityContext;
+    const r = await api.apply({ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'unrestricted', namespace: 'pulumi-system' }, spec }, { dryRun: true });
+    expect(r.status).toBe(403);
+    expect(String(r.body?.message)).toContain('violates PodSecurity "restricted');
+    const dep = structuredClone(d);
+    delete (dep as any).spec.template.spec.securityContext;
+    const w = await api.apply(dep, { dryRun: true });
+    expect(w.warnings.join(' ')).toMatch(/would violate PodSecurity .*restricted/);
+  });
+});
+
+describe('the Helm chart, rendered by the real helm', () => {
+  beforeAll(async () => {
+    await applyForReal([...install.filter((o) => o.kind === 'Namespace'), namespaceObject('infra', true), namespaceObject('team-a', false), namespaceObject('team-b', false)]);
+  });
+
+  test('with the default values, every object passes a dry run without warnings', async () => {
+    const { objects } = await helmTemplate('pulumi-operator', 'pulumi-system');
+    expect(await applyAll(objects, { dryRun: true })).toEqual({ failures: [], warnings: [] });
+  }, 60_000);
+
+  test('with every value changed (ServiceMonitor, Stack ServiceAccounts, extra rules, …), every object passes a dry run', async () => {
+    const { objects } = await helmTemplate('platform', 'infra', ['-f', repoPath('packaging', 'testdata', 'chart-values.yaml')]);
+    expect(objects.map((o) => o.kind)).toContain('ServiceMonitor');
+    expect(await applyAll(objects, { dryRun: true })).toEqual({ failures: [], warnings: [] });
+  }, 60_000);
+});
+
+describe('manifests/stack-rbac.yaml', () => {
+  const objects = loadObjects(readRepoFile('manifests/stack-rbac.yaml'));
+  const sa = 'system:serviceaccount:default:pulumi';
+  const saGroups = ['system:serviceaccounts', 'system:serviceaccounts:default', 'system:authenticated'];
+
+  test('passes a dry run', async () => {
+    expect(await applyAll(objects, { dryRun: true })).toEqual({ failures: [], warnings: [] });
+  });
+
+  describe('applied', () => {
+    beforeAll(async () => {
+      await applyForReal(objects);
+    });
+
+    test('lets the Stack ServiceAccount do what pko-agent serve and update do', async () => {
+      const allowed: Record<string, string>[] = [
+        { group: 'authentication.k8s.io', resource: 'tokenreviews', verb: 'create' },
+        { group: 'authorization.k8s.io', resource: 'subjectaccessreviews', verb: 'create' },
+        { group: 'apps', resource: 'statefulsets', verb: 'patch', namespace: 'default', name: 'app-workspace' },
+        { group: 'batch', resource: 'jobs', verb: 'patch', namespace: 'default', name: 'app-up-0123abcd' },
+        { group: '', resource: 'secrets', verb: 'create', namespace: 'default' },
+        { group: 'auto.pulumi.com', version: 'v1alpha1', resource: 'workspaces', subresource: 'rpc', verb: 'use', namespace: 'default', name: 'app' },
+      ];
+      for (const attrs of allowed) {
+        const ok = await api.eventually(`${JSON.stringify(attrs)} allowed`, async () => ((await api.can(sa, saGroups, attrs)) ? true : undefined), 10_000);
+        expect(ok).toBe(true);
+      }
+    });
+
+    test('and nothing more: no reading Secrets, nothing in other namespaces', async () => {
+      const denied: Record<string, string>[] = [
+        { group: '', resource: 'secrets', verb: 'get', namespace: 'default', name: 'git-credentials' },
+        { group: '', resource: 'secrets', verb: 'list', namespace: 'default' },
+        { group: 'apps', resource: 'statefulsets', verb: 'patch', namespace: 'kube-system' },
+        { group: 'batch', resource: 'jobs', verb: 'create', namespace: 'default' },
+        { group: 'pulumi.com', resource: 'stacks', verb: 'update', namespace: 'default' },
+        { group: 'auto.pulumi.com', version: 'v1alpha1', resource: 'workspaces', subresource: 'rpc', verb: 'use', namespace: 'kube-system', name: 'app' },
+      ];
+      for (const attrs of denied) expect({ attrs, allowed: await api.can(sa, saGroups, attrs) }).toEqual({ attrs, allowed: false });
+    });
+  });
+});
+
+describe('install.yaml RBAC, applied', () => {
+  beforeAll(async () => {
+    await applyForReal(install.filter((o) => o.kind === 'Namespace' || o.kind === 'ServiceAccount' || o.kind === 'ClusterRole'));
+    await applyForReal([
+      { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'RoleBinding', metadata: { name: 'alice-edit', namespace: 'default' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'edit' }, subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: 'alice' }] } as K8sObject,
+      { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'RoleBinding', metadata: { name: 'bob-view', namespace: 'default' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'view' }, subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: 'bob' }] } as K8sObject,
+    ]);
+  });
+
+  test('the hook server\'s ServiceAccount may do nothing', async () => {
+    const user = 'system:serviceaccount:pulumi-system:pulumi-mc-hooks';
+    const groups = ['system:serviceaccounts', 'system:serviceaccounts:pulumi-system', 'system:authenticated'];
+    const denied: Record<string, string>[] = [
+      { group: 'pulumi.com', resource: 'stacks', verb: 'list' },
+      { group: '', resource: 'secrets', verb: 'get', namespace: 'pulumi-system' },
+      { group: 'apps', resource: 'statefulsets', verb: 'create', namespace: 'default' },
+    ];
+    for (const attrs of denied) {
+      expect({ attrs, allowed: await api.can(user, groups, attrs) }).toEqual({ attrs, allowed: false });
+    }
+  });
+
+  test('the built-in edit role manages Stacks and Programs; view does not read them', async () => {
+    for (const resource of ['stacks', 'programs']) {
+      const attrs = { group: 'pulumi.com', resource, verb: 'create', namespace: 'default' };
+      expect(await api.eventually(`edit aggregates ${resource}`, async () => ((await api.can('alice', ['system:authenticated'], attrs)) ? true : undefined), 20_000)).toBe(true);
+      expect(await api.can('bob', ['system:authenticated'], { ...attrs, verb: 'get' })).toBe(false);
+    }
+  }, 30_000);
+});
+
+describe('other manifests, examples and docs', () => {
+  test('manifests/kube-state-metrics.yaml passes a dry run', async () => {
+    expect(await applyAll(loadObjects(readRepoFile('manifests/kube-state-metrics.yaml')), { dryRun: true })).toEqual({ failures: [], warnings: [] });
+  });
+
+  const exampleFiles = fs.readdirSync(repoPath('examples', 'stacks')).filter((f) => f.endsWith('.yaml')).sort();
+
+  test.each(exampleFiles)('examples/stacks/%s passes a dry run (namespace default) against the real CRDs', async (file) => {
+    const objects = loadObjects(readRepoFile(`examples/stacks/${file}`), file);
+    expect(objects.length).toBeGreaterThan(0);
+    expect(await applyAll(objects, { dryRun: true, namespace: 'default' })).toEqual({ failures: [], warnings: [] });
+  });
+
+  /** Kinds shown in docs that this API server does not serve (Flux's and Argo CD's own): parsed only. */
+  const EXTERNAL = new Set(['kustomize.toolkit.fluxcd.io/v1/Kustomization', 'helm.toolkit.fluxcd.io/v2/HelmRelease', 'argoproj.io/v1alpha1/Application']);
+  // The documents that show Kubernetes objects (the others show commands only).
+  const docs = ['quickstart.md', 'gitops.md', 'security.md', 'observability.md'];
+
+  test.each(docs)('the Kubernetes objects in docs/%s pass a dry run', async (doc) => {
+    const text = readRepoFile(`docs/${doc}`);
+    const blocks = [...text.matchAll(/```yaml\n([\s\S]*?)```/g)].map((m) => m[1]!);
+    const objects = blocks
+      .flatMap((b) => loadAll(b))
+      .filter((o): o is K8sObject => typeof o === 'object' && o !== null && 'apiVersion' in o && 'kind' in o && typeof (o as K8sObject).metadata?.name === 'string');
+    const served = objects.filter((o) => !EXTERNAL.has(`${o.apiVersion}/${o.kind}`));
+    for (const ns of new Set(served.map((o) => o.metadata.namespace).filter((n): n is string => !!n))) {
+      // Create missing namespaces only: re-applying one (pulumi-system) would drop its labels.
+      if ((await api.request('GET', `/api/v1/namespaces/${ns}`)).status === 404) await applyForReal([namespaceObject(ns, false)]);
+    }
+    expect(served.length).toBeGreaterThan(0);
+    expect(await applyAll(served, { dryRun: true, namespace: 'default' })).toEqual({ failures: [], warnings: [] });
+  });
+});

@@ -1,0 +1,314 @@
+/**
+ * manifests/: the generated quickstart install.yaml (fresh, the same objects as the kustomization),
+ * the hook server's Deployment against the hook server itself (port, probes, env, user), the
+ * Metacontroller controllers against the Service and the hook routes, the Stack ServiceAccount's
+ * RBAC against what the pods do, and the kube-state-metrics config against the schemas.
+ */
+import type { AddressInfo } from 'node:net';
+import { isDeepStrictEqual } from 'node:util';
+import * as yaml from 'js-yaml';
+import { RPC_ACCESS } from '../agent/src/serve/auth';
+import { Annotations } from '../contract';
+import { configFromEnv, DEFAULT_AGENT_IMAGE } from '../hooks/src/config';
+import { buildServer } from '../hooks/src/server';
+import { buildJob } from '../hooks/src/stack/job';
+import { buildWorkspace, RESTRICTED_CONTAINER_SECURITY } from '../hooks/src/stack/workspace';
+import type { Stack } from '../schemas';
+import { INSTALL_FILE, renderInstall } from './build-install';
+import { numericUser, parseDockerfile, stageNamed } from './lib/dockerfile';
+import { httpRequest } from './lib/http';
+import { kustomizationDocuments } from './lib/kustomize';
+import { at, findObject, type K8sObject, loadObjects, objectKey, readRepoFile, repoPath } from './lib/repo';
+
+const install = loadObjects(readRepoFile(INSTALL_FILE), INSTALL_FILE);
+const pkg = JSON.parse(readRepoFile('package.json')) as { version: string };
+const hooksUser = numericUser(stageNamed(parseDockerfile(readRepoFile('Dockerfile')), 'hooks').user)!;
+
+const deployment = findObject(install, 'Deployment', 'pulumi-mc-hooks');
+const service = findObject(install, 'Service', 'pulumi-mc-hooks');
+const podSpec = at(deployment, 'spec', 'template', 'spec');
+const container = podSpec.containers[0];
+
+/** The real hook server on a loopback port, for the duration of fn. */
+async function withHookServer(fn: (base: string) => Promise<void>): Promise<void> {
+  const { app } = buildServer(configFromEnv({}), { logger: false });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  try {
+    await fn(`http://127.0.0.1:${(app.server.address() as AddressInfo).port}`);
+  } finally {
+    await app.close();
+  }
+}
+
+function matches(selector: Record<string, string>, labels: Record<string, string> | undefined): boolean {
+  return Object.entries(selector).every(([k, v]) => labels?.[k] === v);
+}
+
+describe('manifests/install.yaml', () => {
+  test('is up to date with manifests/kustomization.yaml (npm run generate)', () => {
+    const fresh = renderInstall();
+    if (fresh !== readRepoFile(INSTALL_FILE)) throw new Error(`${INSTALL_FILE} is stale: run npm run generate`);
+  });
+
+  test('holds exactly the objects of the kustomization (what kubectl kustomize manifests/ outputs)', () => {
+    const fromKustomization = kustomizationDocuments(repoPath('manifests')).map((d) => d.object);
+    expect(install.map(objectKey).sort()).toEqual(fromKustomization.map(objectKey).sort());
+    for (const o of fromKustomization) expect(install.some((x) => isDeepStrictEqual(x, o))).toBe(true);
+  });
+
+  test('has the namespace, the CRDs, the hook server, its PodDisruptionBudget, RBAC and both controllers, in apply order', () => {
+    expect(install.map(objectKey)).toEqual([
+      'Namespace/pulumi-system',
+      'CustomResourceDefinition/programs.pulumi.com',
+      'CustomResourceDefinition/stacks.pulumi.com',
+      'ServiceAccount/pulumi-system/pulumi-mc-hooks',
+      'ClusterRole/pulumi-operator:stacks-editor',
+      'ClusterRole/pulumi-operator:stacks-viewer',
+      'Service/pulumi-system/pulumi-mc-hooks',
+      'Deployment/pulumi-system/pulumi-mc-hooks',
+      'PodDisruptionBudget/pulumi-system/pulumi-mc-hooks',
+      'CompositeController/pulumi-stacks',
+      'DecoratorController/pulumi-programs',
+    ]);
+  });
+
+  test('carries the generated CRDs unchanged', () => {
+    for (const file of ['manifests/crds/pulumi.com_stacks.yaml', 'manifests/crds/pulumi.com_programs.yaml']) {
+      const [crd] = loadObjects(readRepoFile(file), file);
+      expect(install).toContainEqual(crd);
+    }
+  });
+
+  test('the Stack CRD fits in kubectl apply\'s last-applied annotation (256 KiB), though --server-side is advised', () => {
+    const crd = findObject(install, 'CustomResourceDefinition', 'stacks.pulumi.com');
+    expect(JSON.stringify(crd).length).toBeLessThan(256 * 1024);
+  });
+});
+
+describe('the hook server Deployment', () => {
+  test('runs 2 replicas in the restricted Pod Security namespace pulumi-system', () => {
+    expect(at(deployment, 'spec', 'replicas')).toBe(2);
+    expect(deployment.metadata.namespace).toBe('pulumi-system');
+    expect(findObject(install, 'Namespace', 'pulumi-system').metadata.labels).toMatchObject({ 'pod-security.kubernetes.io/enforce': 'restricted' });
+  });
+
+  test('has a restricted security context, a read-only root filesystem, and the hooks image\'s user', () => {
+    expect(podSpec.securityContext).toEqual({ runAsNonRoot: true, runAsUser: hooksUser.uid, runAsGroup: hooksUser.gid, seccompProfile: { type: 'RuntimeDefault' } });
+    expect(container.securityContext).toEqual({ allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, runAsNonRoot: true, capabilities: { drop: ['ALL'] } });
+    expect(podSpec.volumes).toEqual([{ name: 'tmp', emptyDir: { sizeLimit: '16Mi' } }]);
+    expect(container.volumeMounts).toEqual([{ name: 'tmp', mountPath: '/tmp' }]);
+  });
+
+  test('has no Kubernetes API access: no token mounted, no binding for its ServiceAccount', () => {
+    expect(podSpec.automountServiceAccountToken).toBe(false);
+    expect(findObject(install, 'ServiceAccount', podSpec.serviceAccountName).automountServiceAccountToken).toBe(false);
+    const bindings = install.filter((o) => o.kind === 'RoleBinding' || o.kind === 'ClusterRoleBinding');
+    expect(bindings).toEqual([]);
+  });
+
+  test('user roles aggregate to edit and admin, never to view (Stacks may hold literal secrets)', () => {
+    const roles = install.filter((o) => o.kind === 'ClusterRole');
+    for (const r of roles) expect(r.metadata.labels?.['rbac.authorization.k8s.io/aggregate-to-view']).toBeUndefined();
+    expect(findObject(install, 'ClusterRole', 'pulumi-operator:stacks-editor').metadata.labels).toMatchObject({
+      'rbac.authorization.k8s.io/aggregate-to-edit': 'true',
+      'rbac.authorization.k8s.io/aggregate-to-admin': 'true',
+    });
+  });
+
+  test('listens where the hook server listens, with only the settings it reads', () => {
+    const defaults = configFromEnv({});
+    expect(container.ports).toEqual([{ name: 'http', containerPort: defaults.port, protocol: 'TCP' }]);
+    const env = Object.fromEntries((container.env as { name: string; value: string }[]).map((e) => [e.name, e.value]));
+    expect(configFromEnv(env)).toEqual({ ...defaults, logLevel: 'info' });
+    expect(env.AGENT_IMAGE).toBe(DEFAULT_AGENT_IMAGE);
+    expect(container.image).toBe(`ghcr.io/pulumi-mc-operator/hooks:v${pkg.version}`);
+  });
+
+  test('its probes are the hook server\'s /healthz and /readyz', async () => {
+    expect(container.livenessProbe.httpGet).toEqual({ path: '/healthz', port: 'http' });
+    expect(container.readinessProbe.httpGet).toEqual({ path: '/readyz', port: 'http' });
+    await withHookServer(async (base) => {
+      for (const p of ['/healthz', '/readyz', '/metrics']) expect((await httpRequest(`${base}${p}`)).status).toBe(200);
+    });
+  });
+
+  test('requests resources and limits memory', () => {
+    expect(container.resources).toEqual({ requests: { cpu: '50m', memory: '128Mi' }, limits: { memory: '512Mi' } });
+  });
+
+  test('the Service and the PodDisruptionBudget select its pods; one pod may be disrupted at a time', () => {
+    const podLabels = at(deployment, 'spec', 'template', 'metadata', 'labels');
+    expect(matches(at(service, 'spec', 'selector'), podLabels)).toBe(true);
+    expect(at(deployment, 'spec', 'selector', 'matchLabels')).toEqual(at(service, 'spec', 'selector'));
+    const pdb = findObject(install, 'PodDisruptionBudget', 'pulumi-mc-hooks');
+    expect(matches(at(pdb, 'spec', 'selector', 'matchLabels'), podLabels)).toBe(true);
+    expect(at(pdb, 'spec', 'minAvailable')).toBe(1);
+    expect(at(service, 'spec', 'ports')).toEqual([{ name: 'http', port: 80, targetPort: 'http', protocol: 'TCP' }]);
+  });
+});
+
+describe('the Metacontroller controllers', () => {
+  const hooks = install
+    .filter((o) => o.kind === 'CompositeController' || o.kind === 'DecoratorController')
+    .flatMap((o) => Object.entries(at(o, 'spec', 'hooks') as Record<string, { webhook: any }>).map(([name, h]) => ({ controller: o.metadata.name, name, webhook: h.webhook })));
+
+  test('call the hook Service: pulumi-mc-hooks.pulumi-system:80', () => {
+    expect(hooks.length).toBe(4);
+    for (const h of hooks) expect(h.webhook.service).toEqual({ name: service.metadata.name, namespace: service.metadata.namespace, port: 80 });
+  });
+
+  test('call paths the hook server serves', async () => {
+    await withHookServer(async (base) => {
+      for (const h of hooks) {
+        const res = await httpRequest(`${base}${h.webhook.path}`, '{}');
+        // A route that exists rejects the empty body; an unknown one is a 404.
+        expect({ path: h.webhook.path, status: res.status }).toEqual({ path: h.webhook.path, status: 400 });
+      }
+    });
+  });
+});
+
+describe('manifests/stack-rbac.yaml', () => {
+  const objects = loadObjects(readRepoFile('manifests/stack-rbac.yaml'), 'manifests/stack-rbac.yaml');
+  const sa = objects.find((o) => o.kind === 'ServiceAccount')!;
+  const role = findObject(objects, 'ClusterRole', 'pulumi-operator:stack-workspace');
+  const subject = { kind: 'ServiceAccount', name: sa.metadata.name, namespace: sa.metadata.namespace };
+
+  test('grants exactly what the workspace and Job pods do with their ServiceAccount', () => {
+    expect(role.rules).toEqual([
+      { apiGroups: ['apps'], resources: ['statefulsets'], verbs: ['patch'] },
+      { apiGroups: ['batch'], resources: ['jobs'], verbs: ['patch'] },
+      { apiGroups: [''], resources: ['secrets'], verbs: ['create'] },
+      { apiGroups: [RPC_ACCESS.group], resources: [`${RPC_ACCESS.resource}/${RPC_ACCESS.subresource}`], verbs: [RPC_ACCESS.verb] },
+    ]);
+  });
+
+  test('binds it in the ServiceAccount\'s namespace, and system:auth-delegator cluster-wide', () => {
+    const rb = objects.find((o) => o.kind === 'RoleBinding')!;
+    expect(rb.metadata.namespace).toBe(sa.metadata.namespace);
+    expect(rb.roleRef).toEqual({ apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role.metadata.name });
+    expect(rb.subjects).toEqual([subject]);
+    const crb = objects.find((o) => o.kind === 'ClusterRoleBinding')!;
+    expect(crb.roleRef).toEqual({ apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'system:auth-delegator' });
+    expect(crb.subjects).toEqual([subject]);
+  });
+
+  test('the workspace pod and every Job run as the Stack\'s one ServiceAccount', () => {
+    const stack = {
+      apiVersion: 'pulumi.com/v1',
+      kind: 'Stack',
+      metadata: { name: 'app', namespace: 'default', uid: 'u', generation: 1 },
+      spec: { stack: 'dev', serviceAccountName: sa.metadata.name },
+    } as Stack;
+    const config = configFromEnv({});
+    const ws = buildWorkspace(stack, { kind: 'none' }, config);
+    const job = buildJob(stack, 'up', 'm', { generation: 1, reconcileRequest: '', commit: '', previous: '' }, config);
+    expect(ws.statefulSet.spec.template.spec.serviceAccountName).toBe(sa.metadata.name);
+    expect(job.spec.template.spec.serviceAccountName).toBe(sa.metadata.name);
+    // The Job presents a projected token for the workspace's audience; nothing else is mounted from the API.
+    expect(job.spec.template.spec.volumes[0].projected.sources[0].serviceAccountToken.audience).toBe('app.default');
+    expect(job.spec.template.spec.containers[0].securityContext).toEqual(RESTRICTED_CONTAINER_SECURITY);
+    expect(Annotations.workspaceStatus).toBe('pulumi.com/workspace-status');
+  });
+});
+
+describe('manifests/kube-state-metrics.yaml', () => {
+  const objects = loadObjects(readRepoFile('manifests/kube-state-metrics.yaml'), 'manifests/kube-state-metrics.yaml');
+  const cm = findObject(objects, 'ConfigMap', 'pulumi-operator-ksm-config');
+  const config = yaml.load((cm as K8sObject & { data: Record<string, string> }).data['stacks.yaml']!) as any;
+  const schemas: Record<string, any> = {
+    Stack: JSON.parse(readRepoFile('schemas/stack.schema.json')),
+    Program: JSON.parse(readRepoFile('schemas/program.schema.json')),
+  };
+
+  /** Follows a kube-state-metrics path through a JSON Schema; returns the schema reached or an error. */
+  function walk(root: any, start: any, segments: string[]): { schema?: any; error?: string } {
+    const deref = (s: any): any => (s?.$ref ? deref(root.$defs[String(s.$ref).replace('#/$defs/', '')]) : s);
+    let cur = deref(start);
+    for (const seg of segments) {
+      const filter = /^\[(\w+)=(\w+)\]$/.exec(seg);
+      if (filter) {
+        const items = deref(cur?.items);
+        if (!items?.properties?.[filter[1]!]) return { error: `"${seg}": not a list of objects with ${filter[1]}` };
+        cur = items;
+        continue;
+      }
+      const next = cur?.properties?.[seg];
+      if (!next) return { error: `"${seg}" is not a field here` };
+      cur = deref(next);
+    }
+    return { schema: cur };
+  }
+
+  const KEYS = {
+    resource: ['groupVersionKind', 'metricNamePrefix', 'labelsFromPath', 'metrics', 'commonLabels', 'errorLogV'],
+    metric: ['name', 'help', 'each', 'labelsFromPath', 'commonLabels', 'errorLogV'],
+    each: ['type', 'gauge', 'stateSet', 'info'],
+    gauge: ['path', 'valueFrom', 'labelsFromPath', 'labelFromKey', 'nilIsZero'],
+    stateSet: ['path', 'labelName', 'list', 'valueFrom', 'labelsFromPath'],
+    info: ['path', 'labelsFromPath', 'labelFromKey'],
+  };
+
+  test('is a CustomResourceStateMetrics config for Stack and Program with known keys only', () => {
+    expect(Object.keys(config)).toEqual(['kind', 'spec']);
+    expect(config.kind).toBe('CustomResourceStateMetrics');
+    expect(config.spec.resources.map((r: any) => r.groupVersionKind)).toEqual([
+      { group: 'pulumi.com', version: 'v1', kind: 'Stack' },
+      { group: 'pulumi.com', version: 'v1', kind: 'Program' },
+    ]);
+    for (const r of config.spec.resources) {
+      for (const k of Object.keys(r)) expect(KEYS.resource).toContain(k);
+      for (const m of r.metrics) {
+        for (const k of Object.keys(m)) expect(KEYS.metric).toContain(k);
+        for (const k of Object.keys(m.each)) expect(KEYS.each).toContain(k);
+        const body = m.each[m.each.type === 'Gauge' ? 'gauge' : m.each.type === 'StateSet' ? 'stateSet' : 'info'];
+        expect(body).toBeDefined();
+        for (const k of Object.keys(body)) expect(KEYS[m.each.type === 'Gauge' ? 'gauge' : m.each.type === 'StateSet' ? 'stateSet' : 'info']).toContain(k);
+        expect(`${r.metricNamePrefix}_${m.name}`).toMatch(/^[a-zA-Z_:][a-zA-Z0-9_:]*$/);
+        expect(m.help.length).toBeGreaterThan(10);
+      }
+    }
+  });
+
+  test('covers readiness, reconciling, stalled with reason, the last update\'s state, failures and time', () => {
+    const names = config.spec.resources[0].metrics.map((m: any) => m.name);
+    expect(names).toEqual(expect.arrayContaining(['ready', 'reconciling', 'stalled', 'condition', 'last_update_state', 'last_update_failures', 'last_resync_timestamp_seconds']));
+  });
+
+  test('every path names a field of the kind\'s schema', () => {
+    const problems: string[] = [];
+    for (const r of config.spec.resources) {
+      const root = schemas[r.groupVersionKind.kind];
+      const check = (where: string, base: any, p: string[]) => {
+        const res = walk(root, base, p);
+        if (res.error) problems.push(`${r.groupVersionKind.kind} ${where} [${p.join(', ')}]: ${res.error}`);
+        return res.schema;
+      };
+      for (const [label, p] of Object.entries(r.labelsFromPath ?? {})) check(`label ${label}`, root, p as string[]);
+      for (const m of r.metrics) {
+        for (const [label, p] of Object.entries(m.labelsFromPath ?? {})) check(`${m.name} label ${label}`, root, p as string[]);
+        const body = m.each.gauge ?? m.each.stateSet ?? m.each.info;
+        const base = body.path ? check(`${m.name} path`, root, body.path) : root;
+        if (!base) continue;
+        for (const [label, p] of Object.entries(body.labelsFromPath ?? {})) {
+          const rel = p as string[];
+          // Relative to each list item when the path is a list.
+          const item = base.type === 'array' || base.items ? (base.items.$ref ? root.$defs[base.items.$ref.replace('#/$defs/', '')] : base.items) : base;
+          check(`${m.name} label ${label}`, item, rel);
+        }
+        if (body.valueFrom) {
+          const item = base.items ? (base.items.$ref ? root.$defs[base.items.$ref.replace('#/$defs/', '')] : base.items) : base;
+          check(`${m.name} valueFrom`, item, body.valueFrom);
+        }
+      }
+    }
+    expect(problems).toEqual([]);
+  });
+
+  test('lets kube-state-metrics list and watch Stacks and Programs', () => {
+    const role = findObject(objects, 'ClusterRole', 'pulumi-operator:kube-state-metrics');
+    expect(role.rules).toContainEqual({ apiGroups: ['pulumi.com'], resources: ['stacks', 'programs'], verbs: ['list', 'watch'] });
+    const binding = findObject(objects, 'ClusterRoleBinding', 'pulumi-operator:kube-state-metrics');
+    expect(binding.roleRef).toMatchObject({ kind: 'ClusterRole', name: role.metadata.name });
+  });
+});
