@@ -11,8 +11,8 @@ const esmOnly = ['@kubernetes/client-node', 'openid-client', 'oauth4webapi', 'jo
 module.exports = {
   rootDir: '..',
   testEnvironment: 'node',
-  roots: ['<rootDir>/e2e'],
-  testMatch: ['<rootDir>/e2e/**/*.e2e.ts'],
+  roots: ['<rootDir>/e2e', '<rootDir>/agent', '<rootDir>/packaging'],
+  testMatch: ['<rootDir>/e2e/**/*.e2e.ts', '<rootDir>/agent/test/**/*.e2e.ts', '<rootDir>/packaging/**/*.e2e.ts'],
   transform: {
     '^.+\\.ts$': ['ts-jest', { isolatedModules: true }],
     '^.+\\.m?js$': [

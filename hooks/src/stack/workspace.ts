@@ -126,7 +126,7 @@ function envFrom(spec: StackSpec): V1EnvFromSource[] {
 }
 
 /** The init container that puts the project at /share/workspace, per source kind. */
-function fetchContainer(source: WorkspaceSource, config: HookConfig): { container?: V1Container; volumes: V1Volume[] } {
+function fetchContainer(source: WorkspaceSource, config: HookConfig, workspaceNameOf: string): { container?: V1Container; volumes: V1Volume[] } {
   const env: V1EnvVar[] = [];
   const mounts: V1VolumeMount[] = [{ ...SHARE_MOUNT }];
   const volumes: V1Volume[] = [];
@@ -160,6 +160,8 @@ function fetchContainer(source: WorkspaceSource, config: HookConfig): { containe
     case 'none':
       return { volumes };
   }
+  // Who to report a failed fetch to: the workspace StatefulSet, for the template this pod runs.
+  env.push(...workspaceIdentityEnv(workspaceNameOf));
   const kind = source.kind === 'projectInfo' ? 'project-info' : source.kind;
   const container: V1Container = {
     name: 'fetch',
@@ -170,6 +172,16 @@ function fetchContainer(source: WorkspaceSource, config: HookConfig): { containe
   };
   if (config.agentImagePullPolicy) container.imagePullPolicy = config.agentImagePullPolicy;
   return { container, volumes };
+}
+
+/** What an agent in the workspace pod needs to report on its StatefulSet. */
+function workspaceIdentityEnv(wsName: string): V1EnvVar[] {
+  return [
+    { name: Env.podNamespace, valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.namespace' } } },
+    { name: Env.podName, valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.name' } } },
+    { name: Env.workspaceHash, valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: `metadata.annotations['${Annotations.workspaceHash}']` } } },
+    { name: Env.workspaceName, value: wsName },
+  ];
 }
 
 export interface DesiredWorkspace {
@@ -188,14 +200,11 @@ export function buildWorkspace(stack: Stack, source: WorkspaceSource, config: Ho
   const template = spec.workspaceTemplate;
   const restricted = (template?.spec?.securityProfile ?? 'restricted') === 'restricted';
   const { stack: wsStack, volumes: configVolumes, mounts: configMounts } = workspaceStack(spec);
-  const fetch = fetchContainer(source, config);
+  const fetch = fetchContainer(source, config, wsName);
 
   const env: V1EnvVar[] = [
     ...pulumiEnv(spec),
-    { name: Env.podNamespace, valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.namespace' } } },
-    { name: Env.podName, valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.name' } } },
-    { name: Env.workspaceHash, valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: `metadata.annotations['${Annotations.workspaceHash}']` } } },
-    { name: Env.workspaceName, value: wsName },
+    ...workspaceIdentityEnv(wsName),
     { name: Env.stackName, value: name },
     { name: Env.workspaceAudience, value: workspaceAudience(name, namespace) },
     { name: Env.workspaceStack, value: stableStringify(wsStack) },
