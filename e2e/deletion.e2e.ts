@@ -1,0 +1,224 @@
+/**
+ * Issue 5, scenario 6: deleting a Stack, driven through the API server with the real agent and
+ * Pulumi CLI (YAML programs from Program objects, a file backend on the namespace's PVC):
+ * - `destroyOnFinalize`: a destroy Job runs, the backend's state shows no resources, the Stack goes;
+ * - a destroy that fails (a protected resource) keeps the finalizer and says why in the status;
+ * - without `destroyOnFinalize` the Stack goes at once, without a destroy Job, its resources kept.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import * as k8s from '@kubernetes/client-node';
+import { e2eStackSpec, eventually, startOperator, type Operator } from './harness';
+
+let op: Operator;
+const timings: Record<string, number> = {};
+const ns = 'deletion';
+
+beforeAll(async () => {
+  op = await startOperator();
+  await op.namespace(ns);
+}, 180_000);
+
+afterAll(async () => {
+  await op?.stop();
+  // eslint-disable-next-line no-console
+  console.log(`scenario timings (ms): ${JSON.stringify(timings)}`);
+});
+
+function recordTiming(scenario: string, started: number, detail?: string): void {
+  const ms = Date.now() - started;
+  timings[scenario] = ms;
+  // eslint-disable-next-line no-console
+  console.log(JSON.stringify({ suite: 'deletion', scenario, ms, ...(detail ? { detail } : {}) }));
+}
+
+async function getStack(name: string): Promise<any> {
+  return op.custom.getNamespacedCustomObject({ group: 'pulumi.com', version: 'v1', namespace: ns, plural: 'stacks', name });
+}
+function condition(stack: any, type: string): any {
+  return (stack?.status?.conditions ?? []).find((c: any) => c.type === type);
+}
+async function readyStack(name: string, timeoutMs = 240_000): Promise<any> {
+  return eventually(
+    `Stack ${ns}/${name} to be Ready`,
+    async () => {
+      const s = await getStack(name);
+      return condition(s, 'Ready')?.status === 'True' && s.status?.observedGeneration === s.metadata.generation ? s : undefined;
+    },
+    timeoutMs,
+    500,
+  );
+}
+async function stackGone(name: string, timeoutMs = 240_000): Promise<void> {
+  await eventually(
+    `Stack ${ns}/${name} to be gone`,
+    async () => {
+      try {
+        await getStack(name);
+        return false;
+      } catch (e) {
+        return e instanceof k8s.ApiException && e.code === 404;
+      }
+    },
+    timeoutMs,
+    250,
+  );
+}
+async function deleteStack(name: string): Promise<void> {
+  await op.custom.deleteNamespacedCustomObject({ group: 'pulumi.com', version: 'v1', namespace: ns, plural: 'stacks', name });
+}
+
+/** A YAML program with one resource that lives only in the backend's state (`pulumi:index:Stash`). */
+function stashProgram(name: string, options?: Record<string, unknown>): k8s.KubernetesObject {
+  return {
+    apiVersion: 'pulumi.com/v1',
+    kind: 'Program',
+    metadata: { name, namespace: ns },
+    program: {
+      resources: { stash: { type: 'pulumi:index:Stash', properties: { input: name }, ...(options ? { options } : {}) } },
+      outputs: { value: '${stash.output}' },
+    },
+  } as k8s.KubernetesObject;
+}
+function stack(name: string, spec: Record<string, unknown> = {}): k8s.KubernetesObject {
+  return { apiVersion: 'pulumi.com/v1', kind: 'Stack', metadata: { name, namespace: ns }, spec: e2eStackSpec({ stack: 'dev', programRef: { name }, ...spec }) } as k8s.KubernetesObject;
+}
+
+/** The resource types in the stack's checkpoint (`<state>/.pulumi/stacks/<project>/<stack>.json`). */
+function stateTypes(project: string): string[] {
+  const file = join(op.stateDir(ns), '.pulumi', 'stacks', project, 'dev.json');
+  if (!existsSync(file)) throw new Error(`${file} does not exist`);
+  const doc = JSON.parse(readFileSync(file, 'utf8'));
+  return (doc.checkpoint?.latest?.resources ?? []).map((r: any) => r.type as string);
+}
+
+interface SeenJob {
+  type: string;
+  /** The agent's result on the Job (`pulumi.com/update-result`), as last seen. */
+  result?: { state?: string; type?: string; message?: string };
+}
+
+/**
+ * The operation Jobs of a Stack seen while it is deleted (they go with it: they are its children),
+ * through a watch, so that no version of a Job is missed.
+ */
+async function jobRecorder(name: string): Promise<{ stop(): Map<string, SeenJob> }> {
+  const jobs = new Map<string, SeenJob>();
+  const watch = await new k8s.Watch(op.cp.kubeConfig).watch(
+    `/apis/batch/v1/namespaces/${ns}/jobs`,
+    { labelSelector: `pulumi.com/stack-name=${name}` },
+    (_phase: string, j: k8s.V1Job) => {
+      const raw = j.metadata?.annotations?.['pulumi.com/update-result'];
+      const seen: SeenJob = { type: j.metadata?.labels?.['auto.pulumi.com/update-type'] ?? '' };
+      if (raw) seen.result = JSON.parse(raw);
+      if (seen.result || !jobs.get(j.metadata!.name!)?.result) jobs.set(j.metadata!.name!, seen);
+    },
+    () => undefined,
+  );
+  return {
+    stop() {
+      watch.abort();
+      return jobs;
+    },
+  };
+}
+
+/** Every version of a Stack's status.lastUpdate seen through a watch (the Stack's history while it is deleted). */
+async function stackRecorder(name: string): Promise<{ stop(): any[] }> {
+  const seen: any[] = [];
+  const watch = await new k8s.Watch(op.cp.kubeConfig).watch(
+    `/apis/pulumi.com/v1/namespaces/${ns}/stacks`,
+    { fieldSelector: `metadata.name=${name}` },
+    (phase: string, s: any) => seen.push({ phase, lastUpdate: s?.status?.lastUpdate, finalizers: s?.metadata?.finalizers }),
+    () => undefined,
+  );
+  return {
+    stop() {
+      watch.abort();
+      return seen;
+    },
+  };
+}
+
+describe('deleting a Stack', () => {
+  it('with destroyOnFinalize: runs a destroy Job, empties the state, then goes', async () => {
+    await op.objects.create(stashProgram('doomed'));
+    await op.objects.create(stack('doomed', { destroyOnFinalize: true }));
+    const ready = await readyStack('doomed');
+    expect(ready.status.outputs).toEqual({ value: 'doomed' });
+    expect(stateTypes('doomed')).toContain('pulumi:index:Stash');
+    expect(ready.metadata.finalizers?.length ?? 0).toBeGreaterThan(0);
+
+    const started = Date.now();
+    const jobs = await jobRecorder('doomed');
+    const history = await stackRecorder('doomed');
+    await deleteStack('doomed');
+    await stackGone('doomed');
+    const seenJobs = jobs.stop();
+    const versions = history.stop();
+    recordTiming('delete with destroy', started, JSON.stringify({ jobs: [...seenJobs].map(([n, j]) => [n, j.result?.state]), stack: versions.map((v) => [v.phase, v.lastUpdate?.type, v.lastUpdate?.state]) }));
+
+    const destroyJobs = [...seenJobs.values()].filter((j) => j.type === 'destroy');
+    expect(destroyJobs).toHaveLength(1);
+    // The Stack was released after that destroy had succeeded (the agent's result on its Job).
+    expect(destroyJobs[0]!.result).toMatchObject({ type: 'destroy', state: 'succeeded' });
+    // The backend still knows the stack (destroy, not `stack rm`), with no resources.
+    expect(stateTypes('doomed')).toEqual([]);
+  });
+
+  it('keeps the finalizer and says why when the destroy fails', async () => {
+    // A protected resource cannot be deleted: `pulumi destroy` fails.
+    await op.objects.create(stashProgram('guarded', { protect: true }));
+    await op.objects.create(stack('guarded', { destroyOnFinalize: true }));
+    await readyStack('guarded');
+    expect(stateTypes('guarded')).toContain('pulumi:index:Stash');
+
+    const started = Date.now();
+    await deleteStack('guarded');
+    const failed = await eventually(
+      'the destroy to fail',
+      async () => {
+        const s = await getStack('guarded');
+        const last = s.status?.lastUpdate;
+        return last?.type === 'destroy' && last.state === 'failed' && s.status.observedGeneration === s.metadata.generation ? s : undefined;
+      },
+      240_000,
+      500,
+    );
+    recordTiming('failing destroy reported', started, `${condition(failed, 'Reconciling')?.message ?? condition(failed, 'Stalled')?.message} | ${failed.status.lastUpdate.message}`);
+
+    // Still there, waiting for its finalizer, and saying why.
+    expect(failed.metadata.deletionTimestamp).toBeDefined();
+    expect(failed.metadata.finalizers?.some((f: string) => f.startsWith('metacontroller.io/'))).toBe(true);
+    expect(failed.status.lastUpdate.message).toMatch(/protect/i);
+    expect(failed.status.lastUpdate.message).toContain('pulumi:index:Stash::stash');
+    expect(condition(failed, 'Ready')).toMatchObject({ status: 'False' });
+    const notReady = condition(failed, 'Reconciling') ?? condition(failed, 'Stalled');
+    expect(notReady).toBeDefined();
+    expect(['RetryingAfterFailure', 'UpdateFailed']).toContain(notReady.reason);
+    const job = await op.batch.readNamespacedJob({ namespace: ns, name: failed.status.lastUpdate.name });
+    expect(job.metadata?.labels?.['auto.pulumi.com/update-type']).toBe('destroy');
+    // Nothing was destroyed, and the Stack is still there after the next look.
+    expect(stateTypes('guarded')).toContain('pulumi:index:Stash');
+    const again = await getStack('guarded');
+    expect(again.metadata.uid).toBe(failed.metadata.uid);
+  });
+
+  it('without destroyOnFinalize: goes at once, without a destroy Job, resources kept', async () => {
+    await op.objects.create(stashProgram('kept'));
+    await op.objects.create(stack('kept'));
+    const ready = await readyStack('kept');
+    expect(ready.spec.destroyOnFinalize).toBeUndefined();
+    expect(stateTypes('kept')).toContain('pulumi:index:Stash');
+
+    const started = Date.now();
+    const jobs = await jobRecorder('kept');
+    await deleteStack('kept');
+    await stackGone('kept');
+    recordTiming('delete without destroy', started);
+    const seenJobs = jobs.stop();
+
+    expect([...seenJobs.values()].filter((j) => j.type !== 'up')).toEqual([]);
+    expect(stateTypes('kept')).toContain('pulumi:index:Stash');
+  });
+});

@@ -1,0 +1,216 @@
+/**
+ * Issue 5, scenario 8: security, driven through the API server with the real agent and Pulumi CLI.
+ * - Workspace and Job pods are admitted in a namespace enforcing the `restricted` Pod Security level
+ *   (op.namespace labels it so), and run.
+ * - The workspace server refuses callers without a valid token: no token, a malformed one, one for
+ *   another audience (401), one whose account may not use the workspace (403); the Jobs' own kind of
+ *   token is let in.
+ * - A Stack referring to a Secret in another namespace is Stalled/SpecInvalid, naming the field.
+ */
+import * as k8s from '@kubernetes/client-node';
+import { request } from 'undici';
+import { e2eStackSpec, eventually, startOperator, type Operator } from './harness';
+
+let op: Operator;
+const timings: Record<string, number> = {};
+const ns = 'security';
+
+beforeAll(async () => {
+  op = await startOperator();
+  await op.namespace(ns);
+}, 180_000);
+
+afterAll(async () => {
+  await op?.stop();
+  // eslint-disable-next-line no-console
+  console.log(`scenario timings (ms): ${JSON.stringify(timings)}`);
+});
+
+function recordTiming(scenario: string, started: number): void {
+  const ms = Date.now() - started;
+  timings[scenario] = ms;
+  // eslint-disable-next-line no-console
+  console.log(JSON.stringify({ suite: 'security', scenario, ms }));
+}
+
+async function getStack(name: string): Promise<any> {
+  return op.custom.getNamespacedCustomObject({ group: 'pulumi.com', version: 'v1', namespace: ns, plural: 'stacks', name });
+}
+function condition(stack: any, type: string): any {
+  return (stack?.status?.conditions ?? []).find((c: any) => c.type === type);
+}
+async function readyStack(name: string, timeoutMs = 240_000): Promise<any> {
+  return eventually(
+    `Stack ${ns}/${name} to be Ready`,
+    async () => {
+      const s = await getStack(name);
+      return condition(s, 'Ready')?.status === 'True' && s.status?.observedGeneration === s.metadata.generation ? s : undefined;
+    },
+    timeoutMs,
+    500,
+  );
+}
+async function exists(read: () => Promise<unknown>): Promise<boolean> {
+  try {
+    await read();
+    return true;
+  } catch (e) {
+    if (e instanceof k8s.ApiException && e.code === 404) return false;
+    throw e;
+  }
+}
+
+const program = {
+  apiVersion: 'pulumi.com/v1',
+  kind: 'Program',
+  metadata: { name: 'secure', namespace: ns },
+  program: {
+    resources: { stash: { type: 'pulumi:index:Stash', properties: { input: 'secure' } } },
+    outputs: { value: '${stash.output}' },
+  },
+} as k8s.KubernetesObject;
+
+/**
+ * The workspace server's port. Every pod shares the host's network, so the harness gives each
+ * workspace its own port (PKO_AGENT_PORT, harness.ts portRewriter); the agent logs where it listens.
+ */
+function workspacePort(stack: string): number {
+  const log = op.runner.logs(ns, `${stack}-workspace-0`, 'pulumi');
+  const m = /workspace server listening address=\S*:(\d+)/.exec(log);
+  if (!m) throw new Error(`the workspace of ${stack} has not logged its address yet`);
+  return Number(m[1]);
+}
+
+async function token(serviceAccount: string, audiences: string[]): Promise<string> {
+  const res = await op.core.createNamespacedServiceAccountToken({
+    name: serviceAccount,
+    namespace: ns,
+    body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { audiences, expirationSeconds: 600 } },
+  });
+  return res.status!.token;
+}
+
+async function call(port: number, method: 'GET' | 'POST', path: string, authorization?: string): Promise<{ status: number; body: any }> {
+  const headers: Record<string, string> = { 'content-type': 'application/json' };
+  if (authorization !== undefined) headers.authorization = authorization;
+  const res = await request(`http://127.0.0.1:${port}${path}`, {
+    method,
+    headers,
+    ...(method === 'POST' ? { body: JSON.stringify({ type: 'up', stack: 'dev', message: 'not allowed' }) } : {}),
+  });
+  const text = await res.body.text();
+  let body: any = text;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    /* not JSON */
+  }
+  return { status: res.statusCode, body };
+}
+
+describe('security', () => {
+  it('admits and runs the workspace and Job pods under the restricted Pod Security level', async () => {
+    const started = Date.now();
+    const namespace = await op.core.readNamespace({ name: ns });
+    expect(namespace.metadata?.labels?.['pod-security.kubernetes.io/enforce']).toBe('restricted');
+    // The level is enforced: a pod that breaks it is refused.
+    const refused = await op.core
+      .createNamespacedPod({
+        namespace: ns,
+        body: { metadata: { name: 'privileged' }, spec: { containers: [{ name: 'c', image: 'example.test/c', securityContext: { privileged: true } }] } },
+      })
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    expect(refused).toBeInstanceOf(k8s.ApiException);
+    expect((refused as k8s.ApiException<string>).code).toBe(403);
+    expect(JSON.parse((refused as k8s.ApiException<string>).body).message).toContain('violates PodSecurity "restricted');
+
+    await op.objects.create(program);
+    await op.objects.create({
+      apiVersion: 'pulumi.com/v1',
+      kind: 'Stack',
+      metadata: { name: 'secure', namespace: ns },
+      spec: e2eStackSpec({ stack: 'dev', programRef: { name: 'secure' } }),
+    } as k8s.KubernetesObject);
+    const stack = await readyStack('secure');
+    recordTiming('restricted namespace: apply to Ready', started);
+    expect(stack.status.lastUpdate).toMatchObject({ type: 'up', state: 'succeeded' });
+
+    const ws = await op.core.readNamespacedPod({ namespace: ns, name: 'secure-workspace-0' });
+    expect(ws.status?.phase).toBe('Running');
+    expect(ws.spec?.securityContext).toMatchObject({ runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } });
+    for (const c of [...(ws.spec?.initContainers ?? []), ...(ws.spec?.containers ?? [])]) {
+      expect(c.securityContext).toMatchObject({ allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } });
+    }
+    const jobPods = await op.core.listNamespacedPod({ namespace: ns, labelSelector: `job-name=${stack.status.lastUpdate.name}` });
+    expect(jobPods.items.map((p) => p.status?.phase)).toEqual(['Succeeded']);
+    expect(jobPods.items[0]!.spec?.securityContext).toMatchObject({ runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } });
+  });
+
+  it('the workspace refuses callers without a valid token', async () => {
+    const started = Date.now();
+    const port = await eventually('the workspace address', async () => workspacePort('secure'), 30_000);
+    // The right server: health needs no token.
+    expect((await call(port, 'GET', '/healthz')).status).toBe(200);
+
+    const anonymous = await call(port, 'GET', '/v1/workspace');
+    expect(anonymous).toMatchObject({ status: 401, body: { reason: 'Unauthenticated' } });
+    expect((await call(port, 'POST', '/v1/operations')).status).toBe(401);
+    expect((await call(port, 'GET', '/v1/workspace', 'Bearer not-a-token')).status).toBe(401);
+    expect((await call(port, 'POST', '/v1/operations', 'Basic dXNlcjpwYXNz')).status).toBe(401);
+
+    // A genuine token of the Stack's own account, but for the API server's audience, not the workspace's.
+    const wrongAudience = await call(port, 'GET', '/v1/workspace', `Bearer ${await token('pulumi', [])}`);
+    expect(wrongAudience).toMatchObject({ status: 401, body: { reason: 'Unauthenticated' } });
+    // The workspace's audience, but an account that may not use it.
+    const audience = 'secure.security';
+    const forbidden = await call(port, 'POST', '/v1/operations', `Bearer ${await token('default', [audience])}`);
+    expect(forbidden).toMatchObject({ status: 403, body: { reason: 'PermissionDenied' } });
+    // What a Job presents (its account, the workspace's audience) is let in.
+    const allowed = await call(port, 'GET', '/v1/workspace', `Bearer ${await token('pulumi', [audience])}`);
+    expect(allowed).toMatchObject({ status: 200, body: { stack: 'dev', busy: false } });
+    recordTiming('workspace token checks', started);
+  });
+
+  it('a Stack referring to a Secret in another namespace is Stalled/SpecInvalid', async () => {
+    const started = Date.now();
+    await op.objects.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'elsewhere' } } as k8s.KubernetesObject);
+    await op.objects.create({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'creds', namespace: 'elsewhere' }, stringData: { token: 't0p-s3cret' } } as k8s.KubernetesObject);
+    const elsewhere = { type: 'Secret', secret: { namespace: 'elsewhere', name: 'creds', key: 'token' } };
+    const cases: [string, Record<string, unknown>, string][] = [
+      ['cross-env', { envRefs: { PULUMI_CONFIG_PASSPHRASE: { type: 'Literal', literal: { value: 'e2e-passphrase' } }, API_TOKEN: elsewhere } }, 'spec.envRefs.API_TOKEN'],
+      ['cross-secret', { secretsRef: { apiToken: elsewhere } }, 'spec.secretsRef.apiToken'],
+    ];
+    for (const [name, spec, field] of cases) {
+      await op.objects.create({
+        apiVersion: 'pulumi.com/v1',
+        kind: 'Stack',
+        metadata: { name, namespace: ns },
+        spec: e2eStackSpec({ stack: 'dev', programRef: { name: 'secure' }, ...spec }),
+      } as k8s.KubernetesObject);
+    }
+    for (const [name, , field] of cases) {
+      const stalled = await eventually(
+        `Stack ${name} to be Stalled`,
+        async () => {
+          const s = await getStack(name);
+          return condition(s, 'Stalled')?.status === 'True' ? s : undefined;
+        },
+        120_000,
+      );
+      const c = condition(stalled, 'Stalled');
+      expect(c.reason).toBe('SpecInvalid');
+      expect(c.message).toContain(field);
+      expect(c.message).toContain('elsewhere/creds');
+      expect(condition(stalled, 'Ready')).toMatchObject({ status: 'False' });
+      expect(stalled.status.lastUpdate).toBeUndefined();
+      // Nothing runs for it: no workspace, no Job, and the Secret's value is nowhere in its status.
+      expect(await exists(() => op.apps.readNamespacedStatefulSet({ namespace: ns, name: `${name}-workspace` }))).toBe(false);
+      expect((await op.batch.listNamespacedJob({ namespace: ns, labelSelector: `pulumi.com/stack-name=${name}` })).items).toEqual([]);
+      expect(JSON.stringify(stalled.status)).not.toContain('t0p-s3cret');
+    }
+    recordTiming('cross-namespace Secret refused', started);
+  });
+});
