@@ -90,6 +90,21 @@ export function asLastApplied(observed: KObject): KObject {
   return kept;
 }
 
+/**
+ * A child whose update strategy is OnDelete (our Jobs), returned so Metacontroller keeps it:
+ * Metacontroller never updates such a child, it only checks that it is still desired and that its
+ * labels match the selector. The observed spec is returned as is (by reference: no copy, no parse),
+ * which keeps a steady-state sync cheap however many finished Jobs a Stack keeps.
+ */
+export function asRetained(observed: KObject): KObject {
+  const { name, namespace, labels } = observed.metadata;
+  const kept: KObject = { apiVersion: observed.apiVersion, kind: observed.kind, metadata: { name } };
+  if (namespace !== undefined) kept.metadata.namespace = namespace;
+  if (labels !== undefined) kept.metadata.labels = labels;
+  if (observed.spec !== undefined) kept.spec = observed.spec;
+  return kept;
+}
+
 /** A condition from an object's status.conditions. */
 export function conditionOf(obj: KObject | undefined, type: string): { status?: string; reason?: string; message?: string; lastTransitionTime?: string } | undefined {
   const conds: unknown = obj?.status?.conditions;

@@ -2,7 +2,7 @@ import type { Stack, StackStatus, StackUpdateState } from '../../../schemas/gene
 import { Annotations, type OperationType } from '../../../contract';
 import type { HookConfig } from '../config';
 import { cloneJson } from '../lib/json';
-import { asLastApplied, objectsOf, type KObject, type ObjectMap } from '../lib/k8s';
+import { asLastApplied, asRetained, objectsOf, type KObject, type ObjectMap } from '../lib/k8s';
 import { applyMark, Reasons, type Mark } from './conditions';
 import { decideSync, MAX_UPDATE_FAILURES } from './decision';
 import { buildJob, identityOf, jobName, jobOutcome, jobType, type JobOutcome, type UpdateIdentity } from './job';
@@ -126,11 +126,12 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
     // A finalize answer always says whether the Stack may go (absent would mean the same, but say it).
     return { status, children, ...(deleting ? { finalized: false } : {}), ...extra };
   };
-  const keptJobs = observed.jobs.map(asLastApplied);
-  const keepAll = (): KObject[] =>
-    [observed.statefulSet, observed.service, ...observed.jobs, ...observed.refreshRequests]
-      .filter((o): o is KObject => o !== undefined)
-      .map(asLastApplied);
+  const keptJobs = observed.jobs.map(asRetained);
+  const keepAll = (): KObject[] => [
+    ...[observed.statefulSet, observed.service].filter((o): o is KObject => o !== undefined).map(asLastApplied),
+    ...keptJobs,
+    ...observed.refreshRequests.map(asLastApplied),
+  ];
 
   // 1. The operation that follows lastUpdate: absorb it when finished, wait while it runs.
   const lastName = status.lastUpdate?.name ?? '';
