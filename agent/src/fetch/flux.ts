@@ -1,0 +1,134 @@
+import * as crypto from 'node:crypto';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { Agent, interceptors, request } from 'undici';
+import { Env } from '../../../contract';
+import { errorMessage } from '../lib/errors';
+import { logger } from '../lib/log';
+import { redactUrl } from '../lib/redact';
+import { fetchError, layout, linkWorkspace, privateTempDir, type FetchLayout } from './common';
+import { DEFAULT_MAX_UNTAR_BYTES, safeExtract, UnsafeArchiveError } from './untar';
+
+export interface FluxSettings {
+  url: string;
+  digest: string;
+  dir?: string;
+  /** -1: no limit. */
+  maxBytes: number;
+}
+
+export function fluxSettingsFromEnv(env: NodeJS.ProcessEnv = process.env): FluxSettings {
+  const url = env[Env.fluxUrl];
+  const digest = env[Env.fluxDigest];
+  if (!url) throw fetchError('flux', '(no URL)', `${Env.fluxUrl} is not set`, 'SpecInvalid');
+  if (!digest) throw fetchError('flux', redactUrl(url), `${Env.fluxDigest} is not set`, 'SpecInvalid');
+  const s: FluxSettings = { url, digest, maxBytes: DEFAULT_MAX_UNTAR_BYTES };
+  if (env[Env.fluxDir]) s.dir = env[Env.fluxDir];
+  const max = env[Env.fluxMaxUntarSize];
+  if (max !== undefined && max !== '') {
+    const n = Number(max);
+    if (!Number.isInteger(n) || n < -1) {
+      throw fetchError('flux', redactUrl(url), `${Env.fluxMaxUntarSize} must be an integer ≥ -1, not "${max}"`, 'SpecInvalid');
+    }
+    s.maxBytes = n;
+  }
+  return s;
+}
+
+const ALGORITHMS: Record<string, string> = { sha256: 'sha256', sha384: 'sha384', sha512: 'sha512', sha1: 'sha1' };
+
+/** `sha256:<hex>` → algorithm and hex. */
+export function parseDigest(digest: string): { algorithm: string; hex: string } {
+  const m = /^([a-z0-9]+):([0-9a-fA-F]+)$/.exec(digest.trim());
+  if (!m || !ALGORITHMS[m[1]!]) throw new Error(`unsupported digest "${digest}" (expected sha256:<hex>)`);
+  return { algorithm: m[1]!, hex: m[2]!.toLowerCase() };
+}
+
+let agent: ReturnType<Agent['compose']> | undefined;
+function downloader(): ReturnType<Agent['compose']> {
+  agent ??= new Agent().compose(interceptors.redirect({ maxRedirections: 5 }));
+  return agent;
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** Downloads to `file`, hashing as it goes; at most `maxBytes` (-1: no limit). Returns the hex digest. */
+async function download(url: string, file: string, algorithm: string, maxBytes: number): Promise<string> {
+  const res = await request(url, { method: 'GET', headersTimeout: 60_000, bodyTimeout: 60_000, dispatcher: downloader() });
+  if (res.statusCode !== 200) {
+    await res.body.dump().catch(() => undefined);
+    const err = new Error(`HTTP ${res.statusCode}`);
+    (err as Error & { status?: number }).status = res.statusCode;
+    throw err;
+  }
+  const hash = crypto.createHash(ALGORITHMS[algorithm]!);
+  const out = fs.createWriteStream(file, { mode: 0o600 });
+  let bytes = 0;
+  try {
+    for await (const chunk of res.body) {
+      const buf = chunk as Buffer;
+      bytes += buf.length;
+      if (maxBytes >= 0 && bytes > maxBytes) {
+        res.body.destroy();
+        throw new UnsafeArchiveError(`the artifact is larger than the size limit of ${maxBytes} bytes`);
+      }
+      hash.update(buf);
+      if (!out.write(buf)) await new Promise<void>((r) => out.once('drain', r));
+    }
+  } finally {
+    await new Promise<void>((r) => out.end(r));
+  }
+  return hash.digest('hex');
+}
+
+/**
+ * Downloads a Flux artifact, verifies its digest, extracts it safely into `<source>` and links the
+ * workspace to `<source>/<dir>`. Three attempts for transient download failures, as upstream.
+ */
+export async function fetchFlux(s: FluxSettings, l: FetchLayout = layout()): Promise<{ projectDir: string }> {
+  const what = redactUrl(s.url);
+  let expected: { algorithm: string; hex: string };
+  try {
+    expected = parseDigest(s.digest);
+  } catch (e) {
+    throw fetchError('flux', what, errorMessage(e), 'SpecInvalid');
+  }
+  const tmp = privateTempDir('pko-flux-', l);
+  const file = path.join(tmp, 'artifact.tar.gz');
+  try {
+    let actual = '';
+    for (let attempt = 1; ; attempt++) {
+      try {
+        logger.info('downloading flux artifact', { url: what, attempt });
+        // Compressed data is never much larger than what it expands to.
+        const cap = s.maxBytes < 0 ? -1 : s.maxBytes + 1024 * 1024;
+        actual = await download(s.url, file, expected.algorithm, cap);
+        break;
+      } catch (e) {
+        if (e instanceof UnsafeArchiveError) throw fetchError('flux', what, e.message);
+        const status = (e as { status?: number }).status;
+        const permanent = status !== undefined && status >= 400 && status < 500 && status !== 429;
+        if (permanent || attempt >= 3) {
+          const cause = status === 404 ? 'artifact not found (HTTP 404)' : `download failed (${errorMessage(e)})`;
+          throw fetchError('flux', what, cause);
+        }
+        await sleep(1000 * attempt);
+      }
+    }
+    if (actual !== expected.hex) {
+      throw fetchError('flux', what, `digest mismatch: expected ${expected.algorithm}:${expected.hex}, got ${expected.algorithm}:${actual}`, 'DigestMismatch');
+    }
+    fs.rmSync(l.source, { recursive: true, force: true });
+    try {
+      const stats = await safeExtract(file, l.source, s.maxBytes);
+      logger.info('flux artifact extracted', { url: what, entries: stats.entries, bytes: stats.bytes });
+    } catch (e) {
+      fs.rmSync(l.source, { recursive: true, force: true });
+      if (e instanceof UnsafeArchiveError) throw fetchError('flux', what, `unsafe archive rejected: ${e.message}`, 'UnsafeArchive');
+      throw fetchError('flux', what, `cannot extract the artifact (${errorMessage(e)})`);
+    }
+    return { projectDir: linkWorkspace('flux', what, l, s.dir) };
+  } finally {
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
+}

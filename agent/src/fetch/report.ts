@@ -1,0 +1,28 @@
+import { Env } from '../../../contract';
+import { AgentError, errorMessage } from '../lib/errors';
+import { loadKubeConfig } from '../lib/kube';
+import { logger } from '../lib/log';
+import { StatusReporter } from '../serve/status';
+
+/**
+ * A fetch that fails (bad credentials, missing ref, digest mismatch) is reported on the workspace
+ * StatefulSet as a Failed workspace-status for this pod's template, so the Stack shows it
+ * (Stalled/WorkspaceFailed with the cause) instead of waiting for readiness forever. A Program
+ * that is missing or not at the expected digest is not reported: it only means the kubelet does
+ * not hold the current ConfigMap yet, which the init container's retry resolves.
+ */
+export async function reportFetchFailure(kind: string, err: unknown, env: NodeJS.ProcessEnv = process.env): Promise<void> {
+  const name = env[Env.workspaceName];
+  const namespace = env[Env.podNamespace];
+  const hash = env[Env.workspaceHash];
+  if (!name || !namespace || !hash) return;
+  const reason = err instanceof AgentError ? err.reason : undefined;
+  if (kind === 'program' && reason !== 'SpecInvalid') return;
+  try {
+    const reporter = new StatusReporter({ kubeConfig: loadKubeConfig(env), namespace, name });
+    reporter.report({ hash, state: 'Failed', reason: 'SourceFetchFailed', message: errorMessage(err) });
+    await reporter.settled(5000);
+  } catch (e) {
+    logger.warn('could not report the fetch failure', { error: errorMessage(e) });
+  }
+}

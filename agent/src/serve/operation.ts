@@ -1,0 +1,338 @@
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import type { OperationRequest, ProjectInfo } from '../../../contract';
+import type { OperationResult, OutputValue, StreamLine } from '../api';
+import { oneLine, truncate } from '../lib/errors';
+import type { Redactor } from '../lib/redact';
+import { runPulumi } from './pulumi';
+
+export interface OperationContext {
+  workDir: string;
+  stack: string;
+  projectInfo?: ProjectInfo;
+  redactor: Redactor;
+  /** PULUMI_LOG_LEVEL: > 0 turns on Pulumi's debug logging to stderr (upstream). */
+  logLevel: number;
+}
+
+/** Pulumi's marker for a secret value in serialized state and engine events. */
+const SECRET_SIG_KEY = '4dabf18193072939515e22adb298388d';
+const SECRET_SIG_VALUE = '1b47061264138c4ac30d75fd1eb44270';
+const STACK_TYPE = 'pulumi:pulumi:Stack';
+const MAX_MESSAGE = 4000;
+
+/** The CLI arguments of an operation (the Automation API's, minus its follow-up calls). */
+export function operationArgs(req: OperationRequest, stack: string, eventLog: string, logLevel: number): string[] {
+  const a: string[] = [];
+  const list = (flag: string, values: string[] | undefined): void => {
+    for (const v of values ?? []) a.push(flag, v);
+  };
+  switch (req.type) {
+    case 'up':
+      a.push('up', '--yes', '--skip-preview', '--diff', '--suppress-progress');
+      if (req.expectNoChanges) a.push('--expect-no-changes');
+      if (req.refresh) a.push('--refresh');
+      list('--replace', req.replace);
+      list('--target', req.target);
+      if (req.targetDependents) a.push('--target-dependents');
+      if (req.continueOnError) a.push('--continue-on-error');
+      break;
+    case 'preview':
+      a.push('preview', '--diff', '--suppress-progress');
+      if (req.expectNoChanges) a.push('--expect-no-changes');
+      if (req.refresh) a.push('--refresh');
+      list('--replace', req.replace);
+      list('--target', req.target);
+      if (req.targetDependents) a.push('--target-dependents');
+      break;
+    case 'refresh':
+      a.push('refresh', '--yes', '--skip-preview', '--suppress-progress');
+      if (req.expectNoChanges) a.push('--expect-no-changes');
+      list('--target', req.target);
+      if (req.runProgram !== undefined) a.push(`--run-program=${req.runProgram}`);
+      break;
+    case 'destroy':
+      a.push('destroy', '--yes', '--skip-preview', '--suppress-progress');
+      list('--target', req.target);
+      if (req.targetDependents) a.push('--target-dependents');
+      if (req.refresh) a.push('--refresh');
+      if (req.continueOnError) a.push('--continue-on-error');
+      if (req.remove) a.push('--remove');
+      if (req.runProgram !== undefined) a.push(`--run-program=${req.runProgram}`);
+      break;
+  }
+  if (req.message) a.push('--message', req.message);
+  if (req.parallel !== undefined && req.parallel > 0) a.push('--parallel', String(req.parallel));
+  a.push('--stack', stack, '--color', 'never', '--exec-kind', 'auto.local', '--event-log', eventLog, '--non-interactive');
+  if (logLevel > 0) a.push('--logtostderr', '--logflow', '--verbose', String(logLevel), '--debug');
+  return a;
+}
+
+/** Follows the CLI's event log file (one JSON engine event per line) while the CLI writes it. */
+class EventLogTail {
+  private offset = 0;
+  private partial = '';
+  private timer: NodeJS.Timeout | undefined;
+  private reading: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly file: string,
+    private readonly onEvent: (e: Record<string, unknown>) => void,
+  ) {}
+
+  start(): void {
+    this.timer = setInterval(() => {
+      this.reading = this.reading.then(() => this.readMore());
+    }, 100);
+  }
+
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    await this.reading;
+    await this.readMore();
+    if (this.partial.trim() !== '') this.emit(this.partial);
+    this.partial = '';
+  }
+
+  private emit(line: string): void {
+    if (line.trim() === '') return;
+    try {
+      this.onEvent(JSON.parse(line) as Record<string, unknown>);
+    } catch {
+      /* a torn or non-JSON line: skip */
+    }
+  }
+
+  private async readMore(): Promise<void> {
+    let fd: fs.promises.FileHandle;
+    try {
+      fd = await fs.promises.open(this.file, 'r');
+    } catch {
+      return;
+    }
+    try {
+      const buf = Buffer.alloc(256 * 1024);
+      for (;;) {
+        const { bytesRead } = await fd.read(buf, 0, buf.length, this.offset);
+        if (bytesRead === 0) break;
+        this.offset += bytesRead;
+        this.partial += buf.subarray(0, bytesRead).toString('utf8');
+        let i: number;
+        while ((i = this.partial.indexOf('\n')) >= 0) {
+          const line = this.partial.slice(0, i);
+          this.partial = this.partial.slice(i + 1);
+          this.emit(line);
+        }
+      }
+    } finally {
+      await fd.close();
+    }
+  }
+}
+
+export function containsSecret(v: unknown, depth = 0): boolean {
+  if (depth > 64 || v === null || typeof v !== 'object') return false;
+  if (Array.isArray(v)) return v.some((x) => containsSecret(x, depth + 1));
+  const o = v as Record<string, unknown>;
+  if (o[SECRET_SIG_KEY] === SECRET_SIG_VALUE) return true;
+  return Object.values(o).some((x) => containsSecret(x, depth + 1));
+}
+
+const PERMALINK = /(?:View Live|View in Browser(?: \(Ctrl\+O\))?|Permalink):\s+(https?:\/\/\S+)/;
+
+export function findPermalink(stdout: string): string | undefined {
+  return PERMALINK.exec(stdout)?.[1];
+}
+
+const CHANGE_WORDS: Record<string, [string, string]> = {
+  create: ['created', 'to create'],
+  update: ['updated', 'to update'],
+  delete: ['deleted', 'to delete'],
+  replace: ['replaced', 'to replace'],
+  same: ['unchanged', 'unchanged'],
+  read: ['read', 'to read'],
+  refresh: ['refreshed', 'to refresh'],
+  'create-replacement': ['created for replacement', 'to create for replacement'],
+  'delete-replaced': ['deleted after replacement', 'to delete after replacement'],
+  import: ['imported', 'to import'],
+  discard: ['discarded', 'to discard'],
+};
+
+export function describeChanges(changes: Record<string, number> | undefined, planned: boolean): string {
+  if (!changes) return '';
+  const parts = Object.entries(changes)
+    .filter(([, n]) => n > 0)
+    .map(([op, n]) => `${n} ${CHANGE_WORDS[op]?.[planned ? 1 : 0] ?? op}`);
+  return parts.join(', ');
+}
+
+function stripAnsi(s: string): string {
+  // eslint-disable-next-line no-control-regex
+  return s.replace(/\u001b\[[0-9;]*[A-Za-z]/g, '').replace(/<\{%[^%]*%\}>/g, '');
+}
+
+/** The most useful lines of a failure: error diagnostics, else the CLI's own `error:` lines. */
+function failureDetail(diagnostics: string[], stderr: string, stdout: string): string {
+  const diags = [...new Set(diagnostics.map((d) => oneLine(stripAnsi(d))).filter((d) => d !== ''))];
+  if (diags.length) return diags.join('; ');
+  const lines = `${stderr}\n${stdout}`
+    .split('\n')
+    .map((l) => stripAnsi(l).trim())
+    .filter((l) => /^error:/i.test(l));
+  if (lines.length) return [...new Set(lines)].join('; ');
+  const last = stderr.trim().split('\n').slice(-3).join(' ');
+  return oneLine(stripAnsi(last)) || 'the Pulumi CLI failed without a message';
+}
+
+function classify(text: string): string | undefined {
+  if (/Conflict: Another update is currently in progress|the stack is currently locked/i.test(text)) return 'UpdateConflict';
+  if (/invalid access token/i.test(text)) return 'InvalidAccessToken';
+  return undefined;
+}
+
+const tempDirs = new Set<string>();
+
+/** Removes the event-log dirs of operations still running (a hard exit). */
+export function removeTempDirs(): void {
+  for (const d of tempDirs) fs.rmSync(d, { recursive: true, force: true });
+  tempDirs.clear();
+}
+
+export interface RunOperationOptions {
+  id: string;
+  req: OperationRequest;
+  emit: (line: StreamLine) => void;
+  signal: AbortSignal;
+  /** Why the operation was interrupted, when it was. */
+  abortReason: () => string | undefined;
+}
+
+/** Whether a serialized property value carries any of Pulumi's special markers (secret, asset, resource reference…). */
+export function hasSignature(v: unknown, depth = 0): boolean {
+  if (depth > 64 || v === null || typeof v !== 'object') return false;
+  if (Array.isArray(v)) return v.some((x) => hasSignature(x, depth + 1));
+  const o = v as Record<string, unknown>;
+  if (SECRET_SIG_KEY in o) return true;
+  return Object.values(o).some((x) => hasSignature(x, depth + 1));
+}
+
+/**
+ * The stack's outputs with their secret flags and plaintext values. The engine event of the stack
+ * resource carries the values with secrets blinded: when no output holds a secret (or another
+ * special value) they are the outputs, and no CLI call is needed; otherwise one `pulumi stack
+ * output --json --show-secrets` reads the values (decrypting costs a CLI start and the secrets
+ * provider's key derivation), and the flags still come from the event (an output is secret when it
+ * contains a secret anywhere). Without the event (never seen in practice), `stack output` with and
+ * without `--show-secrets` give values and flags (upstream's way).
+ */
+async function readOutputs(
+  ctx: OperationContext,
+  fromEvent: Record<string, unknown> | undefined,
+): Promise<{ outputs: Record<string, OutputValue> } | { error: string }> {
+  if (fromEvent && !hasSignature(fromEvent)) {
+    const outputs: Record<string, OutputValue> = {};
+    for (const key of Object.keys(fromEvent).sort()) outputs[key] = { value: fromEvent[key], secret: false };
+    return { outputs };
+  }
+  const base = ['stack', 'output', '--json', '--stack', ctx.stack, '--non-interactive'];
+  const [plain, masked] = await Promise.all([
+    runPulumi({ args: [...base, '--show-secrets'], cwd: ctx.workDir }),
+    fromEvent ? Promise.resolve(undefined) : runPulumi({ args: base, cwd: ctx.workDir }),
+  ]);
+  if (plain.code !== 0) return { error: `cannot read the stack outputs: ${failureDetail([], plain.stderr, '')}` };
+  let values: Record<string, unknown>;
+  let maskedValues: Record<string, unknown> = {};
+  try {
+    values = JSON.parse(plain.stdout || '{}') as Record<string, unknown>;
+    if (masked) {
+      if (masked.code !== 0) return { error: `cannot read the stack outputs: ${failureDetail([], masked.stderr, '')}` };
+      maskedValues = JSON.parse(masked.stdout || '{}') as Record<string, unknown>;
+    }
+  } catch {
+    return { error: 'cannot read the stack outputs: the CLI did not print JSON' };
+  }
+  const outputs: Record<string, OutputValue> = {};
+  for (const key of Object.keys(values).sort()) {
+    const secret = fromEvent ? containsSecret(fromEvent[key]) : maskedValues[key] === '[secret]';
+    outputs[key] = { value: values[key], secret };
+    if (secret) ctx.redactor.add(values[key]);
+  }
+  return { outputs };
+}
+
+/** Runs one operation with the CLI, streaming its events and output; never throws. */
+export async function runOperation(ctx: OperationContext, o: RunOperationOptions): Promise<OperationResult> {
+  const { req, emit } = o;
+  const startTime = new Date().toISOString();
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pko-op-'));
+  tempDirs.add(dir);
+  const eventLog = path.join(dir, 'events.jsonl');
+  fs.writeFileSync(eventLog, '');
+  const diagnostics: string[] = [];
+  let summary: { resourceChanges?: Record<string, number> } | undefined;
+  let stackOutputsEvent: Record<string, unknown> | undefined;
+  const r = ctx.redactor;
+  const tail = new EventLogTail(eventLog, (event) => {
+    const diag = event.diagnosticEvent as { severity?: string; message?: string; ephemeral?: boolean } | undefined;
+    if (diag && diag.severity === 'error' && typeof diag.message === 'string') diagnostics.push(diag.message);
+    const sum = event.summaryEvent as { resourceChanges?: Record<string, number> } | undefined;
+    if (sum) summary = sum;
+    const outs = event.resOutputsEvent as { metadata?: { type?: string; new?: { outputs?: Record<string, unknown> } } } | undefined;
+    if (outs?.metadata?.type === STACK_TYPE && outs.metadata.new?.outputs) stackOutputsEvent = outs.metadata.new.outputs;
+    emit({ kind: 'event', event: r.redactValue(event) });
+  });
+  tail.start();
+  let result: OperationResult;
+  try {
+    const run = await runPulumi({
+      args: operationArgs(req, ctx.stack, eventLog, ctx.logLevel),
+      cwd: ctx.workDir,
+      // As the Automation API: --event-log exists only with PULUMI_DEBUG_COMMANDS.
+      env: { PULUMI_DEBUG_COMMANDS: 'true', PULUMI_AUTOMATION_API: 'true' },
+      signal: o.signal,
+      onStdout: (line) => emit({ kind: 'output', stream: 'stdout', line: r.redact(line) }),
+      onStderr: (line) => emit({ kind: 'output', stream: 'stderr', line: r.redact(line) }),
+    });
+    await tail.stop();
+    const base = { id: o.id, type: req.type, startTime, projectInfo: ctx.projectInfo } as const;
+    const permalink = findPermalink(run.stdout);
+    const changes = summary?.resourceChanges;
+    const why = o.abortReason();
+    if (run.interrupted && why) {
+      // Pulumi exits 0 after a Ctrl-C once the steps in flight are done, even when it skipped the
+      // rest (a destroy that deleted one of two resources "succeeds"): an interrupted operation
+      // is never reported as done.
+      const described = describeChanges(changes, req.type === 'preview');
+      const detail = run.code === 0 ? `Pulumi stopped after the steps in flight${described ? ` (${described})` : ''}` : failureDetail(diagnostics, run.stderr, run.stdout);
+      result = { ...base, state: 'failed', reason: 'Aborted', message: `${req.type} was interrupted (${why}): ${detail}`, endTime: '' };
+    } else if (run.code === 0) {
+      const described = describeChanges(changes, req.type === 'preview');
+      result = { ...base, state: 'succeeded', message: `${req.type} succeeded${described ? ` (${described})` : ''}`, endTime: '' };
+      if (req.type === 'up') {
+        const outs = await readOutputs(ctx, stackOutputsEvent);
+        if ('error' in outs) {
+          result = { ...base, state: 'failed', reason: 'UpdateFailed', message: `up succeeded but ${outs.error}`, endTime: '' };
+        } else {
+          result.outputs = outs.outputs;
+        }
+      }
+    } else {
+      const detail = failureDetail(diagnostics, run.stderr, run.stdout);
+      result = { ...base, state: 'failed', reason: classify(`${detail}\n${run.stderr}`) ?? 'UpdateFailed', message: `${req.type} failed: ${detail}`, endTime: '' };
+    }
+    if (permalink) result.permalink = permalink;
+    if (changes) result.resourceChanges = changes;
+  } catch (e) {
+    await tail.stop().catch(() => undefined);
+    result = { id: o.id, type: req.type, startTime, state: 'failed', reason: 'UpdateFailed', message: `${req.type} failed: ${(e as Error).message}`, endTime: '' };
+    if (ctx.projectInfo) result.projectInfo = ctx.projectInfo;
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+    tempDirs.delete(dir);
+  }
+  result.endTime = new Date().toISOString();
+  result.message = truncate(r.redact(result.message), MAX_MESSAGE);
+  if (result.projectInfo === undefined) delete result.projectInfo;
+  return result;
+}

@@ -1,0 +1,284 @@
+import * as crypto from 'node:crypto';
+import { LocalWorkspace } from '@pulumi/pulumi/automation';
+import type { OperationRequest, ProjectInfo, WorkspaceStackSpec, WorkspaceStatus } from '../../../contract';
+import type { OperationResult, StreamLine } from '../api';
+import { AgentError, errorMessage, oneLine, truncate } from '../lib/errors';
+import { logger } from '../lib/log';
+import type { Redactor } from '../lib/redact';
+import { compareVersions, configJson, hasStructuredConfig, resolveConfig, STRUCTURED_CONFIG_MIN_VERSION, type ResolvedConfig } from './config';
+import { runOperation } from './operation';
+import { runPulumi, type RunResult } from './pulumi';
+import type { StatusReporter } from './status';
+
+export interface WorkspaceOptions {
+  /** The project directory (the workspace symlink resolved). */
+  workDir: string;
+  stack: WorkspaceStackSpec;
+  /** The pod template hash this pod runs (PULUMI_WORKSPACE_HASH). */
+  hash: string;
+  reporter: StatusReporter;
+  redactor: Redactor;
+  logLevel: number;
+  /** First and largest delay between retries of a failed installation or initialisation. */
+  retryDelayMs?: number;
+  maxRetryDelayMs?: number;
+}
+
+interface Running {
+  id: string;
+  type: OperationRequest['type'];
+  startTime: string;
+  abort: AbortController;
+  reason?: string;
+  done: Promise<OperationResult>;
+}
+
+const sleep = (ms: number, signal?: AbortSignal): Promise<void> =>
+  new Promise((resolve) => {
+    const t = setTimeout(resolve, ms);
+    signal?.addEventListener('abort', () => {
+      clearTimeout(t);
+      resolve();
+    });
+  });
+
+/** The last few meaningful lines of a failed CLI call. */
+function cliError(r: RunResult): string {
+  const lines = `${r.stderr}\n${r.stdout}`
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l !== '');
+  const errors = lines.filter((l) => /^error:/i.test(l));
+  return truncate(oneLine((errors.length ? errors : lines.slice(-5)).join('; ')) || `exit code ${String(r.code)}`, 2000);
+}
+
+/**
+ * The workspace: installs the project once, selects (or creates) the stack, applies its config and
+ * environments, then runs operations one at a time. Its state is reported on the StatefulSet.
+ */
+export class Workspace {
+  state: WorkspaceStatus['state'] = 'Installing';
+  reason?: string;
+  message?: string;
+  pulumiVersion?: string;
+  projectInfo?: ProjectInfo;
+  installs = 0;
+  private ws?: LocalWorkspace;
+  private config: ResolvedConfig[] = [];
+  private stackReady = false;
+  private current?: Running;
+  private readonly stopping = new AbortController();
+
+  constructor(private readonly o: WorkspaceOptions) {}
+
+  get stackName(): string {
+    return this.o.stack.name;
+  }
+
+  get busy(): Running | undefined {
+    return this.current;
+  }
+
+  status(): WorkspaceStatus {
+    const s: WorkspaceStatus = { hash: this.o.hash, state: this.state };
+    if (this.reason) s.reason = this.reason;
+    if (this.message) s.message = this.message;
+    if (this.pulumiVersion) s.pulumiVersion = this.pulumiVersion;
+    if (this.projectInfo) s.projectInfo = this.projectInfo;
+    return s;
+  }
+
+  private set(state: WorkspaceStatus['state'], reason?: string, message?: string): void {
+    this.state = state;
+    this.reason = reason;
+    this.message = message === undefined ? undefined : this.o.redactor.redact(message);
+    this.o.reporter.report(this.status());
+  }
+
+  /**
+   * Installs and initialises, retrying failures with a growing delay (never in a tight loop). The
+   * reported state stays Failed while retrying; it turns Ready once everything succeeded.
+   */
+  async initialize(): Promise<void> {
+    this.set('Installing', 'Installing', 'installing the project dependencies');
+    let delay = this.o.retryDelayMs ?? 60_000;
+    const maxDelay = this.o.maxRetryDelayMs ?? 15 * 60_000;
+    let installed = false;
+    while (!this.stopping.signal.aborted) {
+      try {
+        if (!this.ws) await this.open();
+        if (!installed) {
+          await this.install();
+          installed = true;
+        }
+        await this.initStack();
+        this.set('Ready', 'Succeeded', `stack ${this.stackName} is ready`);
+        return;
+      } catch (e) {
+        const err = e instanceof AgentError ? e : new AgentError(errorMessage(e), 'InitializationFailed');
+        const reason = err.reason ?? 'InitializationFailed';
+        this.set('Failed', reason, err.message);
+        if (reason === 'IncompatibleConfiguration') return;
+        logger.warn('workspace initialisation failed; will retry', { reason, retryInSeconds: Math.round(delay / 1000) });
+        await sleep(delay, this.stopping.signal);
+        delay = Math.min(delay * 2, maxDelay);
+      }
+    }
+  }
+
+  private async open(): Promise<void> {
+    let ws: LocalWorkspace;
+    try {
+      ws = await LocalWorkspace.create({ workDir: this.o.workDir, ...(this.o.stack.secretsProvider ? { secretsProvider: this.o.stack.secretsProvider } : {}) });
+    } catch (e) {
+      throw new AgentError(`cannot open the Pulumi workspace at ${this.o.workDir}: ${errorMessage(e)}`, 'InitializationFailed');
+    }
+    this.pulumiVersion = ws.pulumiVersion;
+    try {
+      const settings = await ws.projectSettings();
+      const runtime = typeof settings.runtime === 'string' ? settings.runtime : (settings.runtime?.name ?? '');
+      this.projectInfo = { name: settings.name, runtime };
+    } catch (e) {
+      throw new AgentError(`cannot read the project (Pulumi.yaml) in ${this.o.workDir}: ${errorMessage(e)}`, 'InitializationFailed');
+    }
+    // Read (and register as secrets) every config value before anything can print one.
+    const items = this.o.stack.config ?? [];
+    this.config = resolveConfig(items, this.projectInfo.name);
+    for (const c of this.config) if (c.secret) this.o.redactor.add(c.value);
+    if (hasStructuredConfig(items) && compareVersions(this.pulumiVersion, STRUCTURED_CONFIG_MIN_VERSION) < 0) {
+      throw new AgentError(
+        `structured (JSON) config needs Pulumi CLI ${STRUCTURED_CONFIG_MIN_VERSION} or later; this workspace has ${this.pulumiVersion}`,
+        'IncompatibleConfiguration',
+      );
+    }
+    this.ws = ws;
+    logger.info('workspace opened', { dir: this.o.workDir, project: this.projectInfo.name, runtime: this.projectInfo.runtime, pulumi: this.pulumiVersion });
+  }
+
+  private async install(): Promise<void> {
+    const t0 = Date.now();
+    logger.info('installing dependencies (pulumi install)');
+    this.installs++;
+    const r = await runPulumi({
+      args: ['install'],
+      cwd: this.o.workDir,
+      onStdout: (l) => l.trim() && logger.info(`install: ${l}`),
+      onStderr: (l) => l.trim() && logger.info(`install: ${l}`),
+    });
+    if (r.code !== 0) throw new AgentError(`pulumi install failed: ${cliError(r)}`, 'InstallationFailed');
+    logger.info('dependencies installed', { ms: Date.now() - t0 });
+  }
+
+  private async cli(args: string[], stdin?: string): Promise<RunResult> {
+    return runPulumi({ args, cwd: this.o.workDir, ...(stdin !== undefined ? { stdin } : {}) });
+  }
+
+  /** Selects or creates the stack, then applies config and environments (upstream's initialisation). */
+  private async initStack(): Promise<void> {
+    const ws = this.ws!;
+    const name = this.stackName;
+    try {
+      await ws.selectStack(name);
+      logger.info('stack selected', { stack: name });
+    } catch (e) {
+      const text = errorMessage(e);
+      const missing = /no stack named|not found|does not exist/i.test(text);
+      if (!missing) throw new AgentError(`cannot select stack ${name}: ${truncate(this.o.redactor.redact(text), 2000)}`, 'InitializationFailed');
+      if (!this.o.stack.create) throw new AgentError(`stack ${name} not found (it is not created because useLocalStackOnly is set)`, 'InitializationFailed');
+      try {
+        await ws.createStack(name);
+        logger.info('stack created', { stack: name });
+      } catch (e2) {
+        throw new AgentError(`cannot create stack ${name}: ${truncate(this.o.redactor.redact(errorMessage(e2)), 2000)}`, 'InitializationFailed');
+      }
+    }
+    await this.applyConfig();
+    const envs = this.o.stack.environment ?? [];
+    if (envs.length) {
+      try {
+        await ws.addEnvironments(name, ...envs);
+      } catch (e) {
+        throw new AgentError(`cannot add environments ${envs.join(', ')}: ${truncate(errorMessage(e), 2000)}`, 'InitializationFailed');
+      }
+    }
+    this.stackReady = true;
+  }
+
+  /**
+   * Plain and structured values in one `config set-all` (`--json` when any is structured); each
+   * secret string through `config set --secret --raw` with the value on stdin, never on a command
+   * line. (A structured secret can only go through `set-all --json`, like upstream.)
+   */
+  private async applyConfig(): Promise<void> {
+    const stack = this.stackName;
+    const plain = this.config.filter((c) => !c.secret);
+    const secretStrings = this.config.filter((c) => c.secret && !c.structured);
+    const secretStructured = this.config.filter((c) => c.secret && c.structured);
+    const batch = [...plain, ...secretStructured];
+    if (batch.length) {
+      const structured = batch.some((c) => c.structured);
+      const args = ['config', 'set-all', '--stack', stack];
+      if (structured) args.push('--json', configJson(batch));
+      else for (const c of batch) args.push('--plaintext', `${c.key}=${String(c.value)}`);
+      const r = await this.cli(args);
+      if (r.code !== 0) throw new AgentError(`cannot set the stack config: ${this.o.redactor.redact(cliError(r))}`, 'InitializationFailed');
+    }
+    for (const c of secretStrings) {
+      const r = await this.cli(['config', 'set', '--secret', '--raw', '--stack', stack, '--', c.key], String(c.value));
+      if (r.code !== 0) throw new AgentError(`cannot set the secret config ${c.key}: ${this.o.redactor.redact(cliError(r))}`, 'InitializationFailed');
+    }
+    if (this.config.length) logger.info('stack config applied', { keys: this.config.map((c) => c.key + (c.secret ? ' (secret)' : '')).join(', ') });
+  }
+
+  /** Starts an operation; the caller checked readiness and that nothing else runs. */
+  start(req: OperationRequest, emit: (line: StreamLine) => void): Running {
+    const id = `op-${Date.now().toString(36)}-${crypto.randomBytes(3).toString('hex')}`;
+    const abort = new AbortController();
+    const startTime = new Date().toISOString();
+    const running: Running = { id, type: req.type, startTime, abort, done: Promise.resolve(undefined as unknown as OperationResult) };
+    emit({ kind: 'started', id, type: req.type, stack: this.stackName, startTime });
+    running.done = (async (): Promise<OperationResult> => {
+      try {
+        if (!this.stackReady) {
+          try {
+            await this.initStack();
+          } catch (e) {
+            const now = new Date().toISOString();
+            return { id, type: req.type, state: 'failed', reason: 'InitializationFailed', message: this.o.redactor.redact(errorMessage(e)), startTime, endTime: now };
+          }
+        }
+        logger.info('operation started', { id, type: req.type, stack: this.stackName });
+        const result = await runOperation(
+          { workDir: this.o.workDir, stack: this.stackName, redactor: this.o.redactor, logLevel: this.o.logLevel, ...(this.projectInfo ? { projectInfo: this.projectInfo } : {}) },
+          { id, req, emit, signal: abort.signal, abortReason: () => running.reason },
+        );
+        if (req.type === 'destroy' && req.remove && result.state === 'succeeded') this.stackReady = false;
+        logger.info('operation finished', { id, type: req.type, state: result.state, reason: result.reason, message: result.message });
+        return result;
+      } finally {
+        if (this.current === running) this.current = undefined;
+      }
+    })();
+    this.current = running;
+    return running;
+  }
+
+  /** Interrupts the running operation (SIGINT to the CLI). False when `id` is not running. */
+  cancel(id: string | undefined, reason: string): boolean {
+    const cur = this.current;
+    if (!cur || (id !== undefined && cur.id !== id)) return false;
+    if (!cur.reason) cur.reason = reason;
+    logger.warn('interrupting the running operation', { id: cur.id, type: cur.type, reason });
+    cur.abort.abort();
+    return true;
+  }
+
+  /** Stops retrying initialisation; interrupts and waits for a running operation. */
+  async shutdown(reason: string): Promise<OperationResult | undefined> {
+    this.stopping.abort();
+    const cur = this.current;
+    if (!cur) return undefined;
+    this.cancel(cur.id, reason);
+    return cur.done;
+  }
+}

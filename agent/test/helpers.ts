@@ -1,0 +1,202 @@
+/**
+ * Helpers for the agent's e2e tests: the built CLI (bin/pko-agent, rebuilt from agent/ and contract/
+ * when stale), child processes with captured output, temp dirs, and the Pulumi environment
+ * (toolchain first on PATH, file:// backend, passphrase, no update checks or plugin downloads).
+ */
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { requireBinaries, toolchain, toolchainEnv, type ToolchainBinaries } from '../../e2e/testbed/toolchain';
+import { installTestProvider } from '../testkit/provider';
+
+export const REPO = path.resolve(__dirname, '..', '..');
+export const AGENT_BIN = path.join(REPO, 'bin', 'pko-agent');
+const DIST_MAIN = path.join(REPO, 'dist', 'agent', 'src', 'main.js');
+
+/** Every line any agent process printed in this test file (the secrets test greps it). */
+export const capturedOutput: string[] = [];
+
+function newest(dir: string): number {
+  let t = 0;
+  for (const d of fs.readdirSync(dir, { withFileTypes: true })) {
+    const p = path.join(dir, d.name);
+    if (d.isDirectory()) t = Math.max(t, newest(p));
+    else if (d.name.endsWith('.ts')) t = Math.max(t, fs.statSync(p).mtimeMs);
+  }
+  return t;
+}
+
+/** Compiles agent/ (and contract/) into dist/ unless dist is newer than every source. */
+export function ensureBuilt(): void {
+  const src = Math.max(newest(path.join(REPO, 'agent', 'src')), fs.statSync(path.join(REPO, 'contract', 'index.ts')).mtimeMs);
+  const built = fs.existsSync(DIST_MAIN) ? fs.statSync(DIST_MAIN).mtimeMs : 0;
+  if (built >= src) return;
+  execFileSync(process.execPath, [path.join(REPO, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', path.join(REPO, 'agent', 'tsconfig.json')], {
+    cwd: REPO,
+    stdio: 'inherit',
+  });
+}
+
+export function tmpDir(prefix: string): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), `pko-agent-test-${prefix}-`));
+}
+
+export interface RunResult {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Environment for the agent with nothing from this process that could leak in (GIT_*, KUBECONFIG…). */
+export function cleanEnv(extra: Record<string, string | undefined> = {}): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const k of ['PATH', 'HOME', 'TMPDIR', 'LANG', 'USER']) if (process.env[k] !== undefined) env[k] = process.env[k]!;
+  for (const [k, v] of Object.entries(extra)) if (v !== undefined) env[k] = v;
+  return env;
+}
+
+export function runAgent(args: string[], env: Record<string, string>, timeoutMs = 120_000): Promise<RunResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(AGENT_BIN, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const out: string[] = [];
+    const err: string[] = [];
+    child.stdout.setEncoding('utf8').on('data', (c: string) => out.push(c));
+    child.stderr.setEncoding('utf8').on('data', (c: string) => err.push(c));
+    const t = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.on('error', reject);
+    child.on('close', (code, signal) => {
+      clearTimeout(t);
+      const r = { code, signal, stdout: out.join(''), stderr: err.join('') };
+      capturedOutput.push(r.stdout, r.stderr);
+      resolve(r);
+    });
+  });
+}
+
+/** A long-running agent process (serve) whose output is captured as it comes. */
+export interface AgentProcess {
+  child: ChildProcess;
+  output(): string;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  waitForOutput(re: RegExp, timeoutMs?: number): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export function startAgent(args: string[], env: Record<string, string>): AgentProcess {
+  const child = spawn(AGENT_BIN, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const chunks: string[] = [];
+  const onData = (c: string): void => {
+    chunks.push(c);
+    if (process.env.PKO_AGENT_TEST_VERBOSE === '1') process.stderr.write(c);
+  };
+  child.stdout!.setEncoding('utf8').on('data', onData);
+  child.stderr!.setEncoding('utf8').on('data', onData);
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.on('close', (code, signal) => {
+      capturedOutput.push(chunks.join(''));
+      resolve({ code, signal });
+    }),
+  );
+  const output = (): string => chunks.join('');
+  return {
+    child,
+    output,
+    exited,
+    async waitForOutput(re, timeoutMs = 120_000) {
+      const deadline = Date.now() + timeoutMs;
+      while (!re.test(output())) {
+        if (child.exitCode !== null || child.signalCode !== null) throw new Error(`agent exited while waiting for ${re}:\n${output()}`);
+        if (Date.now() > deadline) throw new Error(`timed out waiting for ${re}:\n${output()}`);
+        await sleep(100);
+      }
+    },
+    async stop() {
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill('SIGTERM');
+        const t = setTimeout(() => child.kill('SIGKILL'), 30_000);
+        await exited;
+        clearTimeout(t);
+      }
+    },
+  };
+}
+
+export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+export async function eventually<T>(what: string, fn: () => Promise<T | undefined> | T | undefined, timeoutMs = 60_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last = '';
+  for (;;) {
+    try {
+      const v = await fn();
+      if (v !== undefined) return v;
+    } catch (e) {
+      last = (e as Error).message;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${last}` : ''}`);
+    await sleep(200);
+  }
+}
+
+/** The toolchain binaries every Pulumi test needs (YAML programs). */
+export const YAML_BINARIES: (keyof ToolchainBinaries)[] = ['pulumi', 'pulumiLanguageYaml'];
+
+/**
+ * The Pulumi environment: the toolchain's bin dirs first on PATH, its own PULUMI_HOME, a file://
+ * backend and a passphrase, no update checks, no plugin downloads, no npm network chatter. The
+ * test provider plugin (agenttest 1.0.0, agent/testkit/provider.ts) is installed into PULUMI_HOME, so
+ * `pulumi install` finds it without a network (programs pin `version: 1.0.0`).
+ */
+export function pulumiEnv(root: string, extra: Record<string, string | undefined> = {}, binaries: (keyof ToolchainBinaries)[] = YAML_BINARIES): Record<string, string> {
+  requireBinaries(binaries);
+  const home = path.join(root, 'pulumi-home');
+  const backend = path.join(root, 'backend');
+  fs.mkdirSync(backend, { recursive: true });
+  const env = cleanEnv({
+    ...toolchainEnv(toolchain),
+    PULUMI_HOME: home,
+    PULUMI_BACKEND_URL: `file://${backend}`,
+    PULUMI_CONFIG_PASSPHRASE: 'test-passphrase',
+    PULUMI_SKIP_UPDATE_CHECK: 'true',
+    PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION: 'true',
+    PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK: 'true',
+    npm_config_audit: 'false',
+    npm_config_fund: 'false',
+    npm_config_update_notifier: 'false',
+    npm_config_offline: 'true',
+    ...extra,
+  });
+  if (!fs.existsSync(path.join(home, 'plugins', 'resource-agenttest-v1.0.0'))) {
+    fs.mkdirSync(home, { recursive: true });
+    const bin = installTestProvider(path.join(root, 'test-provider'));
+    installPlugin(env, 'agenttest', '1.0.0', path.join(bin, 'pulumi-resource-agenttest'));
+  }
+  return env;
+}
+
+/** `pulumi plugin install resource <name> <version> --file <binary>` into the env's PULUMI_HOME. */
+export function installPlugin(env: Record<string, string>, name: string, version: string, file: string): void {
+  execFileSync('pulumi', ['plugin', 'install', 'resource', name, version, '--file', file, '--non-interactive'], { env, stdio: 'pipe' });
+}
+
+/** YAML lines declaring a resource of the test provider (pinned to the installed version). */
+export function testResource(name: string, type: 'Sleep' | 'Fail', props: Record<string, string | number>): string[] {
+  return [
+    `  ${name}:`,
+    `    type: agenttest:index:${type}`,
+    '    properties:',
+    ...Object.entries(props).map(([k, v]) => `      ${k}: ${typeof v === 'string' ? JSON.stringify(v) : v}`),
+    '    options:',
+    '      version: 1.0.0',
+  ];
+}
+
+/** Writes files (relative paths) under a directory. */
+export function writeFiles(dir: string, files: Record<string, string>): void {
+  for (const [p, content] of Object.entries(files)) {
+    fs.mkdirSync(path.dirname(path.join(dir, p)), { recursive: true });
+    fs.writeFileSync(path.join(dir, p), content);
+  }
+}
