@@ -8,9 +8,12 @@
  * language host rejects it when `pulumi up` runs it.
  */
 import * as k8s from '@kubernetes/client-node';
-import { e2eStackSpec, eventually, startOperator, type Operator } from './harness';
+import { e2eStackSpec, eventually, startOperator, type Operator, stackCondition } from './harness';
 
 let op: Operator;
+const getStack = (ns: string, name: string) => op.getStack(ns, name);
+const readyStack = (...args: Parameters<Operator['readyStack']>) => op.readyStack(...args);
+const condition = stackCondition;
 const timings: Record<string, number> = {};
 
 beforeAll(async () => {
@@ -27,24 +30,6 @@ const STACKS = { group: 'pulumi.com', version: 'v1', plural: 'stacks' } as const
 const PROGRAMS = { group: 'pulumi.com', version: 'v1', plural: 'programs' } as const;
 const mergePatch = () => k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
 
-async function getStack(ns: string, name: string): Promise<any> {
-  return op.custom.getNamespacedCustomObject({ ...STACKS, namespace: ns, name });
-}
-function condition(stack: any, type: string): any {
-  return (stack?.status?.conditions ?? []).find((c: any) => c.type === type);
-}
-async function readyStack(ns: string, name: string, after?: (s: any) => boolean, timeoutMs = 240_000): Promise<any> {
-  return eventually(
-    `Stack ${ns}/${name} to be Ready`,
-    async () => {
-      const s = await getStack(ns, name);
-      const ready = condition(s, 'Ready')?.status === 'True' && s.status?.observedGeneration === s.metadata.generation;
-      return ready && (!after || after(s)) ? s : undefined;
-    },
-    timeoutMs,
-    500,
-  );
-}
 
 /** The program's outputs: a broken one refers to a variable nobody defines. */
 function outputs(broken: boolean): Record<string, string> {

@@ -14,9 +14,12 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import * as tar from 'tar';
-import { e2eStackSpec, eventually, startOperator, type Operator } from './harness';
+import { e2eStackSpec, eventually, startOperator, type Operator, stackCondition } from './harness';
 
 let op: Operator;
+const getStack = (ns: string, name: string) => op.getStack(ns, name);
+const readyStack = (...args: Parameters<Operator['readyStack']>) => op.readyStack(...args);
+const condition = stackCondition;
 let artifacts: ArtifactServer;
 const timings: Record<string, number> = {};
 
@@ -206,24 +209,6 @@ async function setArtifact(ns: string, name: string, artifact: Artifact): Promis
   );
 }
 
-async function getStack(ns: string, name: string): Promise<any> {
-  return op.custom.getNamespacedCustomObject({ ...STACKS, namespace: ns, name });
-}
-function condition(stack: any, type: string): any {
-  return (stack?.status?.conditions ?? []).find((c: any) => c.type === type);
-}
-async function readyStack(ns: string, name: string, after?: (s: any) => boolean, timeoutMs = 240_000): Promise<any> {
-  return eventually(
-    `Stack ${ns}/${name} to be Ready`,
-    async () => {
-      const s = await getStack(ns, name);
-      const ready = condition(s, 'Ready')?.status === 'True' && s.status?.observedGeneration === s.metadata.generation;
-      return ready && (!after || after(s)) ? s : undefined;
-    },
-    timeoutMs,
-    500,
-  );
-}
 
 beforeAll(async () => {
   op = await startOperator();

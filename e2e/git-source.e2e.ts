@@ -6,10 +6,13 @@
  * their own smart-HTTP lookup and the agent's fetch init container clones the repository.
  */
 import * as k8s from '@kubernetes/client-node';
-import { e2eStackSpec, eventually, startOperator, type Operator } from './harness';
+import { e2eStackSpec, eventually, startOperator, type Operator, stackCondition } from './harness';
 import { startGitServer, type GitServer } from './testbed/git-server';
 
 let op: Operator;
+const getStack = (ns: string, name: string) => op.getStack(ns, name);
+const readyStack = (...args: Parameters<Operator['readyStack']>) => op.readyStack(...args);
+const condition = stackCondition;
 let publicGit: GitServer;
 let basicGit: GitServer;
 let tokenGit: GitServer;
@@ -34,24 +37,6 @@ afterAll(async () => {
 
 const STACKS = { group: 'pulumi.com', version: 'v1', plural: 'stacks' } as const;
 
-async function getStack(ns: string, name: string): Promise<any> {
-  return op.custom.getNamespacedCustomObject({ ...STACKS, namespace: ns, name });
-}
-function condition(stack: any, type: string): any {
-  return (stack?.status?.conditions ?? []).find((c: any) => c.type === type);
-}
-async function readyStack(ns: string, name: string, after?: (s: any) => boolean, timeoutMs = 240_000): Promise<any> {
-  return eventually(
-    `Stack ${ns}/${name} to be Ready`,
-    async () => {
-      const s = await getStack(ns, name);
-      const ready = condition(s, 'Ready')?.status === 'True' && s.status?.observedGeneration === s.metadata.generation;
-      return ready && (!after || after(s)) ? s : undefined;
-    },
-    timeoutMs,
-    500,
-  );
-}
 async function createStack(ns: string, name: string, spec: Record<string, unknown>): Promise<void> {
   await op.objects.create({ apiVersion: 'pulumi.com/v1', kind: 'Stack', metadata: { name, namespace: ns }, spec: e2eStackSpec(spec) } as k8s.KubernetesObject);
 }

@@ -36,7 +36,16 @@ export interface Operator {
   namespace(name: string): Promise<string>;
   /** Where the PVC `pulumi-state` of a namespace lives on this machine (the file backend). */
   stateDir(namespace: string): string;
+  /** A Stack as the API server has it. */
+  getStack(namespace: string, name: string): Promise<any>;
+  /** Waits until the Stack is Ready for its current generation (and `after` holds, if given). */
+  readyStack(namespace: string, name: string, after?: (stack: any) => boolean, timeoutMs?: number): Promise<any>;
   stop(): Promise<void>;
+}
+
+/** A condition of a Stack's status, by type. */
+export function stackCondition(stack: any, type: string): any {
+  return (stack?.status?.conditions ?? []).find((c: any) => c.type === type);
 }
 
 type Controllers = Awaited<ReturnType<typeof startControllers>>;
@@ -121,10 +130,25 @@ export async function startOperator(): Promise<Operator> {
   });
 
   const stackRbac = readFileSync(join(ROOT, 'manifests', 'stack-rbac.yaml'), 'utf8');
+  const custom = kc.makeApiClient(k8s.CustomObjectsApi);
+  const getStack = (namespace: string, name: string): Promise<any> =>
+    custom.getNamespacedCustomObject({ group: 'pulumi.com', version: 'v1', namespace, plural: 'stacks', name });
   return {
+    getStack,
+    readyStack: (namespace, name, after, timeoutMs = 240_000) =>
+      eventually(
+        `Stack ${namespace}/${name} to be Ready`,
+        async () => {
+          const s = await getStack(namespace, name);
+          const ready = stackCondition(s, 'Ready')?.status === 'True' && s.status?.observedGeneration === s.metadata.generation;
+          return ready && (!after || after(s)) ? s : undefined;
+        },
+        timeoutMs,
+        500,
+      ),
     cp,
     objects,
-    custom: kc.makeApiClient(k8s.CustomObjectsApi),
+    custom,
     core: kc.makeApiClient(k8s.CoreV1Api),
     batch: kc.makeApiClient(k8s.BatchV1Api),
     apps: kc.makeApiClient(k8s.AppsV1Api),

@@ -6,9 +6,12 @@
  */
 import * as k8s from '@kubernetes/client-node';
 import { Agent, request } from 'undici';
-import { e2eStackSpec, eventually, startOperator, type Operator } from './harness';
+import { e2eStackSpec, eventually, startOperator, type Operator, stackCondition } from './harness';
 
 let op: Operator;
+const getStack = (ns: string, name: string) => op.getStack(ns, name);
+const readyStack = (...args: Parameters<Operator['readyStack']>) => op.readyStack(...args);
+const condition = stackCondition;
 const timings: Record<string, number> = {};
 
 beforeAll(async () => {
@@ -21,24 +24,6 @@ afterAll(async () => {
   console.log(`scenario timings (ms): ${JSON.stringify(timings)}`);
 });
 
-async function getStack(ns: string, name: string): Promise<any> {
-  return op.custom.getNamespacedCustomObject({ group: 'pulumi.com', version: 'v1', namespace: ns, plural: 'stacks', name });
-}
-function condition(stack: any, type: string): any {
-  return (stack?.status?.conditions ?? []).find((c: any) => c.type === type);
-}
-async function readyStack(ns: string, name: string, after?: (s: any) => boolean, timeoutMs = 240_000): Promise<any> {
-  return eventually(
-    `Stack ${ns}/${name} to be Ready`,
-    async () => {
-      const s = await getStack(ns, name);
-      const ready = condition(s, 'Ready')?.status === 'True' && s.status?.observedGeneration === s.metadata.generation;
-      return ready && (!after || after(s)) ? s : undefined;
-    },
-    timeoutMs,
-    500,
-  );
-}
 
 function program(ns: string, greeting: string) {
   return {
