@@ -42,13 +42,17 @@ export function realisticSyncRequest(): { body: string; response: string } {
     const r2 = syncStack(syncRequest(stack, cluster), { config: testConfig, now: NOW, lookups: noLookups });
     stack = withStatus(stack, r2);
     cluster = applyChildren(cluster, r2.children);
-    const job = jobsOf(r2).find((j) => !('status' in j && j.status))!;
-    cluster = jobFinishes(cluster, job.metadata.name, { state: 'succeeded', outputs: { url: 'https://example.test', password: '[secret]' } });
+    // The update in flight (created by r1 once the workspace exists, else by r2).
+    const running = r2.status.currentUpdate?.name;
+    if (!running) throw new Error('benchmark request: no update started');
+    cluster = jobFinishes(cluster, running, { state: 'succeeded', outputs: { url: 'https://example.test', password: '[secret]' } });
     const r3 = syncStack(syncRequest(stack, cluster), { config: testConfig, now: NOW, lookups: noLookups });
     stack = withStatus(stack, r3);
     cluster = applyChildren(cluster, r3.children);
   }
   const request = { controller: { apiVersion: 'metacontroller.k8s.io/v1alpha1', kind: 'CompositeController', metadata: { name: 'pulumi-stacks' } }, ...syncRequest(stack, cluster) };
   const response = syncStack(request, { config: testConfig, now: NOW, lookups: noLookups });
+  const ready = response.status.conditions?.find((c) => c.type === 'Ready');
+  if (ready?.status !== 'True' || jobsOf(response).length !== 3) throw new Error('benchmark request is not the steady state it claims to be');
   return { body: JSON.stringify(request), response: JSON.stringify(response) };
 }

@@ -10,6 +10,13 @@ import { join } from 'node:path';
 import { realisticSyncRequest } from './sync-hook-request';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 10);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = Math.floor(s.length / 2);
+  return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
+}
 
 function start(mode: string, bytes: number): Promise<{ child: ChildProcess; port: number }> {
   return new Promise((resolve, reject) => {
@@ -41,27 +48,40 @@ async function main(): Promise<void> {
   }
   const { body, response } = realisticSyncRequest();
   const bytes = Buffer.byteLength(response);
-  const rows: Record<string, string | number>[] = [];
-  for (const mode of ['bare', 'hooks']) {
-    const { child, port } = await start(mode, bytes);
-    await load(port, body, { connections: 10, duration: 2 }); // warm-up (JIT)
-    const max = await load(port, body, { connections: 10 });
-    const fixed = await load(port, body, { connections: 10, overallRate: 1000 });
-    child.kill();
-    rows.push({
-      route: mode === 'hooks' ? 'sync hook' : 'bare Fastify route',
-      'max req/s': Math.round(max.requests.average),
-      'p99 at max (ms)': max.latency.p99,
-      'req/s at fixed rate': Math.round(fixed.requests.average),
-      'p50 at 1,000 req/s (ms)': fixed.latency.p50,
-      'p99 at 1,000 req/s (ms)': fixed.latency.p99,
-    });
+  // Rounds alternate between the two servers and each figure is the median over rounds, so a
+  // change in background load biases both sides alike instead of whichever ran second.
+  const samples: Record<string, { max: number[]; p99max: number[]; fixed: number[]; p50: number[]; p99: number[] }> = {};
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const mode of ['bare', 'hooks']) {
+      const { child, port } = await start(mode, bytes);
+      await load(port, body, { connections: 10, duration: 2 }); // warm-up (JIT)
+      const max = await load(port, body, { connections: 10 });
+      const fixed = await load(port, body, { connections: 10, overallRate: 1000 });
+      child.kill();
+      const s = (samples[mode] ??= { max: [], p99max: [], fixed: [], p50: [], p99: [] });
+      s.max.push(max.requests.average);
+      s.p99max.push(max.latency.p99);
+      s.fixed.push(fixed.requests.average);
+      s.p50.push(fixed.latency.p50);
+      s.p99.push(fixed.latency.p99);
+    }
   }
+  const rows: Record<string, string | number>[] = ['bare', 'hooks'].map((mode) => {
+    const s = samples[mode]!;
+    return {
+      route: mode === 'hooks' ? 'sync hook' : 'bare Fastify route',
+      'max req/s': Math.round(median(s.max)),
+      'p99 at max (ms)': median(s.p99max),
+      'req/s at fixed rate': Math.round(median(s.fixed)),
+      'p50 at 1,000 req/s (ms)': median(s.p50),
+      'p99 at 1,000 req/s (ms)': median(s.p99),
+    };
+  });
   const [bare, hooks] = rows as [Record<string, number>, Record<string, number>];
-  console.log(`request ${Buffer.byteLength(body)} bytes, response ${bytes} bytes, ${DURATION} s per run, node ${process.version}`);
+  console.log(`request ${Buffer.byteLength(body)} bytes, response ${bytes} bytes, ${DURATION} s per run, median of ${ROUNDS} alternating rounds, node ${process.version}`);
   console.table(rows);
   console.log(`throughput ratio (sync hook / bare route): ${(hooks['max req/s']! / bare['max req/s']!).toFixed(2)}`);
-  console.log(JSON.stringify({ requestBytes: Buffer.byteLength(body), responseBytes: bytes, rows }));
+  console.log(JSON.stringify({ requestBytes: Buffer.byteLength(body), responseBytes: bytes, rounds: ROUNDS, rows, samples }));
 }
 
 main().catch((err) => {

@@ -25,7 +25,15 @@ const MERGE_KEYS: Record<string, string> = {
 };
 
 export function strategicMerge<T>(base: T, patch: unknown): T {
-  return mergeValue(cloneJson(base), cloneJson(patch), undefined) as T;
+  // Neither input is modified. The result shares unchanged parts of `base` (callers pass objects
+  // they just built) but never a part of `patch` (the user's spec): every patch value is copied
+  // as it is merged in, so editing the result cannot reach back into the request.
+  return mergeValue(base, patch, undefined) as T;
+}
+
+/** A deep copy of a patch value, with its merge directives applied as to an absent base. */
+function copyOf(value: unknown): unknown {
+  return mergeValue(undefined, value, undefined);
 }
 
 function mergeValue(base: unknown, patch: unknown, field: string | undefined): unknown {
@@ -33,7 +41,7 @@ function mergeValue(base: unknown, patch: unknown, field: string | undefined): u
   if (isRecord(patch)) {
     if (patch.$patch === 'replace') {
       const { $patch: _d, ...rest } = patch;
-      return rest;
+      return cloneJson(rest);
     }
     const out: Record<string, unknown> = isRecord(base) ? { ...base } : {};
     for (const [k, v] of Object.entries(patch)) {
@@ -45,11 +53,11 @@ function mergeValue(base: unknown, patch: unknown, field: string | undefined): u
   }
   if (Array.isArray(patch)) {
     const key = field !== undefined ? MERGE_KEYS[field] : undefined;
-    if (key === undefined || !Array.isArray(base)) return patch.filter((p) => !(isRecord(p) && p.$patch === 'delete'));
+    if (key === undefined || !Array.isArray(base)) return patch.filter((p) => !(isRecord(p) && p.$patch === 'delete')).map(copyOf);
     const out = [...base];
     for (const item of patch) {
       if (!isRecord(item) || item[key] === undefined) {
-        out.push(item);
+        out.push(copyOf(item));
         continue;
       }
       const i = out.findIndex((b) => isRecord(b) && b[key] === item[key]);
@@ -58,7 +66,7 @@ function mergeValue(base: unknown, patch: unknown, field: string | undefined): u
       } else if (i >= 0) {
         out[i] = mergeValue(out[i], item, undefined);
       } else {
-        out.push(item);
+        out.push(copyOf(item));
       }
     }
     return out;

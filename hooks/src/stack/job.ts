@@ -181,6 +181,18 @@ export interface JobOutcome {
 
 /** A finished Job's result, or undefined while it runs. A pod that died without reporting is a failure. */
 export function jobOutcome(job: KObject): JobOutcome | undefined {
+  // A sync asks about the same Job several times; the answer is parsed from its annotation once.
+  const known = outcomes.get(job);
+  if (known !== undefined) return known ?? undefined;
+  const outcome = readJobOutcome(job);
+  outcomes.set(job, outcome ?? null);
+  return outcome;
+}
+
+/** Per observed Job object (so per request): dropped with the request. */
+const outcomes = new WeakMap<KObject, JobOutcome | null>();
+
+function readJobOutcome(job: KObject): JobOutcome | undefined {
   const type = jobType(job) ?? 'up';
   const result = parseUpdateResult(job.metadata.annotations?.[Annotations.updateResult]);
   const failed = conditionOf(job, 'Failed');

@@ -1,7 +1,7 @@
 import type { Stack, StackStatus, StackUpdateState } from '../../../schemas/generated/types';
 import { Annotations, type OperationType } from '../../../contract';
 import type { HookConfig } from '../config';
-import { cloneJson } from '../lib/json';
+import { isRecord } from '../lib/json';
 import { asLastApplied, asRetained, objectsOf, type KObject, type ObjectMap } from '../lib/k8s';
 import { applyMark, Reasons, type Mark } from './conditions';
 import { decideSync, MAX_UPDATE_FAILURES } from './decision';
@@ -9,7 +9,7 @@ import { buildJob, identityOf, jobName, jobOutcome, jobType, type JobOutcome, ty
 import { checkPrerequisites, refreshRequestsFor } from './prerequisites';
 import { resolveSource, type RefLookup } from './source';
 import { validateStackObject } from './validate';
-import { buildWorkspace, workspaceName, workspaceReadiness } from './workspace';
+import { desiredWorkspace, workspaceName, workspaceReadiness } from './workspace';
 
 export interface StackSyncRequest {
   parent: Stack;
@@ -115,8 +115,10 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
 
   const status: StackStatus = {};
   const previous = stack.status ?? {};
+  // Carried over by (shallow) copy: the decision replaces these objects, it never edits them in place.
   for (const key of ['lastUpdate', 'currentUpdate', 'outputs', 'projectInfo'] as const) {
-    if (previous[key] !== undefined) (status as Record<string, unknown>)[key] = cloneJson(previous[key]);
+    const value = previous[key];
+    if (isRecord(value)) (status as Record<string, unknown>)[key] = { ...value };
   }
   status.observedGeneration = generation;
   if (request !== '') status.observedReconcileRequest = request;
@@ -183,7 +185,7 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
     now,
     refreshRequestedBy: deleting ? [] : refreshRequestsFor(stack, req.related),
   });
-  const workspace = buildWorkspace(stack, source.source, config);
+  const workspace = desiredWorkspace(stack, source.source, config);
   if (decision.synced) {
     const children: KObject[] = [...keptJobs];
     const reclaim = spec.workspaceReclaimPolicy === 'Delete' && status.lastUpdate?.state === 'succeeded';

@@ -1,6 +1,7 @@
 import type { ResourceRef, Stack, StackSpec } from '../../../schemas/generated/types';
 import { validateStack } from '../../../schemas';
 import { parseDuration } from '../lib/duration';
+import { memoizeByContent } from '../lib/memo';
 
 /** Flux source kinds a Stack may reference, with their resource names (customize needs the plural). */
 export const FLUX_KINDS: Record<string, string> = {
@@ -32,7 +33,23 @@ export function hasGitSource(spec: StackSpec): boolean {
  * Empty when the Stack is valid. Checks the schema (the API server may not have: an older CRD,
  * or a request made up by hand) and then upstream's controller-side rules.
  */
-export function validateStackObject(stack: Stack): string[] {
+export function validateStackObject(stack: Stack): readonly string[] {
+  return validateStackContent({
+    apiVersion: stack.apiVersion,
+    kind: stack.kind,
+    metadata: { name: stack.metadata?.name, namespace: stack.metadata?.namespace },
+    spec: stack.spec,
+  } as Stack);
+}
+
+/**
+ * The checks depend on the name, namespace and spec only: the status is the hooks' own output
+ * (an unexpected status must never stall a Stack), and the rest of the metadata is the API
+ * server's to validate. Memoised by content, since every sync validates an unchanged spec.
+ */
+const validateStackContent = memoizeByContent((stack: Stack) => checkStack(stack), (stack: Stack) => stack);
+
+function checkStack(stack: Stack): string[] {
   const schema = validateStack(stack);
   if (!schema.ok) return schema.errors.map((e) => `${e.path} ${e.message}`);
   const spec = stack.spec;

@@ -13,6 +13,7 @@ import {
 } from '../../../contract';
 import type { HookConfig } from '../config';
 import { shortHash, stableStringify } from '../lib/json';
+import { memoizeByContent } from '../lib/memo';
 import type { KObject } from '../lib/k8s';
 import { strategicMerge } from '../lib/merge';
 import type { WorkspaceSource } from './source';
@@ -190,6 +191,20 @@ export interface DesiredWorkspace {
   /** Hash of the desired pod template; the workspace is ready for an operation once it runs this. */
   hash: string;
 }
+
+/**
+ * buildWorkspace, memoised by content. Metacontroller calls the sync hook for every Stack on every
+ * resync and child event, and in steady state the desired workspace does not change: building it
+ * (a strategic merge of the user's template, then a stable hash of the pod template) was the
+ * largest cost of a steady-state sync (bench/sync-hook.ts). The key is all buildWorkspace reads.
+ */
+export const desiredWorkspace = memoizeByContent(buildWorkspace, (stack: Stack, source: WorkspaceSource, config: HookConfig) => [
+  stack.metadata?.name,
+  stack.metadata?.namespace,
+  stack.spec,
+  source,
+  config,
+]);
 
 /** The workspace StatefulSet and Service for a Stack and its resolved source (reference §5.3, our agent). */
 export function buildWorkspace(stack: Stack, source: WorkspaceSource, config: HookConfig): DesiredWorkspace {

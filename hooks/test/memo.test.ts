@@ -1,0 +1,114 @@
+import fc from 'fast-check';
+import { memoizeByContent } from '../src/lib/memo';
+import { strategicMerge } from '../src/lib/merge';
+import { syncStack } from '../src/stack/sync';
+import { validateStackObject } from '../src/stack/validate';
+import { buildWorkspace, desiredWorkspace } from '../src/stack/workspace';
+import { condition, makeStack, noLookups, NOW, syncRequest, testConfig } from './builders';
+
+const programSource = { kind: 'program' as const, program: 'my-program', configMap: 'my-program-program', digest: 'sha256:' + 'a'.repeat(64) };
+
+describe('memoizeByContent', () => {
+  it('answers equal content from the cache and different content anew', () => {
+    let calls = 0;
+    const double = memoizeByContent((x: { n: number }) => ({ value: (calls++, x.n * 2) }), (x) => x);
+    const a = double({ n: 2 });
+    expect(double({ n: 2 })).toBe(a); // another object with the same content: a hit
+    expect(calls).toBe(1);
+    expect(double({ n: 3 }).value).toBe(6);
+    expect(calls).toBe(2);
+  });
+
+  it('returns frozen results, so no caller can change the next answer', () => {
+    const make = memoizeByContent((n: number) => ({ list: [n], nested: { n } }), (n) => n);
+    const r = make(1);
+    expect(() => {
+      (r.list as number[]).push(2);
+    }).toThrow(TypeError);
+    expect(() => {
+      (r.nested as { n: number }).n = 5;
+    }).toThrow(TypeError);
+    expect(make(1)).toEqual({ list: [1], nested: { n: 1 } });
+  });
+
+  it('is bounded: the least recently used entry is forgotten, and recomputed when asked again', () => {
+    let calls = 0;
+    const f = memoizeByContent((n: number) => ({ n, call: ++calls }), (n) => n, 2);
+    f(1);
+    f(2);
+    f(1); // 1 is now more recent than 2
+    f(3); // evicts 2
+    expect(calls).toBe(3);
+    expect(f(1).call).toBe(1);
+    expect(f(2).call).toBe(4);
+  });
+});
+
+describe('the memoised workspace', () => {
+  const json = fc.letrec((tie) => ({
+    value: fc.oneof({ depthSize: 'small' }, fc.string({ maxLength: 4 }), fc.integer(), fc.boolean(), fc.array(tie('value'), { maxLength: 2 }), fc.dictionary(fc.string({ maxLength: 4 }), tie('value'), { maxKeys: 2 })),
+  })).value;
+  const container = fc.record({ name: fc.constantFrom('pulumi', 'fetch', 'sidecar'), image: fc.constantFrom('a', 'b'), env: fc.array(fc.record({ name: fc.constantFrom('A', 'B'), value: fc.string({ maxLength: 3 }) }), { maxLength: 2 }) });
+  const template = fc.record(
+    {
+      image: fc.constantFrom('example.test/agent:1', 'example.test/agent:2'),
+      securityProfile: fc.constantFrom('restricted', 'baseline'),
+      env: fc.array(fc.record({ name: fc.constantFrom('X', 'Y', 'PULUMI_ENV'), value: fc.string({ maxLength: 3 }) }), { maxLength: 2 }),
+      podTemplate: fc.record({ metadata: fc.record({ labels: fc.dictionary(fc.constantFrom('a', 'b'), fc.string({ maxLength: 3 }), { maxKeys: 2 }) }), spec: fc.record({ containers: fc.array(container, { maxLength: 2 }), nodeSelector: fc.dictionary(fc.string({ maxLength: 3 }), fc.string({ maxLength: 3 }), { maxKeys: 2 }), extra: json }, { requiredKeys: [] }) }, { requiredKeys: [] }),
+    },
+    { requiredKeys: [] },
+  );
+
+  it('is exactly what building it would give, for any workspaceTemplate, and never a stale answer', () => {
+    fc.assert(
+      fc.property(template, template, (t1, t2) => {
+        const s1 = makeStack({ workspaceTemplate: { spec: t1 } } as any);
+        const s2 = makeStack({ workspaceTemplate: { spec: t2 } } as any);
+        const w1 = desiredWorkspace(s1, programSource, testConfig);
+        const w2 = desiredWorkspace(s2, programSource, testConfig);
+        expect(w1).toEqual(buildWorkspace(structuredClone(s1), programSource, testConfig));
+        expect(w2).toEqual(buildWorkspace(structuredClone(s2), programSource, testConfig));
+        if (JSON.stringify(t1) !== JSON.stringify(t2) && w1.hash === w2.hash) {
+          // Different templates may build the same pod (e.g. an env value the agent overrides), never a different one under the same hash.
+          expect(w1.statefulSet.spec.template).toEqual(w2.statefulSet.spec.template);
+        }
+      }),
+      { numRuns: 200 },
+    );
+  });
+
+  it('differs when only the source, the name or the namespace differs', () => {
+    const stack = makeStack();
+    const base = desiredWorkspace(stack, programSource, testConfig);
+    expect(desiredWorkspace(stack, { ...programSource, digest: 'sha256:' + 'b'.repeat(64) }, testConfig).hash).not.toBe(base.hash);
+    expect(desiredWorkspace(makeStack({}, { name: 'other' }), programSource, testConfig).statefulSet.metadata.name).toBe('other-workspace');
+    expect(desiredWorkspace(makeStack({}, { namespace: 'team-b' }), programSource, testConfig).statefulSet.metadata.namespace).toBe('team-b');
+    expect(desiredWorkspace(stack, programSource, { ...testConfig, agentImage: 'example.test/other:1' }).hash).not.toBe(base.hash);
+  });
+});
+
+describe('strategicMerge', () => {
+  it('changes neither input, and its result shares nothing with the patch', () => {
+    const base = { spec: { containers: [{ name: 'pulumi', env: [{ name: 'A', value: '1' }] }], volumes: [{ name: 'share', emptyDir: {} }] } };
+    const patch = { spec: { containers: [{ name: 'pulumi', env: [{ name: 'B', value: '2' }] }, { name: 'sidecar', args: ['x'] }], nodeSelector: { zone: 'a' }, tolerations: [{ key: 'k' }] } };
+    const before = { base: structuredClone(base), patch: structuredClone(patch) };
+    const merged: any = strategicMerge(base, patch);
+    expect(base).toEqual(before.base);
+    expect(patch).toEqual(before.patch);
+    merged.spec.containers[1].args.push('y');
+    merged.spec.nodeSelector.zone = 'b';
+    merged.spec.tolerations[0].key = 'changed';
+    merged.spec.containers[0].env.push({ name: 'C' });
+    expect(patch).toEqual(before.patch);
+    expect(base).toEqual(before.base);
+  });
+});
+
+describe('validation', () => {
+  it('looks at the spec, not at the status the hooks wrote (an odd status never stalls a Stack)', () => {
+    const stack = makeStack({}, {}, { lastUpdate: { state: 'from-a-future-version', failures: 'many' } } as any);
+    expect(validateStackObject(stack)).toEqual([]);
+    const res = syncStack(syncRequest(stack), { config: testConfig, now: NOW, lookups: noLookups });
+    expect(condition(res.status, 'Stalled')).toBeUndefined();
+  });
+});
