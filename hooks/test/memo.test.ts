@@ -1,5 +1,6 @@
 import fc from 'fast-check';
-import { memoizeByContent } from '../src/lib/memo';
+import { deepFreeze } from '../src/lib/json';
+import { jsonOf, memoizeByContent, responseJson } from '../src/lib/memo';
 import { strategicMerge } from '../src/lib/merge';
 import { syncStack } from '../src/stack/sync';
 import { validateStackObject } from '../src/stack/validate';
@@ -84,6 +85,30 @@ describe('the memoised workspace', () => {
     expect(desiredWorkspace(makeStack({}, { name: 'other' }), programSource, testConfig).statefulSet.metadata.name).toBe('other-workspace');
     expect(desiredWorkspace(makeStack({}, { namespace: 'team-b' }), programSource, testConfig).statefulSet.metadata.namespace).toBe('team-b');
     expect(desiredWorkspace(stack, programSource, { ...testConfig, agentImage: 'example.test/other:1' }).hash).not.toBe(base.hash);
+  });
+});
+
+describe('responseJson', () => {
+  it('gives the bytes JSON.stringify gives, for any response, with frozen and unfrozen children', () => {
+    const json = fc.jsonValue({ maxDepth: 3 });
+    fc.assert(
+      fc.property(fc.dictionary(fc.string({ maxLength: 5 }), json, { maxKeys: 3 }), fc.array(fc.tuple(json, fc.boolean()), { maxLength: 4 }), fc.option(fc.integer()), (status, kids, resync) => {
+        const children = kids.map(([child, freeze]) => (freeze ? deepFreeze(structuredClone(child)) : child));
+        const response = { status, children, resyncAfterSeconds: resync ?? undefined, finalized: undefined };
+        expect(responseJson(response)).toBe(JSON.stringify(response));
+        expect(responseJson(response)).toBe(JSON.stringify(response)); // and again, from the cache
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('remembers the JSON of frozen objects only', () => {
+    const frozen = deepFreeze({ a: [1, 2] });
+    expect(jsonOf(frozen)).toBe('{"a":[1,2]}');
+    const open = { a: 1 };
+    expect(jsonOf(open)).toBe('{"a":1}');
+    open.a = 2;
+    expect(jsonOf(open)).toBe('{"a":2}');
   });
 });
 

@@ -19,3 +19,33 @@ export function memoizeByContent<A extends unknown[], R>(fn: (...args: A) => R, 
     return value;
   };
 }
+
+const jsonOfFrozen = new WeakMap<object, string>();
+
+/**
+ * JSON.stringify, remembered for frozen objects (memoised results: they cannot change, so their
+ * JSON cannot either). Serialising the unchanged workspace on every sync was a tenth of its cost.
+ */
+export function jsonOf(value: unknown): string {
+  if (value === null || typeof value !== 'object' || !Object.isFrozen(value)) return JSON.stringify(value);
+  let json = jsonOfFrozen.get(value);
+  if (json === undefined) {
+    json = JSON.stringify(value);
+    jsonOfFrozen.set(value, json);
+  }
+  return json;
+}
+
+/**
+ * The JSON of a hook response object whose `children` list may hold memoised objects: the same
+ * bytes as JSON.stringify(response), with the children's JSON taken from jsonOf.
+ */
+export function responseJson(response: object): string {
+  const parts: string[] = [];
+  for (const [key, value] of Object.entries(response)) {
+    if (value === undefined || typeof value === 'function') continue;
+    const json = key === 'children' && Array.isArray(value) ? `[${value.map((c) => (c === undefined ? 'null' : jsonOf(c))).join(',')}]` : JSON.stringify(value);
+    parts.push(`${JSON.stringify(key)}:${json}`);
+  }
+  return `{${parts.join(',')}}`;
+}

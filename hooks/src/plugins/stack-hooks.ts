@@ -5,9 +5,12 @@ import type { HookConfig } from '../config';
 import type { GitResolver } from '../git/ls-remote';
 import type { HookMetrics } from './metrics';
 import type { ObjectMap } from '../lib/k8s';
+import { responseJson } from '../lib/memo';
 import { customizeStack } from '../stack/customize';
 import { planRefLookup, refLookupKey, type RefLookup } from '../stack/source';
 import { syncStack, type StackSyncRequest } from '../stack/sync';
+
+const JSON_TYPE = 'application/json; charset=utf-8';
 
 export interface StackHooksOptions {
   config: HookConfig;
@@ -57,12 +60,15 @@ export async function stackHooks(app: FastifyInstance, opts: StackHooksOptions):
     return response;
   };
 
-  app.post<{ Body: SyncBody }>('/sync', { schema: { body: requestSchemas.compositeSync } }, async (request) =>
-    sync(request.body, request.body.finalizing === true, request.log),
-  );
-  app.post<{ Body: SyncBody }>('/finalize', { schema: { body: requestSchemas.compositeSync } }, async (request) =>
-    sync(request.body, true, request.log),
-  );
+  // Sent pre-serialised: the unchanged (memoised) workspace's JSON is reused, not rebuilt.
+  app.post<{ Body: SyncBody }>('/sync', { schema: { body: requestSchemas.compositeSync } }, async (request, reply) => {
+    const response = await sync(request.body, request.body.finalizing === true, request.log);
+    return reply.type(JSON_TYPE).send(responseJson(response));
+  });
+  app.post<{ Body: SyncBody }>('/finalize', { schema: { body: requestSchemas.compositeSync } }, async (request, reply) => {
+    const response = await sync(request.body, true, request.log);
+    return reply.type(JSON_TYPE).send(responseJson(response));
+  });
 }
 
 /** The git lookup this request needs; none when the spec is too broken to say (validation reports it). */
