@@ -72,11 +72,10 @@ test('observability.md lists exactly the metrics of manifests/kube-state-metrics
   expect([...new Set(documented)].sort()).toEqual(configured);
 });
 
-test('troubleshooting.md explains every Reconciling and Stalled reason; migration.md the one never set', () => {
+test('troubleshooting.md explains every Reconciling and Stalled reason', () => {
   const doc = readRepoFile('docs/troubleshooting.md');
-  const reasons = Object.values(Reasons).filter((r) => !['ProcessingCompleted', 'NotReadyInProgress', 'NotReadyStalled', 'NamespaceTerminating'].includes(r));
+  const reasons = Object.values(Reasons).filter((r) => !['ProcessingCompleted', 'NotReadyInProgress', 'NotReadyStalled'].includes(r));
   for (const r of reasons) expect({ r, documented: doc.includes(`| \`${r}\` |`) }).toEqual({ r, documented: true });
-  expect(readRepoFile('docs/migration.md')).toContain('`NamespaceTerminating`');
 });
 
 test('image tags in the docs are the package version', () => {

@@ -1,5 +1,6 @@
 import { Annotations, SECRET_MASK } from '../../contract';
 import { syncStack, type StackSyncResponse } from '../src/stack/sync';
+import { customizeStack } from '../src/stack/customize';
 import type { KObject } from '../src/lib/k8s';
 import { stableStringify } from '../src/lib/json';
 import {
@@ -384,6 +385,47 @@ describe('deletion', () => {
     const failing = workspaceFails(applyChildren([], r1.children), 'InstallationFailed', 'boom');
     const del = { ...withStatus(stack, r1), metadata: { ...stack.metadata!, deletionTimestamp: '2026-11-22T10:05:00Z' } };
     const res = syncStack(syncRequest(del, failing, [makeProgram()], true), ctx());
+    expect(res.finalized).toBe(true);
+  });
+
+  const terminatingNamespace = (name = 'team-a') =>
+    ({ apiVersion: 'v1', kind: 'Namespace', metadata: { name, deletionTimestamp: '2026-11-22T10:04:00Z' }, status: { phase: 'Terminating' } }) as KObject;
+
+  it('asks to see its Namespace only when a destroy runs on deletion', () => {
+    const rules = (spec: Parameters<typeof makeStack>[0]) => customizeStack(makeStack(spec)).relatedResources.filter((r) => r.resource === 'namespaces');
+    expect(rules({ destroyOnFinalize: true })).toEqual([{ apiVersion: 'v1', resource: 'namespaces', names: ['team-a'] }]);
+    expect(rules({})).toEqual([]);
+  });
+
+  it('stalls with NamespaceTerminating, keeping the finalizer, when its namespace is deleted before the destroy could start', () => {
+    const { stack, cluster } = readyStack({ destroyOnFinalize: true });
+    // The namespace controller has removed the workspace and nothing can be created any more.
+    const gone = cluster.filter((c) => c.kind !== 'StatefulSet' && c.kind !== 'Service');
+    const res = syncStack(syncRequest(deleting(stack), gone, [makeProgram(), terminatingNamespace()], true), ctx());
+    expect(res.finalized).toBe(false);
+    expect(condition(res.status, 'Stalled')).toMatchObject({ status: 'True', reason: 'NamespaceTerminating' });
+    expect(condition(res.status, 'Stalled')!.message).toContain(`kubectl patch stack my-stack -n team-a --type=merge -p '{"metadata":{"finalizers":[]}}'`);
+    expect(res.resyncAfterSeconds).toBe(30);
+    expect(jobsOf(res).map((j) => j.metadata.name)).toEqual(jobsOf({ children: gone }).map((j) => j.metadata.name));
+  });
+
+  it('is not stalled by another namespace terminating, nor while its workspace still runs the destroy', () => {
+    const { stack, cluster } = readyStack({ destroyOnFinalize: true });
+    const gone = cluster.filter((c) => c.kind !== 'StatefulSet' && c.kind !== 'Service');
+    const other = syncStack(syncRequest(deleting(stack), gone, [makeProgram(), terminatingNamespace('team-b')], true), ctx());
+    expect(condition(other.status, 'Stalled')).toBeUndefined();
+    // The source-less destroy's workspace was up before the namespace began terminating.
+    const r1 = syncStack(syncRequest(deleting(stack), cluster, [makeProgram()], true), ctx());
+    const rolled = workspaceBecomesReady(applyChildren(cluster, r1.children));
+    const running = syncStack(syncRequest(withStatus(deleting(stack), r1), rolled, [makeProgram(), terminatingNamespace()], true), ctx());
+    expect(condition(running.status, 'Stalled')).toBeUndefined();
+    expect(jobsOf(running).some((j) => j.metadata.labels!['auto.pulumi.com/update-type'] === 'destroy')).toBe(true);
+  });
+
+  it('releases a never-deployed Stack whose namespace is terminating', () => {
+    const stack = makeStack({ destroyOnFinalize: true });
+    const del = { ...stack, metadata: { ...stack.metadata!, deletionTimestamp: '2026-11-22T10:05:00Z' } };
+    const res = syncStack(syncRequest(del, [], [makeProgram(), terminatingNamespace()], true), ctx());
     expect(res.finalized).toBe(true);
   });
 });

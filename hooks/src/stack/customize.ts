@@ -15,7 +15,8 @@ export interface RelatedResourceRule {
 /**
  * The objects a Stack's sync needs to see (Metacontroller watches them and re-syncs the Stack when
  * they change): its Program or Flux source, its prerequisites, the Secrets needed to resolve a git
- * branch of a private repository, and refresh requests from dependents. Nothing else: no Secret
+ * branch of a private repository, refresh requests from dependents, and its Namespace when a destroy
+ * runs on deletion. Nothing else: no Secret
  * the hooks do not strictly need. Cached by Metacontroller per Stack generation.
  */
 export function customizeStack(stack: Stack): { relatedResources: RelatedResourceRule[] } {
@@ -39,6 +40,9 @@ export function customizeStack(stack: Stack): { relatedResources: RelatedResourc
   if (prerequisites.length) rules.push({ apiVersion: GROUP_VERSION, resource: 'stacks', namespace: ns, names: prerequisites });
   const secrets = hasGitSource(spec) ? secretsForLookup(spec) : [];
   if (secrets.length) rules.push({ apiVersion: 'v1', resource: 'secrets', namespace: ns, names: secrets });
+  // A destroy on deletion needs a workspace; seeing the namespace lets sync say why none can start
+  // when the namespace itself is being deleted (Stalled/NamespaceTerminating, as upstream).
+  if (spec.destroyOnFinalize === true) rules.push({ apiVersion: 'v1', resource: 'namespaces', names: [ns] });
   rules.push(refreshRequests);
   return { relatedResources: rules };
 }

@@ -2,7 +2,7 @@ import type { Stack, StackStatus, StackUpdateState } from '../../../schemas/gene
 import { Annotations, type OperationType } from '../../../contract';
 import type { HookConfig } from '../config';
 import { isRecord } from '../lib/json';
-import { asLastApplied, asRetained, objectsOf, type KObject, type ObjectMap } from '../lib/k8s';
+import { asLastApplied, asRetained, findObject, objectsOf, type KObject, type ObjectMap } from '../lib/k8s';
 import { applyMark, Reasons, type Mark } from './conditions';
 import { decideSync, MAX_UPDATE_FAILURES } from './decision';
 import { buildJob, identityOf, jobName, jobOutcome, jobType, type JobOutcome, type UpdateIdentity } from './job';
@@ -96,6 +96,20 @@ function resultMark(last: StackUpdateState | undefined): Mark {
   }
   if (last.type === 'preview') return { kind: 'reconciling', reason: Reasons.PreviewFailed, message: `preview failed (${failures + 1} attempt(s))` };
   return { kind: 'reconciling', reason: Reasons.RetryingAfterFailure, message: `${failures + 1} update failure(s)` };
+}
+
+/** True when the Stack's namespace (a related object when destroyOnFinalize is set) is being deleted. */
+function namespaceTerminating(stack: Stack, related: ObjectMap | undefined): boolean {
+  const ns = findObject(related, 'Namespace', 'v1', undefined, stack.metadata?.namespace as string);
+  return ns !== undefined && (ns.status?.phase === 'Terminating' || ns.metadata.deletionTimestamp !== undefined);
+}
+
+function namespaceTerminatingMessage(name: string, namespace: string): string {
+  return (
+    `namespace ${namespace} is terminating, so no workspace can start to destroy the stack; ` +
+    `delete its resources by other means (for example \`pulumi destroy\` against the same backend), ` +
+    `then release the Stack: kubectl patch stack ${name} -n ${namespace} --type=merge -p '{"metadata":{"finalizers":[]}}'`
+  );
 }
 
 /**
@@ -221,6 +235,13 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
     return respond({ kind: 'stalled', reason, message: readiness.message }, children);
   }
   if (readiness.state === 'waiting') {
+    if (deleting && namespaceTerminating(stack, req.related)) {
+      // No workspace can be created in a namespace being deleted, so the destroy cannot run.
+      if (status.lastUpdate === undefined) return respond({ kind: 'ready' }, children, { finalized: true });
+      return respond({ kind: 'stalled', reason: Reasons.NamespaceTerminating, message: namespaceTerminatingMessage(name, stack.metadata?.namespace as string) }, children, {
+        resyncAfterSeconds: SOURCE_RETRY_SECONDS,
+      });
+    }
     return respond({ kind: 'reconciling', reason: Reasons.StackProcessing, message: readiness.message }, children);
   }
 
