@@ -7,12 +7,14 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { requireBinaries, toolchain, toolchainEnv, type ToolchainBinaries } from '../../e2e/testbed/toolchain';
+import { requireBinaries, toolchain, toolchainEnv, unavailableBinaries, type ToolchainBinaries } from '../../e2e/testbed/toolchain';
+import { installTestLanguageHost, TEST_LANGUAGE_HOST_VERSION } from '../testkit/language-nodejs';
 import { installTestProvider } from '../testkit/provider';
 
 export const REPO = path.resolve(__dirname, '..', '..');
 export const AGENT_BIN = path.join(REPO, 'bin', 'pko-agent');
 const DIST_MAIN = path.join(REPO, 'dist', 'agent', 'src', 'main.js');
+const DIST_LANGUAGE_HOST = path.join(REPO, 'dist', 'agent', 'testkit', 'language-nodejs.js');
 
 /** Every line any agent process printed in this test file (the secrets test greps it). */
 export const capturedOutput: string[] = [];
@@ -27,10 +29,10 @@ function newest(dir: string): number {
   return t;
 }
 
-/** Compiles agent/ (and contract/) into dist/ unless dist is newer than every source. */
+/** Compiles agent/src, agent/testkit and contract/ into dist/ unless dist is newer than every source. */
 export function ensureBuilt(): void {
-  const src = Math.max(newest(path.join(REPO, 'agent', 'src')), fs.statSync(path.join(REPO, 'contract', 'index.ts')).mtimeMs);
-  const built = fs.existsSync(DIST_MAIN) ? fs.statSync(DIST_MAIN).mtimeMs : 0;
+  const src = Math.max(newest(path.join(REPO, 'agent', 'src')), newest(path.join(REPO, 'agent', 'testkit')), fs.statSync(path.join(REPO, 'contract', 'index.ts')).mtimeMs);
+  const built = Math.min(...[DIST_MAIN, DIST_LANGUAGE_HOST].map((f) => (fs.existsSync(f) ? fs.statSync(f).mtimeMs : 0)));
   if (built >= src) return;
   execFileSync(process.execPath, [path.join(REPO, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', path.join(REPO, 'agent', 'tsconfig.json')], {
     cwd: REPO,
@@ -176,9 +178,31 @@ export function pulumiEnv(root: string, extra: Record<string, string | undefined
   return env;
 }
 
-/** `pulumi plugin install resource <name> <version> --file <binary>` into the env's PULUMI_HOME. */
-export function installPlugin(env: Record<string, string>, name: string, version: string, file: string): void {
-  execFileSync('pulumi', ['plugin', 'install', 'resource', name, version, '--file', file, '--non-interactive'], { env, stdio: 'pipe' });
+/** `pulumi plugin install <kind> <name> <version> --file <binary>` into the env's PULUMI_HOME. */
+export function installPlugin(env: Record<string, string>, name: string, version: string, file: string, kind: 'resource' | 'language' = 'resource'): void {
+  execFileSync('pulumi', ['plugin', 'install', kind, name, version, '--file', file, '--non-interactive'], { env, stdio: 'pipe' });
+}
+
+/**
+ * Makes `runtime: nodejs` projects runnable in the env: the toolchain's real pulumi-language-nodejs
+ * when build.sh could build it (next to pulumi, where the CLI looks first), else the test-bed host
+ * (agent/testkit/language-nodejs.ts, needs ensureBuilt()) put into the env's PULUMI_HOME plugin cache.
+ * Not `pulumi plugin install` (it refuses the language hosts bundled with the CLI) and not PATH (the
+ * CLI then warns "using pulumi-language-nodejs from $PATH" on every command). Returns which one, for
+ * the test output.
+ */
+export function useNodejsLanguageHost(env: Record<string, string>): string {
+  const real = toolchain.binaries.pulumiLanguageNodejs;
+  try {
+    fs.accessSync(real, fs.constants.X_OK);
+    return `the toolchain's pulumi-language-nodejs (${real})`;
+  } catch {
+    /* not built here */
+  }
+  const dir = path.join(env.PULUMI_HOME!, 'plugins', `language-nodejs-v${TEST_LANGUAGE_HOST_VERSION}`);
+  installTestLanguageHost(dir);
+  const why = unavailableBinaries(['pulumi'])['pulumi-language-nodejs'] ?? `${real} is missing`;
+  return `the test-bed pulumi-language-nodejs (agent/testkit/language-nodejs.ts, in ${dir}); the toolchain has none: ${why}`;
 }
 
 /** YAML lines declaring a resource of the test provider (pinned to the installed version). */

@@ -4,7 +4,7 @@
  * outputs with secret flags, real resources through a real provider plugin (agent/testkit/provider.ts),
  * install once and a warm second operation, failing programs, the one-operation-at-a-time rule,
  * SIGTERM during a long `up` and a clean restart, and that no secret value is ever printed or
- * streamed. (command:local:Command and a Node.js dynamic provider: toolchain-plugins.e2e.ts.)
+ * streamed. (command:local:Command: toolchain-plugins.e2e.ts; a Node.js project with a dynamic provider: nodejs-project.e2e.ts.)
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';

@@ -7,6 +7,7 @@ import { safeSubdir } from '../src/lib/paths';
 import { Redactor, redactUrl } from '../src/lib/redact';
 import { compareVersions, configJson, hasStructuredConfig, qualifyKey, resolveConfig } from '../src/serve/config';
 import { containsSecret, describeChanges, findPermalink, operationArgs } from '../src/serve/operation';
+import { configEnv, parseArgs, splitArgs } from '../testkit/language-nodejs';
 
 describe('env file', () => {
   it('parses godotenv-style lines', () => {
@@ -108,5 +109,18 @@ describe('fetch helpers', () => {
     expect(safeSubdir('')).toBe('');
     expect(() => safeSubdir('a/../../b')).toThrow('must be relative and inside the source');
     expect(() => safeSubdir('/etc')).toThrow();
+  });
+});
+
+describe('test-bed pulumi-language-nodejs', () => {
+  it('reads the CLI\'s flags and engine address, nodeargs and config as the real host does', () => {
+    expect(parseArgs(['--logtostderr', '-v=9', '--tracing', 'http://t', '127.0.0.1:4000'])).toEqual({
+      flags: { logtostderr: 'true', v: '9', tracing: 'http://t' },
+      positional: ['127.0.0.1:4000'],
+    });
+    expect(splitArgs(` --max-old-space-size=4096  --title "a b" 'c d' e\\ f`)).toEqual(['--max-old-space-size=4096', '--title', 'a b', 'c d', 'e f']);
+    expect(() => splitArgs('"open')).toThrow(/unterminated/);
+    expect(JSON.parse(configEnv([['proj:greeting', 'hi'], ['aws:config:region', 'x']]))).toEqual({ 'proj:config:greeting': 'hi', 'aws:config:region': 'x' });
+    expect(() => configEnv([['nonamespace', 'v']])).toThrow(/configuration key/);
   });
 });
