@@ -8,47 +8,14 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
-import { e2eStackSpec, eventually, startOperator, type Operator } from './harness';
+import { e2eStackSpec, e2eSuite, eventually, type Operator, stackCondition } from './harness';
 
 let op: Operator;
-const timings: Record<string, number> = {};
 const ns = 'deletion';
 
-beforeAll(async () => {
-  op = await startOperator();
-  await op.namespace(ns);
-}, 180_000);
+const { recordTiming, getStack, readyStack } = e2eSuite('deletion', ns, (started) => (op = started));
+const condition = stackCondition;
 
-afterAll(async () => {
-  await op?.stop();
-  // eslint-disable-next-line no-console
-  console.log(`scenario timings (ms): ${JSON.stringify(timings)}`);
-});
-
-function recordTiming(scenario: string, started: number, detail?: string): void {
-  const ms = Date.now() - started;
-  timings[scenario] = ms;
-  // eslint-disable-next-line no-console
-  console.log(JSON.stringify({ suite: 'deletion', scenario, ms, ...(detail ? { detail } : {}) }));
-}
-
-async function getStack(name: string): Promise<any> {
-  return op.custom.getNamespacedCustomObject({ group: 'pulumi.com', version: 'v1', namespace: ns, plural: 'stacks', name });
-}
-function condition(stack: any, type: string): any {
-  return (stack?.status?.conditions ?? []).find((c: any) => c.type === type);
-}
-async function readyStack(name: string, timeoutMs = 240_000): Promise<any> {
-  return eventually(
-    `Stack ${ns}/${name} to be Ready`,
-    async () => {
-      const s = await getStack(name);
-      return condition(s, 'Ready')?.status === 'True' && s.status?.observedGeneration === s.metadata.generation ? s : undefined;
-    },
-    timeoutMs,
-    500,
-  );
-}
 async function stackGone(name: string, timeoutMs = 240_000): Promise<void> {
   await eventually(
     `Stack ${ns}/${name} to be gone`,

@@ -8,28 +8,18 @@
  * language host rejects it when `pulumi up` runs it.
  */
 import * as k8s from '@kubernetes/client-node';
-import { e2eStackSpec, eventually, startOperator, type Operator, stackCondition } from './harness';
+import { e2eStackSpec, e2eSuite, eventually, type Operator, stackCondition } from './harness';
 
 let op: Operator;
 const getStack = (ns: string, name: string) => op.getStack(ns, name);
 const readyStack = (...args: Parameters<Operator['readyStack']>) => op.readyStack(...args);
 const condition = stackCondition;
-const timings: Record<string, number> = {};
 
-beforeAll(async () => {
-  op = await startOperator();
-}, 180_000);
-
-afterAll(async () => {
-  await op?.stop();
-  // eslint-disable-next-line no-console
-  console.log(`scenario timings (ms): ${JSON.stringify(timings)}`);
-});
+const { timings } = e2eSuite('failure-retry', undefined, (started) => (op = started));
 
 const STACKS = { group: 'pulumi.com', version: 'v1', plural: 'stacks' } as const;
 const PROGRAMS = { group: 'pulumi.com', version: 'v1', plural: 'programs' } as const;
 const mergePatch = () => k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
-
 
 /** The program's outputs: a broken one refers to a variable nobody defines. */
 function outputs(broken: boolean): Record<string, string> {

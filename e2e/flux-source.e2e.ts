@@ -14,14 +14,13 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import * as tar from 'tar';
-import { e2eStackSpec, eventually, startOperator, type Operator, stackCondition } from './harness';
+import { e2eStackSpec, e2eSuite, eventually, type Operator, stackCondition } from './harness';
 
 let op: Operator;
 const getStack = (ns: string, name: string) => op.getStack(ns, name);
 const readyStack = (...args: Parameters<Operator['readyStack']>) => op.readyStack(...args);
 const condition = stackCondition;
 let artifacts: ArtifactServer;
-const timings: Record<string, number> = {};
 
 const FLUX_GROUP = 'source.toolkit.fluxcd.io';
 const FLUX_VERSION = 'v1';
@@ -209,9 +208,9 @@ async function setArtifact(ns: string, name: string, artifact: Artifact): Promis
   );
 }
 
+const { timings } = e2eSuite('flux-source', undefined, (started) => (op = started));
 
 beforeAll(async () => {
-  op = await startOperator();
   artifacts = await startArtifactServer();
   await op.objects.create(GIT_REPOSITORY_CRD as k8s.KubernetesObject);
   await eventually('the GitRepository CRD to be served', async () => {
@@ -221,10 +220,7 @@ beforeAll(async () => {
 }, 180_000);
 
 afterAll(async () => {
-  await op?.stop();
   await artifacts?.close();
-  // eslint-disable-next-line no-console
-  console.log(`scenario timings (ms): ${JSON.stringify(timings)}`);
 });
 
 describe('a Flux source Stack', () => {

@@ -6,7 +6,7 @@
  * their own smart-HTTP lookup and the agent's fetch init container clones the repository.
  */
 import * as k8s from '@kubernetes/client-node';
-import { e2eStackSpec, eventually, startOperator, type Operator, stackCondition } from './harness';
+import { e2eStackSpec, e2eSuite, eventually, type Operator, stackCondition } from './harness';
 import { startGitServer, type GitServer } from './testbed/git-server';
 
 let op: Operator;
@@ -16,23 +16,20 @@ const condition = stackCondition;
 let publicGit: GitServer;
 let basicGit: GitServer;
 let tokenGit: GitServer;
-const timings: Record<string, number> = {};
 
 const BASIC = { username: 'alice', password: 'correct horse battery staple' };
 const TOKEN = { username: 'git', password: 'ghp_e2eAccessToken0123456789' };
 
+const { timings } = e2eSuite('git-source', undefined, (started) => (op = started));
+
 beforeAll(async () => {
-  op = await startOperator();
   publicGit = await startGitServer();
   basicGit = await startGitServer({ auth: BASIC });
   tokenGit = await startGitServer({ auth: TOKEN });
 }, 180_000);
 
 afterAll(async () => {
-  await op?.stop();
   await Promise.all([publicGit?.close(), basicGit?.close(), tokenGit?.close()]);
-  // eslint-disable-next-line no-console
-  console.log(`scenario timings (ms): ${JSON.stringify(timings)}`);
 });
 
 const STACKS = { group: 'pulumi.com', version: 'v1', plural: 'stacks' } as const;

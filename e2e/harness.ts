@@ -17,6 +17,9 @@ import { startControlPlane, freePort, type ControlPlane } from './testbed/contro
 import { startControllers } from './testbed/metacontroller-harness';
 import { startPodRunner, type PodRunner } from './testbed/pod-runner';
 import { requireToolchain } from './testbed/toolchain';
+import { eventually, sleep } from './testbed/eventually';
+
+export { eventually };
 
 const ROOT = join(__dirname, '..');
 export const AGENT_IMAGE = 'e2e.test/pko-agent:dev';
@@ -185,22 +188,57 @@ export async function startOperator(): Promise<Operator> {
   };
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** Polls fn until it returns a value other than undefined/false (or stops throwing). */
-export async function eventually<T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = 60_000, everyMs = 250): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last = '';
-  for (;;) {
-    try {
-      const v = await fn();
-      if (v !== undefined && v !== false) return v as T;
-    } catch (e) {
-      last = (e as Error).message;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${last}` : ''}`);
-    await sleep(everyMs);
-  }
+export interface E2eSuite {
+  timings: Record<string, number>;
+  /** Records how long a scenario took; .ci/run prints every suite's figures, slowest first. */
+  recordTiming(scenario: string, started: number, detail?: string): void;
+  /** The suite's Stack `name` in its namespace, as the API server has it. */
+  getStack(name: string): Promise<any>;
+  /** Waits until the suite's Stack `name` is Ready for its current generation (and `after` holds). */
+  readyStack(name: string, after?: (stack: any) => boolean, timeoutMs?: number): Promise<any>;
+}
+
+/**
+ * One scenario file's set-up: starts the operator before its tests (handing it to `started`),
+ * creates its namespace (if it has one), and stops everything after them, printing the scenario
+ * timings. A file's own beforeAll/afterAll, declared after this call, run after these.
+ */
+export function e2eSuite(suite: string, namespace: string | undefined, started: (op: Operator) => void): E2eSuite {
+  let op: Operator | undefined;
+  const timings: Record<string, number> = {};
+  beforeAll(async () => {
+    op = await startOperator();
+    if (namespace !== undefined) await op.namespace(namespace);
+    started(op);
+  }, 180_000);
+  afterAll(async () => {
+    await op?.stop();
+    // eslint-disable-next-line no-console
+    console.log(`scenario timings (ms): ${JSON.stringify(timings)}`);
+  });
+  const inNamespace = (): [Operator, string] => {
+    if (!op) throw new Error(`the ${suite} suite's operator is not running`);
+    if (namespace === undefined) throw new Error(`the ${suite} suite has no namespace of its own: use op.getStack(namespace, name)`);
+    return [op, namespace];
+  };
+  return {
+    timings,
+    recordTiming(scenario, startedAt, detail) {
+      const ms = Date.now() - startedAt;
+      timings[scenario] = ms;
+      // eslint-disable-next-line no-console
+      console.log(JSON.stringify({ suite, scenario, ms, ...(detail ? { detail } : {}) }));
+    },
+    getStack: (name) => {
+      const [o, ns] = inNamespace();
+      return o.getStack(ns, name);
+    },
+    readyStack: (name, after, timeoutMs) => {
+      const [o, ns] = inNamespace();
+      return o.readyStack(ns, name, after, timeoutMs);
+    },
+  };
 }
 
 /** The usual settings of an e2e Stack: a file backend on the namespace's PVC and a passphrase. */

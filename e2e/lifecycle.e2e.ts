@@ -10,50 +10,15 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
-import { e2eStackSpec, eventually, startOperator, type Operator } from './harness';
+import { e2eStackSpec, e2eSuite, eventually, type Operator, stackCondition } from './harness';
 
 let op: Operator;
-const timings: Record<string, number> = {};
 const ns = 'lifecycle';
 
-beforeAll(async () => {
-  op = await startOperator();
-  await op.namespace(ns);
-}, 180_000);
-
-afterAll(async () => {
-  await op?.stop();
-  // eslint-disable-next-line no-console
-  console.log(`scenario timings (ms): ${JSON.stringify(timings)}`);
-});
-
-function recordTiming(scenario: string, started: number): void {
-  const ms = Date.now() - started;
-  timings[scenario] = ms;
-  // eslint-disable-next-line no-console
-  console.log(JSON.stringify({ suite: 'lifecycle', scenario, ms }));
-}
+const { recordTiming, getStack, readyStack } = e2eSuite('lifecycle', ns, (started) => (op = started));
+const condition = stackCondition;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function getStack(name: string): Promise<any> {
-  return op.custom.getNamespacedCustomObject({ group: 'pulumi.com', version: 'v1', namespace: ns, plural: 'stacks', name });
-}
-function condition(stack: any, type: string): any {
-  return (stack?.status?.conditions ?? []).find((c: any) => c.type === type);
-}
-async function readyStack(name: string, after?: (s: any) => boolean, timeoutMs = 240_000): Promise<any> {
-  return eventually(
-    `Stack ${ns}/${name} to be Ready`,
-    async () => {
-      const s = await getStack(name);
-      const ready = condition(s, 'Ready')?.status === 'True' && s.status?.observedGeneration === s.metadata.generation;
-      return ready && (!after || after(s)) ? s : undefined;
-    },
-    timeoutMs,
-    500,
-  );
-}
 
 /** A YAML program with one resource that lives only in the backend's state (`pulumi:index:Stash`). */
 function stashProgram(name: string, value: string, extra: Record<string, unknown> = {}): k8s.KubernetesObject {

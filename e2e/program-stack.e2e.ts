@@ -6,24 +6,14 @@
  */
 import * as k8s from '@kubernetes/client-node';
 import { Agent, request } from 'undici';
-import { e2eStackSpec, eventually, startOperator, type Operator, stackCondition } from './harness';
+import { e2eStackSpec, e2eSuite, eventually, type Operator, stackCondition } from './harness';
 
 let op: Operator;
 const getStack = (ns: string, name: string) => op.getStack(ns, name);
 const readyStack = (...args: Parameters<Operator['readyStack']>) => op.readyStack(...args);
 const condition = stackCondition;
-const timings: Record<string, number> = {};
 
-beforeAll(async () => {
-  op = await startOperator();
-}, 180_000);
-
-afterAll(async () => {
-  await op?.stop();
-  // eslint-disable-next-line no-console
-  console.log(`scenario timings (ms): ${JSON.stringify(timings)}`);
-});
-
+const { timings } = e2eSuite('program-stack', undefined, (started) => (op = started));
 
 function program(ns: string, greeting: string) {
   return {

@@ -14,50 +14,19 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, chmodSync, statSync }
 import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import { request } from 'undici';
-import { e2eStackSpec, eventually, startOperator, type Operator } from './harness';
+import { e2eStackSpec, e2eSuite, eventually, type Operator, stackCondition } from './harness';
 
 let op: Operator;
-const timings: Record<string, number> = {};
 const ns = 'resilience';
 const writers: ChildProcess[] = [];
 
-beforeAll(async () => {
-  op = await startOperator();
-  await op.namespace(ns);
-}, 180_000);
-
-afterAll(async () => {
+// Declared before the suite's own afterAll, so it runs first: no pipe writer outlives the suite.
+afterAll(() => {
   for (const w of writers) if (w.exitCode === null && w.signalCode === null) w.kill('SIGKILL');
-  await op?.stop();
-  // eslint-disable-next-line no-console
-  console.log(`scenario timings (ms): ${JSON.stringify(timings)}`);
 });
+const { recordTiming, getStack, readyStack } = e2eSuite('resilience', ns, (started) => (op = started));
+const condition = stackCondition;
 
-function recordTiming(scenario: string, started: number, detail?: string): void {
-  const ms = Date.now() - started;
-  timings[scenario] = ms;
-  // eslint-disable-next-line no-console
-  console.log(JSON.stringify({ suite: 'resilience', scenario, ms, ...(detail ? { detail } : {}) }));
-}
-
-async function getStack(name: string): Promise<any> {
-  return op.custom.getNamespacedCustomObject({ group: 'pulumi.com', version: 'v1', namespace: ns, plural: 'stacks', name });
-}
-function condition(stack: any, type: string): any {
-  return (stack?.status?.conditions ?? []).find((c: any) => c.type === type);
-}
-async function readyStack(name: string, after?: (s: any) => boolean, timeoutMs = 240_000): Promise<any> {
-  return eventually(
-    `Stack ${ns}/${name} to be Ready`,
-    async () => {
-      const s = await getStack(name);
-      const ready = condition(s, 'Ready')?.status === 'True' && s.status?.observedGeneration === s.metadata.generation;
-      return ready && (!after || after(s)) ? s : undefined;
-    },
-    timeoutMs,
-    500,
-  );
-}
 async function jobsOf(name: string): Promise<k8s.V1Job[]> {
   return (await op.batch.listNamespacedJob({ namespace: ns, labelSelector: `pulumi.com/stack-name=${name}` })).items;
 }

@@ -11,6 +11,7 @@ import * as readline from 'node:readline';
 import * as k8s from '@kubernetes/client-node';
 import { type ControlPlane, startControlPlane } from './control-plane';
 import { requireToolchain, resolveToolchain, versions } from './toolchain';
+import { eventually, sleep } from './eventually';
 
 let cp: ControlPlane;
 let core: k8s.CoreV1Api;
@@ -30,23 +31,7 @@ afterAll(async () => {
 
 // ---------------------------------------------------------------------------------------------
 
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-/** Retries fn until it returns a value other than undefined (or stops throwing). */
-async function eventually<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last = '';
-  for (;;) {
-    try {
-      const v = await fn();
-      if (v !== undefined) return v;
-    } catch (e) {
-      last = (e as Error).message;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${last}` : ''}`);
-    await sleep(200);
-  }
-}
 
 async function apiError(p: Promise<unknown>): Promise<{ code: number; text: string }> {
   try {

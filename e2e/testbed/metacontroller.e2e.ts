@@ -12,6 +12,7 @@ import { type ControlPlane, startControlPlane } from './control-plane';
 import { type Controllers, startControllers } from './metacontroller-harness';
 import { LAST_APPLIED, merge } from './metacontroller/apply';
 import { isNotFound, type KObject, Kube, type Resource } from './metacontroller/kube';
+import { eventually, sleep } from './eventually';
 
 const GROUP = 'test.pko.example';
 const CC_NAME = 'pko-test-parents';
@@ -155,22 +156,7 @@ let kube: Kube;
 let hooks: http.Server;
 let mc: Controllers;
 
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-async function eventually<T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last = '';
-  for (;;) {
-    try {
-      const v = await fn();
-      if (v !== undefined && v !== false) return v;
-    } catch (e) {
-      last = (e as Error).message;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${last}` : ''}`);
-    await sleep(100);
-  }
-}
 
 const getOrUndefined = (r: Resource, ns: string | undefined, name: string): Promise<KObject | undefined> =>
   kube.get(r, ns, name).catch((e: unknown) => {

@@ -10,6 +10,7 @@ import * as path from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import { type ControlPlane, freePort, startControlPlane } from './control-plane';
 import { DEFAULT_NODE_NAME, type PodRunner, startPodRunner } from './pod-runner';
+import { eventually, sleep } from './eventually';
 
 jest.setTimeout(180_000);
 
@@ -63,22 +64,7 @@ afterAll(async () => {
 
 // ---------------------------------------------------------------------------------------------
 
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-async function eventually<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last = '';
-  for (;;) {
-    try {
-      const v = await fn();
-      if (v !== undefined) return v;
-    } catch (e) {
-      last = (e as Error).message;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${last}` : ''}`);
-    await sleep(250);
-  }
-}
 
 let nsCounter = 0;
 async function namespace(labels: Record<string, string> = {}): Promise<string> {
