@@ -36,24 +36,24 @@ async function deleteStack(name: string): Promise<void> {
 }
 
 /** A YAML program with one resource that lives only in the backend's state (`pulumi:index:Stash`). */
-function stashProgram(name: string, options?: Record<string, unknown>): k8s.KubernetesObject {
+function stashProgram(name: string, options?: Record<string, unknown>, namespace = ns): k8s.KubernetesObject {
   return {
     apiVersion: 'pulumi.com/v1',
     kind: 'Program',
-    metadata: { name, namespace: ns },
+    metadata: { name, namespace },
     program: {
       resources: { stash: { type: 'pulumi:index:Stash', properties: { input: name }, ...(options ? { options } : {}) } },
       outputs: { value: '${stash.output}' },
     },
   } as k8s.KubernetesObject;
 }
-function stack(name: string, spec: Record<string, unknown> = {}): k8s.KubernetesObject {
-  return { apiVersion: 'pulumi.com/v1', kind: 'Stack', metadata: { name, namespace: ns }, spec: e2eStackSpec({ stack: 'dev', programRef: { name }, ...spec }) } as k8s.KubernetesObject;
+function stack(name: string, spec: Record<string, unknown> = {}, namespace = ns): k8s.KubernetesObject {
+  return { apiVersion: 'pulumi.com/v1', kind: 'Stack', metadata: { name, namespace }, spec: e2eStackSpec({ stack: 'dev', programRef: { name }, ...spec }) } as k8s.KubernetesObject;
 }
 
 /** The resource types in the stack's checkpoint (`<state>/.pulumi/stacks/<project>/<stack>.json`). */
-function stateTypes(project: string): string[] {
-  const file = join(op.stateDir(ns), '.pulumi', 'stacks', project, 'dev.json');
+function stateTypes(project: string, namespace = ns): string[] {
+  const file = join(op.stateDir(namespace), '.pulumi', 'stacks', project, 'dev.json');
   if (!existsSync(file)) throw new Error(`${file} does not exist`);
   const doc = JSON.parse(readFileSync(file, 'utf8'));
   return (doc.checkpoint?.latest?.resources ?? []).map((r: any) => r.type as string);
@@ -187,5 +187,46 @@ describe('deleting a Stack', () => {
 
     expect([...seenJobs.values()].filter((j) => j.type !== 'up')).toEqual([]);
     expect(stateTypes('kept')).toContain('pulumi:index:Stash');
+  });
+
+  it('namespace deleted under a destroyOnFinalize Stack: Stalled/NamespaceTerminating with the way out, finalizer kept', async () => {
+    const gone = await op.namespace('deletion-namespace-gone');
+    await op.objects.create(stashProgram('orphan', undefined, gone));
+    await op.objects.create(stack('orphan', { destroyOnFinalize: true }, gone));
+    await op.readyStack(gone, 'orphan');
+
+    const started = Date.now();
+    await op.core.deleteNamespace({ name: gone });
+    // The namespace controller deletes the workspace and marks the Stack deleted; no destroy can start.
+    const stalled = await eventually(
+      'the Stack to stall with NamespaceTerminating',
+      async () => {
+        const s = await op.getStack(gone, 'orphan');
+        return s.metadata.deletionTimestamp && condition(s, 'Stalled')?.reason === 'NamespaceTerminating' ? s : undefined;
+      },
+      240_000,
+      500,
+    );
+    recordTiming('namespace deleted under a Stack: stalled', started, condition(stalled, 'Stalled').message);
+    const message: string = condition(stalled, 'Stalled').message;
+    expect(message).toContain(`kubectl patch stack orphan -n ${gone} --type=merge -p '{"metadata":{"finalizers":[]}}'`);
+    expect(stalled.metadata.finalizers).toEqual(['metacontroller.io/compositecontroller-pulumi-stacks']);
+    expect(condition(stalled, 'Ready')).toMatchObject({ status: 'False' });
+    // The resources were not destroyed: the stack's state still has them.
+    expect(stateTypes('orphan', gone)).toContain('pulumi:index:Stash');
+
+    // Doing what the message says releases the Stack.
+    await op.custom.patchNamespacedCustomObject(
+      { group: 'pulumi.com', version: 'v1', namespace: gone, plural: 'stacks', name: 'orphan', body: { metadata: { finalizers: [] } } },
+      k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
+    );
+    await eventually(
+      'the Stack to be gone',
+      async () => op.getStack(gone, 'orphan').then(
+        () => false,
+        (e) => e instanceof k8s.ApiException && e.code === 404,
+      ),
+      60_000,
+    );
   });
 });
