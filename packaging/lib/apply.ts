@@ -4,6 +4,7 @@
  * server's warnings (Pod Security "warn" among them) are returned with the result.
  */
 import * as https from 'node:https';
+import { eventually } from '../../e2e/testbed/eventually';
 import type { K8sObject } from './repo';
 
 export interface ApiResult {
@@ -104,19 +105,8 @@ export class ApiClient {
   }
 
   /** Polls until fn returns a value (not undefined) or the timeout passes. */
-  async eventually<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 30_000): Promise<T> {
-    const deadline = Date.now() + timeoutMs;
-    let last = '';
-    for (;;) {
-      try {
-        const v = await fn();
-        if (v !== undefined) return v;
-      } catch (e) {
-        last = (e as Error).message;
-      }
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${last}` : ''}`);
-      await new Promise((r) => setTimeout(r, 200));
-    }
+  eventually<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 30_000): Promise<T> {
+    return eventually(what, fn, timeoutMs, 200);
   }
 
   /** Waits until a CRD is Established and its kind shows up in discovery. */
