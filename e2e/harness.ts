@@ -17,6 +17,7 @@ import { startControlPlane, freePort, type ControlPlane } from './testbed/contro
 import { startControllers } from './testbed/metacontroller-harness';
 import { startPodRunner, type PodRunner } from './testbed/pod-runner';
 import { requireToolchain } from './testbed/toolchain';
+import { afterAll, beforeAll } from '@jest/globals';
 import { eventually, sleep } from './testbed/eventually';
 
 export { eventually };
