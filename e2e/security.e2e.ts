@@ -128,15 +128,18 @@ describe('security', () => {
     expect((await call(port, 'GET', '/v1/workspace', 'Bearer not-a-token')).status).toBe(401);
     expect((await call(port, 'POST', '/v1/operations', 'Basic dXNlcjpwYXNz')).status).toBe(401);
 
-    // A genuine token of the Stack's own account, but for the API server's audience, not the workspace's.
-    const wrongAudience = await call(port, 'GET', '/v1/workspace', `Bearer ${await token('pulumi', [])}`);
+    // A genuine token of the Jobs' account, but for the API server's audience, not the workspace's.
+    const wrongAudience = await call(port, 'GET', '/v1/workspace', `Bearer ${await token('secure-update', [])}`);
     expect(wrongAudience).toMatchObject({ status: 401, body: { reason: 'Unauthenticated' } });
     // The workspace's audience, but an account that may not use it.
     const audience = 'secure.security';
     const forbidden = await call(port, 'POST', '/v1/operations', `Bearer ${await token('default', [audience])}`);
     expect(forbidden).toMatchObject({ status: 403, body: { reason: 'PermissionDenied' } });
-    // What a Job presents (its account, the workspace's audience) is let in.
-    const allowed = await call(port, 'GET', '/v1/workspace', `Bearer ${await token('pulumi', [audience])}`);
+    // Nor the Stack's own account, which the user's program runs as: it cannot drive the workspace.
+    const program = await call(port, 'POST', '/v1/operations', `Bearer ${await token('pulumi', [audience])}`);
+    expect(program).toMatchObject({ status: 403, body: { reason: 'PermissionDenied' } });
+    // What a Job presents (the Stack's update account, the workspace's audience) is let in.
+    const allowed = await call(port, 'GET', '/v1/workspace', `Bearer ${await token('secure-update', [audience])}`);
     expect(allowed).toMatchObject({ status: 200, body: { stack: 'dev', busy: false } });
     recordTiming('workspace token checks', started);
   });

@@ -11,6 +11,7 @@
  */
 import * as fs from 'node:fs';
 import { type ControlPlane, startControlPlane, DEFAULT_CONTROLLERS } from '../e2e/testbed/control-plane';
+import { stackRbac } from '../hooks/src/stack/rbac';
 import { ApiClient, type ApiResult, describeFailure } from './lib/apply';
 import { helmTemplate, removeHelmHome } from './lib/helm';
 import { at, findObject, type K8sObject, loadAll, loadObjects, objectKey, readRepoFile, repoPath } from './lib/repo';
@@ -147,14 +148,10 @@ describe('manifests/stack-rbac.yaml', () => {
       await applyForReal(objects);
     });
 
-    test('lets the Stack ServiceAccount do what pko-agent serve and update do', async () => {
+    test('lets the Stack ServiceAccount review tokens and access, as upstream', async () => {
       const allowed: Record<string, string>[] = [
         { group: 'authentication.k8s.io', resource: 'tokenreviews', verb: 'create' },
         { group: 'authorization.k8s.io', resource: 'subjectaccessreviews', verb: 'create' },
-        { group: 'apps', resource: 'statefulsets', verb: 'patch', namespace: 'default', name: 'app-workspace' },
-        { group: 'batch', resource: 'jobs', verb: 'patch', namespace: 'default', name: 'app-up-0123abcd' },
-        { group: '', resource: 'secrets', verb: 'create', namespace: 'default' },
-        { group: 'auto.pulumi.com', version: 'v1alpha1', resource: 'workspaces', subresource: 'rpc', verb: 'use', namespace: 'default', name: 'app' },
       ];
       for (const attrs of allowed) {
         const ok = await api.eventually(`${JSON.stringify(attrs)} allowed`, async () => ((await api.can(sa, saGroups, attrs)) ? true : undefined), 10_000);
@@ -162,17 +159,60 @@ describe('manifests/stack-rbac.yaml', () => {
       }
     });
 
-    test('and nothing more: no reading Secrets, nothing in other namespaces', async () => {
+    test('and nothing more: the rest is granted per Stack by the hooks', async () => {
       const denied: Record<string, string>[] = [
         { group: '', resource: 'secrets', verb: 'get', namespace: 'default', name: 'git-credentials' },
-        { group: '', resource: 'secrets', verb: 'list', namespace: 'default' },
-        { group: 'apps', resource: 'statefulsets', verb: 'patch', namespace: 'kube-system' },
-        { group: 'batch', resource: 'jobs', verb: 'create', namespace: 'default' },
+        { group: '', resource: 'secrets', verb: 'create', namespace: 'default' },
+        { group: 'apps', resource: 'statefulsets', verb: 'patch', namespace: 'default', name: 'app-workspace' },
+        { group: 'batch', resource: 'jobs', verb: 'patch', namespace: 'default', name: 'app-up-0123abcd' },
         { group: 'pulumi.com', resource: 'stacks', verb: 'update', namespace: 'default' },
-        { group: 'auto.pulumi.com', version: 'v1alpha1', resource: 'workspaces', subresource: 'rpc', verb: 'use', namespace: 'kube-system', name: 'app' },
+        { group: 'auto.pulumi.com', version: 'v1alpha1', resource: 'workspaces', subresource: 'rpc', verb: 'use', namespace: 'default', name: 'app' },
       ];
       for (const attrs of denied) expect({ attrs, allowed: await api.can(sa, saGroups, attrs) }).toEqual({ attrs, allowed: false });
     });
+  });
+});
+
+describe("a Stack's identities, as the hooks make them (hooks/src/stack/rbac.ts), applied", () => {
+  const updateSa = 'system:serviceaccount:default:app-update';
+  const updateGroups = ['system:serviceaccounts', 'system:serviceaccounts:default', 'system:authenticated'];
+  const workspaceSa = 'system:serviceaccount:default:pulumi';
+  const workspaceGroups = updateGroups;
+  const rpc = (name: string, namespace = 'default') => ({ group: 'auto.pulumi.com', version: 'v1alpha1', resource: 'workspaces', subresource: 'rpc', verb: 'use', namespace, name });
+
+  beforeAll(async () => {
+    await applyForReal(stackRbac('app', 'default', 'pulumi', ['app-up-0123abcd', 'app-up-4567cdef']) as K8sObject[]);
+  });
+
+  test('the workspace\'s account may patch its own StatefulSet and nothing else', async () => {
+    const own = { group: 'apps', resource: 'statefulsets', verb: 'patch', namespace: 'default', name: 'app-workspace' };
+    expect(await api.eventually('own StatefulSet', async () => ((await api.can(workspaceSa, workspaceGroups, own)) ? true : undefined), 10_000)).toBe(true);
+    const denied: Record<string, string>[] = [
+      { ...own, name: 'other-workspace' },
+      { group: 'batch', resource: 'jobs', verb: 'patch', namespace: 'default', name: 'app-up-0123abcd' },
+      { group: '', resource: 'secrets', verb: 'create', namespace: 'default' },
+      rpc('app'),
+    ];
+    for (const attrs of denied) expect({ attrs, allowed: await api.can(workspaceSa, workspaceGroups, attrs) }).toEqual({ attrs, allowed: false });
+  });
+
+  test('the update account may call this workspace, patch this Stack\'s Jobs and create Secrets; nothing else', async () => {
+    expect(await api.eventually('call the workspace', async () => ((await api.can(updateSa, updateGroups, rpc('app'))) ? true : undefined), 10_000)).toBe(true);
+    const allowed: Record<string, string>[] = [
+      { group: 'batch', resource: 'jobs', verb: 'patch', namespace: 'default', name: 'app-up-0123abcd' },
+      { group: 'batch', resource: 'jobs', verb: 'patch', namespace: 'default', name: 'app-up-4567cdef' },
+      { group: '', resource: 'secrets', verb: 'create', namespace: 'default' },
+    ];
+    for (const attrs of allowed) expect({ attrs, allowed: await api.can(updateSa, updateGroups, attrs) }).toEqual({ attrs, allowed: true });
+    const denied: Record<string, string>[] = [
+      rpc('other'),
+      rpc('app', 'kube-system'),
+      { group: 'batch', resource: 'jobs', verb: 'patch', namespace: 'default', name: 'other-up-0123abcd' },
+      { group: 'batch', resource: 'jobs', verb: 'create', namespace: 'default' },
+      { group: '', resource: 'secrets', verb: 'get', namespace: 'default', name: 'git-credentials' },
+      { group: 'apps', resource: 'statefulsets', verb: 'patch', namespace: 'default', name: 'app-workspace' },
+    ];
+    for (const attrs of denied) expect({ attrs, allowed: await api.can(updateSa, updateGroups, attrs) }).toEqual({ attrs, allowed: false });
   });
 });
 

@@ -63,7 +63,15 @@ const expectations: Record<string, { path: string; status: number; check: (body:
     path: '/stack/sync',
     status: 200,
     check: (b) => {
-      expect(b.children.map((c: any) => `${c.kind}/${c.metadata.name}`)).toEqual(['StatefulSet/my-stack-workspace', 'Service/my-stack-workspace']);
+      expect(b.children.map((c: any) => `${c.kind}/${c.metadata.name}`)).toEqual([
+        'StatefulSet/my-stack-workspace',
+        'Service/my-stack-workspace',
+        'ServiceAccount/my-stack-update',
+        'Role/my-stack-workspace',
+        'RoleBinding/my-stack-workspace',
+        'Role/my-stack-update',
+        'RoleBinding/my-stack-update',
+      ]);
       expect(b.status.conditions.find((c: any) => c.type === 'Reconciling').message).toBe('waiting for workspace readiness');
     },
   },
@@ -90,7 +98,8 @@ const expectations: Record<string, { path: string; status: number; check: (body:
     status: 200,
     check: (b) => {
       expect(b.status.conditions.find((c: any) => c.type === 'Stalled')).toMatchObject({ reason: 'SpecInvalid', message: 'spec.commit, spec.branch: missing "commit" or "branch"; set one of them' });
-      expect(b.children).toHaveLength(3);
+      // Everything it had is kept: workspace, Service, Job and the Stack's identities.
+      expect(b.children).toHaveLength(8);
     },
   },
   'stack-sync-program-missing.json': {

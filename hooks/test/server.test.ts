@@ -43,7 +43,7 @@ describe('the hook server', () => {
   it('serves the Stack sync hook', async () => {
     const res = await post('/stack/sync', { controller: {}, ...syncRequest(makeStack()) });
     expect(res.status).toBe(200);
-    expect(res.json.children.map((c: any) => c.kind)).toEqual(['StatefulSet', 'Service']);
+    expect(res.json.children.map((c: any) => c.kind)).toEqual(['StatefulSet', 'Service', 'ServiceAccount', 'Role', 'RoleBinding', 'Role', 'RoleBinding']);
     expect(res.json.status.conditions[0]).toMatchObject({ type: 'Ready', status: 'False' });
   });
 

@@ -1,7 +1,11 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import * as yaml from 'js-yaml';
+import type { KObject } from '../src/lib/k8s';
 import { syncStack } from '../src/stack/sync';
 import { buildWorkspace } from '../src/stack/workspace';
 import { buildJob } from '../src/stack/job';
-import { applyChildren, find, jobsOf, makeProgram, makeStack, noLookups, NOW, syncRequest, testConfig, withStatus, workspaceBecomesReady } from './builders';
+import { applyChildren, condition, find, jobsOf, makeProgram, makeStack, noLookups, NOW, syncRequest, testConfig, withStatus, workspaceBecomesReady } from './builders';
 
 const ctx = { config: testConfig, now: NOW, lookups: noLookups };
 const programSource = { kind: 'program' as const, program: 'my-program', configMap: 'my-program-program', digest: 'sha256:' + 'a'.repeat(64) };
@@ -301,8 +305,59 @@ describe('the operation Job', () => {
 
 describe('the first sync of a Stack with many kinds of child', () => {
   it('returns only the kinds the controller declares', () => {
+    const controller = yaml.load(readFileSync(join(__dirname, '..', '..', 'manifests', 'metacontroller', 'stack-controller.yaml'), 'utf8')) as any;
+    const declared = controller.spec.childResources.map((r: any) => `${r.apiVersion}/${r.resource}`);
+    const plural: Record<string, string> = { StatefulSet: 'statefulsets', Service: 'services', Job: 'jobs', ConfigMap: 'configmaps', ServiceAccount: 'serviceaccounts', Role: 'roles', RoleBinding: 'rolebindings' };
     const res = syncStack(syncRequest(makeStack(), [], [makeProgram()]), ctx);
-    for (const c of res.children) expect(['StatefulSet', 'Service', 'Job', 'ConfigMap']).toContain(c.kind);
+    for (const c of res.children) expect(declared).toContain(`${c.apiVersion}/${plural[c.kind]}`);
     expect(jobsOf(res)).toHaveLength(0);
+  });
+});
+
+describe("the Stack's identities", () => {
+  const kinds = (children: KObject[]) => children.filter((c) => ['ServiceAccount', 'Role', 'RoleBinding'].includes(c.kind));
+  const role = (res: { children: KObject[] }, name: string) => res.children.find((c) => c.kind === 'Role' && c.metadata.name === name)!;
+
+  it("give the workspace's account its own StatefulSet only, and the Jobs an account of their own", () => {
+    const res = syncStack(syncRequest(makeStack({ serviceAccountName: 'deployer' })), ctx);
+    expect(kinds(res.children).map((c) => `${c.kind}/${c.metadata.name}`)).toEqual([
+      'ServiceAccount/my-stack-update',
+      'Role/my-stack-workspace',
+      'RoleBinding/my-stack-workspace',
+      'Role/my-stack-update',
+      'RoleBinding/my-stack-update',
+    ]);
+    expect((role(res, 'my-stack-workspace') as any).rules).toEqual([{ apiGroups: ['apps'], resources: ['statefulsets'], verbs: ['patch'], resourceNames: ['my-stack-workspace'] }]);
+    const wsBinding = res.children.find((c) => c.kind === 'RoleBinding' && c.metadata.name === 'my-stack-workspace') as any;
+    expect(wsBinding.subjects).toEqual([{ kind: 'ServiceAccount', name: 'deployer', namespace: 'team-a' }]);
+    expect(wsBinding.roleRef).toEqual({ apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'my-stack-workspace' });
+    // No Job yet: the update account may call this workspace and create Secrets, and patch no Job at all.
+    expect((role(res, 'my-stack-update') as any).rules).toEqual([
+      { apiGroups: ['auto.pulumi.com'], resources: ['workspaces/rpc'], verbs: ['use'], resourceNames: ['my-stack'] },
+      { apiGroups: [''], resources: ['secrets'], verbs: ['create'] },
+    ]);
+  });
+
+  it('follow the Jobs: a new Job is named in the update Role in the same answer, and runs as the update account', () => {
+    const stack = makeStack();
+    const r1 = syncStack(syncRequest(stack), ctx);
+    const cluster = workspaceBecomesReady(applyChildren([], r1.children));
+    const r2 = syncStack(syncRequest(withStatus(stack, r1), cluster), ctx);
+    const job = jobsOf(r2)[0]!;
+    expect(job.spec.template.spec.serviceAccountName).toBe('my-stack-update');
+    expect((role(r2, 'my-stack-update') as any).rules[1]).toEqual({ apiGroups: ['batch'], resources: ['jobs'], verbs: ['patch'], resourceNames: [job.metadata.name] });
+    // The workspace still runs as the Stack's account.
+    expect(find(r2, 'StatefulSet')!.spec.template.spec.serviceAccountName).toBe('default');
+  });
+
+  it('are kept exactly as they were when the spec turns invalid', () => {
+    const stack = makeStack({ serviceAccountName: 'deployer' });
+    const r1 = syncStack(syncRequest(stack), ctx);
+    const cluster = applyChildren([], r1.children);
+    const broken = makeStack({ serviceAccountName: 'deployer', commit: 'abc', branch: 'main', projectRepo: 'https://g.test/r.git', programRef: undefined } as any);
+    const res = syncStack(syncRequest(broken, cluster), ctx);
+    const byName = (cs: KObject[]) => [...kinds(cs)].sort((a, b) => `${a.kind}/${a.metadata.name}`.localeCompare(`${b.kind}/${b.metadata.name}`));
+    expect(byName(res.children)).toEqual(byName(r1.children));
+    expect(condition(res.status, 'Stalled')).toMatchObject({ reason: 'SpecInvalid' });
   });
 });

@@ -16,13 +16,8 @@ import { parseDuration } from '../lib/duration';
 import { shortHash, stableStringify } from '../lib/json';
 import { conditionOf, type KObject } from '../lib/k8s';
 import { strategicMerge } from '../lib/merge';
-import {
-  RESTRICTED_CONTAINER_SECURITY,
-  RESTRICTED_POD_SECURITY,
-  workspaceAudience,
-  workspaceServiceAccount,
-  workspaceUrl,
-} from './workspace';
+import { updateServiceAccountName } from './rbac';
+import { RESTRICTED_CONTAINER_SECURITY, RESTRICTED_POD_SECURITY, workspaceAudience, workspaceUrl } from './workspace';
 
 /**
  * Hook-internal annotations on each Job: what it runs for. They make a Job self-describing, so a
@@ -127,7 +122,8 @@ export function buildJob(stack: Stack, type: OperationType, message: string, id:
   const template: V1PodTemplateSpec = {
     metadata: { labels: { [Labels.stackName]: name, [Labels.workspaceComponent]: 'update', [Labels.updateType]: type } },
     spec: {
-      serviceAccountName: workspaceServiceAccount(spec),
+      // Its own identity (rbac.ts): allowed to call this Stack's workspace and report on its own Job.
+      serviceAccountName: updateServiceAccountName(name),
       restartPolicy: 'Never',
       // The runner relays SIGTERM to the workspace, which interrupts Pulumi and lets it unlock the stack.
       terminationGracePeriodSeconds: 600,

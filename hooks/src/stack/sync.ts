@@ -9,7 +9,8 @@ import { buildJob, identityOf, jobName, jobOutcome, jobType, type JobOutcome, ty
 import { checkPrerequisites, refreshRequestsFor } from './prerequisites';
 import { resolveSource, type RefLookup } from './source';
 import { validateStackObject } from './validate';
-import { desiredWorkspace, workspaceName, workspaceReadiness } from './workspace';
+import { stackRbac } from './rbac';
+import { desiredWorkspace, workspaceName, workspaceReadiness, workspaceServiceAccount } from './workspace';
 
 export interface StackSyncRequest {
   parent: Stack;
@@ -44,6 +45,8 @@ interface Observed {
   service?: KObject;
   jobs: KObject[];
   refreshRequests: KObject[];
+  /** The Stack's ServiceAccount, Roles and RoleBindings (rbac.ts). */
+  rbac: KObject[];
 }
 
 function observe(children: ObjectMap | undefined, stack: string): Observed {
@@ -53,6 +56,11 @@ function observe(children: ObjectMap | undefined, stack: string): Observed {
     service: objectsOf(children, 'Service', 'v1').find((o) => o.metadata.name === ws),
     jobs: objectsOf(children, 'Job', 'batch/v1'),
     refreshRequests: objectsOf(children, 'ConfigMap', 'v1'),
+    rbac: [
+      ...objectsOf(children, 'ServiceAccount', 'v1'),
+      ...objectsOf(children, 'Role', 'rbac.authorization.k8s.io/v1'),
+      ...objectsOf(children, 'RoleBinding', 'rbac.authorization.k8s.io/v1'),
+    ],
   };
 }
 
@@ -143,10 +151,16 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
     return { status, children, ...(deleting ? { finalized: false } : {}), ...extra };
   };
   const keptJobs = observed.jobs.map(asRetained);
+  // The Stack's identities (rbac.ts) come with what it is given, allowed on exactly its Jobs.
+  const withIdentities = (children: KObject[]): KObject[] => [
+    ...children,
+    ...stackRbac(name, stack.metadata!.namespace as string, workspaceServiceAccount(stack.spec), children.filter((c) => c.kind === 'Job').map((c) => c.metadata.name)),
+  ];
   const keepAll = (): KObject[] => [
     ...[observed.statefulSet, observed.service].filter((o): o is KObject => o !== undefined).map(asLastApplied),
     ...keptJobs,
     ...observed.refreshRequests.map(asLastApplied),
+    ...observed.rbac.map(asLastApplied),
   ];
 
   // 1. The operation that follows lastUpdate: absorb it when finished, wait while it runs.
@@ -207,7 +221,7 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
     const extra: Partial<StackSyncResponse> = {};
     if (decision.requeueAfterMs !== undefined) extra.resyncAfterSeconds = Math.ceil(decision.requeueAfterMs / 1000);
     if (deleting) extra.finalized = status.lastUpdate?.type === 'destroy' && status.lastUpdate.state === 'succeeded';
-    return respond(resultMark(status.lastUpdate), children, extra);
+    return respond(resultMark(status.lastUpdate), withIdentities(children), extra);
   }
 
   // 6. Prerequisites must be satisfied before anything runs (not while deleting).
@@ -215,11 +229,10 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
     const pre = checkPrerequisites(stack, req.related, now);
     if (pre.unmet.length > 0) {
       const kept = [observed.statefulSet, observed.service].filter((o): o is KObject => o !== undefined).map(asLastApplied);
-      return respond({ kind: 'reconciling', reason: Reasons.PrerequisiteNotSatisfied, message: pre.unmet.join('; ') }, [
-        ...kept,
-        ...keptJobs,
-        ...pre.refreshRequests,
-      ]);
+      return respond(
+        { kind: 'reconciling', reason: Reasons.PrerequisiteNotSatisfied, message: pre.unmet.join('; ') },
+        withIdentities([...kept, ...keptJobs, ...pre.refreshRequests]),
+      );
     }
   }
 
@@ -229,20 +242,20 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
   if (readiness.state === 'failed') {
     if (deleting && status.lastUpdate === undefined) {
       // Never deployed and the workspace cannot start: nothing to destroy (upstream releases the Stack).
-      return respond({ kind: 'ready' }, children, { finalized: true });
+      return respond({ kind: 'ready' }, withIdentities(children), { finalized: true });
     }
     const reason = readiness.reason === 'IncompatibleConfiguration' ? Reasons.PulumiVersionTooLow : Reasons.WorkspaceFailed;
-    return respond({ kind: 'stalled', reason, message: readiness.message }, children);
+    return respond({ kind: 'stalled', reason, message: readiness.message }, withIdentities(children));
   }
   if (readiness.state === 'waiting') {
     if (deleting && namespaceTerminating(stack, req.related)) {
       // No workspace can be created in a namespace being deleted, so the destroy cannot run.
-      if (status.lastUpdate === undefined) return respond({ kind: 'ready' }, children, { finalized: true });
-      return respond({ kind: 'stalled', reason: Reasons.NamespaceTerminating, message: namespaceTerminatingMessage(name, stack.metadata?.namespace as string) }, children, {
+      if (status.lastUpdate === undefined) return respond({ kind: 'ready' }, withIdentities(children), { finalized: true });
+      return respond({ kind: 'stalled', reason: Reasons.NamespaceTerminating, message: namespaceTerminatingMessage(name, stack.metadata?.namespace as string) }, withIdentities(children), {
         resyncAfterSeconds: SOURCE_RETRY_SECONDS,
       });
     }
-    return respond({ kind: 'reconciling', reason: Reasons.StackProcessing, message: readiness.message }, children);
+    return respond({ kind: 'reconciling', reason: Reasons.StackProcessing, message: readiness.message }, withIdentities(children));
   }
 
   // 8. Start the operation; the next sync sees it running.
@@ -250,7 +263,7 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
   const id: UpdateIdentity = { generation, reconcileRequest: request, commit: source.commit, previous: status.lastUpdate?.name ?? '' };
   const job = buildJob(stack, type, decision.message, id, config);
   status.currentUpdate = { generation, reconcileRequest: request, name: job.metadata.name, commit: source.commit };
-  return respond({ kind: 'reconciling', reason: Reasons.StackProcessing, message: 'stack is being processed' }, [...children, job]);
+  return respond({ kind: 'reconciling', reason: Reasons.StackProcessing, message: 'stack is being processed' }, withIdentities([...children, job]));
 }
 
 export { jobName, jobType };
