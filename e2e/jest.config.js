@@ -8,29 +8,12 @@
  */
 const esmOnly = ['@kubernetes/client-node', 'openid-client', 'oauth4webapi', 'jose', 'jsonpath-plus', 'rfc4648'];
 
-// pulumi-resource-command cannot be built here (the Go module proxy refuses it: see
-// <toolchain>/pulumi-command-*/.unavailable). agent/test/toolchain-plugins.e2e.ts, which needs it, runs
-// only where it is built; anywhere else the run says so. (pulumi-language-nodejs is refused too, but
-// agent/test/nodejs-project.e2e.ts then uses the test-bed host agent/testkit/language-nodejs.ts.)
-const fs = require('node:fs');
-const path = require('node:path');
-const os = require('node:os');
-const tcDir = process.env.PKO_TOOLCHAIN_DIR || path.join(os.homedir(), '.cache', 'pko-toolchain');
-const versions = Object.fromEntries(
-  fs.readFileSync(path.join(__dirname, 'toolchain', 'versions.env'), 'utf8').split('\n').filter((l) => /^[A-Z_]+=/.test(l)).map((l) => l.split('=')),
-);
-const plugins = [path.join(tcDir, `pulumi-command-${versions.PULUMI_COMMAND_VERSION}`, 'bin', 'pulumi-resource-command')];
-const missingPlugins = plugins.filter((p) => !fs.existsSync(p));
-if (missingPlugins.length > 0) {
-  process.stderr.write(`NOT RUN: agent/test/toolchain-plugins.e2e.ts (missing ${missingPlugins.join(', ')})\n`);
-}
-
 module.exports = {
   rootDir: '..',
   testEnvironment: 'node',
   roots: ['<rootDir>/e2e', '<rootDir>/agent', '<rootDir>/packaging'],
   testMatch: ['<rootDir>/e2e/**/*.e2e.ts', '<rootDir>/agent/test/**/*.e2e.ts', '<rootDir>/packaging/**/*.e2e.ts'],
-  testPathIgnorePatterns: missingPlugins.length > 0 ? ['/node_modules/', 'agent/test/toolchain-plugins\\.e2e\\.ts$'] : ['/node_modules/'],
+  testPathIgnorePatterns: ['/node_modules/'],
   transform: {
     '^.+\\.ts$': ['ts-jest', { isolatedModules: true }],
     '^.+\\.m?js$': [

@@ -7,7 +7,8 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { requireBinaries, toolchain, toolchainEnv, unavailableBinaries, type ToolchainBinaries } from '../../e2e/testbed/toolchain';
+import { requireBinaries, toolchain, toolchainEnv, unavailableBinaries, versions, type ToolchainBinaries } from '../../e2e/testbed/toolchain';
+import { installTestCommandProvider, TEST_COMMAND_PROVIDER_VERSION } from '../testkit/command-provider';
 import { installTestLanguageHost, TEST_LANGUAGE_HOST_VERSION } from '../testkit/language-nodejs';
 import { installTestProvider } from '../testkit/provider';
 
@@ -15,6 +16,7 @@ export const REPO = path.resolve(__dirname, '..', '..');
 export const AGENT_BIN = path.join(REPO, 'bin', 'pko-agent');
 const DIST_MAIN = path.join(REPO, 'dist', 'agent', 'src', 'main.js');
 const DIST_LANGUAGE_HOST = path.join(REPO, 'dist', 'agent', 'testkit', 'language-nodejs.js');
+const DIST_COMMAND_PROVIDER = path.join(REPO, 'dist', 'agent', 'testkit', 'command-provider.js');
 
 /** Every line any agent process printed in this test file (the secrets test greps it). */
 export const capturedOutput: string[] = [];
@@ -32,7 +34,7 @@ function newest(dir: string): number {
 /** Compiles agent/src, agent/testkit and contract/ into dist/ unless dist is newer than every source. */
 export function ensureBuilt(): void {
   const src = Math.max(newest(path.join(REPO, 'agent', 'src')), newest(path.join(REPO, 'agent', 'testkit')), fs.statSync(path.join(REPO, 'contract', 'index.ts')).mtimeMs);
-  const built = Math.min(...[DIST_MAIN, DIST_LANGUAGE_HOST].map((f) => (fs.existsSync(f) ? fs.statSync(f).mtimeMs : 0)));
+  const built = Math.min(...[DIST_MAIN, DIST_LANGUAGE_HOST, DIST_COMMAND_PROVIDER].map((f) => (fs.existsSync(f) ? fs.statSync(f).mtimeMs : 0)));
   if (built >= src) return;
   execFileSync(process.execPath, [path.join(REPO, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', path.join(REPO, 'agent', 'tsconfig.json')], {
     cwd: REPO,
@@ -203,6 +205,36 @@ export function useNodejsLanguageHost(env: Record<string, string>): string {
   installTestLanguageHost(dir);
   const why = unavailableBinaries(['pulumi'])['pulumi-language-nodejs'] ?? `${real} is missing`;
   return `the test-bed pulumi-language-nodejs (agent/testkit/language-nodejs.ts, in ${dir}); the toolchain has none: ${why}`;
+}
+
+/**
+ * Installs a `pulumi-resource-command` into the env's PULUMI_HOME as version `versions.pulumiCommand`
+ * (programs pin it, so `pulumi install` needs no network): the toolchain's real one when build.sh could
+ * build it, else the test-bed provider (agent/testkit/command-provider.ts, needs ensureBuilt()) through
+ * a launcher. Returns which one, for the test output.
+ */
+export function useCommandProvider(env: Record<string, string>): string {
+  const version = versions.pulumiCommand.replace(/^v/, '');
+  const real = toolchain.binaries.pulumiResourceCommand;
+  let built = true;
+  try {
+    fs.accessSync(real, fs.constants.X_OK);
+  } catch {
+    built = false;
+  }
+  if (built) {
+    installPlugin(env, 'command', version, real);
+    return `the toolchain's pulumi-resource-command ${version} (${real})`;
+  }
+  if (version !== TEST_COMMAND_PROVIDER_VERSION) {
+    throw new Error(
+      `e2e/toolchain/versions.env pins pulumi-command ${version}, the test-bed pulumi-resource-command follows ${TEST_COMMAND_PROVIDER_VERSION}: update agent/testkit/command-provider.ts`,
+    );
+  }
+  const launcher = installTestCommandProvider(path.join(env.PULUMI_HOME!, '..', 'test-command-provider'));
+  installPlugin(env, 'command', version, launcher);
+  const why = unavailableBinaries(['command'])['pulumi-resource-command'] ?? `${real} is missing`;
+  return `the test-bed pulumi-resource-command ${version} (agent/testkit/command-provider.ts); the toolchain has none: ${why}`;
 }
 
 /** YAML lines declaring a resource of the test provider (pinned to the installed version). */

@@ -7,6 +7,7 @@ import { safeSubdir } from '../src/lib/paths';
 import { Redactor, redactUrl } from '../src/lib/redact';
 import { compareVersions, configJson, hasStructuredConfig, qualifyKey, resolveConfig } from '../src/serve/config';
 import { containsSecret, describeChanges, findPermalink, operationArgs } from '../src/serve/operation';
+import { baseInputs, checkInputs, CommandRunner, diffCommand, goQuote, reveal, UNKNOWN, type Value } from '../testkit/command-provider';
 import { configEnv, parseArgs, splitArgs } from '../testkit/language-nodejs';
 
 describe('env file', () => {
@@ -122,5 +123,68 @@ describe('test-bed pulumi-language-nodejs', () => {
     expect(() => splitArgs('"open')).toThrow(/unterminated/);
     expect(JSON.parse(configEnv([['proj:greeting', 'hi'], ['aws:config:region', 'x']]))).toEqual({ 'proj:config:greeting': 'hi', 'aws:config:region': 'x' });
     expect(() => configEnv([['nonamespace', 'v']])).toThrow(/configuration key/);
+  });
+});
+
+describe('test-bed pulumi-resource-command', () => {
+  const secret = (value: Value): Value => ({ '4dabf18193072939515e22adb298388d': '1b47061264138c4ac30d75fd1eb44270', value });
+
+  it('diffs inputs per property path: updates, except triggers as a whole, which replace', () => {
+    expect(diffCommand({ create: 'a' }, { create: 'a', version: '1.2.1', __internal: 'x' })).toEqual({ changes: false, detailed: {}, replaces: [], diffs: [] });
+    expect(diffCommand({ create: 'a', environment: { A: '1', 'B-C': '2' } }, { create: 'b', environment: { A: '1', 'B-C': '3', D: '4' } })).toEqual({
+      changes: true,
+      detailed: { create: 'update', 'environment["B-C"]': 'update', 'environment.D': 'add' },
+      replaces: [],
+      diffs: ['create', 'environment'],
+    });
+    // triggers added or removed as a whole: replaced; an element changed: an update here (the YAML host's
+    // replaceOnChanges from the schema makes the engine replace it).
+    expect(diffCommand({ create: 'a' }, { create: 'a', triggers: [1] })).toMatchObject({ detailed: { triggers: 'add-replace' }, replaces: ['triggers'] });
+    expect(diffCommand({ triggers: [1, 2] }, { triggers: [1, 3, 4] })).toMatchObject({ detailed: { 'triggers[1]': 'update', 'triggers[2]': 'add' }, replaces: [], diffs: ['triggers'] });
+    // A value that became secret changed; unknowns equal unknowns.
+    expect(diffCommand({ stdin: 'x' }, { stdin: secret('x') }).detailed).toEqual({ stdin: 'update' });
+    expect(diffCommand({ stdin: secret('x') }, { stdin: secret('x') }).changes).toBe(false);
+    expect(diffCommand({ dir: UNKNOWN }, { dir: UNKNOWN }).changes).toBe(false);
+    expect(diffCommand({ dir: '/a' }, { dir: UNKNOWN }).detailed).toEqual({ dir: 'update' });
+  });
+
+  it('checks input types, keeps only known inputs, refuses asset and archive paths', () => {
+    expect(checkInputs({ create: 'x', environment: { A: secret('s') }, logging: 'none', bogus: 1 }, { create: 'string', environment: 'stringMap', logging: 'logging' })).toEqual({
+      inputs: { create: 'x', environment: { A: secret('s') }, logging: 'none' },
+      failures: [],
+    });
+    const { failures } = checkInputs({ create: 3, interpreter: ['sh', false], logging: 'loud', assetPaths: ['*'] }, { create: 'string', interpreter: 'strings', logging: 'logging', assetPaths: 'strings' });
+    expect(failures.map((f) => f.property)).toEqual(['create', 'interpreter[1]', 'logging', 'assetPaths']);
+  });
+
+  it('quotes commands as Go does in its error message, and reveals secrets for the command', () => {
+    expect(goQuote('echo "hi" \\ done\n\tx\x01')).toBe('"echo \\"hi\\" \\\\ done\\n\\tx\\x01"');
+    expect(goQuote('héllo ✓')).toBe('"héllo ✓"');
+    expect(reveal({ a: [secret('x')], b: secret({ c: 'y' }) })).toEqual({ a: ['x'], b: { c: 'y' } });
+    expect(baseInputs({ environment: secret({ T: 'v' }), interpreter: ['/bin/bash', '-c'], addPreviousOutputInEnv: false })).toEqual({
+      environment: { T: 'v' },
+      interpreter: ['/bin/bash', '-c'],
+      addPreviousOutputInEnv: false,
+    });
+  });
+
+  it('runs commands with environment, stdin, dir and previous output, and fails like upstream', async () => {
+    const logged: string[] = [];
+    const runner = new CommandRunner(async (_urn, line) => {
+      logged.push(line);
+    });
+    const r = await runner.run('urn', 'cat; echo "$X/$PULUMI_COMMAND_STDOUT/$(pwd)"; echo err >&2', { stdin: 'in\n', environment: { X: 'x' }, dir: '/' }, { stdout: 'prev', stderr: '' });
+    expect(r).toEqual({ stdout: 'in\nx/prev//', stderr: 'err' });
+    expect(logged.sort()).toEqual(['err', 'in', 'x/prev//']);
+    const quiet: string[] = [];
+    const q = new CommandRunner(async (_urn, line) => {
+      quiet.push(line);
+    });
+    expect(await q.run('urn', 'echo "[$PULUMI_COMMAND_STDOUT]"', { logging: 'none', addPreviousOutputInEnv: false }, { stdout: 'prev', stderr: '' })).toEqual({ stdout: '[]', stderr: '' });
+    expect(quiet).toEqual([]);
+    await expect(runner.run('urn', 'echo out; echo bad >&2; exit 4', {}, { stdout: '', stderr: '' })).rejects.toThrow(/^exit status 4: running "echo out; echo bad >&2; exit 4":\nout\nbad\n$/);
+    await expect(runner.run('urn', 'kill -9 $$', {}, { stdout: '', stderr: '' })).rejects.toThrow(/^signal: killed: running /);
+    await expect(runner.run('urn', 'true', { dir: '/nonexistent-pko' }, { stdout: '', stderr: '' })).rejects.toThrow('chdir /nonexistent-pko: no such file or directory: running "true":\n');
+    await expect(runner.run('urn', 'true', { interpreter: ['no-such-interpreter-pko'] }, { stdout: '', stderr: '' })).rejects.toThrow('exec: "no-such-interpreter-pko": executable file not found in $PATH');
   });
 });
