@@ -1,7 +1,7 @@
 /**
  * A real resource provider plugin for the agent's tests and bench/agent-up.ts, `pulumi-resource-agenttest`, written with
- * @pulumi/pulumi's provider SDK (gRPC ResourceProvider server; schema for pulumi-language-yaml). It
- * stands in for pulumi-resource-command where the Go module proxy does not serve that one:
+ * @pulumi/pulumi's provider SDK (gRPC ResourceProvider server; schema for pulumi-language-yaml), for
+ * what a test needs to control: how long create and delete take (SIGTERM mid-update) and failures.
  *
  *   agenttest:index:Sleep  { seconds, deleteSeconds?, message? } → outputs { message, result }
  *                          create sleeps `seconds`, delete sleeps `deleteSeconds`
