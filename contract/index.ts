@@ -60,6 +60,8 @@ export const Env = {
   gitRevision: 'GIT_REVISION',
   gitDir: 'GIT_DIR',
   gitShallow: 'GIT_SHALLOW',
+  /** GitHub's API root for GitHub App token exchanges (GitHub Enterprise); default https://api.github.com. */
+  githubApiUrl: 'GITHUB_API_URL',
   gitSshPrivateKey: 'GIT_SSH_PRIVATE_KEY',
   gitUsername: 'GIT_USERNAME',
   /** Basic-auth password, or the SSH key's passphrase when GIT_SSH_PRIVATE_KEY is set (upstream). */

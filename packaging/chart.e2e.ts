@@ -138,7 +138,7 @@ describe('helm template with every value changed (packaging/testdata/chart-value
       NODE_OPTIONS: '--max-old-space-size=384',
     });
     // …and the hook server accepts them.
-    expect(configFromEnv(envOf(d))).toMatchObject({ logLevel: 'debug', gitTimeoutMs: 5000, gitCacheTtlMs: 60000, bodyLimit: 16777216, fluxMaxUntarSizeBytes: '209715200', agentImagePullPolicy: 'IfNotPresent' });
+    expect(configFromEnv(envOf(d))).toMatchObject({ logLevel: 'debug', gitTimeoutMs: 5000, gitCacheTtlMs: 60000, githubApiUrl: 'https://github.example/api/v3', bodyLimit: 16777216, fluxMaxUntarSizeBytes: '209715200', agentImagePullPolicy: 'IfNotPresent' });
   });
 
   test('replicas, resources, scheduling and pod metadata', () => {

@@ -15,6 +15,8 @@ export interface HookConfig {
   /** Git ref lookups: per-request timeout and how long answers are cached. */
   gitTimeoutMs: number;
   gitCacheTtlMs: number;
+  /** GitHub's API root for GitHub App credentials (GITHUB_API_URL; GitHub Enterprise: https://<host>/api/v3). */
+  githubApiUrl?: string;
 }
 
 export const DEFAULT_AGENT_IMAGE = `ghcr.io/pulumi-mc-operator/agent:v${version}`;
@@ -44,6 +46,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): HookConfig 
     logLevel: env.LOG_LEVEL || 'info',
     gitTimeoutMs: positiveInt('GIT_TIMEOUT_MS', env.GIT_TIMEOUT_MS, 2000),
     gitCacheTtlMs: positiveInt('GIT_CACHE_TTL_MS', env.GIT_CACHE_TTL_MS, 20_000),
+    ...(env.GITHUB_API_URL ? { githubApiUrl: env.GITHUB_API_URL } : {}),
   };
   const policy = pullPolicy(env.AGENT_IMAGE_PULL_POLICY);
   if (policy) config.agentImagePullPolicy = policy;

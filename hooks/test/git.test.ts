@@ -1,7 +1,13 @@
+import { generateKeyPairSync, verify } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { startGitServer, type GitServer } from '../../e2e/testbed/git-server';
 import { GitResolver, matchRef, parseAdvertisement, redactUrl } from '../src/git/ls-remote';
+import type { KObject } from '../src/lib/k8s';
+import { customizeStack } from '../src/stack/customize';
+import { gitAuthEnv, planRefLookup } from '../src/stack/source';
+import { buildWorkspace } from '../src/stack/workspace';
+import { makeStack, objectMap, testConfig } from './builders';
 
 describe('resolving git refs over smart HTTP, against git http-backend', () => {
   let server: GitServer;
@@ -76,6 +82,77 @@ describe('private repositories', () => {
   });
 });
 
+describe('private repositories with GitHub App credentials', () => {
+  const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+  const pem = privateKey.export({ type: 'pkcs1', format: 'pem' }).toString();
+  const TOKEN = 'ghs_installationToken0123456789';
+  let git: GitServer;
+  let url: string;
+  let sha: string;
+  let api: ReturnType<typeof createServer>;
+  let apiUrl: string;
+  const exchanges: { path: string; iss: unknown; ok: boolean }[] = [];
+
+  beforeAll(async () => {
+    git = await startGitServer({ auth: { username: 'x-access-token', password: TOKEN } });
+    url = git.createRepo('app-repo');
+    sha = git.commit('app-repo', 'main', { a: 'a' });
+    // A stand-in for GitHub's API: checks the App's JWT signature and claims, answers like GitHub.
+    api = createServer((req, res) => {
+      const jwt = String(req.headers.authorization ?? '').replace(/^Bearer /, '');
+      const [h, p, sig] = jwt.split('.');
+      const ok = !!sig && verify('RSA-SHA256', Buffer.from(`${h}.${p}`), publicKey, Buffer.from(sig, 'base64url'));
+      const claims = ok ? JSON.parse(Buffer.from(p!, 'base64url').toString()) : {};
+      exchanges.push({ path: req.url ?? '', iss: claims.iss, ok });
+      const fresh = ok && claims.exp - claims.iat === 660 && req.method === 'POST' && req.headers['x-github-api-version'] === '2022-11-28';
+      res.writeHead(fresh && req.url === '/app/installations/42/access_tokens' ? 201 : 401, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(fresh ? { token: TOKEN, expires_at: new Date(Date.now() + 3600_000).toISOString() } : { message: 'A JSON web token could not be decoded' }));
+    });
+    await new Promise<void>((r) => api.listen(0, '127.0.0.1', r));
+    apiUrl = `http://127.0.0.1:${(api.address() as AddressInfo).port}`;
+  });
+  afterAll(async () => {
+    git.close();
+    await new Promise((r) => api.close(r));
+  });
+
+  it('exchanges the App key for an installation token once, and resolves the branch with it', async () => {
+    const resolver = new GitResolver({ timeoutMs: 2000, cacheTtlMs: 1, githubApiUrl: apiUrl });
+    const githubApp = { appId: '1234', installationId: '42', privateKey: pem };
+    await expect(resolver.resolve({ url, ref: 'main', githubApp })).resolves.toEqual({ sha });
+    await new Promise((r) => setTimeout(r, 5));
+    await expect(resolver.resolve({ url, ref: 'main', githubApp })).resolves.toEqual({ sha });
+    // The token is reused while valid: one exchange for two lookups.
+    expect(exchanges).toEqual([{ path: '/app/installations/42/access_tokens', iss: '1234', ok: true }]);
+    await resolver.close();
+  });
+
+  it('says what is wrong with the App credentials, without the key or a token', async () => {
+    const resolver = new GitResolver({ timeoutMs: 2000, cacheTtlMs: 1, githubApiUrl: apiUrl });
+    const wrongInstallation = await resolver.resolve({ url, ref: 'main', githubApp: { appId: '1234', installationId: '7', privateKey: pem } });
+    expect(wrongInstallation).toEqual({ error: expect.stringContaining('the GitHub App installation token exchange') });
+    expect(JSON.stringify(wrongInstallation)).toContain('HTTP 401');
+    const badKey = await resolver.resolve({ url, ref: 'main', githubApp: { appId: '1234', installationId: '42', privateKey: 'not a key' } });
+    expect(badKey).toEqual({ error: expect.stringContaining('gitAuth.githubApp.privateKey) is not a PEM RSA private key') });
+    for (const r of [wrongInstallation, badKey]) {
+      expect(JSON.stringify(r)).not.toContain('PRIVATE KEY');
+      expect(JSON.stringify(r)).not.toContain(TOKEN);
+    }
+    await resolver.close();
+  });
+
+  it('gives up within the lookup timeout when the API does not answer', async () => {
+    const silent = createServer(() => undefined);
+    await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
+    const resolver = new GitResolver({ timeoutMs: 300, cacheTtlMs: 1, githubApiUrl: `http://127.0.0.1:${(silent.address() as AddressInfo).port}` });
+    const r = await resolver.resolve({ url, ref: 'main', githubApp: { appId: '1234', installationId: '42', privateKey: pem } });
+    expect(r).toEqual({ error: `timed out after 300 ms getting a GitHub App installation token to resolve "main" in ${url}` });
+    await resolver.close();
+    silent.closeAllConnections();
+    await new Promise((res) => silent.close(res));
+  });
+});
+
 describe('a git server that does not answer', () => {
   it('times out with a clear error instead of holding the hook', async () => {
     const hang = createServer(() => undefined);
@@ -118,5 +195,41 @@ describe('the ref advertisement parser', () => {
   });
   it('redacts credentials', () => {
     expect(redactUrl('https://u:p@g.test/r.git')).toBe('https://g.test/r.git');
+  });
+});
+
+describe('a branch with GitHub App credentials, from the Stack', () => {
+  const ref = (name: string, key: string) => ({ type: 'Secret', secret: { name, key } });
+  const spec = {
+    programRef: undefined,
+    projectRepo: 'https://github.example/org/app.git',
+    branch: 'main',
+    gitAuth: { githubApp: { appID: ref('gh-app', 'id'), installationID: ref('gh-app', 'installation'), privateKey: ref('gh-key', 'pem') } },
+  } as any;
+  const secret = (name: string, data: Record<string, string>): KObject => ({
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: { name, namespace: 'team-a' },
+    data: Object.fromEntries(Object.entries(data).map(([k, v]) => [k, Buffer.from(v).toString('base64')])),
+  });
+
+  it('asks Metacontroller for the App Secrets, and plans a token exchange with their values', () => {
+    const stack = makeStack(spec);
+    expect(customizeStack(stack).relatedResources).toContainEqual({ apiVersion: 'v1', resource: 'secrets', namespace: 'team-a', names: ['gh-app', 'gh-key'] });
+    const plan = planRefLookup(stack, objectMap(secret('gh-app', { id: '1234', installation: '42' }), secret('gh-key', { pem: 'PEM' })));
+    expect(plan).toEqual({ url: spec.projectRepo, ref: 'main', githubApp: { appId: '1234', installationId: '42', privateKey: 'PEM' } });
+  });
+
+  it('says which part is missing when a Secret is', () => {
+    const plan = planRefLookup(makeStack(spec), objectMap(secret('gh-app', { id: '1234', installation: '42' })));
+    expect(plan?.unsupported).toBe(`resolving "main" needs gitAuth.githubApp's appID, installationID and privateKey: a referenced Secret or key is missing`);
+    expect(plan?.githubApp).toBeUndefined();
+  });
+
+  it('gives the fetch container the same GitHub API (GitHub Enterprise)', () => {
+    const source = { kind: 'git' as const, url: spec.projectRepo, revision: 'a'.repeat(40), shallow: false, auth: gitAuthEnv(spec) };
+    const fetchEnv = (config: typeof testConfig) => buildWorkspace(makeStack(spec), source, config).statefulSet.spec.template.spec.initContainers[0].env;
+    expect(fetchEnv({ ...testConfig, githubApiUrl: 'https://github.example/api/v3' })).toContainEqual({ name: 'GITHUB_API_URL', value: 'https://github.example/api/v3' });
+    expect(fetchEnv(testConfig).some((e: { name: string }) => e.name === 'GITHUB_API_URL')).toBe(false);
   });
 });

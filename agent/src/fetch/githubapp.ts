@@ -1,10 +1,11 @@
 import * as crypto from 'node:crypto';
 import { request } from 'undici';
+import { Env } from '../../../contract';
 import { errorMessage } from '../lib/errors';
 
 /** GitHub's API root; GITHUB_API_URL overrides it (GitHub Enterprise, tests). */
 export function githubApiUrl(env: NodeJS.ProcessEnv = process.env): string {
-  return (env.GITHUB_API_URL || 'https://api.github.com').replace(/\/+$/, '');
+  return (env[Env.githubApiUrl] || 'https://api.github.com').replace(/\/+$/, '');
 }
 
 function b64url(data: Buffer | string): string {

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { Agent, interceptors, request, type Dispatcher } from 'undici';
 import type { RefLookup, RefLookupRequest } from '../stack/source';
+import { installationToken, type GitHubAppCredentials } from './github-app';
 
 /** Largest ref advertisement read (a repository with tens of thousands of tags fits easily). */
 const MAX_ADVERTISEMENT_BYTES = 16 * 1024 * 1024;
@@ -54,6 +55,8 @@ export function matchRef(refs: Map<string, string>, ref: string): string | undef
 export interface GitResolverOptions {
   timeoutMs: number;
   cacheTtlMs: number;
+  /** GitHub's API root, for GitHub App credentials (GitHub Enterprise: https://<host>/api/v3). */
+  githubApiUrl?: string;
   /** For tests: a clock. */
   now?: () => number;
 }
@@ -65,6 +68,8 @@ export interface GitResolverOptions {
  */
 export class GitResolver {
   private readonly cache = new Map<string, { expires: number; value: Promise<RefLookup> }>();
+  /** GitHub App installation tokens (valid an hour), reused until 5 minutes before they expire. */
+  private readonly appTokens = new Map<string, { expiresAtMs: number; token: Promise<string> }>();
   private readonly now: () => number;
   private readonly dispatcher: Dispatcher;
 
@@ -79,7 +84,8 @@ export class GitResolver {
 
   resolve(req: RefLookupRequest): Promise<RefLookup> {
     if (req.unsupported) return Promise.resolve({ error: req.unsupported });
-    const key = createHash('sha256').update(JSON.stringify([req.url, req.ref, req.username ?? '', req.password ?? ''])).digest('hex');
+    const app = req.githubApp ? [req.githubApp.appId, req.githubApp.installationId, req.githubApp.privateKey] : [];
+    const key = createHash('sha256').update(JSON.stringify([req.url, req.ref, req.username ?? '', req.password ?? '', ...app])).digest('hex');
     const hit = this.cache.get(key);
     const t = this.now();
     if (hit && hit.expires > t) return hit.value;
@@ -98,6 +104,24 @@ export class GitResolver {
     return value;
   }
 
+  private githubAppToken(creds: GitHubAppCredentials, signal: AbortSignal): Promise<string> {
+    const key = createHash('sha256').update(JSON.stringify([creds.appId, creds.installationId, creds.privateKey])).digest('hex');
+    const t = this.now();
+    const hit = this.appTokens.get(key);
+    if (hit && hit.expiresAtMs - 5 * 60_000 > t) return hit.token;
+    const apiUrl = this.options.githubApiUrl ?? 'https://api.github.com';
+    const exchange = installationToken(apiUrl, creds, { signal, dispatcher: this.dispatcher, nowMs: t });
+    const token = exchange.then((r) => r.token);
+    // Until the answer says when it expires, assume the documented hour; forget failures at once.
+    this.appTokens.set(key, { expiresAtMs: t + 60 * 60_000, token });
+    exchange.then(
+      (r) => this.appTokens.set(key, { expiresAtMs: r.expiresAtMs, token }),
+      () => this.appTokens.delete(key),
+    );
+    if (this.appTokens.size > MAX_CACHE_ENTRIES) this.appTokens.delete(this.appTokens.keys().next().value!);
+    return token;
+  }
+
   private async lookup(req: RefLookupRequest): Promise<RefLookup> {
     const shown = redactUrl(req.url);
     let url: URL;
@@ -114,13 +138,26 @@ export class GitResolver {
     const userinfo = url.username || url.password ? { username: decodeURIComponent(url.username), password: decodeURIComponent(url.password) } : undefined;
     url.username = '';
     url.password = '';
-    const username = req.username ?? userinfo?.username;
-    const password = req.password ?? userinfo?.password;
+    let username = req.username ?? userinfo?.username;
+    let password = req.password ?? userinfo?.password;
+    // One deadline for the whole lookup, the token exchange included.
+    const signal = AbortSignal.timeout(this.options.timeoutMs);
+    if (req.githubApp) {
+      try {
+        password = await this.githubAppToken(req.githubApp, signal);
+        username = 'x-access-token';
+      } catch (err) {
+        const e = err as Error & { code?: string };
+        if (e.name === 'TimeoutError' || e.name === 'AbortError') {
+          return { error: `timed out after ${this.options.timeoutMs} ms getting a GitHub App installation token to resolve "${req.ref}" in ${shown}` };
+        }
+        return { error: `cannot resolve "${req.ref}" in ${shown}: ${e.code && !e.message.includes('GitHub App') ? `cannot reach the GitHub API (${e.code})` : e.message}` };
+      }
+    }
     if (username !== undefined || password !== undefined) {
       headers.authorization = `Basic ${Buffer.from(`${username ?? ''}:${password ?? ''}`).toString('base64')}`;
     }
     try {
-      const signal = AbortSignal.timeout(this.options.timeoutMs);
       const res = await request(url, { method: 'GET', headers, signal, dispatcher: this.dispatcher });
       if (res.statusCode === 401 || res.statusCode === 403) {
         await res.body.dump();

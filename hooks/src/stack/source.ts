@@ -33,6 +33,8 @@ export interface RefLookupRequest {
   /** HTTP basic credentials, when the repository is private. */
   username?: string;
   password?: string;
+  /** GitHub App credentials: exchanged for an installation token, used like an access token. */
+  githubApp?: { appId: string; installationId: string; privateKey: string };
   /** Set when the hooks cannot resolve this ref themselves; the message says why. */
   unsupported?: string;
 }
@@ -123,8 +125,12 @@ export function planRefLookup(stack: Stack, related: ObjectMap | undefined): Ref
   const env = Object.fromEntries(gitAuthEnv(spec).map((e) => [e.env, secretValue(related, ns, e.secret, e.key)]));
   if (env.GIT_SSH_PRIVATE_KEY !== undefined && env.GIT_TOKEN === undefined && env.GIT_USERNAME === undefined) {
     req.unsupported = `resolving "${ref}" with SSH credentials is not supported by the hooks; set spec.commit to a full commit SHA, or use gitAuth.accessToken or gitAuth.basicAuth`;
-  } else if (env.GIT_GITHUB_APP_ID !== undefined) {
-    req.unsupported = `resolving "${ref}" with GitHub App credentials is not supported by the hooks yet; set spec.commit to a full commit SHA, or use gitAuth.accessToken`;
+  } else if (env.GIT_GITHUB_APP_ID !== undefined || env.GIT_GITHUB_APP_INSTALLATION_ID !== undefined || env.GIT_GITHUB_APP_PRIVATE_KEY !== undefined) {
+    if (env.GIT_GITHUB_APP_ID === undefined || env.GIT_GITHUB_APP_INSTALLATION_ID === undefined || env.GIT_GITHUB_APP_PRIVATE_KEY === undefined) {
+      req.unsupported = `resolving "${ref}" needs gitAuth.githubApp's appID, installationID and privateKey: a referenced Secret or key is missing`;
+    } else {
+      req.githubApp = { appId: env.GIT_GITHUB_APP_ID, installationId: env.GIT_GITHUB_APP_INSTALLATION_ID, privateKey: env.GIT_GITHUB_APP_PRIVATE_KEY };
+    }
   } else if (env.GIT_TOKEN !== undefined) {
     req.username = 'git';
     req.password = env.GIT_TOKEN;

@@ -141,6 +141,8 @@ function fetchContainer(source: WorkspaceSource, config: HookConfig, workspaceNa
         if (a.optional) ref.optional = true;
         env.push({ name: a.env, valueFrom: { secretKeyRef: ref } });
       }
+      // The same GitHub API the hooks use to resolve the branch (GitHub Enterprise).
+      if (config.githubApiUrl && source.auth.some((a) => a.env === 'GIT_GITHUB_APP_ID')) env.push(literalEnv(Env.githubApiUrl, config.githubApiUrl));
       break;
     case 'flux':
       env.push(literalEnv(Env.fluxUrl, source.url), literalEnv(Env.fluxDigest, source.digest));
