@@ -5,6 +5,9 @@
  *
  *   npm run build && node dist/bench/agent-up.js [--runs N]
  *
+ * BENCH_PULUMI_ENV='K=V …' adds Pulumi settings to both sides (e.g. PULUMI_DIY_BACKEND_ZSTD=true:
+ * zstd state, which the server reads through `pulumi stack export` rather than the state file).
+ *
  * Needs the e2e toolchain's pulumi and pulumi-language-yaml (e2e/toolchain/build.sh pulumi); the
  * Node.js program also pulumi-language-nodejs (skipped, and said so, where it is not built). The
  * resources come from the test provider plugin (agent/testkit/provider.ts). File backend,
@@ -64,6 +67,8 @@ interface Program {
   files: Record<string, string>;
   env?: Record<string, string>;
   needs: Binary[];
+  /** Outputs every server `up` must return (value and secret flag): the bench measures a correct result. */
+  outputs?: Record<string, { value: unknown; secret: boolean }>;
 }
 
 const sleepResource = (name: string, message: string): string[] => [
@@ -102,6 +107,7 @@ const PROGRAMS: Program[] = [
         '',
       ].join('\n'),
     },
+    outputs: { token: { value: 's3cr3t-value', secret: true } },
   },
   {
     name: 'nodejs, dynamic provider',
@@ -121,6 +127,13 @@ const PROGRAMS: Program[] = [
   },
 ];
 
+const EXTRA_PULUMI_ENV: Record<string, string> = Object.fromEntries(
+  (process.env.BENCH_PULUMI_ENV ?? '')
+    .split(/\s+/)
+    .filter((kv) => kv.includes('='))
+    .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
+);
+
 function baseEnv(root: string, extra: Record<string, string> = {}): Record<string, string> {
   fs.mkdirSync(path.join(root, 'home'), { recursive: true });
   fs.mkdirSync(path.join(root, 'backend'), { recursive: true });
@@ -137,6 +150,7 @@ function baseEnv(root: string, extra: Record<string, string> = {}): Record<strin
     npm_config_fund: 'false',
     npm_config_offline: 'true',
     npm_config_update_notifier: 'false',
+    ...EXTRA_PULUMI_ENV,
     ...extra,
   };
   // The test provider, installed as a plugin so that `pulumi install` needs no network.
@@ -159,13 +173,17 @@ function pulumi(args: string[], cwd: string, env: Record<string, string>): numbe
   return performance.now() - t0;
 }
 
-async function serverUp(base: string, stack: string): Promise<number> {
+async function serverUp(base: string, stack: string, p: Program): Promise<number> {
   const t0 = performance.now();
   const res = await request(`${base}/v1/operations`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ type: 'up', stack }), bodyTimeout: 600_000 });
   const text = await res.body.text();
-  const last = JSON.parse(text.trim().split('\n').pop()!) as { kind: string; result?: { state: string; message: string } };
+  const ms = performance.now() - t0;
+  const last = JSON.parse(text.trim().split('\n').pop()!) as { kind: string; result?: { state: string; message: string; outputs?: Record<string, unknown> } };
   if (res.statusCode !== 200 || last.result?.state !== 'succeeded') throw new Error(`server up failed: ${res.statusCode} ${text.slice(-2000)}`);
-  return performance.now() - t0;
+  for (const [k, want] of Object.entries(p.outputs ?? {})) {
+    if (JSON.stringify(last.result.outputs?.[k]) !== JSON.stringify(want)) throw new Error(`server up: output ${k} is ${JSON.stringify(last.result.outputs?.[k])}, expected ${JSON.stringify(want)}`);
+  }
+  return ms;
 }
 
 const median = (xs: number[]): number => {
@@ -206,12 +224,12 @@ async function bench(p: Program, runs: number) {
         await new Promise((res) => setTimeout(res, 20));
       }
       const readyMs = performance.now() - t0;
-      const serverFirst = await serverUp(base, 'bench');
+      const serverFirst = await serverUp(base, 'bench', p);
       const server: number[] = [];
       // Interleave the warm runs so that machine noise hits both sides alike.
       for (let i = 0; i < runs; i++) {
         bare.push(pulumi(['up', '--yes', '--skip-preview', '--stack', 'bench'], bareDir, bareEnv));
-        server.push(await serverUp(base, 'bench'));
+        server.push(await serverUp(base, 'bench', p));
       }
       return {
         program: p.name,
@@ -248,7 +266,7 @@ async function main(): Promise<void> {
     }
     results.push(await bench(p, runs));
   }
-  console.log(JSON.stringify({ machine: { cpus: os.cpus().length, node: process.version }, results, skipped }, null, 2));
+  console.log(JSON.stringify({ machine: { cpus: os.cpus().length, node: process.version }, pulumiEnv: EXTRA_PULUMI_ENV, results, skipped }, null, 2));
   console.log('\n| program | bare `pulumi up` warm (median) | server `up` warm (median) | ratio | server start → Ready | server first `up` | bare first `up` |');
   console.log('|---|---|---|---|---|---|---|');
   for (const r of results) {

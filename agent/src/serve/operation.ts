@@ -4,8 +4,10 @@ import * as path from 'node:path';
 import type { OperationRequest, ProjectInfo } from '../../../contract';
 import type { OperationResult, OutputValue, StreamLine } from '../api';
 import { oneLine, truncate } from '../lib/errors';
+import { logger } from '../lib/log';
 import type { Redactor } from '../lib/redact';
 import { runPulumi } from './pulumi';
+import { SECRET_SIG, SIG_KEY, STACK_TYPE, type StackStateReader } from './stack-state';
 
 export interface OperationContext {
   workDir: string;
@@ -14,12 +16,9 @@ export interface OperationContext {
   redactor: Redactor;
   /** PULUMI_LOG_LEVEL: > 0 turns on Pulumi's debug logging to stderr (upstream). */
   logLevel: number;
+  /** Reads secret outputs from the state (passphrase stacks) instead of `stack output --show-secrets`. */
+  state?: StackStateReader;
 }
-
-/** Pulumi's marker for a secret value in serialized state and engine events. */
-const SECRET_SIG_KEY = '4dabf18193072939515e22adb298388d';
-const SECRET_SIG_VALUE = '1b47061264138c4ac30d75fd1eb44270';
-const STACK_TYPE = 'pulumi:pulumi:Stack';
 const MAX_MESSAGE = 4000;
 
 /** The CLI arguments of an operation (the Automation API's, minus its follow-up calls). */
@@ -135,7 +134,7 @@ export function containsSecret(v: unknown, depth = 0): boolean {
   if (depth > 64 || v === null || typeof v !== 'object') return false;
   if (Array.isArray(v)) return v.some((x) => containsSecret(x, depth + 1));
   const o = v as Record<string, unknown>;
-  if (o[SECRET_SIG_KEY] === SECRET_SIG_VALUE) return true;
+  if (o[SIG_KEY] === SECRET_SIG) return true;
   return Object.values(o).some((x) => containsSecret(x, depth + 1));
 }
 
@@ -213,27 +212,53 @@ export function hasSignature(v: unknown, depth = 0): boolean {
   if (depth > 64 || v === null || typeof v !== 'object') return false;
   if (Array.isArray(v)) return v.some((x) => hasSignature(x, depth + 1));
   const o = v as Record<string, unknown>;
-  if (SECRET_SIG_KEY in o) return true;
+  if (SIG_KEY in o) return true;
   return Object.values(o).some((x) => hasSignature(x, depth + 1));
 }
 
 /**
  * The stack's outputs with their secret flags and plaintext values. The engine event of the stack
  * resource carries the values with secrets blinded: when no output holds a secret (or another
- * special value) they are the outputs, and no CLI call is needed; otherwise one `pulumi stack
- * output --json --show-secrets` reads the values (decrypting costs a CLI start and the secrets
- * provider's key derivation), and the flags still come from the event (an output is secret when it
- * contains a secret anywhere). Without the event (never seen in practice), `stack output` with and
- * without `--show-secrets` give values and flags (upstream's way).
+ * special value) they are the outputs, and no CLI call is needed. When the only special values are
+ * secrets and the stack uses the passphrase secrets provider, the plaintext comes from the state
+ * the `up` just wrote, decrypted here with the key derived once per workspace (stack-state.ts): no
+ * CLI call for a `file://` backend, a `pulumi stack export` (no key derivation) otherwise.
+ * Otherwise one `pulumi stack output --json --show-secrets` reads the values (decrypting costs a
+ * CLI start and the secrets provider's key derivation). The flags always come from the event (an
+ * output is secret when it contains a secret anywhere). Without the event (never seen in
+ * practice), `stack output` with and without `--show-secrets` give values and flags (upstream's way).
  */
 async function readOutputs(
   ctx: OperationContext,
-  fromEvent: Record<string, unknown> | undefined,
+  fromEvent: { outputs: Record<string, unknown>; urn: string } | undefined,
+  since: Date,
 ): Promise<{ outputs: Record<string, OutputValue> } | { error: string }> {
-  if (fromEvent && !hasSignature(fromEvent)) {
+  if (fromEvent && !hasSignature(fromEvent.outputs)) {
     const outputs: Record<string, OutputValue> = {};
-    for (const key of Object.keys(fromEvent).sort()) outputs[key] = { value: fromEvent[key], secret: false };
+    for (const key of Object.keys(fromEvent.outputs).sort()) outputs[key] = { value: fromEvent.outputs[key], secret: false };
     return { outputs };
+  }
+  if (fromEvent && ctx.state) {
+    const t0 = Date.now();
+    const got = await ctx.state.read({
+      workDir: ctx.workDir,
+      stack: ctx.stack,
+      eventOutputs: fromEvent.outputs,
+      stackUrn: fromEvent.urn,
+      since,
+      ...(ctx.projectInfo ? { project: ctx.projectInfo.name } : {}),
+    });
+    if ('outputs' in got) {
+      const outputs: Record<string, OutputValue> = {};
+      for (const key of Object.keys(got.outputs).sort()) {
+        const secret = containsSecret(fromEvent.outputs[key]);
+        outputs[key] = { value: got.outputs[key], secret };
+        if (secret) ctx.redactor.add(got.outputs[key]);
+      }
+      logger.debug('secret stack outputs decrypted from the state', { source: got.source, ms: Date.now() - t0 });
+      return { outputs };
+    }
+    logger.debug('secret stack outputs: reading them with pulumi stack output', { why: got.reason });
   }
   const base = ['stack', 'output', '--json', '--stack', ctx.stack, '--non-interactive'];
   const [plain, masked] = await Promise.all([
@@ -254,7 +279,7 @@ async function readOutputs(
   }
   const outputs: Record<string, OutputValue> = {};
   for (const key of Object.keys(values).sort()) {
-    const secret = fromEvent ? containsSecret(fromEvent[key]) : maskedValues[key] === '[secret]';
+    const secret = fromEvent ? containsSecret(fromEvent.outputs[key]) : maskedValues[key] === '[secret]';
     outputs[key] = { value: values[key], secret };
     if (secret) ctx.redactor.add(values[key]);
   }
@@ -264,22 +289,23 @@ async function readOutputs(
 /** Runs one operation with the CLI, streaming its events and output; never throws. */
 export async function runOperation(ctx: OperationContext, o: RunOperationOptions): Promise<OperationResult> {
   const { req, emit } = o;
-  const startTime = new Date().toISOString();
+  const started = new Date();
+  const startTime = started.toISOString();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pko-op-'));
   tempDirs.add(dir);
   const eventLog = path.join(dir, 'events.jsonl');
   fs.writeFileSync(eventLog, '');
   const diagnostics: string[] = [];
   let summary: { resourceChanges?: Record<string, number> } | undefined;
-  let stackOutputsEvent: Record<string, unknown> | undefined;
+  let stackOutputsEvent: { outputs: Record<string, unknown>; urn: string } | undefined;
   const r = ctx.redactor;
   const tail = new EventLogTail(eventLog, (event) => {
     const diag = event.diagnosticEvent as { severity?: string; message?: string; ephemeral?: boolean } | undefined;
     if (diag && diag.severity === 'error' && typeof diag.message === 'string') diagnostics.push(diag.message);
     const sum = event.summaryEvent as { resourceChanges?: Record<string, number> } | undefined;
     if (sum) summary = sum;
-    const outs = event.resOutputsEvent as { metadata?: { type?: string; new?: { outputs?: Record<string, unknown> } } } | undefined;
-    if (outs?.metadata?.type === STACK_TYPE && outs.metadata.new?.outputs) stackOutputsEvent = outs.metadata.new.outputs;
+    const outs = event.resOutputsEvent as { metadata?: { type?: string; urn?: string; new?: { outputs?: Record<string, unknown> } } } | undefined;
+    if (outs?.metadata?.type === STACK_TYPE && outs.metadata.new?.outputs) stackOutputsEvent = { outputs: outs.metadata.new.outputs, urn: outs.metadata.urn ?? '' };
     emit({ kind: 'event', event: r.redactValue(event) });
   });
   tail.start();
@@ -310,7 +336,7 @@ export async function runOperation(ctx: OperationContext, o: RunOperationOptions
       const described = describeChanges(changes, req.type === 'preview');
       result = { ...base, state: 'succeeded', message: `${req.type} succeeded${described ? ` (${described})` : ''}`, endTime: '' };
       if (req.type === 'up') {
-        const outs = await readOutputs(ctx, stackOutputsEvent);
+        const outs = await readOutputs(ctx, stackOutputsEvent, started);
         if ('error' in outs) {
           result = { ...base, state: 'failed', reason: 'UpdateFailed', message: `up succeeded but ${outs.error}`, endTime: '' };
         } else {

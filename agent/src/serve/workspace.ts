@@ -8,6 +8,7 @@ import type { Redactor } from '../lib/redact';
 import { compareVersions, configJson, hasStructuredConfig, resolveConfig, STRUCTURED_CONFIG_MIN_VERSION, type ResolvedConfig } from './config';
 import { runOperation } from './operation';
 import { runPulumi, type RunResult } from './pulumi';
+import { StackStateReader } from './stack-state';
 import type { StatusReporter } from './status';
 
 export interface WorkspaceOptions {
@@ -68,6 +69,8 @@ export class Workspace {
   private stackReady = false;
   private current?: Running;
   private readonly stopping = new AbortController();
+  /** Keeps the passphrase key between operations (secret outputs without a CLI call). */
+  private readonly stateReader = new StackStateReader();
 
   constructor(private readonly o: WorkspaceOptions) {}
 
@@ -249,7 +252,14 @@ export class Workspace {
         }
         logger.info('operation started', { id, type: req.type, stack: this.stackName });
         const result = await runOperation(
-          { workDir: this.o.workDir, stack: this.stackName, redactor: this.o.redactor, logLevel: this.o.logLevel, ...(this.projectInfo ? { projectInfo: this.projectInfo } : {}) },
+          {
+            workDir: this.o.workDir,
+            stack: this.stackName,
+            redactor: this.o.redactor,
+            logLevel: this.o.logLevel,
+            state: this.stateReader,
+            ...(this.projectInfo ? { projectInfo: this.projectInfo } : {}),
+          },
           { id, req, emit, signal: abort.signal, abortReason: () => running.reason },
         );
         if (req.type === 'destroy' && req.remove && result.state === 'succeeded') this.stackReady = false;
