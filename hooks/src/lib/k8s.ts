@@ -92,16 +92,16 @@ export function asLastApplied(observed: KObject): KObject {
 
 /**
  * A child whose update strategy is OnDelete (our Jobs), returned so Metacontroller keeps it:
- * Metacontroller never updates such a child, it only checks that it is still desired and that its
- * labels match the selector. The observed spec is returned as is (by reference: no copy, no parse),
- * which keeps a steady-state sync cheap however many finished Jobs a Stack keeps.
+ * Metacontroller never updates such a child, it only checks that it is still desired (by name)
+ * and that its labels match the selector. So the spec is left out: it would cost every sync a
+ * serialisation of each finished Job's pod template for nothing, and if the Job vanished between
+ * Metacontroller's look and its apply (TTL), a spec-less object cannot be created again by mistake.
  */
 export function asRetained(observed: KObject): KObject {
   const { name, namespace, labels } = observed.metadata;
   const kept: KObject = { apiVersion: observed.apiVersion, kind: observed.kind, metadata: { name } };
   if (namespace !== undefined) kept.metadata.namespace = namespace;
   if (labels !== undefined) kept.metadata.labels = labels;
-  if (observed.spec !== undefined) kept.spec = observed.spec;
   return kept;
 }
 

@@ -9,7 +9,7 @@ import { buildJob, identityOf, jobName, jobOutcome, jobType, type JobOutcome, ty
 import { checkPrerequisites, refreshRequestsFor } from './prerequisites';
 import { resolveSource, type RefLookup } from './source';
 import { validateStackObject } from './validate';
-import { stackRbac } from './rbac';
+import { desiredStackRbac } from './rbac';
 import { desiredWorkspace, workspaceName, workspaceReadiness, workspaceServiceAccount } from './workspace';
 
 export interface StackSyncRequest {
@@ -154,7 +154,7 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
   // The Stack's identities (rbac.ts) come with what it is given, allowed on exactly its Jobs.
   const withIdentities = (children: KObject[]): KObject[] => [
     ...children,
-    ...stackRbac(name, stack.metadata!.namespace as string, workspaceServiceAccount(stack.spec), children.filter((c) => c.kind === 'Job').map((c) => c.metadata.name)),
+    ...desiredStackRbac(name, stack.metadata!.namespace as string, workspaceServiceAccount(stack.spec), children.filter((c) => c.kind === 'Job').map((c) => c.metadata.name)),
   ];
   const keepAll = (): KObject[] => [
     ...[observed.statefulSet, observed.service].filter((o): o is KObject => o !== undefined).map(asLastApplied),
@@ -191,7 +191,9 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
   }
 
   // 3. An invalid Stack stalls; its children stay exactly as they are.
-  const problems = validateStackObject(stack);
+  // The spec's JSON keys the memoised validation and workspace (made once per sync).
+  const specJson = JSON.stringify(stack.spec) ?? '';
+  const problems = validateStackObject(stack, specJson);
   if (problems.length > 0) {
     return respond({ kind: 'stalled', reason: Reasons.SpecInvalid, message: problems.join('; ') }, keepAll());
   }
@@ -213,7 +215,7 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
     now,
     refreshRequestedBy: deleting ? [] : refreshRequestsFor(stack, req.related),
   });
-  const workspace = desiredWorkspace(stack, source.source, config);
+  const workspace = desiredWorkspace(stack, source.source, config, specJson);
   if (decision.synced) {
     const children: KObject[] = [...keptJobs];
     const reclaim = spec.workspaceReclaimPolicy === 'Delete' && status.lastUpdate?.state === 'succeeded';

@@ -200,13 +200,26 @@ export interface DesiredWorkspace {
  * (a strategic merge of the user's template, then a stable hash of the pod template) was the
  * largest cost of a steady-state sync (bench/sync-hook.ts). The key is all buildWorkspace reads.
  */
-export const desiredWorkspace = memoizeByContent(buildWorkspace, (stack: Stack, source: WorkspaceSource, config: HookConfig) => [
-  stack.metadata?.name,
-  stack.metadata?.namespace,
-  stack.spec,
-  source,
-  config,
-]);
+const memoisedWorkspace = memoizeByContent(
+  (stack: Stack, source: WorkspaceSource, config: HookConfig, _specJson: string) => buildWorkspace(stack, source, config),
+  (stack: Stack, source: WorkspaceSource, config: HookConfig, specJson: string) =>
+    `${JSON.stringify([stack.metadata?.name, stack.metadata?.namespace, source])}\n${configJson(config)}\n${specJson}`,
+);
+
+export function desiredWorkspace(stack: Stack, source: WorkspaceSource, config: HookConfig, specJson: string = JSON.stringify(stack.spec) ?? ''): DesiredWorkspace {
+  return memoisedWorkspace(stack, source, config, specJson);
+}
+
+/** A HookConfig never changes once made (one per server), so its JSON is made once. */
+const configJsons = new WeakMap<HookConfig, string>();
+function configJson(config: HookConfig): string {
+  let json = configJsons.get(config);
+  if (json === undefined) {
+    json = JSON.stringify(config);
+    configJsons.set(config, json);
+  }
+  return json;
+}
 
 /** The workspace StatefulSet and Service for a Stack and its resolved source (reference §5.3, our agent). */
 export function buildWorkspace(stack: Stack, source: WorkspaceSource, config: HookConfig): DesiredWorkspace {
