@@ -13,7 +13,8 @@ import {
 } from '../../../contract';
 import type { HookConfig } from '../config';
 import { parseDuration } from '../lib/duration';
-import { shortHash, stableStringify } from '../lib/json';
+import { LRUCache } from 'lru-cache';
+import { deepFreeze, shortHash, stableStringify } from '../lib/json';
 import { conditionOf, type KObject } from '../lib/k8s';
 import { strategicMerge } from '../lib/merge';
 import { updateServiceAccountName } from './rbac';
@@ -188,9 +189,26 @@ export function jobOutcome(job: KObject): JobOutcome | undefined {
 /** Per observed Job object (so per request): dropped with the request. */
 const outcomes = new WeakMap<KObject, JobOutcome | null>();
 
+/**
+ * Parsed result annotations by their text: every sync of a Stack reads the same finished Jobs'
+ * results again, and parsing them was a tenth of a steady-state sync. Bounded by total size; the
+ * parsed results are frozen because they are shared.
+ */
+const parsedResults = new LRUCache<string, { result: UpdateResult | undefined }>({ maxSize: 16 * 1024 * 1024, sizeCalculation: (_v, raw) => Math.max(1, raw.length) });
+
+function resultOf(raw: string | undefined): UpdateResult | undefined {
+  if (raw === undefined) return undefined;
+  let hit = parsedResults.get(raw);
+  if (!hit) {
+    hit = { result: deepFreeze(parseUpdateResult(raw)) };
+    if (raw.length <= 1024 * 1024) parsedResults.set(raw, hit);
+  }
+  return hit.result;
+}
+
 function readJobOutcome(job: KObject): JobOutcome | undefined {
   const type = jobType(job) ?? 'up';
-  const result = parseUpdateResult(job.metadata.annotations?.[Annotations.updateResult]);
+  const result = resultOf(job.metadata.annotations?.[Annotations.updateResult]);
   const failed = conditionOf(job, 'Failed');
   const complete = conditionOf(job, 'Complete');
   const jobEnd = (job.status?.completionTime as string | undefined) ?? failed?.lastTransitionTime ?? complete?.lastTransitionTime;
