@@ -15,8 +15,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { maskOutputs } from '../../contract';
 import type { StreamLine, WorkspaceInfo } from '../src/api';
-import { capturedOutput, ensureBuilt, pulumiEnv, REPO, tmpDir, useNodejsLanguageHost, writeFiles } from './helpers';
-import { startWorkspace, type RunningWorkspace } from './workspace';
+import { capturedOutput, pulumiEnv, REPO, useNodejsLanguageHost, writeFiles } from './helpers';
+import { startWorkspace, workspaceSuite } from './workspace';
 import { getJson, operate } from './workspace-client';
 
 const SECRET_OUTPUT = 'dynamic-secret-output-55aa';
@@ -24,28 +24,17 @@ const SECRET_CONFIG = 'node-secret-config-3e9d';
 const PROGRAM_LINE = 'the Node.js program ran';
 const streamed: string[] = [];
 const report: string[] = [];
-let root: string;
-let running: RunningWorkspace[] = [];
-
-beforeAll(() => ensureBuilt());
-beforeEach(() => {
-  root = tmpDir('nodejs');
-});
-afterEach(async () => {
-  for (const w of running) await w.proc.stop();
-  running = [];
-  fs.rmSync(root, { recursive: true, force: true });
-});
+const suite = workspaceSuite('nodejs');
 
 function record(line: StreamLine): void {
   if (line.kind !== 'result') streamed.push(JSON.stringify(line));
 }
 
 it('runs a Node.js project with a dynamic provider: installs once, the second operation is warm', async () => {
-  const env = pulumiEnv(root, {}, ['pulumi', 'pulumiResourcePulumiNodejs']);
+  const env = pulumiEnv(suite.root, {}, ['pulumi', 'pulumiResourcePulumiNodejs']);
   const host = useNodejsLanguageHost(env);
   report.push(`language host: ${host}`);
-  const workspace = path.join(root, 'share', 'workspace');
+  const workspace = path.join(suite.root, 'share', 'workspace');
   writeFiles(workspace, {
     'Pulumi.yaml': 'name: dynproj\nruntime: nodejs\n',
     // The preinstall script counts how often `pulumi install` ran npm.
@@ -79,7 +68,7 @@ it('runs a Node.js project with a dynamic provider: installs once, the second op
 
   const t0 = Date.now();
   const w = await startWorkspace({
-    root,
+    root: suite.root,
     env,
     stack: {
       name: 'dev',
@@ -90,7 +79,7 @@ it('runs a Node.js project with a dynamic provider: installs once, the second op
       ],
     },
   });
-  running.push(w);
+  suite.track(w);
   const readyMs = Date.now() - t0;
   // A real install: npm linked @pulumi/pulumi into the project's own node_modules.
   expect(fs.lstatSync(path.join(workspace, 'node_modules', '@pulumi', 'pulumi')).isSymbolicLink()).toBe(true);

@@ -12,29 +12,18 @@ import * as path from 'node:path';
 import type { WorkspaceStackSpec } from '../../contract';
 import { toolchain } from '../../e2e/testbed/toolchain';
 import type { StreamLine } from '../src/api';
-import { capturedOutput, ensureBuilt, pulumiEnv, testResource, tmpDir, writeFiles } from './helpers';
-import { startWorkspace, type RunningWorkspace } from './workspace';
+import { capturedOutput, pulumiEnv, testResource, writeFiles } from './helpers';
+import { startWorkspace, workspaceSuite, type RunningWorkspace } from './workspace';
 import { operate } from './workspace-client';
 
 const SECRET_CONFIG = 'cfg-secret-5d1e-never-printed';
 const SECRETS = [SECRET_CONFIG, 'first-secret-9b2c', 'second-secret-47aa', 'hello-asset-text-e3'];
 const streamed: string[] = [];
 
-let root: string;
-let running: RunningWorkspace[] = [];
+const suite = workspaceSuite('secret-outputs');
 
-beforeAll(() => ensureBuilt());
-beforeEach(() => {
-  root = tmpDir('secret-outputs');
-});
-afterEach(async () => {
-  for (const w of running) await w.proc.stop();
-  running = [];
-  fs.rmSync(root, { recursive: true, force: true });
-});
-
-const workDir = (): string => path.join(root, 'share', 'workspace');
-const cliLog = (): string => path.join(root, 'cli-calls.log');
+const workDir = (): string => path.join(suite.root, 'share', 'workspace');
+const cliLog = (): string => path.join(suite.root, 'cli-calls.log');
 /** The workspace's CLI calls, first two arguments each ("up --yes", "stack output", …). */
 const cliCalls = (): string[] => (fs.existsSync(cliLog()) ? fs.readFileSync(cliLog(), 'utf8').split('\n').filter((l) => l !== '') : []);
 
@@ -66,12 +55,12 @@ function program(secretValue: string): string {
 /** Starts a workspace whose CLI calls are recorded. */
 async function serve(files: Record<string, string>, extraEnv: Record<string, string | undefined> = {}): Promise<{ w: RunningWorkspace; env: Record<string, string> }> {
   writeFiles(workDir(), files);
-  const wrapper = path.join(root, 'pulumi-wrapper');
+  const wrapper = path.join(suite.root, 'pulumi-wrapper');
   fs.writeFileSync(wrapper, `#!/bin/sh\necho "$1 $2" >> ${JSON.stringify(cliLog())}\nexec ${JSON.stringify(toolchain.binaries.pulumi)} "$@"\n`, { mode: 0o755 });
-  const env = pulumiEnv(root, { PULUMI_CLI: wrapper, PKO_AGENT_LOG_LEVEL: 'debug', ...extraEnv });
+  const env = pulumiEnv(suite.root, { PULUMI_CLI: wrapper, PKO_AGENT_LOG_LEVEL: 'debug', ...extraEnv });
   const stack: WorkspaceStackSpec = { name: 'dev', create: true, config: [{ key: 'apiKey', value: SECRET_CONFIG, secret: true }] };
-  const w = await startWorkspace({ root, env, stack });
-  running.push(w);
+  const w = await startWorkspace({ root: suite.root, env, stack });
+  suite.track(w);
   return { w, env };
 }
 
@@ -117,15 +106,15 @@ describe('secret outputs of a passphrase stack', () => {
   });
 
   it('gzipped state and the passphrase from a file: still no CLI call', async () => {
-    writeFiles(root, { 'passphrase.txt': 'test-passphrase\n' });
+    writeFiles(suite.root, { 'passphrase.txt': 'test-passphrase\n' });
     const { w, env } = await serve(
       { 'Pulumi.yaml': program('first-secret-9b2c') },
-      { PULUMI_DIY_BACKEND_GZIP: 'true', PULUMI_CONFIG_PASSPHRASE: undefined, PULUMI_CONFIG_PASSPHRASE_FILE: path.join(root, 'passphrase.txt') },
+      { PULUMI_DIY_BACKEND_GZIP: 'true', PULUMI_CONFIG_PASSPHRASE: undefined, PULUMI_CONFIG_PASSPHRASE_FILE: path.join(suite.root, 'passphrase.txt') },
     );
     const r = await up(w);
     expect(r.outputs).toEqual(expected('first-secret-9b2c'));
     expect(cliCalls()).toEqual(['up --yes']);
-    expect(fs.readdirSync(path.join(root, 'backend', '.pulumi', 'stacks', 'secretouts'))).toContain('dev.json.gz');
+    expect(fs.readdirSync(path.join(suite.root, 'backend', '.pulumi', 'stacks', 'secretouts'))).toContain('dev.json.gz');
     expect(values(r.outputs!)).toEqual(cliOutputs(env));
   });
 
@@ -134,7 +123,7 @@ describe('secret outputs of a passphrase stack', () => {
     const r = await up(w);
     expect(r.outputs).toEqual(expected('first-secret-9b2c'));
     expect(cliCalls()).toEqual(['up --yes', 'stack export']);
-    expect(fs.readdirSync(path.join(root, 'backend', '.pulumi', 'stacks', 'secretouts'))).toContain('dev.json.zst');
+    expect(fs.readdirSync(path.join(suite.root, 'backend', '.pulumi', 'stacks', 'secretouts'))).toContain('dev.json.zst');
     expect(values(r.outputs!)).toEqual(cliOutputs(env));
     expect(w.proc.output()).toMatch(/secret stack outputs decrypted from the state source="stack export"/);
   });

@@ -10,8 +10,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { maskOutputs, type WorkspaceStackSpec } from '../../contract';
 import type { StreamLine, WorkspaceInfo } from '../src/api';
-import { capturedOutput, ensureBuilt, eventually, pulumiEnv, sleep, testResource, tmpDir, writeFiles } from './helpers';
-import { startWorkspace, type RunningWorkspace } from './workspace';
+import { capturedOutput, eventually, pulumiEnv, sleep, testResource, writeFiles } from './helpers';
+import { startWorkspace, workspaceSuite, type RunningWorkspace } from './workspace';
 import { getJson, operate, post } from './workspace-client';
 
 const PASSWORD = 'pw-from-a-mounted-Secret-7f3a';
@@ -19,30 +19,19 @@ const API_KEY = 'inline-secret-api-key-91c2';
 const streamed: string[] = [];
 const timings: Record<string, number> = {};
 
-let root: string;
-let running: RunningWorkspace[] = [];
-
-beforeAll(() => ensureBuilt());
-beforeEach(() => {
-  root = tmpDir('serve');
-});
-afterEach(async () => {
-  for (const w of running) await w.proc.stop();
-  running = [];
-  fs.rmSync(root, { recursive: true, force: true });
-});
+const suite = workspaceSuite('serve');
 
 function project(files: Record<string, string>): void {
-  writeFiles(path.join(root, 'share', 'workspace'), files);
+  writeFiles(path.join(suite.root, 'share', 'workspace'), files);
 }
 
 async function serve(stack: WorkspaceStackSpec, extraEnv: Record<string, string | undefined> = {}): Promise<RunningWorkspace> {
   const w = await startWorkspace({
-    root,
-    env: pulumiEnv(root, extraEnv),
+    root: suite.root,
+    env: pulumiEnv(suite.root, extraEnv),
     stack,
   });
-  running.push(w);
+  suite.track(w);
   return w;
 }
 
@@ -97,10 +86,10 @@ describe('a YAML project with config, secret config and outputs', () => {
     });
     // Upstream's dynamic env file: an init container may add variables, here the passphrase itself
     // (not in the pod's environment) and a value config reads with valueFrom.env.
-    writeFiles(root, {
+    writeFiles(suite.root, {
       'share/.env': '# written by an init container\nexport PULUMI_CONFIG_PASSPHRASE=\'test-passphrase\'\nDYNAMIC_VALUE="from the env file"\n',
     });
-    writeFiles(root, {
+    writeFiles(suite.root, {
       'var/run/secrets/stacks.pulumi.com/secrets/db/password': PASSWORD,
       'var/run/configmaps/stacks.pulumi.com/configmaps/app/settings.json': JSON.stringify({ tier: 'gold', ports: [80, 443] }),
     });
@@ -146,7 +135,7 @@ describe('a YAML project with config, secret config and outputs', () => {
     });
     expect(info.pulumiVersion).toMatch(/^v?3\.248\.0/);
 
-    const stackFile = fs.readFileSync(path.join(root, 'share', 'workspace', 'Pulumi.dev.yaml'), 'utf8');
+    const stackFile = fs.readFileSync(path.join(suite.root, 'share', 'workspace', 'Pulumi.dev.yaml'), 'utf8');
     expect(stackFile).not.toContain(PASSWORD);
     expect(stackFile).not.toContain(API_KEY);
     expect(stackFile).toContain('cfgproj:password:\n    secure:');
@@ -210,12 +199,12 @@ describe('a YAML project with config, secret config and outputs', () => {
   it('fails initialisation when the stack is missing and create is false (useLocalStackOnly)', async () => {
     project({ 'Pulumi.yaml': 'name: nostack\nruntime: yaml\n' });
     const w = await startWorkspace({
-      root,
-      env: pulumiEnv(root),
+      root: suite.root,
+      env: pulumiEnv(suite.root),
       stack: { name: 'absent', create: false, config: [] },
       waitReady: false,
     });
-    running.push(w);
+    suite.track(w);
     const st = await (async () => {
       for (;;) {
         const r = (await getJson(w.base, '/readyz')).body as {
@@ -418,7 +407,7 @@ describe('SIGTERM during a long up', () => {
     expect(exit.code).toBe(1);
     expect(w.proc.output()).toContain('second SIGTERM: exiting now');
     // The CLI was killed with its process group: no plugin of this workspace is left running.
-    await eventually('no process of this workspace left', () => (processesUnder(root).length === 0 ? true : undefined), 10_000);
+    await eventually('no process of this workspace left', () => (processesUnder(suite.root).length === 0 ? true : undefined), 10_000);
   });
 });
 

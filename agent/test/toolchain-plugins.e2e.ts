@@ -13,8 +13,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { versions } from '../../e2e/testbed/toolchain';
 import type { StreamLine } from '../src/api';
-import { capturedOutput, ensureBuilt, pulumiEnv, tmpDir, useCommandProvider, writeFiles } from './helpers';
-import { startWorkspace, type RunningWorkspace } from './workspace';
+import { capturedOutput, pulumiEnv, useCommandProvider, writeFiles } from './helpers';
+import { startWorkspace, workspaceSuite } from './workspace';
 import { operate } from './workspace-client';
 
 const VERSION = versions.pulumiCommand.replace(/^v/, '');
@@ -22,18 +22,7 @@ const TOKEN = 'command-env-secret-7b1f';
 const QUIET = 'quiet-marker-e4c2';
 const streamed: string[] = [];
 const report: string[] = [];
-let root: string;
-let running: RunningWorkspace[] = [];
-
-beforeAll(() => ensureBuilt());
-beforeEach(() => {
-  root = tmpDir('plugins');
-});
-afterEach(async () => {
-  for (const w of running) await w.proc.stop();
-  running = [];
-  fs.rmSync(root, { recursive: true, force: true });
-});
+const suite = workspaceSuite('plugins');
 
 function record(line: StreamLine): void {
   if (line.kind !== 'result') streamed.push(JSON.stringify(line));
@@ -100,15 +89,15 @@ function program(o: { helloCreate: string; trigger: string; outDir: string }): s
 }
 
 it('creates, updates, replaces (triggers) and deletes command:local:Command resources', async () => {
-  const env = pulumiEnv(root);
+  const env = pulumiEnv(suite.root);
   report.push(`provider: ${useCommandProvider(env)}`);
-  const workspace = path.join(root, 'share', 'workspace');
-  const outDir = path.join(root, 'out');
+  const workspace = path.join(suite.root, 'share', 'workspace');
+  const outDir = path.join(suite.root, 'out');
   fs.mkdirSync(outDir);
   const firstCreate = 'echo "hello from $NAME"; printf %s "$TOKEN" > token.txt; echo "token has $(printf %s "$TOKEN" | wc -c) bytes" >&2';
   writeFiles(workspace, { 'Pulumi.yaml': program({ helloCreate: firstCreate, trigger: 'one', outDir }) });
-  const w = await startWorkspace({ root, env, stack: { name: 'dev', create: true, config: [{ key: 'token', value: TOKEN, secret: true }] } });
-  running.push(w);
+  const w = await startWorkspace({ root: suite.root, env, stack: { name: 'dev', create: true, config: [{ key: 'token', value: TOKEN, secret: true }] } });
+  suite.track(w);
 
   // Create: both commands ran, with their environment, dir and stdin.
   const up = await operate(w.base, { type: 'up', stack: 'dev' }, { onLine: record });
@@ -158,13 +147,13 @@ it('creates, updates, replaces (triggers) and deletes command:local:Command reso
   expect(fs.readFileSync(path.join(outDir, 'runs.log'), 'utf8')).toBe('create one\ncreate two\ndelete one\ndelete two\n');
 
   // The secret environment value is encrypted in the state and its history, never in plain text.
-  expect(readTree(path.join(root, 'backend'))).not.toContain(TOKEN);
+  expect(readTree(path.join(suite.root, 'backend'))).not.toContain(TOKEN);
 }, 300_000);
 
 it('reports a failing command with its exit status and output', async () => {
-  const env = pulumiEnv(root);
+  const env = pulumiEnv(suite.root);
   useCommandProvider(env);
-  writeFiles(path.join(root, 'share', 'workspace'), {
+  writeFiles(path.join(suite.root, 'share', 'workspace'), {
     'Pulumi.yaml': [
       'name: cmdfail',
       'runtime: yaml',
@@ -178,8 +167,8 @@ it('reports a failing command with its exit status and output', async () => {
       '',
     ].join('\n'),
   });
-  const w = await startWorkspace({ root, env, stack: { name: 'dev', create: true, config: [] } });
-  running.push(w);
+  const w = await startWorkspace({ root: suite.root, env, stack: { name: 'dev', create: true, config: [] } });
+  suite.track(w);
   const up = await operate(w.base, { type: 'up', stack: 'dev' }, { onLine: record });
   expect(up.result).toMatchObject({ type: 'up', state: 'failed', reason: 'UpdateFailed' });
   expect(up.result!.message).toMatch(/^up failed: /);

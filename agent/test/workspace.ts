@@ -2,7 +2,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { WorkspaceStackSpec, WorkspaceStatus } from '../../contract';
-import { eventually, sleep, startAgent, type AgentProcess } from './helpers';
+import { ensureBuilt, eventually, sleep, startAgent, tmpDir, type AgentProcess } from './helpers';
 import { getJson } from './workspace-client';
 
 export interface RunningWorkspace {
@@ -57,4 +57,38 @@ export async function waitState(ws: RunningWorkspace, state: WorkspaceStatus['st
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${state}:\n${ws.proc.output()}`);
     await sleep(200);
   }
+}
+
+export interface WorkspaceSuite {
+  /** This test's directory (the pod's `/`: share/, the project, PULUMI_HOME), made fresh for each test. */
+  readonly root: string;
+  /** Registers a started workspace, so that it is stopped after the test. */
+  track(w: RunningWorkspace): RunningWorkspace;
+}
+
+/**
+ * The set-up every workspace test file shares: the agent built once, a fresh directory per test,
+ * and every workspace the test started stopped (and its directory removed) after it.
+ */
+export function workspaceSuite(prefix: string): WorkspaceSuite {
+  let root = '';
+  let running: RunningWorkspace[] = [];
+  beforeAll(() => ensureBuilt());
+  beforeEach(() => {
+    root = tmpDir(prefix);
+  });
+  afterEach(async () => {
+    for (const w of running) await w.proc.stop();
+    running = [];
+    fs.rmSync(root, { recursive: true, force: true });
+  });
+  return {
+    get root() {
+      return root;
+    },
+    track(w) {
+      running.push(w);
+      return w;
+    },
+  };
 }
