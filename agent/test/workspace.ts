@@ -2,6 +2,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { WorkspaceStackSpec, WorkspaceStatus } from '../../contract';
+import { afterEach, beforeAll, beforeEach } from '@jest/globals';
 import { ensureBuilt, eventually, sleep, startAgent, tmpDir, type AgentProcess } from './helpers';
 import { getJson } from './workspace-client';
 
