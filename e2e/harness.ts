@@ -18,7 +18,7 @@ import { startControllers } from './testbed/metacontroller-harness';
 import { startPodRunner, type PodRunner } from './testbed/pod-runner';
 import { requireToolchain } from './testbed/toolchain';
 import { afterAll, beforeAll } from '@jest/globals';
-import { eventually, sleep } from './testbed/eventually';
+import { eventually } from './testbed/eventually';
 
 export { eventually };
 
@@ -45,6 +45,17 @@ export interface Operator {
   /** Waits until the Stack is Ready for its current generation (and `after` holds, if given). */
   readyStack(namespace: string, name: string, after?: (stack: any) => boolean, timeoutMs?: number): Promise<any>;
   stop(): Promise<void>;
+}
+
+/** Whether an object exists: `read` is a typed client call; a 404 means no, any other error is thrown. */
+export async function exists(read: () => Promise<unknown>): Promise<boolean> {
+  try {
+    await read();
+    return true;
+  } catch (e) {
+    if (e instanceof k8s.ApiException && e.code === 404) return false;
+    throw e;
+  }
 }
 
 /** A condition of a Stack's status, by type. */

@@ -10,7 +10,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
-import { e2eStackSpec, e2eSuite, eventually, type Operator, stackCondition } from './harness';
+import { e2eStackSpec, e2eSuite, eventually, exists, type Operator, stackCondition } from './harness';
 
 let op: Operator;
 const ns = 'lifecycle';
@@ -40,16 +40,6 @@ function stack(name: string, spec: Record<string, unknown>): k8s.KubernetesObjec
 
 async function jobsOf(name: string): Promise<k8s.V1Job[]> {
   return (await op.batch.listNamespacedJob({ namespace: ns, labelSelector: `pulumi.com/stack-name=${name}` })).items;
-}
-
-async function exists(read: () => Promise<unknown>): Promise<boolean> {
-  try {
-    await read();
-    return true;
-  } catch (e) {
-    if (e instanceof k8s.ApiException && e.code === 404) return false;
-    throw e;
-  }
 }
 
 /** The stack's checkpoint in the file backend: `<state>/.pulumi/stacks/<project>/<stack>.json`. */

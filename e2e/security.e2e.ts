@@ -9,23 +9,13 @@
  */
 import * as k8s from '@kubernetes/client-node';
 import { request } from 'undici';
-import { e2eStackSpec, e2eSuite, eventually, type Operator, stackCondition } from './harness';
+import { e2eStackSpec, e2eSuite, eventually, exists, type Operator, stackCondition } from './harness';
 
 let op: Operator;
 const ns = 'security';
 
 const { recordTiming, getStack, readyStack } = e2eSuite('security', ns, (started) => (op = started));
 const condition = stackCondition;
-
-async function exists(read: () => Promise<unknown>): Promise<boolean> {
-  try {
-    await read();
-    return true;
-  } catch (e) {
-    if (e instanceof k8s.ApiException && e.code === 404) return false;
-    throw e;
-  }
-}
 
 const program = {
   apiVersion: 'pulumi.com/v1',

@@ -10,6 +10,7 @@ import { runOperation } from './operation';
 import { runPulumi, type RunResult } from './pulumi';
 import { StackStateReader } from './stack-state';
 import type { StatusReporter } from './status';
+import { sleep } from '../lib/sleep';
 
 export interface WorkspaceOptions {
   /** The project directory (the workspace symlink resolved). */
@@ -33,15 +34,6 @@ interface Running {
   reason?: string;
   done: Promise<OperationResult>;
 }
-
-const sleep = (ms: number, signal?: AbortSignal): Promise<void> =>
-  new Promise((resolve) => {
-    const t = setTimeout(resolve, ms);
-    signal?.addEventListener('abort', () => {
-      clearTimeout(t);
-      resolve();
-    });
-  });
 
 /** The last few meaningful lines of a failed CLI call. */
 function cliError(r: RunResult): string {

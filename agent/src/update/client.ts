@@ -2,15 +2,7 @@ import { request } from 'undici';
 import type { OperationRequest } from '../../../contract';
 import { API_PREFIX, type ApiError, type OperationResult, type StreamLine } from '../api';
 import { errorMessage } from '../lib/errors';
-
-const sleep = (ms: number, signal?: AbortSignal): Promise<void> =>
-  new Promise((resolve) => {
-    const t = setTimeout(resolve, ms);
-    signal?.addEventListener('abort', () => {
-      clearTimeout(t);
-      resolve();
-    });
-  });
+import { sleep } from '../lib/sleep';
 
 function base(url: string): string {
   return url.replace(/\/+$/, '');
