@@ -5,6 +5,7 @@ import type { HookConfig } from './config';
 import { GitResolver } from './git/ls-remote';
 import { installErrorHandler } from './plugins/errors';
 import { healthPlugin, type Health } from './plugins/health';
+import { installJsonBodyParser } from './plugins/json-body';
 import { HookMetrics, instrument, metricsPlugin } from './plugins/metrics';
 import { programHooks } from './plugins/program-hooks';
 import { stackHooks } from './plugins/stack-hooks';
@@ -46,6 +47,7 @@ export function buildServer(config: HookConfig, deps: ServerDeps = {}): HookServ
   const ajv = createAjv();
   app.setValidatorCompiler(({ schema }) => ajv.compile(schema));
   installErrorHandler(app);
+  installJsonBodyParser(app);
   const health: Health = { ready: true };
   const clock = deps.clock ?? (() => new Date());
   const git = deps.git ?? new GitResolver({ timeoutMs: config.gitTimeoutMs, cacheTtlMs: config.gitCacheTtlMs, ...(config.githubApiUrl ? { githubApiUrl: config.githubApiUrl } : {}) });
