@@ -1,5 +1,10 @@
-/** One server for the benchmark, in its own process: `hooks` (the real hook server) or `bare`. */
+/**
+ * One server for the benchmark, in its own process: `hooks` (the real hook server), `bare` (Fastify
+ * as it comes) or `bare-parser` (the bare route with the hooks' JSON body parser, so the hooks' own
+ * work can be told apart from their cheaper parsing).
+ */
 import Fastify from 'fastify';
+import { installJsonBodyParser } from '../hooks/src/plugins/json-body';
 import { buildServer } from '../hooks/src/server';
 import { testConfig } from '../hooks/test/builders';
 
@@ -17,6 +22,7 @@ async function main(): Promise<void> {
   } else {
     // The baseline: Fastify parsing the same JSON body and answering the same number of bytes.
     const app = Fastify({ logger: false, bodyLimit: 8 * 1024 * 1024 });
+    if (mode === 'bare-parser') installJsonBodyParser(app);
     const payload = JSON.stringify({ pad: 'x'.repeat(Math.max(0, bytes - 10)) });
     app.post('/stack/sync', async (_req, reply) => reply.type('application/json; charset=utf-8').send(payload));
     await app.listen({ port: 0, host: '127.0.0.1' });
