@@ -27,16 +27,14 @@ export function installJsonBodyParser(app: FastifyInstance): void {
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
     const text = body as string;
-    if (text.length > 0 && !mayHidePrototypeKeys(text)) {
-      let parsed: unknown;
-      try {
-        parsed = JSON.parse(text);
-      } catch {
-        // Bad JSON, or a byte-order mark Fastify's parser strips: its answer, whatever it is.
-        return secureParse(request, text, done);
-      }
-      return done(null, parsed);
+    if (text.length === 0 || mayHidePrototypeKeys(text)) return secureParse(request, text, done);
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      // Bad JSON, or a byte-order mark Fastify's parser strips: its answer, whatever it is.
+      return secureParse(request, text, done);
     }
-    return secureParse(request, text, done);
+    return done(null, parsed);
   });
 }
