@@ -29,10 +29,10 @@ const spelt = (word: string) =>
 /** JSON texts: plain values, and values with a (possibly escaped) __proto__ or constructor key inside. */
 const bodies = fc.oneof(
   fc.json(),
-  fc.tuple(fc.json(), fc.oneof(spelt('__proto__'), spelt('constructor')), fc.oneof(fc.json(), fc.constant('{"prototype":{"x":1}}'))).map(
+  fc.tuple(fc.json(), fc.oneof(spelt('__proto__'), spelt('constructor')), fc.oneof(fc.json(), spelt('prototype').map((k) => `{"${k}":{"x":1}}`))).map(
     ([outer, key, inner]) => `{"a":${outer},"nested":[{"${key}":${inner}}]}`,
   ),
-  fc.constantFrom('', ' ', '{', '\uFEFF{"a":1}', '{"a":"\\u003c\\u0026\\u003e"}', 'null', '"constructor"', '{"constructor":"text"}', '{"x":"__proto__"}', '{"__proto__":{"x":1}}', '{"a":[{"constructor":{"prototype":{"x":1}}}]}'),
+  fc.constantFrom('', ' ', '{', '\uFEFF{"a":1}', '{"a":"\\u003c\\u0026\\u003e"}', 'null', '"constructor"', '{"constructor":"text"}', '{"x":"__proto__"}', '{"__proto__":{"x":1}}', '{"a":[{"constructor":{"prototype":{"x":1}}}]}', '{"ports":[{"protocol":"TCP"}],"x":"proto"}', '{"constructor":{"prototype":1,"__proto__":2}}'),
 );
 
 /** Posts a raw text to a listening server, over a real socket. */
@@ -70,9 +70,11 @@ describe('JSON bodies: the fast path answers exactly as Fastify does', () => {
     expect(({} as Record<string, unknown>).polluted).toBeUndefined();
   });
 
-  it('clears a Kubernetes body with Go HTML escapes, and suspects every spelling of the two keys', () => {
+  it('clears a Kubernetes body with Go HTML escapes and port protocols, and suspects every spelling of the keys it must', () => {
     expect(mayHidePrototypeKeys('{"url":"https://x.test/?a=1\\u0026b=2","msg":"\\u003cnone\\u003e"}')).toBe(false);
-    fc.assert(fc.property(fc.oneof(spelt('__proto__'), spelt('constructor')), (key) => mayHidePrototypeKeys(`{"${key}":1}`)));
+    expect(mayHidePrototypeKeys('{"ports":[{"protocol":"TCP"},{"protocol":"UDP"}],"constructor":"a bare constructor key is harmless"}')).toBe(false);
+    for (const literal of ['{"__proto__":1}', '{"prototype":1}', '{"ports":[{"protocol":"TCP"}],"x":{"__proto__":1}}']) expect(mayHidePrototypeKeys(literal)).toBe(true);
+    fc.assert(fc.property(fc.oneof(spelt('__proto__'), spelt('prototype')), fc.string(), (key, before) => mayHidePrototypeKeys(`{"a":${JSON.stringify(before)},"${key}":1}`)));
   });
 
   it('is what the hook server uses: a poisoned sync request is a 400 naming the problem', async () => {

@@ -8,16 +8,22 @@ import type { FastifyInstance } from 'fastify';
  * literal or a `\u00XX` escape. On a 30 KB Metacontroller request those two scans cost about half
  * as much as JSON.parse itself (bench/sync-hook.ts), on every sync.
  *
- * Such a key can only be spelt with `__proto__` or `constructor` literally, or with an escape of
- * one of its letters: `_` is `\u005f`, and every letter of either word is `\u006X` or `\u007X`.
- * Three plain substring searches therefore prove most bodies innocent; the HTML escapes
- * Kubernetes' Go JSON encoder writes (`\u003c`, `\u003e`, `\u0026`) do not match them. Any body they
- * cannot clear goes to Fastify's own parser, so answers and errors (400 for bad JSON, for a
- * poisoned key, for an empty body) are exactly Fastify's; json-body.test.ts checks that on
- * generated bodies.
+ * What they reject is narrower than what they look for: an object with an own `__proto__` key, or
+ * a `constructor` key whose value is an object with an own `prototype` key (a bare `constructor`
+ * key passes). Either needs a `__proto__` or `prototype` key, spelt literally or with an escape of
+ * one of its letters: `_` is `\u005f`, and every letter of both words is `\u006X` or `\u007X`.
+ * One search for `proto` (checking each hit, such as a port's `protocol`, for either word) and one
+ * for such an escape therefore prove most bodies innocent; the HTML escapes Kubernetes' Go JSON
+ * encoder writes (`\u003c`, `\u003e`, `\u0026`) do not match. Any body they cannot clear goes to
+ * Fastify's own parser, so answers and errors (400 for bad JSON, for a poisoned key, for an empty
+ * body) are exactly Fastify's; json-body.test.ts checks that on generated bodies.
  */
 export function mayHidePrototypeKeys(text: string): boolean {
-  return text.includes('__proto__') || text.includes('constructor') || ESCAPED_KEY_LETTER.test(text);
+  // 'proto' cannot overlap itself, so each search may start after the previous hit.
+  for (let i = text.indexOf('proto'); i !== -1; i = text.indexOf('proto', i + 5)) {
+    if (text.startsWith('prototype', i) || text.startsWith('__proto__', i - 2)) return true;
+  }
+  return ESCAPED_KEY_LETTER.test(text);
 }
 
 const ESCAPED_KEY_LETTER = /\\u00[5-7]/;
