@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { deepFreeze } from '../src/lib/json';
-import { jsonOf, memoizeByContent, responseJson } from '../src/lib/memo';
+import { contentTokens, jsonEqual, jsonOf, memoizeByContent, responseJson } from '../src/lib/memo';
 import { strategicMerge } from '../src/lib/merge';
 import { syncStack } from '../src/stack/sync';
 import { validateStackObject } from '../src/stack/validate';
@@ -42,6 +42,90 @@ describe('memoizeByContent', () => {
     expect(calls).toBe(3);
     expect(f(1).call).toBe(1);
     expect(f(2).call).toBe(4);
+  });
+});
+
+describe('jsonEqual', () => {
+  it('holds only for values with the same JSON, and always for a copy', () => {
+    const json = fc.jsonValue({ maxDepth: 3 });
+    fc.assert(
+      fc.property(json, json, (a, b) => {
+        if (jsonEqual(a, b)) expect(JSON.stringify(a)).toBe(JSON.stringify(b));
+        expect(jsonEqual(a, structuredClone(a))).toBe(true);
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it('tells key order apart (it changes the bytes) and never takes other objects for JSON', () => {
+    expect(jsonEqual({ a: 1, b: 2 }, { b: 2, a: 1 })).toBe(false);
+    expect(jsonEqual({ a: [1, { b: null }] }, { a: [1, { b: null }] })).toBe(true);
+    expect(jsonEqual([1], { 0: 1 })).toBe(false);
+    expect(jsonEqual({ d: new Date(0) }, { d: new Date(1) })).toBe(false);
+    expect(jsonEqual({ a: undefined }, {})).toBe(false);
+  });
+});
+
+describe('contentTokens', () => {
+  it('gives one token to equal values in a slot, and never one token to different values', () => {
+    const value = fc.oneof(fc.constantFrom({ a: 1 }, { a: 2 }, { a: 1, b: [1] }), fc.jsonValue({ maxDepth: 2 }));
+    fc.assert(
+      fc.property(fc.array(fc.tuple(fc.constantFrom('ns/a', 'ns/b', 'other/a'), value), { maxLength: 30 }), fc.integer({ min: 1, max: 3 }), (calls, max) => {
+        const tokenOf = contentTokens(max);
+        const seen = new Map<string, string>();
+        let previous: { slot: string; json: string; token: string } | undefined;
+        for (const [slot, v] of calls) {
+          const token = tokenOf(slot, structuredClone(v));
+          const json = JSON.stringify(v);
+          const before = seen.get(token);
+          if (before !== undefined) expect(before).toBe(json);
+          seen.set(token, json);
+          if (previous?.slot === slot && previous.json === json) expect(token).toBe(previous.token);
+          previous = { slot, json, token };
+        }
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('keeps its own copy: changing the value afterwards cannot change what the token stands for', () => {
+    const tokenOf = contentTokens();
+    const spec = { stack: 'dev', envs: { A: '1' } };
+    const first = tokenOf('ns/s', spec);
+    spec.envs.A = '2';
+    expect(tokenOf('ns/s', spec)).not.toBe(first);
+    expect(tokenOf('ns/s', { stack: 'dev', envs: { A: '2' } })).not.toBe(first);
+  });
+});
+
+describe('syncStack with warm memos', () => {
+  it('answers every edit of a Stack exactly as a fresh hook process would', () => {
+    const edits = fc.array(
+      fc.record({
+        config: fc.dictionary(fc.constantFrom('app:a', 'app:b'), fc.constantFrom('1', '2'), { maxKeys: 2 }),
+        image: fc.constantFrom('example.test/agent:1', 'example.test/agent:2'),
+        invalid: fc.boolean(),
+      }),
+      { minLength: 2, maxLength: 4 },
+    );
+    fc.assert(
+      fc.property(edits, (specs) => {
+        for (const [i, e] of specs.entries()) {
+          const stack = makeStack({ config: e.config, workspaceTemplate: { spec: { image: e.image } }, ...(e.invalid ? { projectRepo: 'https://git.test/x', commit: 'a'.repeat(40), branch: 'main' } : {}) } as any, { generation: i + 1 });
+          const warm = syncStack(syncRequest(stack), { config: testConfig, now: NOW, lookups: noLookups });
+          let cold: unknown;
+          jest.isolateModules(() => {
+            const fresh = require('../src/stack/sync') as typeof import('../src/stack/sync');
+            cold = fresh.syncStack(syncRequest(structuredClone(stack)), { config: testConfig, now: NOW, lookups: noLookups });
+          });
+          expect(JSON.stringify(warm)).toBe(JSON.stringify(cold));
+          // Valid edits get a workspace running their image (so a stale memo would show).
+          if (!e.invalid) expect(JSON.stringify(warm.children)).toContain(`"image":"${e.image}"`);
+        }
+      }),
+      // A fresh module per answer costs a third of a second (the schemas compile again).
+      { numRuns: 8 },
+    );
   });
 });
 

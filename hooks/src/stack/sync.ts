@@ -2,6 +2,7 @@ import type { Stack, StackStatus, StackUpdateState } from '../../../schemas/gene
 import { Annotations, type OperationType } from '../../../contract';
 import type { HookConfig } from '../config';
 import { isRecord } from '../lib/json';
+import { contentTokens } from '../lib/memo';
 import { asLastApplied, asRetained, findObject, objectsOf, type KObject, type ObjectMap } from '../lib/k8s';
 import { applyMark, Reasons, type Mark } from './conditions';
 import { decideSync, MAX_UPDATE_FAILURES } from './decision';
@@ -32,6 +33,9 @@ export interface SyncContext {
   /** Git refs resolved by the lookup phase, keyed by refLookupKey(url, ref). */
   lookups: ReadonlyMap<string, RefLookup>;
 }
+
+/** Content tokens for Stack specs, one slot per Stack (lib/memo.ts). */
+const specTokens = contentTokens();
 
 /** Upstream requeues a Stack whose source is unavailable after 30 s. */
 const SOURCE_RETRY_SECONDS = 30;
@@ -191,9 +195,9 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
   }
 
   // 3. An invalid Stack stalls; its children stay exactly as they are.
-  // The spec's JSON keys the memoised validation and workspace (made once per sync).
-  const specJson = JSON.stringify(stack.spec) ?? '';
-  const problems = validateStackObject(stack, specJson);
+  // One token for the spec's content keys the memoised validation and workspace.
+  const specKey = specTokens(`${stack.metadata!.namespace}/${name}`, stack.spec);
+  const problems = validateStackObject(stack, specKey);
   if (problems.length > 0) {
     return respond({ kind: 'stalled', reason: Reasons.SpecInvalid, message: problems.join('; ') }, keepAll());
   }
@@ -215,7 +219,7 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
     now,
     refreshRequestedBy: deleting ? [] : refreshRequestsFor(stack, req.related),
   });
-  const workspace = desiredWorkspace(stack, source.source, config, specJson);
+  const workspace = desiredWorkspace(stack, source.source, config, specKey);
   if (decision.synced) {
     const children: KObject[] = [...keptJobs];
     const reclaim = spec.workspaceReclaimPolicy === 'Delete' && status.lastUpdate?.state === 'succeeded';

@@ -33,25 +33,26 @@ export function hasGitSource(spec: StackSpec): boolean {
  * Empty when the Stack is valid. Checks the schema (the API server may not have: an older CRD,
  * or a request made up by hand) and then upstream's controller-side rules.
  */
-export function validateStackObject(stack: Stack, specJson: string = JSON.stringify(stack.spec) ?? ''): readonly string[] {
-  return validateStackContent(stack, specJson);
+export function validateStackObject(stack: Stack, specKey: string = JSON.stringify(stack.spec) ?? ''): readonly string[] {
+  return validateStackContent(stack, specKey);
 }
 
 /**
  * The checks depend on the name, namespace and spec only: the status is the hooks' own output
  * (an unexpected status must never stall a Stack), and the rest of the metadata is the API
  * server's to validate. Memoised by content, since every sync validates an unchanged spec; the
- * caller passes the spec's JSON it already made for the key.
+ * caller passes what stands for the spec in the key: its JSON, or a content token (lib/memo.ts;
+ * tokens start with `#`, which no JSON text does).
  */
 const validateStackContent = memoizeByContent(
-  (stack: Stack, _specJson: string) =>
+  (stack: Stack, _specKey: string) =>
     checkStack({
       apiVersion: stack.apiVersion,
       kind: stack.kind,
       metadata: { name: stack.metadata?.name, namespace: stack.metadata?.namespace },
       spec: stack.spec,
     } as Stack),
-  (stack: Stack, specJson: string) => `${JSON.stringify([stack.apiVersion, stack.kind, stack.metadata?.name, stack.metadata?.namespace])}\n${specJson}`,
+  (stack: Stack, specKey: string) => `${JSON.stringify([stack.apiVersion, stack.kind, stack.metadata?.name, stack.metadata?.namespace])}\n${specKey}`,
 );
 
 function checkStack(stack: Stack): string[] {

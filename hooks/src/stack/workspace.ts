@@ -198,16 +198,17 @@ export interface DesiredWorkspace {
  * buildWorkspace, memoised by content. Metacontroller calls the sync hook for every Stack on every
  * resync and child event, and in steady state the desired workspace does not change: building it
  * (a strategic merge of the user's template, then a stable hash of the pod template) was the
- * largest cost of a steady-state sync (bench/sync-hook.ts). The key is all buildWorkspace reads.
+ * largest cost of a steady-state sync (bench/sync-hook.ts). The key is all buildWorkspace reads,
+ * the spec standing in it as its JSON or a content token (see validate.ts).
  */
 const memoisedWorkspace = memoizeByContent(
-  (stack: Stack, source: WorkspaceSource, config: HookConfig, _specJson: string) => buildWorkspace(stack, source, config),
-  (stack: Stack, source: WorkspaceSource, config: HookConfig, specJson: string) =>
-    `${JSON.stringify([stack.metadata?.name, stack.metadata?.namespace, source])}\n${configJson(config)}\n${specJson}`,
+  (stack: Stack, source: WorkspaceSource, config: HookConfig, _specKey: string) => buildWorkspace(stack, source, config),
+  (stack: Stack, source: WorkspaceSource, config: HookConfig, specKey: string) =>
+    `${JSON.stringify([stack.metadata?.name, stack.metadata?.namespace, source])}\n${configJson(config)}\n${specKey}`,
 );
 
-export function desiredWorkspace(stack: Stack, source: WorkspaceSource, config: HookConfig, specJson: string = JSON.stringify(stack.spec) ?? ''): DesiredWorkspace {
-  return memoisedWorkspace(stack, source, config, specJson);
+export function desiredWorkspace(stack: Stack, source: WorkspaceSource, config: HookConfig, specKey: string = JSON.stringify(stack.spec) ?? ''): DesiredWorkspace {
+  return memoisedWorkspace(stack, source, config, specKey);
 }
 
 /** A HookConfig never changes once made (one per server), so its JSON is made once. */
