@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { deepFreeze } from '../src/lib/json';
-import { contentTokens, jsonEqual, jsonOf, memoizeByContent, responseJson } from '../src/lib/memo';
+import { contentTokens, jsonOf, matchesSnapshot, memoizeByContent, responseJson, snapshotJson } from '../src/lib/memo';
 import { strategicMerge } from '../src/lib/merge';
 import { syncStack } from '../src/stack/sync';
 import { validateStackObject } from '../src/stack/validate';
@@ -45,24 +45,72 @@ describe('memoizeByContent', () => {
   });
 });
 
-describe('jsonEqual', () => {
-  it('holds only for values with the same JSON, and always for a copy', () => {
+describe('JSON snapshots', () => {
+  const same = (a: unknown, b: unknown) => matchesSnapshot(a, snapshotJson(b));
+
+  it('match only values with the same JSON, and always a copy', () => {
     const json = fc.jsonValue({ maxDepth: 3 });
     fc.assert(
       fc.property(json, json, (a, b) => {
-        if (jsonEqual(a, b)) expect(JSON.stringify(a)).toBe(JSON.stringify(b));
-        expect(jsonEqual(a, structuredClone(a))).toBe(true);
+        if (same(a, b)) expect(JSON.stringify(a)).toBe(JSON.stringify(b));
+        expect(same(a, structuredClone(a))).toBe(true);
       }),
       { numRuns: 500 },
     );
   });
 
-  it('tells key order apart (it changes the bytes) and never takes other objects for JSON', () => {
-    expect(jsonEqual({ a: 1, b: 2 }, { b: 2, a: 1 })).toBe(false);
-    expect(jsonEqual({ a: [1, { b: null }] }, { a: [1, { b: null }] })).toBe(true);
-    expect(jsonEqual([1], { 0: 1 })).toBe(false);
-    expect(jsonEqual({ d: new Date(0) }, { d: new Date(1) })).toBe(false);
-    expect(jsonEqual({ a: undefined }, {})).toBe(false);
+  it('match a value that differs from the snapshotted one in a single place nowhere', () => {
+    // Random JSON rarely differs in one place only; this walks every place of a realistic value.
+    const spec = { stack: 'dev', envRefs: { A: { type: 'Literal', literal: { value: '1' } } }, config: { 'aws:region': 'x' }, list: [1, 'two', null, true, { k: [] }] };
+    const snapshot = snapshotJson(spec);
+    const edits: unknown[] = [];
+    const walk = (v: unknown, edit: (n: unknown) => unknown) => {
+      edits.push(edit(v === null ? 0 : typeof v === 'object' ? null : typeof v === 'string' ? `${v}x` : typeof v === 'number' ? v + 1 : !v));
+      if (Array.isArray(v)) {
+        edits.push(edit([...v, 1]), edit(v.slice(1)));
+        v.forEach((item, i) => walk(item, (n) => edit(v.map((x, j) => (j === i ? n : x)))));
+      } else if (v !== null && typeof v === 'object') {
+        const entries = Object.entries(v);
+        edits.push(edit({ ...v, extra: 1 }), edit(Object.fromEntries(entries.slice(1))), edit(Object.fromEntries([...entries].reverse())));
+        for (const [key, item] of entries) {
+          walk(item, (n) => edit(Object.fromEntries(entries.map(([k, x]) => [k, k === key ? n : x]))));
+          edits.push(edit(Object.fromEntries(entries.map(([k, x]) => [k === key ? `${k}_` : k, x]))));
+        }
+      }
+    };
+    walk(spec, (n) => n);
+    const changed = edits.filter((e) => JSON.stringify(e) !== JSON.stringify(spec));
+    expect(changed.length).toBeGreaterThan(40);
+    for (const e of changed) expect(matchesSnapshot(e, snapshot)).toBe(false);
+    expect(matchesSnapshot(structuredClone(spec), snapshot)).toBe(true);
+  });
+
+  it('tell key order apart (it changes the bytes) and never take other objects for JSON', () => {
+    expect(same({ a: 1, b: 2 }, { b: 2, a: 1 })).toBe(false);
+    expect(same({ a: [1, { b: null }] }, { a: [1, { b: null }] })).toBe(true);
+    expect(same([1], { 0: 1 })).toBe(false);
+    expect(same({ 0: 1 }, [1])).toBe(false);
+    expect(same({ d: new Date(0) }, { d: new Date(0) })).toBe(false);
+    expect(same({ a: undefined }, {})).toBe(false);
+    expect(same({}, { a: undefined })).toBe(false);
+    expect(same(['a'], [['a']])).toBe(false);
+    expect(same([], {})).toBe(false);
+    expect(same(null, {})).toBe(false);
+    // Values whose flat lists would line up if lengths and key counts were not recorded.
+    expect(same([[1], 2], [[1, 2]])).toBe(false);
+    expect(same({ a: { x: 1 }, y: 2 }, { a: { x: 1, y: 2 } })).toBe(false);
+  });
+
+  it('read own keys only, so a polluted Object.prototype cannot fill in a missing one', () => {
+    const snapshot = snapshotJson({ a: 1, b: 2 });
+    const proto = Object.prototype as Record<string, unknown>;
+    Object.defineProperty(proto, 'b', { value: 2, enumerable: true, configurable: true, writable: true });
+    try {
+      expect(matchesSnapshot({ a: 1 }, snapshot)).toBe(false);
+    } finally {
+      delete proto.b;
+    }
+    expect(matchesSnapshot({ a: 1, b: 2 }, snapshot)).toBe(true);
   });
 });
 

@@ -53,50 +53,94 @@ export function responseJson(response: object): string {
 }
 
 /**
- * Equality of two JSON values, key order included (so equal values serialise to equal bytes).
- * Anything but plain objects, arrays and primitives counts as unequal: a memo then just misses.
+ * Shape markers in a {@link JsonSnapshot}. They are objects private to this module, so no key, no
+ * primitive and no value a caller holds can be taken for one.
  */
-export function jsonEqual(a: unknown, b: unknown): boolean {
-  if (a === b) return true;
-  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
-  if (Array.isArray(a)) {
-    if (!Array.isArray(b) || a.length !== b.length) return false;
-    for (let i = 0; i < a.length; i++) if (!jsonEqual(a[i], b[i])) return false;
-    return true;
+const OBJECT_MARK = Object.freeze({});
+const ARRAY_MARK = Object.freeze({});
+/** Stands for anything but plain objects, arrays and primitives: it matches nothing, so a memo just misses. */
+const OPAQUE_MARK = Object.freeze({});
+
+/**
+ * A JSON value recorded as one flat list: primitives as they are, and for each object a marker, its
+ * number of own keys, then each key followed by its value (for arrays: a marker, the length, the
+ * items). The list holds only primitives and markers, so it is a private copy of the value, and
+ * comparing a fresh value with it walks one side only: no second tree to read, no key list to make
+ * for it. Two values with the same snapshot have the same JSON (key order included).
+ */
+export type JsonSnapshot = readonly unknown[];
+
+export function snapshotJson(value: unknown): JsonSnapshot {
+  const out: unknown[] = [];
+  record(value, out);
+  return out;
+}
+
+function record(value: unknown, out: unknown[]): void {
+  if (value === null || typeof value !== 'object') {
+    out.push(value);
+  } else if (Array.isArray(value)) {
+    out.push(ARRAY_MARK, value.length);
+    for (let i = 0; i < value.length; i++) record(value[i], out);
+  } else if (isPlainObject(value)) {
+    const keys = Object.keys(value);
+    out.push(OBJECT_MARK, keys.length);
+    for (const key of keys) {
+      out.push(key);
+      record((value as Record<string, unknown>)[key], out);
+    }
+  } else {
+    out.push(OPAQUE_MARK);
   }
-  if (Array.isArray(b) || !isPlainObject(a) || !isPlainObject(b)) return false;
-  const keysA = Object.keys(a);
-  const keysB = Object.keys(b);
-  if (keysA.length !== keysB.length) return false;
-  for (let i = 0; i < keysA.length; i++) {
-    const key = keysA[i]!;
-    if (key !== keysB[i] || !jsonEqual((a as Record<string, unknown>)[key], (b as Record<string, unknown>)[key])) return false;
+}
+
+/** True when `value` is, value by value and key by key in the same order, the value snapshotted. */
+export function matchesSnapshot(value: unknown, snapshot: JsonSnapshot): boolean {
+  return matchFrom(value, snapshot, 0) === snapshot.length;
+}
+
+/** Matches `value` against the snapshot from position `at`: the position after it, or -1. */
+function matchFrom(value: unknown, snapshot: JsonSnapshot, at: number): number {
+  if (value === null || typeof value !== 'object') return snapshot[at] === value ? at + 1 : -1;
+  let i = at + 2;
+  if (Array.isArray(value)) {
+    if (snapshot[at] !== ARRAY_MARK || snapshot[at + 1] !== value.length) return -1;
+    for (let k = 0; k < value.length && i !== -1; k++) i = matchFrom(value[k], snapshot, i);
+    return i;
   }
-  return true;
+  // Own keys only (Object.keys): a polluted Object.prototype must not lend a value a key it lacks.
+  if (snapshot[at] !== OBJECT_MARK || !isPlainObject(value)) return -1;
+  const keys = Object.keys(value);
+  if (snapshot[at + 1] !== keys.length) return -1;
+  for (let k = 0; k < keys.length && i !== -1; k++) {
+    const key = keys[k]!;
+    i = snapshot[i] === key ? matchFrom((value as Record<string, unknown>)[key], snapshot, i + 1) : -1;
+  }
+  return i;
 }
 
 /** An object literal or JSON.parse result, of any realm (its prototype is an Object.prototype, or null). */
 function isPlainObject(value: object): boolean {
   const proto: unknown = Object.getPrototypeOf(value);
-  return proto === null || Object.getPrototypeOf(proto) === null;
+  return proto === Object.prototype || proto === null || Object.getPrototypeOf(proto) === null;
 }
 
 /**
  * Short tokens that stand for JSON values in memo keys, in place of the values' JSON. Each slot
- * (say, a Stack's namespace/name) remembers the last value seen there, as a frozen copy, and its
- * token; a value equal to it (jsonEqual) gets the same token. Comparing a freshly parsed spec with
- * the copy costs about half of serialising it, and the keys made with tokens are short to hash.
+ * (say, a Stack's namespace/name) remembers a snapshot of the last value seen there and its token;
+ * a value matching the snapshot gets the same token. Matching a freshly parsed 1 KB spec costs
+ * about a third of serialising it, and the keys made with tokens are short to hash.
  * Tokens are never reused, so two different values never share one: a forgotten or overwritten
  * slot costs a memo miss, never a wrong answer. Bounded like the memos.
  */
 export function contentTokens(max = 2048): (slot: string, value: unknown) => string {
-  const slots = new LRUCache<string, { value: unknown; token: string }>({ max });
+  const slots = new LRUCache<string, { snapshot: JsonSnapshot; token: string }>({ max });
   let issued = 0;
   return (slot, value) => {
     const seen = slots.get(slot);
-    if (seen !== undefined && jsonEqual(seen.value, value)) return seen.token;
+    if (seen !== undefined && matchesSnapshot(value, seen.snapshot)) return seen.token;
     const token = `#${++issued}`;
-    slots.set(slot, { value: deepFreeze(structuredClone(value)), token });
+    slots.set(slot, { snapshot: snapshotJson(value), token });
     return token;
   };
 }
