@@ -78,4 +78,16 @@ describe('the Program hook', () => {
     expect(bad.status.conditions?.find((c) => c.type === 'Stalled')?.message).toMatch(/program\.resources\.pet\.type/);
     expect(bad.attachments).toEqual([good.attachments[0]]);
   });
+
+  it('reports a Program nested deeper than 100 levels instead of failing, and keeps its attachment', () => {
+    const good = syncProgram({ object: program(full, 1) }, NOW);
+    const observed = { ...good.attachments[0]!, metadata: { ...good.attachments[0]!.metadata, annotations: { ...good.attachments[0]!.metadata.annotations, [LAST_APPLIED_ANNOTATION]: JSON.stringify(good.attachments[0]) } } };
+    let deep: unknown = 'x';
+    for (let i = 0; i < 10_000; i++) deep = { d: deep };
+    const bad = syncProgram({ object: program({ ...full, variables: { deep } }, 2, good.status), attachments: { 'ConfigMap.v1': { 'team-a/random-yaml-program': observed } } }, NOW);
+    expect(bad.status.artifact).toBeUndefined();
+    expect(bad.status.conditions?.find((c) => c.type === 'Stalled')).toMatchObject({ status: 'True', reason: 'SpecInvalid' });
+    expect(bad.status.conditions?.find((c) => c.type === 'Stalled')?.message).toMatch(/^program\.variables\.deep\.d\.d\.d\.d\.d… is nested more than 100 levels deep/);
+    expect(bad.attachments).toEqual([good.attachments[0]]);
+  });
 });

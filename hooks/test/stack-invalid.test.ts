@@ -27,6 +27,13 @@ function withChildren() {
   return { stack: withStatus(stack, r3), cluster: applyChildren(done, r3.children) };
 }
 
+/** An array in an array … `depth` levels deep, as a free-form field the API server accepts may hold. */
+function nested(depth: number): unknown {
+  let value: unknown = 'x';
+  for (let i = 0; i < depth; i++) value = [value];
+  return value;
+}
+
 const cases: [string, Record<string, unknown>, RegExp][] = [
   ['commit and branch both set', { programRef: undefined, projectRepo: 'https://g.test/r.git', commit: 'a'.repeat(40), branch: 'main' }, /only one of "commit" or "branch"/],
   ['neither commit nor branch', { programRef: undefined, projectRepo: 'https://g.test/r.git' }, /missing "commit" or "branch"/],
@@ -43,6 +50,9 @@ const cases: [string, Record<string, unknown>, RegExp][] = [
   ['a wrong type', { refresh: 'yes' }, /spec\.refresh/],
   ['a bad reclaim policy', { workspaceReclaimPolicy: 'Sometimes' }, /spec\.workspaceReclaimPolicy must be one of/],
   ['a bad security profile', { workspaceTemplate: { spec: { securityProfile: 'privileged' } } }, /securityProfile/],
+  // Deep enough to overflow any recursive walk of the spec, and far past what the API server allows.
+  ['a config value nested 10,000 levels deep', { config: { deep: nested(10_000) } }, /^spec\.config\.deep\[0\]\[0\]\[0\]\[0\]\[0\]… is nested more than 100 levels deep/],
+  ['a workspaceTemplate nested 101 levels deep', { workspaceTemplate: { metadata: { annotations: {} }, spec: { podTemplate: { x: nested(97) } } } }, /^spec\.workspaceTemplate\.spec\.podTemplate\.x\[0\]\[0\]\[0\]… is nested more than 100 levels deep/],
 ];
 
 describe('an invalid Stack', () => {
@@ -72,6 +82,12 @@ describe('an invalid Stack', () => {
     }
     // Results already absorbed stay.
     expect(res.status.lastUpdate?.state).toBe('succeeded');
+  });
+
+  it('may nest 100 levels deep (the limit), and answers in full', () => {
+    const res = syncStack(syncRequest(makeStack({ config: { deep: nested(98) } } as any)), ctx);
+    expect(condition(res.status, 'Stalled')).toBeUndefined();
+    expect(res.children.map((c) => c.kind)).toContain('StatefulSet');
   });
 
   it('without a spec at all is Stalled and keeps its children', () => {

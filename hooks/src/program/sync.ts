@@ -1,9 +1,11 @@
 import type { Program, ProgramStatus } from '../../../schemas/generated/types';
 import { Annotations } from '../../../contract';
 import { formatErrors, validateProgram } from '../../../schemas';
+import { pathNestedDeeperThan } from '../lib/json';
 import { asLastApplied, objectsOf, type KObject, type ObjectMap } from '../lib/k8s';
 import { applyMark } from '../stack/conditions';
 import { programConfigMapName } from '../stack/source';
+import { MAX_SPEC_NESTING } from '../stack/sync';
 import { renderProgram } from './render';
 
 export interface ProgramSyncRequest {
@@ -34,9 +36,11 @@ export function syncProgram(req: ProgramSyncRequest, now: Date): ProgramSyncResp
   const observed = objectsOf(req.attachments, 'ConfigMap', 'v1').find((o) => o.metadata.name === cmName);
   const previous = program.status ?? {};
 
-  const check = validateProgram(program);
-  if (!check.ok) {
-    const message = formatErrors(check.errors);
+  // Nesting first: rendering walks the program recursively (see MAX_SPEC_NESTING).
+  const tooDeep = pathNestedDeeperThan(program.program, MAX_SPEC_NESTING, 'program');
+  const check = tooDeep === undefined ? validateProgram(program) : undefined;
+  if (check === undefined || !check.ok) {
+    const message = check === undefined ? `${tooDeep} is nested more than ${MAX_SPEC_NESTING} levels deep; no program needs that many, so flatten that value` : formatErrors(check.errors);
     const status: ProgramStatus = {
       observedGeneration: generation,
       conditions: applyMark(previous.conditions, { kind: 'stalled', reason: 'SpecInvalid', message }, generation, now) as ProgramStatus['conditions'],
