@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { deepFreeze } from '../src/lib/json';
+import { deepFreeze, pathNestedDeeperThan } from '../src/lib/json';
 import { contentTokens, jsonOf, matchesSnapshot, memoizeByContent, responseJson, snapshotJson } from '../src/lib/memo';
 import { strategicMerge } from '../src/lib/merge';
 import { syncStack } from '../src/stack/sync';
@@ -111,6 +111,37 @@ describe('JSON snapshots', () => {
       delete proto.b;
     }
     expect(matchesSnapshot({ a: 1, b: 2 }, snapshot)).toBe(true);
+  });
+});
+
+describe('pathNestedDeeperThan', () => {
+  /** Objects and arrays on the deepest path (a plain recursive reference, for small values). */
+  const depthOf = (v: unknown): number => (v !== null && typeof v === 'object' ? 1 + Math.max(0, ...Object.values(v).map(depthOf)) : 0);
+  /** Follows a reported path (`root.key[0]…`) as far as it is spelt out. */
+  const follow = (v: unknown, path: string, root: string): number => {
+    let depth = 1;
+    for (const [, key, index] of path.slice(root.length).replace(/…$/, '').matchAll(/\.([^.[]+)|\[(\d+)\]/g)) {
+      v = (v as Record<string, unknown>)[key ?? index!];
+      expect(v !== null && typeof v === 'object').toBe(true);
+      depth++;
+    }
+    return depth;
+  };
+
+  it('finds a place deeper than the limit exactly when there is one, and its path leads there', () => {
+    fc.assert(
+      // Keys a path spells unambiguously; objects with arrays inside, as fc.object makes them.
+      fc.property(fc.object({ key: fc.stringMatching(/^[a-z]{1,3}$/), maxDepth: 6, values: [fc.integer(), fc.string(), fc.constant(null), fc.boolean()] }), fc.integer({ min: 1, max: 6 }), (value, max) => {
+        const path = pathNestedDeeperThan(value, max, 'spec');
+        expect(path !== undefined).toBe(depthOf(value) > max);
+        if (path !== undefined) {
+          const steps = follow(value, path, 'spec');
+          // The path is cut after eight steps; uncut, it ends just past the limit.
+          expect(path.endsWith('…') ? steps === 8 : steps === max + 1).toBe(true);
+        }
+      }),
+      { numRuns: 500 },
+    );
   });
 });
 
