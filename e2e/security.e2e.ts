@@ -173,4 +173,54 @@ describe('security', () => {
     }
     recordTiming('cross-namespace Secret refused', started);
   });
+
+  it('a Stack and a Program nested deeper than 100 levels are Stalled/SpecInvalid, not a failing hook', async () => {
+    const started = Date.now();
+    // Free-form fields (config values, Program variables) keep whatever JSON the API server decodes.
+    const nested = (depth: number): unknown => {
+      let value: unknown = 'x';
+      for (let i = 0; i < depth; i++) value = [value];
+      return value;
+    };
+    await op.objects.create({
+      apiVersion: 'pulumi.com/v1',
+      kind: 'Stack',
+      metadata: { name: 'deep', namespace: ns },
+      spec: e2eStackSpec({ stack: 'dev', programRef: { name: 'secure' }, config: { deep: nested(DEEP) } }),
+    } as k8s.KubernetesObject);
+    await op.objects.create({
+      apiVersion: 'pulumi.com/v1',
+      kind: 'Program',
+      metadata: { name: 'deep-program', namespace: ns },
+      program: { variables: { deep: nested(DEEP) }, outputs: { value: 'x' } },
+    } as k8s.KubernetesObject);
+    const stack = await eventually(
+      'Stack deep to be Stalled',
+      async () => {
+        const s = await getStack('deep');
+        return condition(s, 'Stalled')?.status === 'True' ? s : undefined;
+      },
+      120_000,
+    );
+    expect(condition(stack, 'Stalled')).toMatchObject({ reason: 'SpecInvalid', message: expect.stringMatching(/^spec\.config\.deep\[0\]\[0\]\[0\]\[0\]\[0\]… is nested more than 100 levels deep/) });
+    expect(await exists(() => op.apps.readNamespacedStatefulSet({ namespace: ns, name: 'deep-workspace' }))).toBe(false);
+    const program = await eventually(
+      'Program deep-program to be Stalled',
+      async () => {
+        const p = (await op.custom.getNamespacedCustomObject({ group: 'pulumi.com', version: 'v1', plural: 'programs', namespace: ns, name: 'deep-program' })) as any;
+        return condition(p, 'Stalled')?.status === 'True' ? p : undefined;
+      },
+      120_000,
+    );
+    expect(condition(program, 'Stalled')).toMatchObject({ reason: 'SpecInvalid', message: expect.stringMatching(/^program\.variables\.deep\[0\]\[0\]\[0\]\[0\]\[0\]… is nested more than 100 levels deep/) });
+    expect(program.status.artifact).toBeUndefined();
+    recordTiming('deeply nested Stack and Program refused', started);
+  });
 });
+
+/**
+ * Far past the hooks' limit, and as deep as this test can send: Node's JSON.stringify (the client's,
+ * the driver's) overflows near 5,000 levels, while the API server decodes up to 10,000. The unit
+ * tests (hooks/test/stack-invalid.test.ts) take the hooks to 10,000.
+ */
+const DEEP = 3_000;
