@@ -1,14 +1,48 @@
 /**
- * A realistic Stack sync request for the benchmark: a Stack with envRefs, config, secretsRef, a
- * workspaceTemplate (image, resources, an extra volume and sidecar), in steady state (Ready) with a
- * StatefulSet, a Service and three finished Jobs observed — the request Metacontroller sends on
- * every resync and every child event.
+ * The benchmark's Stack sync requests, both in steady state (Ready) with a StatefulSet, a Service,
+ * three finished Jobs and the Stack's RBAC observed: the request Metacontroller sends on every
+ * resync and every child event.
+ * - `captured` (the default): recorded from a real cluster by ./capture-sync-request.ts, objects as
+ *   the API server stores them (managedFields, defaults, controllers' status, last-applied).
+ * - `synthetic`: built with the unit tests' helpers, which leave out what the API server adds, so it
+ *   is half the size; kept to compare with earlier figures.
  */
-import { syncStack } from '../hooks/src/stack/sync';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { configFromEnv, type HookConfig } from '../hooks/src/config';
+import { syncStack, type StackSyncResponse } from '../hooks/src/stack/sync';
 import { applyChildren, jobFinishes, jobsOf, makeStack, noLookups, NOW, syncRequest, testConfig, withStatus, workspaceBecomesReady } from '../hooks/test/builders';
 import type { KObject } from '../hooks/src/lib/k8s';
 
-export function realisticSyncRequest(): { body: string; response: string } {
+export type RequestKind = 'captured' | 'synthetic';
+
+export interface BenchRequest {
+  body: string;
+  response: string;
+  /** The hook server's configuration the request was made for (the workspace's agent image). */
+  config: HookConfig;
+}
+
+export const CAPTURED_REQUEST_FILE = join(__dirname, '..', '..', 'bench', 'requests', 'steady-state-sync.json');
+
+export function benchRequest(kind: RequestKind): BenchRequest {
+  return kind === 'captured' ? capturedSyncRequest() : syntheticSyncRequest();
+}
+
+function assertSteadyState(response: StackSyncResponse): void {
+  const ready = response.status.conditions?.find((c) => c.type === 'Ready');
+  if (ready?.status !== 'True' || jobsOf(response).length !== 3) throw new Error('benchmark request is not the steady state it claims to be');
+}
+
+export function capturedSyncRequest(): BenchRequest {
+  const file = JSON.parse(readFileSync(CAPTURED_REQUEST_FILE, 'utf8'));
+  const config: HookConfig = { ...configFromEnv({}), agentImage: file.agentImage };
+  const response = syncStack(file.request, { config, now: new Date(), lookups: new Map() });
+  assertSteadyState(response);
+  return { body: JSON.stringify(file.request), response: JSON.stringify(response), config };
+}
+
+export function syntheticSyncRequest(): BenchRequest {
   let stack = makeStack({
     backend: 's3://example-pulumi-state',
     envRefs: {
@@ -52,7 +86,6 @@ export function realisticSyncRequest(): { body: string; response: string } {
   }
   const request = { controller: { apiVersion: 'metacontroller.k8s.io/v1alpha1', kind: 'CompositeController', metadata: { name: 'pulumi-stacks' } }, ...syncRequest(stack, cluster) };
   const response = syncStack(request, { config: testConfig, now: NOW, lookups: noLookups });
-  const ready = response.status.conditions?.find((c) => c.type === 'Ready');
-  if (ready?.status !== 'True' || jobsOf(response).length !== 3) throw new Error('benchmark request is not the steady state it claims to be');
-  return { body: JSON.stringify(request), response: JSON.stringify(response) };
+  assertSteadyState(response);
+  return { body: JSON.stringify(request), response: JSON.stringify(response), config: testConfig };
 }

@@ -6,7 +6,7 @@
 import Fastify from 'fastify';
 import { installJsonBodyParser } from '../hooks/src/plugins/json-body';
 import { buildServer } from '../hooks/src/server';
-import { testConfig } from '../hooks/test/builders';
+import { benchRequest, type RequestKind } from './sync-hook-request';
 
 // The benchmark asks for this process's CPU time around a run: CPU per request on one core.
 process.on('message', (m) => {
@@ -14,9 +14,10 @@ process.on('message', (m) => {
 });
 
 async function main(): Promise<void> {
-  const [mode, bytes] = [process.argv[2], Number(process.argv[3])];
+  const [mode, bytes, request] = [process.argv[2], Number(process.argv[3]), process.argv[4] as RequestKind];
   if (mode === 'hooks') {
-    const { app } = buildServer({ ...testConfig, bodyLimit: 8 * 1024 * 1024 }, { logger: false });
+    // The configuration the request was made for: the same workspace, so the Stack is in steady state.
+    const { app } = buildServer({ ...benchRequest(request).config, bodyLimit: 8 * 1024 * 1024 }, { logger: false });
     await app.listen({ port: 0, host: '127.0.0.1' });
     process.send!({ port: (app.server.address() as { port: number }).port });
   } else {

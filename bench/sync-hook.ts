@@ -4,17 +4,21 @@
  * generator (autocannon) on CPU 1. Reports max throughput (10 connections) as autocannon sees it and
  * as the server's own CPU time per request gives it (one-core capacity: immune to the load
  * generator's own limits), and latency at a constant 1,000 requests/s (open loop, ./open-loop.ts).
- * Run: npm run bench
+ * Run: npm run bench (BENCH_REQUEST=synthetic for the request built by the unit tests' helpers;
+ * BENCH_ROUNDS, BENCH_SECONDS)
  */
 import autocannon from 'autocannon';
 import { fork, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { openLoop } from './open-loop';
-import { realisticSyncRequest } from './sync-hook-request';
+import { benchRequest, type RequestKind } from './sync-hook-request';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 10);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 6);
+/** Which request (./sync-hook-request.ts): `captured` from a real cluster (default) or `synthetic`. */
+const REQUEST = (process.env.BENCH_REQUEST ?? 'captured') as RequestKind;
+if (REQUEST !== 'captured' && REQUEST !== 'synthetic') throw new Error(`BENCH_REQUEST must be captured or synthetic, not ${REQUEST}`);
 /** The target compares the hook with `bare` (Fastify as it comes); `bare-parser` isolates the parser's share. */
 const MODES = ['bare', 'bare-parser', 'hooks'];
 const ROUTE_NAMES: Record<string, string> = { bare: 'bare Fastify route', 'bare-parser': "bare route, hooks' JSON parser", hooks: 'sync hook' };
@@ -43,7 +47,7 @@ function stealMsOfCpu0(): number {
 
 function start(mode: string, bytes: number): Promise<{ child: ChildProcess; port: number }> {
   return new Promise((resolve, reject) => {
-    const child = fork(join(__dirname, 'sync-hook-server.js'), [mode, String(bytes)], { execPath: 'taskset', execArgv: ['-c', '0', process.execPath] });
+    const child = fork(join(__dirname, 'sync-hook-server.js'), [mode, String(bytes), REQUEST], { execPath: 'taskset', execArgv: ['-c', '0', process.execPath] });
     child.once('message', (m: any) => resolve({ child, port: m.port }));
     child.once('error', reject);
   });
@@ -77,7 +81,7 @@ async function main(): Promise<void> {
   } catch {
     /* single-core machine: measure anyway */
   }
-  const { body, response } = realisticSyncRequest();
+  const { body, response } = benchRequest(REQUEST);
   const bytes = Buffer.byteLength(response);
   // Rounds alternate between the servers and each figure is the median over rounds, so a
   // change in background load biases both sides alike instead of whichever ran second.
@@ -129,7 +133,7 @@ async function main(): Promise<void> {
     };
   });
   const [bare, bareParser, hooks] = rows as [Record<string, number>, Record<string, number>, Record<string, number>];
-  console.log(`request ${Buffer.byteLength(body)} bytes, response ${bytes} bytes, ${DURATION} s per run, median of ${ROUNDS} alternating rounds, node ${process.version}`);
+  console.log(`${REQUEST} request ${Buffer.byteLength(body)} bytes, response ${bytes} bytes, ${DURATION} s per run, median of ${ROUNDS} alternating rounds, node ${process.version}`);
   console.table(rows);
   // Each round measures the servers within a minute of each other, so its ratio is a paired
   // comparison: the machine's drift between rounds (tens of percent here) cancels out of it.
@@ -142,7 +146,7 @@ async function main(): Promise<void> {
   console.log(`throughput ratio (sync hook / bare route): ${ratios('bare')}`);
   console.log(`against the bare route with the hooks' parser: ${ratios('bare-parser')}`);
   console.log(`ratio of the medians (sync hook / bare route): ${(hooks['max req/s']! / bare['max req/s']!).toFixed(2)} by autocannon, ${(bare['server CPU per request (µs)']! / hooks['server CPU per request (µs)']!).toFixed(2)} by CPU; with the hooks' parser ${(hooks['max req/s']! / bareParser['max req/s']!).toFixed(2)}, ${(bareParser['server CPU per request (µs)']! / hooks['server CPU per request (µs)']!).toFixed(2)}`);
-  console.log(JSON.stringify({ requestBytes: Buffer.byteLength(body), responseBytes: bytes, rounds: ROUNDS, rows, samples }));
+  console.log(JSON.stringify({ request: REQUEST, requestBytes: Buffer.byteLength(body), responseBytes: bytes, rounds: ROUNDS, rows, samples }));
 }
 
 main().catch((err) => {

@@ -16,13 +16,12 @@ import { startHookServer, type RunningServer } from '../hooks/src/main';
 import { startControlPlane, freePort, type ControlPlane } from './testbed/control-plane';
 import { startControllers } from './testbed/metacontroller-harness';
 import { startPodRunner, type PodRunner } from './testbed/pod-runner';
-import { requireToolchain } from './testbed/toolchain';
-import { afterAll, beforeAll } from '@jest/globals';
+import { REPO_ROOT, requireToolchain } from './testbed/toolchain';
 import { eventually } from './testbed/eventually';
 
 export { eventually };
 
-const ROOT = join(__dirname, '..');
+const ROOT = REPO_ROOT;
 export const AGENT_IMAGE = 'e2e.test/pko-agent:dev';
 
 export interface Operator {
@@ -217,6 +216,9 @@ export interface E2eSuite {
  * timings. A file's own beforeAll/afterAll, declared after this call, run after these.
  */
 export function e2eSuite(suite: string, namespace: string | undefined, started: (op: Operator) => void): E2eSuite {
+  // Loaded here, not at the top: @jest/globals throws outside jest, and scripts such as
+  // bench/capture-sync-request.ts start the operator with startOperator() alone.
+  const { afterAll, beforeAll } = require('@jest/globals') as typeof import('@jest/globals');
   let op: Operator | undefined;
   const timings: Record<string, number> = {};
   beforeAll(async () => {

@@ -22,8 +22,9 @@ import * as yaml from 'js-yaml';
 import { type Metacontroller, startMetacontroller } from './metacontroller';
 import { clone } from './metacontroller/apply';
 import { isAlreadyExists, type KObject, Kube, type Resource } from './metacontroller/kube';
+import { REPO_ROOT } from './toolchain';
 
-export const MANIFESTS_DIR = path.resolve(__dirname, '..', '..', 'manifests', 'metacontroller');
+export const MANIFESTS_DIR = path.join(REPO_ROOT, 'manifests', 'metacontroller');
 
 export interface ControllersOptions {
   kubeConfig: KubeConfig;

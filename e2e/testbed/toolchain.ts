@@ -10,8 +10,19 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 
-export const VERSIONS_FILE = path.resolve(__dirname, '..', 'toolchain', 'versions.env');
-export const BUILD_SCRIPT = path.resolve(__dirname, '..', 'toolchain', 'build.sh');
+/**
+ * The repository's root: the first directory up from here holding e2e/toolchain/versions.env, so
+ * the test bed finds its files both from the sources (jest) and from the build in dist/ (scripts
+ * such as bench/capture-sync-request.ts, run with node).
+ */
+export const REPO_ROOT = ((): string => {
+  for (let dir = __dirname; ; dir = path.dirname(dir)) {
+    if (fs.existsSync(path.join(dir, 'e2e', 'toolchain', 'versions.env'))) return dir;
+    if (path.dirname(dir) === dir) throw new Error(`no e2e/toolchain/versions.env above ${__dirname}`);
+  }
+})();
+export const VERSIONS_FILE = path.join(REPO_ROOT, 'e2e', 'toolchain', 'versions.env');
+export const BUILD_SCRIPT = path.join(REPO_ROOT, 'e2e', 'toolchain', 'build.sh');
 
 export interface ToolchainVersions {
   etcd: string;

@@ -1,0 +1,180 @@
+/**
+ * Records the benchmark's request from a real cluster, so that the sync hook is measured on what
+ * Metacontroller actually sends: children as the API server stores them (uid, resourceVersion,
+ * managedFields, defaulted pod templates, status written by the Job and StatefulSet controllers,
+ * Metacontroller's last-applied annotation), not on objects built by the unit tests' helpers.
+ *
+ * It starts the e2e test bed (real etcd, kube-apiserver, kube-controller-manager, the hooks behind
+ * the Metacontroller driver, or the real Metacontroller when METACONTROLLER_BIN is set, and the agent
+ * with the real Pulumi CLI), applies a Stack with envRefs (a literal and Secrets), config, secretsRef
+ * and a workspaceTemplate (image, resources, an extra volume), runs three updates, then reads the
+ * Stack, its children and its related Program from the API server and writes the sync request
+ * Metacontroller builds from them (hook version v2: objects by `<Kind>.<apiVersion>`, then by
+ * `<namespace>/<name>`) to bench/requests/steady-state-sync.json.
+ *
+ * Run: e2e/toolchain/build.sh (once), then npm run build && node dist/bench/capture-sync-request.js
+ */
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { load } from 'js-yaml';
+import { Agent, request } from 'undici';
+import * as k8s from '@kubernetes/client-node';
+import { AGENT_IMAGE, startOperator, type Operator } from '../e2e/harness';
+import { REPO_ROOT } from '../e2e/testbed/toolchain';
+import { customizeStack } from '../hooks/src/stack/customize';
+import type { Stack } from '../schemas/generated/types';
+
+const ROOT = REPO_ROOT;
+const OUT = join(ROOT, 'bench', 'requests', 'steady-state-sync.json');
+const NS = 'team-a';
+const STACK = 'my-stack';
+
+type Obj = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string; uid?: string; ownerReferences?: { uid: string; controller?: boolean }[] } } & Record<string, unknown>;
+
+/** The API server's own JSON (no client-side model: dates and key order stay as stored). */
+async function apiGet(op: Operator, path: string): Promise<any> {
+  const res = await request(`${op.cp.server}${path}`, {
+    headers: { authorization: `Bearer ${op.cp.adminToken}`, accept: 'application/json' },
+    dispatcher: new Agent({ connect: { ca: op.cp.caData } }),
+  });
+  if (res.statusCode !== 200) throw new Error(`GET ${path}: ${res.statusCode} ${await res.body.text()}`);
+  return res.body.json();
+}
+
+const apiPath = (apiVersion: string) => (apiVersion.includes('/') ? `/apis/${apiVersion}` : `/api/${apiVersion}`);
+
+/** Every object of a kind in the namespace; list items carry no apiVersion/kind, so they are set as client-go does. */
+async function list(op: Operator, apiVersion: string, kind: string, resource: string): Promise<Obj[]> {
+  const body = await apiGet(op, `${apiPath(apiVersion)}/namespaces/${NS}/${resource}`);
+  return (body.items as Obj[]).map((item) => ({ ...item, apiVersion, kind }));
+}
+
+const typeKey = (o: { apiVersion: string; kind: string }) => `${o.kind}.${o.apiVersion}`;
+const objectKey = (o: Obj) => `${o.metadata.namespace ?? ''}/${o.metadata.name}`;
+
+async function main(): Promise<void> {
+  const op = await startOperator();
+  try {
+    await op.namespace(NS);
+    await op.core.createNamespacedSecret({ namespace: NS, body: { metadata: { name: 'aws' }, stringData: { id: 'AKIAEXAMPLE', secret: 'example-secret' } } });
+    await op.core.createNamespacedSecret({ namespace: NS, body: { metadata: { name: 'db' }, stringData: { password: 'example-password' } } });
+    await op.objects.create({
+      apiVersion: 'pulumi.com/v1',
+      kind: 'Program',
+      metadata: { name: 'my-program', namespace: NS },
+      program: { outputs: { url: 'https://example.test', password: { 'fn::secret': 'example' } } },
+    } as k8s.KubernetesObject);
+    const spec = (replicas: number) => ({
+      stack: 'dev',
+      programRef: { name: 'my-program' },
+      serviceAccountName: 'pulumi',
+      backend: 'file:///state',
+      envRefs: {
+        PULUMI_CONFIG_PASSPHRASE: { type: 'Literal', literal: { value: 'bench-passphrase' } },
+        AWS_REGION: { type: 'Literal', literal: { value: 'us-west-2' } },
+        AWS_ACCESS_KEY_ID: { type: 'Secret', secret: { name: 'aws', key: 'id' } },
+        AWS_SECRET_ACCESS_KEY: { type: 'Secret', secret: { name: 'aws', key: 'secret' } },
+      },
+      config: { 'aws:region': 'us-west-2', 'app:replicas': String(replicas), 'app:domain': 'example.test', 'app:debug': 'false' },
+      secretsRef: { 'app:dbPassword': { type: 'Secret', secret: { name: 'db', key: 'password' } } },
+      workspaceTemplate: {
+        spec: {
+          image: AGENT_IMAGE,
+          resources: { requests: { cpu: '500m', memory: '512Mi' }, limits: { memory: '2Gi' } },
+          podTemplate: {
+            spec: {
+              volumes: [
+                { name: 'state', persistentVolumeClaim: { claimName: 'pulumi-state' } },
+                { name: 'cache', emptyDir: {} },
+              ],
+              containers: [
+                {
+                  name: 'pulumi',
+                  volumeMounts: [
+                    { name: 'state', mountPath: '/state' },
+                    { name: 'cache', mountPath: '/cache' },
+                  ],
+                },
+              ],
+            },
+          },
+        },
+      },
+    });
+    await op.objects.create({ apiVersion: 'pulumi.com/v1', kind: 'Stack', metadata: { name: STACK, namespace: NS }, spec: spec(1) } as k8s.KubernetesObject);
+    let stack = await op.readyStack(NS, STACK);
+    // Three updates, as in the unit tests' steady state: each edit is a new generation and a new Job.
+    for (const replicas of [2, 3]) {
+      const before = stack.status.lastUpdate.name;
+      await op.custom.patchNamespacedCustomObject(
+        { group: 'pulumi.com', version: 'v1', namespace: NS, plural: 'stacks', name: STACK, body: { spec: { config: { 'app:replicas': String(replicas) } } } },
+        k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
+      );
+      stack = await op.readyStack(NS, STACK, (s) => s.status.lastUpdate.name !== before);
+    }
+
+    const parent: Stack = await apiGet(op, `/apis/pulumi.com/v1/namespaces/${NS}/stacks/${STACK}`);
+    const controller = load(readFileSync(join(ROOT, 'manifests', 'metacontroller', 'stack-controller.yaml'), 'utf8')) as any;
+    const children: Record<string, Record<string, Obj>> = {};
+    const kinds: Record<string, string> = {
+      statefulsets: 'StatefulSet',
+      services: 'Service',
+      jobs: 'Job',
+      configmaps: 'ConfigMap',
+      serviceaccounts: 'ServiceAccount',
+      roles: 'Role',
+      rolebindings: 'RoleBinding',
+    };
+    for (const rule of controller.spec.childResources as { apiVersion: string; resource: string }[]) {
+      const kind = kinds[rule.resource];
+      if (!kind) throw new Error(`no kind known for child resource ${rule.resource}`);
+      const owned = (await list(op, rule.apiVersion, kind, rule.resource)).filter((o) =>
+        (o.metadata.ownerReferences ?? []).some((r) => r.controller === true && r.uid === parent.metadata!.uid),
+      );
+      children[typeKey({ apiVersion: rule.apiVersion, kind })] = Object.fromEntries(owned.map((o) => [objectKey(o), o]));
+    }
+    const jobs = Object.values(children['Job.batch/v1'] ?? {});
+    if (jobs.length !== 3) throw new Error(`expected the three update Jobs, found ${jobs.length}`);
+
+    // Related objects, by the rules the customize hook gives for this Stack (its Program; no refresh requests).
+    const related: Record<string, Record<string, Obj>> = {};
+    for (const rule of customizeStack(parent).relatedResources) {
+      const kind = rule.resource === 'programs' ? 'Program' : rule.resource === 'configmaps' ? 'ConfigMap' : undefined;
+      if (!kind) throw new Error(`unexpected related resource ${rule.resource}`);
+      const all = await list(op, rule.apiVersion, kind, rule.resource);
+      const selected = all.filter(
+        (o) =>
+          (!rule.names || rule.names.includes(o.metadata.name)) &&
+          Object.entries(rule.labelSelector?.matchLabels ?? {}).every(([k, v]) => ((o.metadata as any).labels ?? {})[k] === v),
+      );
+      related[typeKey({ apiVersion: rule.apiVersion, kind })] = { ...(related[typeKey({ apiVersion: rule.apiVersion, kind })] ?? {}), ...Object.fromEntries(selected.map((o) => [objectKey(o), o])) };
+    }
+
+    const requestBody = { controller, parent, children, related, finalizing: false };
+    mkdirSync(join(ROOT, 'bench', 'requests'), { recursive: true });
+    writeFileSync(
+      OUT,
+      `${JSON.stringify(
+        {
+          note: 'Written by bench/capture-sync-request.ts from a real kube-apiserver; the hook server answering it needs AGENT_IMAGE below.',
+          capturedWith: process.env.METACONTROLLER_BIN ? 'Metacontroller binary' : 'the test bed Metacontroller driver',
+          agentImage: AGENT_IMAGE,
+          request: requestBody,
+        },
+        null,
+        1,
+      )}\n`,
+    );
+    console.log(`wrote ${OUT}: ${Buffer.byteLength(JSON.stringify(requestBody))} bytes of request`);
+  } finally {
+    await op.stop();
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (err) => {
+    console.error(err);
+    process.exit(1);
+  },
+);

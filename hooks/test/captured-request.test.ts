@@ -1,0 +1,69 @@
+/**
+ * A sync request recorded from a real cluster (bench/requests/steady-state-sync.json, written by
+ * bench/capture-sync-request.ts): a Stack at rest after three updates, its children as the API
+ * server stores them (managedFields, defaulted pod templates, the Job and StatefulSet controllers'
+ * status, Metacontroller's last-applied annotation). The hooks must see it as at rest: Ready, no
+ * new Job, every child kept, the workspace unchanged (no rollout). The benchmark measures this
+ * request, so this test also says when the recording no longer matches what the hooks build: then
+ * record it again (see the script's header).
+ */
+import { readFileSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import { request as httpRequest } from 'undici';
+import { join } from 'node:path';
+import { validateCompositeSyncRequest } from '../../schemas';
+import { Annotations } from '../../contract';
+import { configFromEnv } from '../src/config';
+import { buildServer } from '../src/server';
+import { syncStack } from '../src/stack/sync';
+import type { KObject } from '../src/lib/k8s';
+
+const file = JSON.parse(readFileSync(join(__dirname, '..', '..', 'bench', 'requests', 'steady-state-sync.json'), 'utf8'));
+const request = file.request;
+const config = { ...configFromEnv({}), agentImage: file.agentImage as string };
+const observed: KObject[] = Object.values(request.children as Record<string, Record<string, KObject>>).flatMap((byName) => Object.values(byName));
+const names = (objects: KObject[]) => objects.map((o) => `${o.kind}/${o.metadata.name}`).sort();
+const hashOf = (sts: KObject | undefined) => sts?.spec?.template?.metadata?.annotations?.[Annotations.workspaceHash];
+
+describe('a sync request recorded from a real cluster, Stack at rest', () => {
+  it('is a valid Metacontroller request with what the API server adds', () => {
+    expect(validateCompositeSyncRequest(request)).toEqual({ ok: true });
+    expect(observed.every((o) => Array.isArray(o.metadata.managedFields) && typeof o.metadata.resourceVersion === 'string')).toBe(true);
+    expect(names(observed.filter((o) => o.kind === 'Job'))).toHaveLength(3);
+  });
+
+  it('gets a steady answer: Ready, every child kept, no new Job, the same workspace', () => {
+    const response = syncStack(request, { config, now: new Date(), lookups: new Map() });
+    const ready = response.status.conditions?.find((c) => c.type === 'Ready');
+    expect(ready).toMatchObject({ status: 'True', reason: 'ProcessingCompleted', observedGeneration: request.parent.metadata.generation });
+    expect(response.status.currentUpdate).toBeUndefined();
+    expect(response.status.lastUpdate).toEqual(request.parent.status.lastUpdate);
+    expect(names(response.children)).toEqual(names(observed));
+    const desired = response.children.find((c) => c.kind === 'StatefulSet');
+    const actual = observed.find((c) => c.kind === 'StatefulSet');
+    expect(hashOf(desired)).toBeDefined();
+    expect(hashOf(desired)).toBe(hashOf(actual));
+  });
+
+  it('is answered over HTTP with the same bytes every time', async () => {
+    const { app } = buildServer(config, { logger: false });
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    try {
+      const post = async () => {
+        const res = await httpRequest(`http://127.0.0.1:${(app.server.address() as AddressInfo).port}/stack/sync`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify(file.request),
+        });
+        return { status: res.statusCode, body: await res.body.text() };
+      };
+      const first = await post();
+      const second = await post();
+      expect(first.status).toBe(200);
+      expect(JSON.parse(first.body).status.conditions[0]).toMatchObject({ type: 'Ready', status: 'True' });
+      expect(second.body).toBe(first.body);
+    } finally {
+      await app.close();
+    }
+  });
+});
