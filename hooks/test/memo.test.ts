@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { deepFreeze, pathNestedDeeperThan } from '../src/lib/json';
+import { deepFreeze, nestedDeeperThan, pathNestedDeeperThan } from '../src/lib/json';
 import { contentTokens, jsonOf, matchesSnapshot, memoizeByContent, responseJson, snapshotJson } from '../src/lib/memo';
 import { strategicMerge } from '../src/lib/merge';
 import { syncStack } from '../src/stack/sync';
@@ -150,7 +150,7 @@ describe('contentTokens', () => {
     const value = fc.oneof(fc.constantFrom({ a: 1 }, { a: 2 }, { a: 1, b: [1] }), fc.jsonValue({ maxDepth: 2 }));
     fc.assert(
       fc.property(fc.array(fc.tuple(fc.constantFrom('ns/a', 'ns/b', 'other/a'), value), { maxLength: 30 }), fc.integer({ min: 1, max: 3 }), (calls, max) => {
-        const tokenOf = contentTokens(max);
+        const tokenOf = contentTokens({ max });
         const seen = new Map<string, string>();
         let previous: { slot: string; json: string; token: string } | undefined;
         for (const [slot, v] of calls) {
@@ -174,6 +174,34 @@ describe('contentTokens', () => {
     spec.envs.A = '2';
     expect(tokenOf('ns/s', spec)).not.toBe(first);
     expect(tokenOf('ns/s', { stack: 'dev', envs: { A: '2' } })).not.toBe(first);
+  });
+  it('asks admit only about values the slot has not seen, and gives a refused value no token', () => {
+    const asked: unknown[] = [];
+    const tokenOf = contentTokens({
+      admit: (v) => {
+        asked.push(v);
+        return (v as { ok?: boolean }).ok === true;
+      },
+    });
+    const first = tokenOf('ns/s', { ok: true });
+    expect(first).toBeDefined();
+    expect(tokenOf('ns/s', { ok: true })).toBe(first);
+    expect(asked).toHaveLength(1);
+    expect(tokenOf('ns/s', { ok: false })).toBeUndefined();
+    // Nothing was recorded for the refused value: the slot still holds the admitted one.
+    expect(tokenOf('ns/s', { ok: true })).toBe(first);
+    expect(asked).toHaveLength(2);
+  });
+
+  it('matches a value far deeper than the call stack allows against an admitted snapshot without overflowing', () => {
+    const nested = (depth: number) => {
+      let v: unknown = 'x';
+      for (let i = 0; i < depth; i++) v = [v];
+      return v;
+    };
+    const tokenOf = contentTokens({ admit: (v) => !nestedDeeperThan(v, 100) });
+    expect(tokenOf('ns/s', { deep: nested(50) })).toBeDefined();
+    expect(tokenOf('ns/s', { deep: nested(100_000) })).toBeUndefined();
   });
 });
 

@@ -132,13 +132,21 @@ function isPlainObject(value: object): boolean {
  * about a third of serialising it, and the keys made with tokens are short to hash.
  * Tokens are never reused, so two different values never share one: a forgotten or overwritten
  * slot costs a memo miss, never a wrong answer. Bounded like the memos.
+ *
+ * `admit` vets a value the slot has not seen (it is not asked again while the value stays the
+ * same); a value it refuses gets no token (undefined) and nothing is recorded. Matching a value
+ * against a snapshot stops where the snapshot ends, so a check of nesting depth here also bounds
+ * the matching of any later value.
  */
-export function contentTokens(max = 2048): (slot: string, value: unknown) => string {
-  const slots = new LRUCache<string, { snapshot: JsonSnapshot; token: string }>({ max });
+export function contentTokens(options?: { max?: number }): (slot: string, value: unknown) => string;
+export function contentTokens(options: { max?: number; admit: (value: unknown) => boolean }): (slot: string, value: unknown) => string | undefined;
+export function contentTokens(options: { max?: number; admit?: (value: unknown) => boolean } = {}): (slot: string, value: unknown) => string | undefined {
+  const slots = new LRUCache<string, { snapshot: JsonSnapshot; token: string }>({ max: options.max ?? 2048 });
   let issued = 0;
   return (slot, value) => {
     const seen = slots.get(slot);
     if (seen !== undefined && matchesSnapshot(value, seen.snapshot)) return seen.token;
+    if (options.admit && !options.admit(value)) return undefined;
     const token = `#${++issued}`;
     slots.set(slot, { snapshot: snapshotJson(value), token });
     return token;

@@ -5,7 +5,7 @@ import { pathNestedDeeperThan } from '../lib/json';
 import { asLastApplied, objectsOf, type KObject, type ObjectMap } from '../lib/k8s';
 import { applyMark } from '../stack/conditions';
 import { programConfigMapName } from '../stack/source';
-import { MAX_SPEC_NESTING } from '../stack/sync';
+import { MAX_SPEC_NESTING, tooDeepMessage } from '../stack/sync';
 import { renderProgram } from './render';
 
 export interface ProgramSyncRequest {
@@ -36,11 +36,8 @@ export function syncProgram(req: ProgramSyncRequest, now: Date): ProgramSyncResp
   const observed = objectsOf(req.attachments, 'ConfigMap', 'v1').find((o) => o.metadata.name === cmName);
   const previous = program.status ?? {};
 
-  // Nesting first: rendering walks the program recursively (see MAX_SPEC_NESTING).
-  const tooDeep = pathNestedDeeperThan(program.program, MAX_SPEC_NESTING, 'program');
-  const check = tooDeep === undefined ? validateProgram(program) : undefined;
-  if (check === undefined || !check.ok) {
-    const message = check === undefined ? `${tooDeep} is nested more than ${MAX_SPEC_NESTING} levels deep; no program needs that many, so flatten that value` : formatErrors(check.errors);
+  const message = programProblem(program);
+  if (message !== undefined) {
     const status: ProgramStatus = {
       observedGeneration: generation,
       conditions: applyMark(previous.conditions, { kind: 'stalled', reason: 'SpecInvalid', message }, generation, now) as ProgramStatus['conditions'],
@@ -75,4 +72,12 @@ export function syncProgram(req: ProgramSyncRequest, now: Date): ProgramSyncResp
     data: { 'Pulumi.yaml': rendered.yaml },
   };
   return { status, attachments: [configMap] };
+}
+
+/** What is wrong with a Program, or undefined. Nesting first: validation and rendering walk it recursively. */
+function programProblem(program: Program): string | undefined {
+  const tooDeep = pathNestedDeeperThan(program.program, MAX_SPEC_NESTING, 'program');
+  if (tooDeep !== undefined) return tooDeepMessage(tooDeep, 'program');
+  const check = validateProgram(program);
+  return check.ok ? undefined : formatErrors(check.errors);
 }

@@ -1,7 +1,7 @@
 import type { Stack, StackStatus, StackUpdateState } from '../../../schemas/generated/types';
 import { Annotations, type OperationType } from '../../../contract';
 import type { HookConfig } from '../config';
-import { isRecord, pathNestedDeeperThan } from '../lib/json';
+import { isRecord, nestedDeeperThan, pathNestedDeeperThan } from '../lib/json';
 import { contentTokens } from '../lib/memo';
 import { asLastApplied, asRetained, findObject, objectsOf, type KObject, type ObjectMap } from '../lib/k8s';
 import { applyMark, Reasons, type Mark } from './conditions';
@@ -34,15 +34,23 @@ export interface SyncContext {
   lookups: ReadonlyMap<string, RefLookup>;
 }
 
-/** Content tokens for Stack specs, one slot per Stack (lib/memo.ts). */
-const specTokens = contentTokens();
-
 /**
  * How deep a spec may nest. Real specs stay within about 15 levels (a pod template's affinity
  * rules); the limit keeps the hooks' recursive walks over a spec far from the stack's end, however
  * deep a free-form field the API server accepted (config values, workspaceTemplate) goes.
  */
 export const MAX_SPEC_NESTING = 100;
+
+/** The SpecInvalid message for a value nested deeper than MAX_SPEC_NESTING (`what`: Stack, program). */
+export function tooDeepMessage(path: string, what: string): string {
+  return `${path} is nested more than ${MAX_SPEC_NESTING} levels deep; no ${what} needs that many, so flatten that value`;
+}
+
+/**
+ * Content tokens for Stack specs, one slot per Stack (lib/memo.ts). Only specs within
+ * MAX_SPEC_NESTING get one, and a spec equal to one already seen is not measured again.
+ */
+const specTokens = contentTokens({ admit: (spec) => !nestedDeeperThan(spec, MAX_SPEC_NESTING) });
 
 /** Upstream requeues a Stack whose source is unavailable after 30 s. */
 const SOURCE_RETRY_SECONDS = 30;
@@ -202,14 +210,13 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
   }
 
   // 3. An invalid Stack stalls; its children stay exactly as they are.
-  // Nesting first: every step from here walks the spec recursively.
-  const tooDeep = pathNestedDeeperThan(stack.spec, MAX_SPEC_NESTING, 'spec');
-  if (tooDeep !== undefined) {
-    const message = `${tooDeep} is nested more than ${MAX_SPEC_NESTING} levels deep; no Stack needs that many, so flatten that value`;
+  // One token for the spec's content keys the memoised validation and workspace. A spec nested too
+  // deep gets none, and is reported before any step from here walks it recursively.
+  const specKey = specTokens(`${stack.metadata!.namespace}/${name}`, stack.spec);
+  if (specKey === undefined) {
+    const message = tooDeepMessage(pathNestedDeeperThan(stack.spec, MAX_SPEC_NESTING, 'spec')!, 'Stack');
     return respond({ kind: 'stalled', reason: Reasons.SpecInvalid, message }, keepAll());
   }
-  // One token for the spec's content keys the memoised validation and workspace.
-  const specKey = specTokens(`${stack.metadata!.namespace}/${name}`, stack.spec);
   const problems = validateStackObject(stack, specKey);
   if (problems.length > 0) {
     return respond({ kind: 'stalled', reason: Reasons.SpecInvalid, message: problems.join('; ') }, keepAll());
