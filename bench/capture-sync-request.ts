@@ -24,8 +24,7 @@ import { REPO_ROOT } from '../e2e/testbed/toolchain';
 import { customizeStack } from '../hooks/src/stack/customize';
 import type { Stack } from '../schemas/generated/types';
 
-const ROOT = REPO_ROOT;
-const OUT = join(ROOT, 'bench', 'requests', 'steady-state-sync.json');
+const OUT = join(REPO_ROOT, 'bench', 'requests', 'steady-state-sync.json');
 const NS = 'team-a';
 const STACK = 'my-stack';
 
@@ -51,6 +50,25 @@ async function list(op: Operator, apiVersion: string, kind: string, resource: st
 
 const typeKey = (o: { apiVersion: string; kind: string }) => `${o.kind}.${o.apiVersion}`;
 const objectKey = (o: Obj) => `${o.metadata.namespace ?? ''}/${o.metadata.name}`;
+const byKey = (objects: Obj[]) => Object.fromEntries(objects.map((o) => [objectKey(o), o]));
+
+/** Kinds of the resources the Stack controller's children and the customize hook's rules name. */
+const KINDS: Record<string, string> = {
+  statefulsets: 'StatefulSet',
+  services: 'Service',
+  jobs: 'Job',
+  configmaps: 'ConfigMap',
+  serviceaccounts: 'ServiceAccount',
+  roles: 'Role',
+  rolebindings: 'RoleBinding',
+  programs: 'Program',
+};
+
+function kindOf(resource: string): string {
+  const kind = KINDS[resource];
+  if (!kind) throw new Error(`no kind known for resource ${resource}`);
+  return kind;
+}
 
 async function main(): Promise<void> {
   const op = await startOperator();
@@ -114,24 +132,14 @@ async function main(): Promise<void> {
     }
 
     const parent: Stack = await apiGet(op, `/apis/pulumi.com/v1/namespaces/${NS}/stacks/${STACK}`);
-    const controller = load(readFileSync(join(ROOT, 'manifests', 'metacontroller', 'stack-controller.yaml'), 'utf8')) as any;
+    const controller = load(readFileSync(join(REPO_ROOT, 'manifests', 'metacontroller', 'stack-controller.yaml'), 'utf8')) as any;
     const children: Record<string, Record<string, Obj>> = {};
-    const kinds: Record<string, string> = {
-      statefulsets: 'StatefulSet',
-      services: 'Service',
-      jobs: 'Job',
-      configmaps: 'ConfigMap',
-      serviceaccounts: 'ServiceAccount',
-      roles: 'Role',
-      rolebindings: 'RoleBinding',
-    };
     for (const rule of controller.spec.childResources as { apiVersion: string; resource: string }[]) {
-      const kind = kinds[rule.resource];
-      if (!kind) throw new Error(`no kind known for child resource ${rule.resource}`);
+      const kind = kindOf(rule.resource);
       const owned = (await list(op, rule.apiVersion, kind, rule.resource)).filter((o) =>
         (o.metadata.ownerReferences ?? []).some((r) => r.controller === true && r.uid === parent.metadata!.uid),
       );
-      children[typeKey({ apiVersion: rule.apiVersion, kind })] = Object.fromEntries(owned.map((o) => [objectKey(o), o]));
+      children[typeKey({ apiVersion: rule.apiVersion, kind })] = byKey(owned);
     }
     const jobs = Object.values(children['Job.batch/v1'] ?? {});
     if (jobs.length !== 3) throw new Error(`expected the three update Jobs, found ${jobs.length}`);
@@ -139,19 +147,18 @@ async function main(): Promise<void> {
     // Related objects, by the rules the customize hook gives for this Stack (its Program; no refresh requests).
     const related: Record<string, Record<string, Obj>> = {};
     for (const rule of customizeStack(parent).relatedResources) {
-      const kind = rule.resource === 'programs' ? 'Program' : rule.resource === 'configmaps' ? 'ConfigMap' : undefined;
-      if (!kind) throw new Error(`unexpected related resource ${rule.resource}`);
+      const kind = kindOf(rule.resource);
       const all = await list(op, rule.apiVersion, kind, rule.resource);
       const selected = all.filter(
         (o) =>
           (!rule.names || rule.names.includes(o.metadata.name)) &&
           Object.entries(rule.labelSelector?.matchLabels ?? {}).every(([k, v]) => ((o.metadata as any).labels ?? {})[k] === v),
       );
-      related[typeKey({ apiVersion: rule.apiVersion, kind })] = { ...(related[typeKey({ apiVersion: rule.apiVersion, kind })] ?? {}), ...Object.fromEntries(selected.map((o) => [objectKey(o), o])) };
+      Object.assign((related[typeKey({ apiVersion: rule.apiVersion, kind })] ??= {}), byKey(selected));
     }
 
     const requestBody = { controller, parent, children, related, finalizing: false };
-    mkdirSync(join(ROOT, 'bench', 'requests'), { recursive: true });
+    mkdirSync(join(REPO_ROOT, 'bench', 'requests'), { recursive: true });
     writeFileSync(
       OUT,
       `${JSON.stringify(

@@ -34,9 +34,16 @@ function assertSteadyState(response: StackSyncResponse): void {
   if (ready?.status !== 'True' || jobsOf(response).length !== 3) throw new Error('benchmark request is not the steady state it claims to be');
 }
 
+/** The hook server's configuration for a request kind (the server needs no more than this). */
+export function benchConfig(kind: RequestKind): HookConfig {
+  return kind === 'captured' ? capturedConfig(JSON.parse(readFileSync(CAPTURED_REQUEST_FILE, 'utf8'))) : testConfig;
+}
+
+const capturedConfig = (file: { agentImage: string }): HookConfig => ({ ...configFromEnv({}), agentImage: file.agentImage });
+
 export function capturedSyncRequest(): BenchRequest {
   const file = JSON.parse(readFileSync(CAPTURED_REQUEST_FILE, 'utf8'));
-  const config: HookConfig = { ...configFromEnv({}), agentImage: file.agentImage };
+  const config = capturedConfig(file);
   const response = syncStack(file.request, { config, now: new Date(), lookups: new Map() });
   assertSteadyState(response);
   return { body: JSON.stringify(file.request), response: JSON.stringify(response), config };

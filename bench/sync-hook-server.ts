@@ -6,7 +6,7 @@
 import Fastify from 'fastify';
 import { installJsonBodyParser } from '../hooks/src/plugins/json-body';
 import { buildServer } from '../hooks/src/server';
-import { benchRequest, type RequestKind } from './sync-hook-request';
+import { benchConfig, type RequestKind } from './sync-hook-request';
 
 // The benchmark asks for this process's CPU time around a run: CPU per request on one core.
 process.on('message', (m) => {
@@ -17,7 +17,7 @@ async function main(): Promise<void> {
   const [mode, bytes, request] = [process.argv[2], Number(process.argv[3]), process.argv[4] as RequestKind];
   if (mode === 'hooks') {
     // The configuration the request was made for: the same workspace, so the Stack is in steady state.
-    const { app } = buildServer({ ...benchRequest(request).config, bodyLimit: 8 * 1024 * 1024 }, { logger: false });
+    const { app } = buildServer({ ...benchConfig(request), bodyLimit: 8 * 1024 * 1024 }, { logger: false });
     await app.listen({ port: 0, host: '127.0.0.1' });
     process.send!({ port: (app.server.address() as { port: number }).port });
   } else {

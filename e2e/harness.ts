@@ -21,7 +21,6 @@ import { eventually } from './testbed/eventually';
 
 export { eventually };
 
-const ROOT = REPO_ROOT;
 export const AGENT_IMAGE = 'e2e.test/pko-agent:dev';
 
 export interface Operator {
@@ -103,12 +102,12 @@ export async function startOperator(): Promise<Operator> {
   for (const bin of [toolchain.binaries.pulumi, toolchain.binaries.pulumiLanguageYaml]) {
     if (!existsSync(bin)) throw new Error(`${bin} is missing: run e2e/toolchain/build.sh pulumi`);
   }
-  if (!existsSync(join(ROOT, 'dist', 'agent', 'src', 'main.js'))) throw new Error('the agent is not built: run `npm run build` first');
+  if (!existsSync(join(REPO_ROOT, 'dist', 'agent', 'src', 'main.js'))) throw new Error('the agent is not built: run `npm run build` first');
   const cp = await startControlPlane();
   const kc = cp.kubeConfig;
   const objects = k8s.KubernetesObjectApi.makeApiClient(kc);
-  for (const file of readdirSync(join(ROOT, 'manifests', 'crds'))) {
-    for (const doc of loadAll(readFileSync(join(ROOT, 'manifests', 'crds', file), 'utf8'))) await objects.create(doc as k8s.KubernetesObject);
+  for (const file of readdirSync(join(REPO_ROOT, 'manifests', 'crds'))) {
+    for (const doc of loadAll(readFileSync(join(REPO_ROOT, 'manifests', 'crds', file), 'utf8'))) await objects.create(doc as k8s.KubernetesObject);
   }
   await eventually('the CRDs to be served', async () => {
     await kc.makeApiClient(k8s.CustomObjectsApi).listClusterCustomObject({ group: 'pulumi.com', version: 'v1', plural: 'stacks' });
@@ -126,7 +125,7 @@ export async function startOperator(): Promise<Operator> {
     images: {
       [`${AGENT_IMAGE.split(':')[0]}:*`]: {
         path: ['/opt/pko/bin', '/opt/pulumi/bin'],
-        binds: { '/opt/pko': ROOT, '/opt/pulumi/bin': toolchain.binDirs.pulumi, '/opt/pulumi-command/bin': toolchain.binDirs.command },
+        binds: { '/opt/pko': REPO_ROOT, '/opt/pulumi/bin': toolchain.binDirs.pulumi, '/opt/pulumi-command/bin': toolchain.binDirs.command },
         writableDirs: { '/home/pulumi': {} },
         env: {
           HOME: '/home/pulumi',
@@ -143,7 +142,7 @@ export async function startOperator(): Promise<Operator> {
     backoffMaxMs: 5000,
   });
 
-  const stackRbac = readFileSync(join(ROOT, 'manifests', 'stack-rbac.yaml'), 'utf8');
+  const stackRbac = readFileSync(join(REPO_ROOT, 'manifests', 'stack-rbac.yaml'), 'utf8');
   const custom = kc.makeApiClient(k8s.CustomObjectsApi);
   const getStack = (namespace: string, name: string): Promise<any> =>
     custom.getNamespacedCustomObject({ group: 'pulumi.com', version: 'v1', namespace, plural: 'stacks', name });
