@@ -131,7 +131,10 @@ describe('prerequisites', () => {
 
   it('an out-of-date prerequisite runs again before the dependent (succeededWithinDuration)', async () => {
     const started = Date.now();
-    const within = 15;
+    // The dependent must see the prerequisite's new success within this window, after the agent
+    // ended it: with 15 s, a CI machine under load took longer (Job end, the prerequisite's sync,
+    // the dependent's), asked for another run, and so on until the test timed out.
+    const within = 45;
     let base = await readyStack('base');
     const before = base.status.lastUpdate;
     // Make sure the prerequisite's last success is older than the requirement.
@@ -145,7 +148,11 @@ describe('prerequisites', () => {
     });
     await op.objects.create(stashProgram('fresh', 'fresh'));
     const created = (await op.objects.create(stack('fresh', { prerequisites: [{ name: 'base', requirement: { succeededWithinDuration: `${within}s` } }] }))) as k8s.KubernetesObject;
-    const fresh = await readyStack('fresh');
+    // Within the test's time, and if not, with what the dependent went through (a timeout alone says nothing).
+    const fresh = await readyStack('fresh', undefined, 180_000).catch(async (e: Error) => {
+      const trail = (await observed.stop()).map((s) => `${s.reason ?? '-'} ${s.request ? JSON.stringify(s.request) : ''} ${s.message ?? ''}`);
+      throw new Error(`${e.message}; the dependent's states:\n${[...new Set(trail)].join('\n')}`);
+    });
     const seen = await observed.stop();
     base = await getStack('base');
     recordTiming('out-of-date prerequisite refreshed first', started);
@@ -164,7 +171,7 @@ describe('prerequisites', () => {
     expect(fresh.status.lastUpdate).toMatchObject({ type: 'up', state: 'succeeded' });
     // Once satisfied, the dependent drops its request.
     await eventually('the refresh request to be removed', async () => !(await exists(() => op.core.readNamespacedConfigMap({ namespace: ns, name: 'fresh-refresh-base' }))), 60_000);
-  });
+  }, 240_000);
 });
 
 describe('preview mode', () => {
