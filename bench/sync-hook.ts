@@ -5,7 +5,7 @@
  * as the server's own CPU time per request gives it (one-core capacity: immune to the load
  * generator's own limits), and latency at a constant 1,000 requests/s (open loop, ./open-loop.ts).
  * Run: npm run bench (BENCH_REQUEST=synthetic for the request built by the unit tests' helpers;
- * BENCH_ROUNDS, BENCH_SECONDS)
+ * BENCH_ROUNDS, BENCH_SECONDS, BENCH_WARMUP_REQUESTS)
  */
 import autocannon from 'autocannon';
 import { fork, type ChildProcess } from 'node:child_process';
@@ -16,6 +16,14 @@ import { benchRequest, type RequestKind } from './sync-hook-request';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 10);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 6);
+/**
+ * Requests each server answers before it is measured. V8 optimises a function after enough calls,
+ * not after enough seconds, and the hook has more functions to optimise than a bare route: with
+ * --trace-opt it was still optimising 23, 13 and 8 functions in its third, fourth and fifth
+ * thousand requests (the bare route 15, 8, 6), and about one per 2,000 after the sixth
+ * (docs/benchmarks.md). A hook server runs for days, so the steady state is what is measured.
+ */
+const WARMUP_REQUESTS = Number(process.env.BENCH_WARMUP_REQUESTS ?? 6000);
 /** Which request (./sync-hook-request.ts): `captured` from a real cluster (default) or `synthetic`. */
 const REQUEST = (process.env.BENCH_REQUEST ?? 'captured') as RequestKind;
 if (REQUEST !== 'captured' && REQUEST !== 'synthetic') throw new Error(`BENCH_REQUEST must be captured or synthetic, not ${REQUEST}`);
@@ -90,7 +98,7 @@ async function main(): Promise<void> {
     // Odd rounds run the hook first, so a drift in the machine's speed does not favour one side.
     for (const mode of round % 2 ? [...MODES].reverse() : MODES) {
       const { child, port } = await start(mode, bytes);
-      await load(port, body, { connections: 10, duration: 2 }); // warm-up (JIT)
+      await load(port, body, { connections: 10, amount: WARMUP_REQUESTS }); // warm-up: the JIT's steady state
       const cpuBefore = await cpuOf(child);
       let stealBefore = stealMsOfCpu0();
       const max = await load(port, body, { connections: 10 });
@@ -133,7 +141,7 @@ async function main(): Promise<void> {
     };
   });
   const [bare, bareParser, hooks] = rows as [Record<string, number>, Record<string, number>, Record<string, number>];
-  console.log(`${REQUEST} request ${Buffer.byteLength(body)} bytes, response ${bytes} bytes, ${DURATION} s per run, median of ${ROUNDS} alternating rounds, node ${process.version}`);
+  console.log(`${REQUEST} request ${Buffer.byteLength(body)} bytes, response ${bytes} bytes, ${WARMUP_REQUESTS} requests of warm-up, ${DURATION} s per run, median of ${ROUNDS} alternating rounds, node ${process.version}`);
   console.table(rows);
   // Each round measures the servers within a minute of each other, so its ratio is a paired
   // comparison: the machine's drift between rounds (tens of percent here) cancels out of it.
@@ -146,7 +154,7 @@ async function main(): Promise<void> {
   console.log(`throughput ratio (sync hook / bare route): ${ratios('bare')}`);
   console.log(`against the bare route with the hooks' parser: ${ratios('bare-parser')}`);
   console.log(`ratio of the medians (sync hook / bare route): ${(hooks['max req/s']! / bare['max req/s']!).toFixed(2)} by autocannon, ${(bare['server CPU per request (µs)']! / hooks['server CPU per request (µs)']!).toFixed(2)} by CPU; with the hooks' parser ${(hooks['max req/s']! / bareParser['max req/s']!).toFixed(2)}, ${(bareParser['server CPU per request (µs)']! / hooks['server CPU per request (µs)']!).toFixed(2)}`);
-  console.log(JSON.stringify({ request: REQUEST, requestBytes: Buffer.byteLength(body), responseBytes: bytes, rounds: ROUNDS, rows, samples }));
+  console.log(JSON.stringify({ request: REQUEST, warmupRequests: WARMUP_REQUESTS, requestBytes: Buffer.byteLength(body), responseBytes: bytes, rounds: ROUNDS, rows, samples }));
 }
 
 main().catch((err) => {
