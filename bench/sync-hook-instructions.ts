@@ -23,14 +23,12 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Pool } from 'undici';
-import { benchRequest, type RequestKind } from './sync-hook-request';
+import { benchRequest, requestKindFromEnv, ROUTE_NAMES, SERVER_MODES, WARMUP_REQUESTS } from './sync-hook-request';
 
-const REQUEST = (process.env.BENCH_REQUEST ?? 'captured') as RequestKind;
-if (REQUEST !== 'captured' && REQUEST !== 'synthetic') throw new Error(`BENCH_REQUEST must be captured or synthetic, not ${REQUEST}`);
-const WARMUP = Number(process.env.BENCH_WARMUP_REQUESTS ?? 6000);
+const REQUEST = requestKindFromEnv();
+const WARMUP = WARMUP_REQUESTS;
 const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 1000);
-const MODES = ['bare', 'bare-parser', 'hooks'] as const;
-const ROUTE_NAMES: Record<string, string> = { bare: 'bare Fastify route', 'bare-parser': "bare route, hooks' JSON parser", hooks: 'sync hook' };
+const MODES = SERVER_MODES;
 
 function startUnderCallgrind(mode: string, bytes: number, outFile: string): Promise<{ child: ChildProcess; port: number }> {
   return new Promise((resolve, reject) => {

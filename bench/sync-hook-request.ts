@@ -16,6 +16,32 @@ import type { KObject } from '../hooks/src/lib/k8s';
 
 export type RequestKind = 'captured' | 'synthetic';
 
+// What the two benches of the sync hook (./sync-hook.ts, time; ./sync-hook-instructions.ts,
+// instructions) share: which request, which servers, how long they warm up.
+
+/** Which request (BENCH_REQUEST): `captured` from a real cluster (default) or `synthetic`. */
+export function requestKindFromEnv(): RequestKind {
+  const kind = process.env.BENCH_REQUEST ?? 'captured';
+  if (kind !== 'captured' && kind !== 'synthetic') throw new Error(`BENCH_REQUEST must be captured or synthetic, not ${kind}`);
+  return kind;
+}
+
+/**
+ * The servers of ./sync-hook-server.ts. The target compares the hook with `bare` (Fastify as it
+ * comes); `bare-parser` isolates the parser's share.
+ */
+export const SERVER_MODES = ['bare', 'bare-parser', 'hooks'] as const;
+export const ROUTE_NAMES: Record<(typeof SERVER_MODES)[number], string> = { bare: 'bare Fastify route', 'bare-parser': "bare route, hooks' JSON parser", hooks: 'sync hook' };
+
+/**
+ * Requests each server answers before it is measured (BENCH_WARMUP_REQUESTS). V8 optimises a
+ * function after enough calls, not after enough seconds, and the hook has more functions to
+ * optimise than a bare route: with --trace-opt it was still optimising 23, 13 and 8 functions in its
+ * third, fourth and fifth thousand requests (the bare route 15, 8, 6), and about one per 2,000 after
+ * the sixth (docs/benchmarks.md). A hook server runs for days, so the steady state is what is measured.
+ */
+export const WARMUP_REQUESTS = Number(process.env.BENCH_WARMUP_REQUESTS ?? 6000);
+
 export interface BenchRequest {
   body: string;
   response: string;

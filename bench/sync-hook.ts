@@ -12,24 +12,12 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { openLoop } from './open-loop';
-import { benchRequest, type RequestKind } from './sync-hook-request';
+import { benchRequest, requestKindFromEnv, ROUTE_NAMES, SERVER_MODES, WARMUP_REQUESTS } from './sync-hook-request';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 10);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 6);
-/**
- * Requests each server answers before it is measured. V8 optimises a function after enough calls,
- * not after enough seconds, and the hook has more functions to optimise than a bare route: with
- * --trace-opt it was still optimising 23, 13 and 8 functions in its third, fourth and fifth
- * thousand requests (the bare route 15, 8, 6), and about one per 2,000 after the sixth
- * (docs/benchmarks.md). A hook server runs for days, so the steady state is what is measured.
- */
-const WARMUP_REQUESTS = Number(process.env.BENCH_WARMUP_REQUESTS ?? 6000);
-/** Which request (./sync-hook-request.ts): `captured` from a real cluster (default) or `synthetic`. */
-const REQUEST = (process.env.BENCH_REQUEST ?? 'captured') as RequestKind;
-if (REQUEST !== 'captured' && REQUEST !== 'synthetic') throw new Error(`BENCH_REQUEST must be captured or synthetic, not ${REQUEST}`);
-/** The target compares the hook with `bare` (Fastify as it comes); `bare-parser` isolates the parser's share. */
-const MODES = ['bare', 'bare-parser', 'hooks'];
-const ROUTE_NAMES: Record<string, string> = { bare: 'bare Fastify route', 'bare-parser': "bare route, hooks' JSON parser", hooks: 'sync hook' };
+const REQUEST = requestKindFromEnv();
+const MODES = SERVER_MODES;
 
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);

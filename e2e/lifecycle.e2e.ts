@@ -131,9 +131,9 @@ describe('prerequisites', () => {
 
   it('an out-of-date prerequisite runs again before the dependent (succeededWithinDuration)', async () => {
     const started = Date.now();
-    // The dependent must see the prerequisite's new success within this window, after the agent
-    // ended it: with 15 s, a CI machine under load took longer (Job end, the prerequisite's sync,
-    // the dependent's), asked for another run, and so on until the test timed out.
+    // The dependent must see the prerequisite's new success within this window after the agent
+    // ended it (Job end, the prerequisite's sync, the dependent's), or it asks for another run. With
+    // 15 s the test timed out once in a loaded CI run, cause not captured: 45 s leaves room.
     const within = 45;
     let base = await readyStack('base');
     const before = base.status.lastUpdate;
