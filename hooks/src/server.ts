@@ -1,4 +1,4 @@
-import Fastify, { LogController, type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance } from 'fastify';
 import { randomUUID } from 'node:crypto';
 import { createAjv } from '../../schemas';
 import type { HookConfig } from './config';
@@ -8,6 +8,7 @@ import { healthPlugin, type Health } from './plugins/health';
 import { installJsonBodyParser } from './plugins/json-body';
 import { HookMetrics, instrument, metricsPlugin } from './plugins/metrics';
 import { programHooks } from './plugins/program-hooks';
+import { installRequestLog, OneLinePerRequest } from './plugins/request-log';
 import { stackHooks } from './plugins/stack-hooks';
 
 export interface ServerDeps {
@@ -42,12 +43,13 @@ export function buildServer(config: HookConfig, deps: ServerDeps = {}): HookServ
       const given = req.headers['x-request-id'];
       return typeof given === 'string' && given.length > 0 && given.length <= 128 ? given : randomUUID();
     },
-    logController: new LogController({ requestIdLogLabel: 'requestId' }),
+    logController: new OneLinePerRequest(),
   });
   const ajv = createAjv();
   app.setValidatorCompiler(({ schema }) => ajv.compile(schema));
   installErrorHandler(app);
   installJsonBodyParser(app);
+  installRequestLog(app);
   const health: Health = { ready: true };
   const clock = deps.clock ?? (() => new Date());
   const git = deps.git ?? new GitResolver({ timeoutMs: config.gitTimeoutMs, cacheTtlMs: config.gitCacheTtlMs, ...(config.githubApiUrl ? { githubApiUrl: config.githubApiUrl } : {}) });

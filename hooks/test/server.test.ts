@@ -125,4 +125,56 @@ describe('the hook server', () => {
     await request(`${base}/stack/customize`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-request-id': 'req-42' }, body: JSON.stringify({ controller: {}, parent: makeStack() }) }).then((r) => r.body.dump());
     expect(logs.some((l) => l.includes('"requestId":"req-42"'))).toBe(true);
   });
+
+  describe('one log line per request', () => {
+    /** The lines logged for one request id, parsed; the line is written once the answer is out. */
+    async function linesOf(requestId: string, path: string, body: unknown, raw = false) {
+      const res = await request(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-request-id': requestId }, body: raw ? (body as string) : JSON.stringify(body) });
+      await res.body.dump();
+      const mine = () => logs.flatMap((chunk) => chunk.split('\n')).filter((l) => l.includes(`"requestId":"${requestId}"`));
+      for (let i = 0; i < 100 && mine().length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+      await new Promise((r) => setTimeout(r, 20)); // a second line, if any, would be there by now
+      return { status: res.statusCode, lines: mine().map((l) => JSON.parse(l)) };
+    }
+
+    it('logs a sync as one line with the Stack, its condition and the answer', async () => {
+      const { status, lines } = await linesOf('line-sync', '/stack/sync', { controller: {}, ...syncRequest(makeStack()) });
+      expect(status).toBe(200);
+      expect(lines).toHaveLength(1);
+      expect(lines[0]).toMatchObject({ msg: 'stack sync', method: 'POST', url: '/stack/sync', statusCode: 200, stack: 'team-a/my-stack', generation: 1, children: 7 });
+      expect(lines[0].condition).toMatch(/^Reconciling\//);
+      expect(typeof lines[0].responseTime).toBe('number');
+      expect(lines[0].req).toBeUndefined(); // no headers in the log
+    });
+
+    it('logs a finalize, a Program sync and a customize as one line each', async () => {
+      const finalize = await linesOf('line-finalize', '/stack/finalize', { controller: {}, ...syncRequest(makeStack({}, { deletionTimestamp: '2026-11-22T09:00:00Z' }), [], [makeProgram()], true) });
+      expect(finalize.lines).toHaveLength(1);
+      expect(finalize.lines[0]).toMatchObject({ msg: 'stack finalize', statusCode: 200, finalized: true });
+      const program = await linesOf('line-program', '/program/sync', { controller: {}, object: { ...makeProgram(), status: {} }, attachments: {}, related: {}, finalizing: false });
+      expect(program.lines).toHaveLength(1);
+      expect(program.lines[0]).toMatchObject({ msg: 'program sync', url: '/program/sync', statusCode: 200, program: 'team-a/my-program' });
+      const customize = await linesOf('line-customize', '/stack/customize', { controller: {}, parent: makeStack() });
+      expect(customize.lines).toHaveLength(1);
+      expect(customize.lines[0]).toMatchObject({ msg: 'request completed', url: '/stack/customize', statusCode: 200 });
+    });
+
+    it('logs a rejected request as one line naming the field', async () => {
+      const invalid = await linesOf('line-400', '/stack/sync', { controller: {}, parent: { apiVersion: 'pulumi.com/v1', kind: 'Stack', metadata: { namespace: 'a' } } });
+      expect(invalid.status).toBe(400);
+      expect(invalid.lines).toHaveLength(1);
+      expect(invalid.lines[0]).toMatchObject({ msg: 'rejected malformed hook request', statusCode: 400, field: 'parent.metadata.name' });
+      const notJson = await linesOf('line-not-json', '/stack/sync', '{"parent": ', true);
+      expect(notJson.status).toBe(400);
+      expect(notJson.lines).toHaveLength(1);
+      expect(notJson.lines[0]).toMatchObject({ msg: 'request completed', statusCode: 400 });
+    });
+
+    it('does not log probes and metrics scrapes', async () => {
+      const before = logs.length;
+      for (const path of ['/healthz', '/readyz', '/metrics']) await request(`${base}${path}`, { headers: { 'x-request-id': 'line-probe' } }).then((r) => r.body.dump());
+      await new Promise((r) => setTimeout(r, 50));
+      expect(logs.slice(before).filter((l) => l.includes('line-probe'))).toEqual([]);
+    });
+  });
 });

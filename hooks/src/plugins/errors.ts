@@ -11,7 +11,7 @@ export function installErrorHandler(app: FastifyInstance): void {
       const first = error.validation[0];
       const field = fieldPath(first?.instancePath ?? '', (first?.params as { missingProperty?: string } | undefined)?.missingProperty);
       const message = `${field || 'body'} ${first?.message ?? 'is invalid'}`;
-      request.log.info({ field }, 'rejected malformed hook request');
+      request.hookLog = { message: 'rejected malformed hook request', fields: { field } };
       return reply.code(400).send({ error: 'Bad Request', field, message });
     }
     const status = error.statusCode ?? 500;

@@ -14,10 +14,7 @@ export async function programHooks(app: FastifyInstance, opts: { clock: () => Da
       const body = request.body;
       const response = syncProgram({ object: body.object, attachments: body.attachments ?? {}, finalizing: body.finalizing === true }, opts.clock());
       opts.metrics.observeProgram(String(body.object.metadata?.namespace ?? ''), String(body.object.metadata?.name ?? ''));
-      request.log.info(
-        { program: `${body.object.metadata?.namespace}/${body.object.metadata?.name}`, revision: response.status.artifact?.revision },
-        'program sync',
-      );
+      request.hookLog = { message: 'program sync', fields: { program: `${body.object.metadata?.namespace}/${body.object.metadata?.name}`, revision: response.status.artifact?.revision } };
       return response;
     },
   );

@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Stack } from '../../../schemas/generated/types';
 import { requestSchemas } from '../../../schemas';
 import type { HookConfig } from '../config';
@@ -35,7 +35,7 @@ export async function stackHooks(app: FastifyInstance, opts: StackHooksOptions):
     return customizeStack(request.body.parent);
   });
 
-  const sync = async (body: SyncBody, finalizing: boolean, log: FastifyInstance['log']) => {
+  const sync = async (body: SyncBody, finalizing: boolean, request: FastifyRequest) => {
     const lookups = new Map<string, RefLookup>();
     const plan = safePlan(body);
     if (plan) lookups.set(refLookupKey(plan.url, plan.ref), await opts.git.resolve(plan));
@@ -46,8 +46,9 @@ export async function stackHooks(app: FastifyInstance, opts: StackHooksOptions):
     const meta = body.parent.metadata;
     if (meta?.name) opts.metrics.observeStack(String(meta.namespace ?? ''), String(meta.name), response.status.lastUpdate?.state, response.finalized === true);
     const ready = response.status.conditions?.find((c) => c.type !== 'Ready' && c.status === 'True');
-    log.info(
-      {
+    request.hookLog = {
+      message: finalizing ? 'stack finalize' : 'stack sync',
+      fields: {
         stack: `${body.parent.metadata?.namespace}/${body.parent.metadata?.name}`,
         generation: body.parent.metadata?.generation,
         condition: ready ? `${ready.type}/${ready.reason}` : 'Ready',
@@ -55,18 +56,17 @@ export async function stackHooks(app: FastifyInstance, opts: StackHooksOptions):
         resyncAfterSeconds: response.resyncAfterSeconds,
         finalized: response.finalized,
       },
-      finalizing ? 'stack finalize' : 'stack sync',
-    );
+    };
     return response;
   };
 
   // Sent pre-serialised: the unchanged (memoised) workspace's JSON is reused, not rebuilt.
   app.post<{ Body: SyncBody }>('/sync', { schema: { body: requestSchemas.compositeSync } }, async (request, reply) => {
-    const response = await sync(request.body, request.body.finalizing === true, request.log);
+    const response = await sync(request.body, request.body.finalizing === true, request);
     return reply.type(JSON_TYPE).send(responseJson(response));
   });
   app.post<{ Body: SyncBody }>('/finalize', { schema: { body: requestSchemas.compositeSync } }, async (request, reply) => {
-    const response = await sync(request.body, true, request.log);
+    const response = await sync(request.body, true, request);
     return reply.type(JSON_TYPE).send(responseJson(response));
   });
 }
