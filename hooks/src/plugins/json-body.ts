@@ -12,21 +12,19 @@ import type { FastifyInstance } from 'fastify';
  * a `constructor` key whose value is an object with an own `prototype` key (a bare `constructor`
  * key passes). Either needs a `__proto__` or `prototype` key, spelt literally or with an escape of
  * one of its letters: `_` is `\u005f`, and every letter of both words is `\u006X` or `\u007X`.
- * One search for `proto` (checking each hit, such as a port's `protocol`, for either word) and one
- * for such an escape therefore prove most bodies innocent; the HTML escapes Kubernetes' Go JSON
- * encoder writes (`\u003c`, `\u003e`, `\u0026`) do not match. Any body they cannot clear goes to
- * Fastify's own parser, so answers and errors (400 for bad JSON, for a poisoned key, for an empty
- * body) are exactly Fastify's; json-body.test.ts checks that on generated bodies.
+ * One scan of the text for either word or such an escape therefore proves most bodies innocent
+ * (a port's `protocol` is neither word); the HTML escapes Kubernetes' Go JSON encoder writes
+ * (`\u003c`, `\u003e`, `\u0026`) do not match. Any body it cannot clear goes to Fastify's own
+ * parser, so answers and errors (400 for bad JSON, for a poisoned key, for an empty body) are
+ * exactly Fastify's; json-body.test.ts checks that on generated bodies.
  */
 export function mayHidePrototypeKeys(text: string): boolean {
-  // 'proto' cannot overlap itself, so each search may start after the previous hit.
-  for (let i = text.indexOf('proto'); i !== -1; i = text.indexOf('proto', i + 5)) {
-    if (text.startsWith('prototype', i) || text.startsWith('__proto__', i - 2)) return true;
-  }
-  return ESCAPED_KEY_LETTER.test(text);
+  return SUSPECT.test(text);
 }
 
-const ESCAPED_KEY_LETTER = /\\u00[5-7]/;
+// One regular expression rather than a search for `proto` and another for the escape: one pass over
+// the 59 KB of a real sync request instead of two (15 against 25 µs in a tight loop).
+const SUSPECT = /prototype|__proto__|\\u00[5-7]/;
 
 export function installJsonBodyParser(app: FastifyInstance): void {
   const secureParse = app.getDefaultJsonParser('error', 'error');
