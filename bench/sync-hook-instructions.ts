@@ -23,7 +23,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Pool } from 'undici';
-import { benchRequest, requestKindFromEnv, ROUTE_NAMES, SERVER_MODES, WARMUP_REQUESTS } from './sync-hook-request';
+import { benchRequest, requestKindFromEnv, ROUTE_NAMES, SERVER_MODES, SERVER_STDIO, WARMUP_REQUESTS } from './sync-hook-request';
 
 const REQUEST = requestKindFromEnv();
 const WARMUP = WARMUP_REQUESTS;
@@ -35,7 +35,9 @@ function startUnderCallgrind(mode: string, bytes: number, outFile: string): Prom
     const child = fork(join(__dirname, 'sync-hook-server.js'), [mode, String(bytes), REQUEST], {
       execPath: 'valgrind',
       execArgv: ['--tool=callgrind', '--quiet', '--instr-atstart=no', `--callgrind-out-file=${outFile}`, process.execPath],
+      stdio: SERVER_STDIO,
     });
+    child.stdout!.resume();
     child.once('message', (m: any) => resolve({ child, port: m.port }));
     child.once('error', reject);
     child.once('exit', (code) => reject(new Error(`${mode} server under valgrind exited (${code}); is valgrind installed?`)));

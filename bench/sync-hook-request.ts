@@ -7,6 +7,7 @@
  * - `synthetic`: built with the unit tests' helpers, which leave out what the API server adds, so it
  *   is half the size; kept to compare with earlier figures.
  */
+import type { StdioOptions } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { configFromEnv, type HookConfig } from '../hooks/src/config';
@@ -32,6 +33,13 @@ export function requestKindFromEnv(): RequestKind {
  */
 export const SERVER_MODES = ['bare', 'bare-parser', 'hooks'] as const;
 export const ROUTE_NAMES: Record<(typeof SERVER_MODES)[number], string> = { bare: 'bare Fastify route', 'bare-parser': "bare route, hooks' JSON parser", hooks: 'sync hook' };
+
+/**
+ * How the benches fork a server: the hook server logs a line per call to stdout, which the parent
+ * must drain (`child.stdout.resume()`), as a container runtime does, or the pipe fills and the server
+ * blocks on its next line.
+ */
+export const SERVER_STDIO: StdioOptions = ['ignore', 'pipe', 'inherit', 'ipc'];
 
 /**
  * Requests each server answers before it is measured (BENCH_WARMUP_REQUESTS). V8 optimises a

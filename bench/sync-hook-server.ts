@@ -1,10 +1,11 @@
 /**
- * One server for the benchmark, in its own process: `hooks` (the real hook server), `bare` (Fastify
+ * One server for the benchmark, in its own process: `hooks` (the real hook server, logging as deployed), `bare` (Fastify
  * as it comes) or `bare-parser` (the bare route with the hooks' JSON body parser, so the hooks' own
  * work can be told apart from their cheaper parsing).
  */
 import Fastify from 'fastify';
 import { installJsonBodyParser } from '../hooks/src/plugins/json-body';
+import { configFromEnv } from '../hooks/src/config';
 import { buildServer } from '../hooks/src/server';
 import { benchConfig, type RequestKind } from './sync-hook-request';
 
@@ -13,11 +14,15 @@ process.on('message', (m) => {
   if (m === 'cpu') process.send!({ cpu: process.cpuUsage() });
 });
 
+const DEPLOYED_LOG_LEVEL = configFromEnv({}).logLevel;
+
 async function main(): Promise<void> {
   const [mode, bytes, request] = [process.argv[2], Number(process.argv[3]), process.argv[4] as RequestKind];
   if (mode === 'hooks') {
-    // The configuration the request was made for: the same workspace, so the Stack is in steady state.
-    const { app } = buildServer({ ...benchConfig(request), bodyLimit: 8 * 1024 * 1024 }, { logger: false });
+    // The configuration the request was made for: the same workspace, so the Stack is in steady
+    // state. Logging as deployed (LOG_LEVEL's default, info: one line per call to stdout, which the
+    // bench drains as a container runtime does), not switched off: it is part of answering a sync.
+    const { app } = buildServer({ ...benchConfig(request), bodyLimit: 8 * 1024 * 1024, logLevel: DEPLOYED_LOG_LEVEL });
     await app.listen({ port: 0, host: '127.0.0.1' });
     process.send!({ port: (app.server.address() as { port: number }).port });
   } else {

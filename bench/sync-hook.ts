@@ -1,6 +1,7 @@
 /**
  * The sync hook under load, side by side with a bare Fastify route answering the same number of
- * bytes to the same request, in one run. Each server runs alone on CPU 0 (taskset), the load
+ * bytes to the same request, in one run. The hook server logs as deployed (a line per call at info,
+ * to a pipe the bench drains). Each server runs alone on CPU 0 (taskset), the load
  * generator (autocannon) on CPU 1. Reports max throughput (10 connections) as autocannon sees it and
  * as the server's own CPU time per request gives it (one-core capacity: immune to the load
  * generator's own limits), and latency at a constant 1,000 requests/s (open loop, ./open-loop.ts).
@@ -11,13 +12,15 @@ import autocannon from 'autocannon';
 import { fork, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { configFromEnv } from '../hooks/src/config';
 import { openLoop } from './open-loop';
-import { benchRequest, requestKindFromEnv, ROUTE_NAMES, SERVER_MODES, WARMUP_REQUESTS } from './sync-hook-request';
+import { benchRequest, requestKindFromEnv, ROUTE_NAMES, SERVER_MODES, SERVER_STDIO, WARMUP_REQUESTS } from './sync-hook-request';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 10);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 6);
 const REQUEST = requestKindFromEnv();
 const MODES = SERVER_MODES;
+const DEPLOYED_LOG_LEVEL = configFromEnv({}).logLevel;
 
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -43,7 +46,8 @@ function stealMsOfCpu0(): number {
 
 function start(mode: string, bytes: number): Promise<{ child: ChildProcess; port: number }> {
   return new Promise((resolve, reject) => {
-    const child = fork(join(__dirname, 'sync-hook-server.js'), [mode, String(bytes), REQUEST], { execPath: 'taskset', execArgv: ['-c', '0', process.execPath] });
+    const child = fork(join(__dirname, 'sync-hook-server.js'), [mode, String(bytes), REQUEST], { execPath: 'taskset', execArgv: ['-c', '0', process.execPath], stdio: SERVER_STDIO });
+    child.stdout!.resume();
     child.once('message', (m: any) => resolve({ child, port: m.port }));
     child.once('error', reject);
   });
@@ -129,7 +133,7 @@ async function main(): Promise<void> {
     };
   });
   const [bare, bareParser, hooks] = rows as [Record<string, number>, Record<string, number>, Record<string, number>];
-  console.log(`${REQUEST} request ${Buffer.byteLength(body)} bytes, response ${bytes} bytes, ${WARMUP_REQUESTS} requests of warm-up, ${DURATION} s per run, median of ${ROUNDS} alternating rounds, node ${process.version}`);
+  console.log(`${REQUEST} request ${Buffer.byteLength(body)} bytes, response ${bytes} bytes, the hook server logging at ${DEPLOYED_LOG_LEVEL} as deployed, ${WARMUP_REQUESTS} requests of warm-up, ${DURATION} s per run, median of ${ROUNDS} alternating rounds, node ${process.version}`);
   console.table(rows);
   // Each round measures the servers within a minute of each other, so its ratio is a paired
   // comparison: the machine's drift between rounds (tens of percent here) cancels out of it.
