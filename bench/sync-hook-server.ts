@@ -1,7 +1,7 @@
 /**
- * One server for the benchmark, in its own process: `hooks` (the real hook server, logging as deployed), `bare` (Fastify
- * as it comes) or `bare-parser` (the bare route with the hooks' JSON body parser, so the hooks' own
- * work can be told apart from their cheaper parsing).
+ * One server for the benchmark, in its own process: `hooks` (the real hook server, logging as
+ * deployed), `bare` (Fastify as it comes) or `bare-parser` (the bare route with the hooks' JSON body
+ * parser, so the hooks' own work can be told apart from their cheaper parsing).
  */
 import Fastify from 'fastify';
 import { installJsonBodyParser } from '../hooks/src/plugins/json-body';

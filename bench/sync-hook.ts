@@ -1,8 +1,8 @@
 /**
  * The sync hook under load, side by side with a bare Fastify route answering the same number of
  * bytes to the same request, in one run. The hook server logs as deployed (a line per call at info,
- * to a pipe the bench drains). Each server runs alone on CPU 0 (taskset), the load
- * generator (autocannon) on CPU 1. Reports max throughput (10 connections) as autocannon sees it and
+ * to a pipe the bench drains). Each server runs alone on CPU 0 (taskset), the load generator
+ * (autocannon) on CPU 1. Reports max throughput (10 connections) as autocannon sees it and
  * as the server's own CPU time per request gives it (one-core capacity: immune to the load
  * generator's own limits), and latency at a constant 1,000 requests/s (open loop, ./open-loop.ts).
  * Run: npm run bench (BENCH_REQUEST=synthetic for the request built by the unit tests' helpers;
