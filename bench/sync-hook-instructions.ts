@@ -18,12 +18,12 @@
  *   npm run build && node dist/bench/sync-hook-instructions.js
  * (BENCH_REQUEST=captured|synthetic, BENCH_WARMUP_REQUESTS (default 6000), BENCH_REQUESTS (default 1000))
  */
-import { execFileSync, fork, type ChildProcess } from 'node:child_process';
+import { execFileSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Pool } from 'undici';
-import { benchRequest, requestKindFromEnv, ROUTE_NAMES, SERVER_MODES, SERVER_STDIO, WARMUP_REQUESTS } from './sync-hook-request';
+import { benchRequest, requestKindFromEnv, ROUTE_NAMES, forkServer, SERVER_MODES, WARMUP_REQUESTS } from './sync-hook-request';
 
 const REQUEST = requestKindFromEnv();
 const WARMUP = WARMUP_REQUESTS;
@@ -32,12 +32,10 @@ const MODES = SERVER_MODES;
 
 function startUnderCallgrind(mode: string, bytes: number, outFile: string): Promise<{ child: ChildProcess; port: number }> {
   return new Promise((resolve, reject) => {
-    const child = fork(join(__dirname, 'sync-hook-server.js'), [mode, String(bytes), REQUEST], {
+    const child = forkServer(mode, bytes, REQUEST, {
       execPath: 'valgrind',
       execArgv: ['--tool=callgrind', '--quiet', '--instr-atstart=no', `--callgrind-out-file=${outFile}`, process.execPath],
-      stdio: SERVER_STDIO,
     });
-    child.stdout!.resume();
     child.once('message', (m: any) => resolve({ child, port: m.port }));
     child.once('error', reject);
     child.once('exit', (code) => reject(new Error(`${mode} server under valgrind exited (${code}); is valgrind installed?`)));

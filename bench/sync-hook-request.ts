@@ -7,7 +7,7 @@
  * - `synthetic`: built with the unit tests' helpers, which leave out what the API server adds, so it
  *   is half the size; kept to compare with earlier figures.
  */
-import type { StdioOptions } from 'node:child_process';
+import { fork, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { configFromEnv, type HookConfig } from '../hooks/src/config';
@@ -34,12 +34,19 @@ export function requestKindFromEnv(): RequestKind {
 export const SERVER_MODES = ['bare', 'bare-parser', 'hooks'] as const;
 export const ROUTE_NAMES: Record<(typeof SERVER_MODES)[number], string> = { bare: 'bare Fastify route', 'bare-parser': "bare route, hooks' JSON parser", hooks: 'sync hook' };
 
+/** The hook server's log level as deployed (LOG_LEVEL's default): the bench's hook server logs at it. */
+export const DEPLOYED_LOG_LEVEL = configFromEnv({}).logLevel;
+
 /**
- * How the benches fork a server: the hook server logs a line per call to stdout, which the parent
- * must drain (`child.stdout.resume()`), as a container runtime does, or the pipe fills and the server
- * blocks on its next line.
+ * Starts one server of ./sync-hook-server.ts through `execPath` (taskset, valgrind) and `execArgv`.
+ * The hook server writes a log line per call to stdout, which is drained here as a container
+ * runtime does; an undrained pipe would fill and stall the server on its next line.
  */
-export const SERVER_STDIO: StdioOptions = ['ignore', 'pipe', 'inherit', 'ipc'];
+export function forkServer(mode: string, bytes: number, request: RequestKind, launcher: { execPath: string; execArgv: string[] }): ChildProcess {
+  const child = fork(join(__dirname, 'sync-hook-server.js'), [mode, String(bytes), request], { ...launcher, stdio: ['ignore', 'pipe', 'inherit', 'ipc'] });
+  child.stdout!.resume();
+  return child;
+}
 
 /**
  * Requests each server answers before it is measured (BENCH_WARMUP_REQUESTS). V8 optimises a

@@ -5,16 +5,13 @@
  */
 import Fastify from 'fastify';
 import { installJsonBodyParser } from '../hooks/src/plugins/json-body';
-import { configFromEnv } from '../hooks/src/config';
 import { buildServer } from '../hooks/src/server';
-import { benchConfig, type RequestKind } from './sync-hook-request';
+import { benchConfig, DEPLOYED_LOG_LEVEL, type RequestKind } from './sync-hook-request';
 
 // The benchmark asks for this process's CPU time around a run: CPU per request on one core.
 process.on('message', (m) => {
   if (m === 'cpu') process.send!({ cpu: process.cpuUsage() });
 });
-
-const DEPLOYED_LOG_LEVEL = configFromEnv({}).logLevel;
 
 async function main(): Promise<void> {
   const [mode, bytes, request] = [process.argv[2], Number(process.argv[3]), process.argv[4] as RequestKind];

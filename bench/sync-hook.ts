@@ -9,18 +9,15 @@
  * BENCH_ROUNDS, BENCH_SECONDS, BENCH_WARMUP_REQUESTS)
  */
 import autocannon from 'autocannon';
-import { fork, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { configFromEnv } from '../hooks/src/config';
 import { openLoop } from './open-loop';
-import { benchRequest, requestKindFromEnv, ROUTE_NAMES, SERVER_MODES, SERVER_STDIO, WARMUP_REQUESTS } from './sync-hook-request';
+import { benchRequest, requestKindFromEnv, ROUTE_NAMES, DEPLOYED_LOG_LEVEL, forkServer, SERVER_MODES, WARMUP_REQUESTS } from './sync-hook-request';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 10);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 6);
 const REQUEST = requestKindFromEnv();
 const MODES = SERVER_MODES;
-const DEPLOYED_LOG_LEVEL = configFromEnv({}).logLevel;
 
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -46,8 +43,7 @@ function stealMsOfCpu0(): number {
 
 function start(mode: string, bytes: number): Promise<{ child: ChildProcess; port: number }> {
   return new Promise((resolve, reject) => {
-    const child = fork(join(__dirname, 'sync-hook-server.js'), [mode, String(bytes), REQUEST], { execPath: 'taskset', execArgv: ['-c', '0', process.execPath], stdio: SERVER_STDIO });
-    child.stdout!.resume();
+    const child = forkServer(mode, bytes, REQUEST, { execPath: 'taskset', execArgv: ['-c', '0', process.execPath] });
     child.once('message', (m: any) => resolve({ child, port: m.port }));
     child.once('error', reject);
   });

@@ -49,8 +49,8 @@ export async function stackHooks(app: FastifyInstance, opts: StackHooksOptions):
     request.hookLog = {
       message: finalizing ? 'stack finalize' : 'stack sync',
       fields: {
-        stack: `${body.parent.metadata?.namespace}/${body.parent.metadata?.name}`,
-        generation: body.parent.metadata?.generation,
+        stack: `${meta?.namespace}/${meta?.name}`,
+        generation: meta?.generation,
         condition: ready ? `${ready.type}/${ready.reason}` : 'Ready',
         children: response.children.length,
         resyncAfterSeconds: response.resyncAfterSeconds,
