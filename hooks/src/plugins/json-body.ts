@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import { parseWithoutManagedFields } from '../lib/managed-fields';
 
 /**
  * Fastify's JSON body parser with the same protection against prototype poisoning, made cheaper.
@@ -17,6 +18,9 @@ import type { FastifyInstance } from 'fastify';
  * (`\u003c`, `\u003e`, `\u0026`) do not match. Any body it cannot clear goes to Fastify's own
  * parser, so answers and errors (400 for bad JSON, for a poisoned key, for an empty body) are
  * exactly Fastify's; json-body.test.ts checks that on generated bodies.
+ *
+ * A body it clears is parsed without the managed fields of the request's objects where it can be
+ * (lib/managed-fields.ts): Fastify's values, less fields the hooks never read, and the same errors.
  */
 export function mayHidePrototypeKeys(text: string): boolean {
   return SUSPECT.test(text);
@@ -32,12 +36,14 @@ export function installJsonBodyParser(app: FastifyInstance): void {
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
     const text = body as string;
     if (text.length === 0 || mayHidePrototypeKeys(text)) return secureParse(request, text, done);
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(text);
-    } catch {
-      // Bad JSON, or a byte-order mark Fastify's parser strips: its answer, whatever it is.
-      return secureParse(request, text, done);
+    let parsed = parseWithoutManagedFields(text);
+    if (parsed === undefined) {
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        // Bad JSON, or a byte-order mark Fastify's parser strips: its answer, whatever it is.
+        return secureParse(request, text, done);
+      }
     }
     return done(null, parsed);
   });
