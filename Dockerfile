@@ -10,11 +10,11 @@
 # agent: `pko-agent` plus the Pulumi CLI with its Node.js and YAML language hosts, git and ssh.
 #        The fetch init container, the workspace (`pko-agent serve`) and every operation Job run it.
 #
-# Build arguments: NODE_VERSION (a tag of the official node image: 22, 22.21, ...), PULUMI_VERSION
+# Build arguments: NODE_VERSION (a tag of the official node image: 24, 24.21, ...), PULUMI_VERSION
 # (a Pulumi CLI release) and DEBIAN_RELEASE. packaging/dockerfile.test.ts checks every path copied
 # here and every command the images run against the repository and the build output.
 
-ARG NODE_VERSION=22
+ARG NODE_VERSION=24
 ARG PULUMI_VERSION=3.248.0
 ARG DEBIAN_RELEASE=bookworm
 

@@ -24,7 +24,13 @@ import { readRepoFile, repoPath, ROOT } from './lib/repo';
 
 const df = parseDockerfile(readRepoFile('Dockerfile'));
 const dockerignore = readRepoFile('.dockerignore');
-const pkg = JSON.parse(readRepoFile('package.json')) as { version: string; dependencies: Record<string, string>; scripts: Record<string, string> };
+const pkg = JSON.parse(readRepoFile('package.json')) as {
+  version: string;
+  engines?: Record<string, string>;
+  dependencies: Record<string, string>;
+  devDependencies?: Record<string, string>;
+  scripts: Record<string, string>;
+};
 let build: BuildEmulation;
 
 beforeAll(async () => {
@@ -93,8 +99,11 @@ describe('Dockerfile: stages and build arguments', () => {
     expect(df.stages.map((s) => s.name)).toEqual(['build', 'prod-deps', 'pulumi', 'hooks', 'agent']);
   });
 
-  test('NODE_VERSION defaults to Node 22 and every Node stage uses it', () => {
-    expect(df.globalArgs.NODE_VERSION).toMatch(/^22(\.|$)/);
+  test('NODE_VERSION defaults to the Node.js major the package runs on, and every Node stage uses it', () => {
+    const major = (range: string | undefined) => /(\d+)/.exec(range ?? '')?.[1];
+    expect(df.globalArgs.NODE_VERSION).toBe('24');
+    expect(major(pkg.engines?.node)).toBe(df.globalArgs.NODE_VERSION);
+    expect(major(pkg.devDependencies?.node)).toBe(df.globalArgs.NODE_VERSION);
     for (const s of df.stages.filter((x) => x.base.startsWith('node:'))) {
       expect(s.base).toBe(`node:${df.globalArgs.NODE_VERSION}-${df.globalArgs.DEBIAN_RELEASE}-slim`);
     }
