@@ -1,7 +1,14 @@
 /** Unit and HTTP tests. The e2e suite has its own config (e2e/jest.config.js). */
 module.exports = {
   testEnvironment: 'node',
-  roots: ['<rootDir>/contract', '<rootDir>/hooks', '<rootDir>/agent', '<rootDir>/schemas', '<rootDir>/bench', '<rootDir>/packaging'],
+  roots: [
+    '<rootDir>/contract',
+    '<rootDir>/hooks',
+    '<rootDir>/agent',
+    '<rootDir>/schemas',
+    '<rootDir>/bench',
+    '<rootDir>/packaging',
+  ],
   testMatch: ['**/*.test.ts'],
   transform: { '^.+\\.ts$': ['ts-jest', {}] },
   testTimeout: 30000,

@@ -21,7 +21,6 @@ import * as path from 'node:path';
 import { request } from 'undici';
 import { installTestProvider } from '../agent/testkit/provider';
 
-
 const REPO = path.resolve(__dirname, '..', '..');
 
 /**
@@ -29,13 +28,19 @@ const REPO = path.resolve(__dirname, '..', '..');
  * lines): PATH with the toolchain first, PKO_TOOLCHAIN_<COMPONENT>_BIN.
  */
 function toolchainEnv(): Record<string, string> {
-  const r = spawnSync('bash', [path.join(REPO, 'e2e', 'toolchain', 'build.sh'), '--print-env'], { encoding: 'utf8', env: process.env });
+  const r = spawnSync('bash', [path.join(REPO, 'e2e', 'toolchain', 'build.sh'), '--print-env'], {
+    encoding: 'utf8',
+    env: process.env,
+  });
   const env: Record<string, string> = {};
   for (const line of r.stdout.split('\n')) {
     const m = /^export ([A-Z_][A-Z0-9_]*)=(.*)$/.exec(line);
     if (!m) continue;
     // PATH ends with "${PATH:+:$PATH}": expand it like the shell.
-    env[m[1]!] = m[2]!.split('"${PATH:+:$PATH}"').join(process.env.PATH ? `:${process.env.PATH}` : '').replace(/^"|"$/g, '');
+    env[m[1]!] = m[2]!
+      .split('"${PATH:+:$PATH}"')
+      .join(process.env.PATH ? `:${process.env.PATH}` : '')
+      .replace(/^"|"$/g, '');
   }
   if (!env.PKO_TOOLCHAIN_PULUMI_BIN) throw new Error(`cannot read the toolchain environment: ${r.stderr}`);
   return env;
@@ -86,7 +91,17 @@ const PROGRAMS: Program[] = [
     name: 'yaml, 3 resources',
     needs: ['pulumi', 'pulumi-language-yaml'],
     files: {
-      'Pulumi.yaml': ['name: benchyaml', 'runtime: yaml', 'resources:', ...sleepResource('a', 'one'), ...sleepResource('b', '${a.result}'), ...sleepResource('c', '${b.result}'), 'outputs:', '  last: ${c.result}', ''].join('\n'),
+      'Pulumi.yaml': [
+        'name: benchyaml',
+        'runtime: yaml',
+        'resources:',
+        ...sleepResource('a', 'one'),
+        ...sleepResource('b', '${a.result}'),
+        ...sleepResource('c', '${b.result}'),
+        'outputs:',
+        '  last: ${c.result}',
+        '',
+      ].join('\n'),
     },
   },
   {
@@ -155,7 +170,11 @@ function baseEnv(root: string, extra: Record<string, string> = {}): Record<strin
   };
   // The test provider, installed as a plugin so that `pulumi install` needs no network.
   const bin = installTestProvider(path.join(root, 'provider'));
-  pulumi(['plugin', 'install', 'resource', 'agenttest', '1.0.0', '--file', path.join(bin, 'pulumi-resource-agenttest')], root, env);
+  pulumi(
+    ['plugin', 'install', 'resource', 'agenttest', '1.0.0', '--file', path.join(bin, 'pulumi-resource-agenttest')],
+    root,
+    env,
+  );
   return env;
 }
 
@@ -175,13 +194,25 @@ function pulumi(args: string[], cwd: string, env: Record<string, string>): numbe
 
 async function serverUp(base: string, stack: string, p: Program): Promise<number> {
   const t0 = performance.now();
-  const res = await request(`${base}/v1/operations`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ type: 'up', stack }), bodyTimeout: 600_000 });
+  const res = await request(`${base}/v1/operations`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ type: 'up', stack }),
+    bodyTimeout: 600_000,
+  });
   const text = await res.body.text();
   const ms = performance.now() - t0;
-  const last = JSON.parse(text.trim().split('\n').pop()!) as { kind: string; result?: { state: string; message: string; outputs?: Record<string, unknown> } };
-  if (res.statusCode !== 200 || last.result?.state !== 'succeeded') throw new Error(`server up failed: ${res.statusCode} ${text.slice(-2000)}`);
+  const last = JSON.parse(text.trim().split('\n').pop()!) as {
+    kind: string;
+    result?: { state: string; message: string; outputs?: Record<string, unknown> };
+  };
+  if (res.statusCode !== 200 || last.result?.state !== 'succeeded')
+    throw new Error(`server up failed: ${res.statusCode} ${text.slice(-2000)}`);
   for (const [k, want] of Object.entries(p.outputs ?? {})) {
-    if (JSON.stringify(last.result.outputs?.[k]) !== JSON.stringify(want)) throw new Error(`server up: output ${k} is ${JSON.stringify(last.result.outputs?.[k])}, expected ${JSON.stringify(want)}`);
+    if (JSON.stringify(last.result.outputs?.[k]) !== JSON.stringify(want))
+      throw new Error(
+        `server up: output ${k} is ${JSON.stringify(last.result.outputs?.[k])}, expected ${JSON.stringify(want)}`,
+      );
   }
   return ms;
 }
@@ -210,11 +241,17 @@ async function bench(p: Program, runs: number) {
     const portFile = path.join(root, 'port');
     const t0 = performance.now();
     const child = spawn(AGENT, ['serve', '--port', '0', '--host', '127.0.0.1', '--auth-mode', 'none'], {
-      env: { ...baseEnv(path.join(root, 'server-state'), p.env), PKO_AGENT_ROOT: srvRoot, PKO_AGENT_PORT_FILE: portFile, PULUMI_WORKSPACE_STACK: JSON.stringify({ name: 'bench', create: true, config: [] }) },
+      env: {
+        ...baseEnv(path.join(root, 'server-state'), p.env),
+        PKO_AGENT_ROOT: srvRoot,
+        PKO_AGENT_PORT_FILE: portFile,
+        PULUMI_WORKSPACE_STACK: JSON.stringify({ name: 'bench', create: true, config: [] }),
+      },
       stdio: ['ignore', 'ignore', 'inherit'],
     });
     try {
-      while (!fs.existsSync(portFile) || fs.readFileSync(portFile, 'utf8') === '') await new Promise((r) => setTimeout(r, 20));
+      while (!fs.existsSync(portFile) || fs.readFileSync(portFile, 'utf8') === '')
+        await new Promise((r) => setTimeout(r, 20));
       const base = `http://127.0.0.1:${fs.readFileSync(portFile, 'utf8')}`;
       for (;;) {
         const r = await request(`${base}/readyz`);
@@ -266,11 +303,21 @@ async function main(): Promise<void> {
     }
     results.push(await bench(p, runs));
   }
-  console.log(JSON.stringify({ machine: { cpus: os.cpus().length, node: process.version }, pulumiEnv: EXTRA_PULUMI_ENV, results, skipped }, null, 2));
-  console.log('\n| program | bare `pulumi up` warm (median) | server `up` warm (median) | ratio | server start → Ready | server first `up` | bare first `up` |');
+  console.log(
+    JSON.stringify(
+      { machine: { cpus: os.cpus().length, node: process.version }, pulumiEnv: EXTRA_PULUMI_ENV, results, skipped },
+      null,
+      2,
+    ),
+  );
+  console.log(
+    '\n| program | bare `pulumi up` warm (median) | server `up` warm (median) | ratio | server start → Ready | server first `up` | bare first `up` |',
+  );
   console.log('|---|---|---|---|---|---|---|');
   for (const r of results) {
-    console.log(`| ${r.program} | ${r.bareWarmMedianMs} ms | ${r.serverWarmMedianMs} ms | ${r.warmRatio} | ${r.serverStartToReadyMs} ms | ${r.serverFirstUpMs} ms | ${r.bareColdFirstUpMs} ms |`);
+    console.log(
+      `| ${r.program} | ${r.bareWarmMedianMs} ms | ${r.serverWarmMedianMs} ms | ${r.warmRatio} | ${r.serverStartToReadyMs} ms | ${r.serverFirstUpMs} ms | ${r.bareColdFirstUpMs} ms |`,
+    );
   }
   for (const s of skipped) console.log(`\nnot measured: ${s}`);
 }

@@ -28,7 +28,16 @@ const OUT = join(REPO_ROOT, 'bench', 'requests', 'steady-state-sync.json');
 const NS = 'team-a';
 const STACK = 'my-stack';
 
-type Obj = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string; uid?: string; ownerReferences?: { uid: string; controller?: boolean }[] } } & Record<string, unknown>;
+type Obj = {
+  apiVersion: string;
+  kind: string;
+  metadata: {
+    name: string;
+    namespace?: string;
+    uid?: string;
+    ownerReferences?: { uid: string; controller?: boolean }[];
+  };
+} & Record<string, unknown>;
 
 /** The API server's own JSON (no client-side model: dates and key order stay as stored). */
 async function apiGet(op: Operator, path: string): Promise<any> {
@@ -74,8 +83,14 @@ async function main(): Promise<void> {
   const op = await startOperator();
   try {
     await op.namespace(NS);
-    await op.core.createNamespacedSecret({ namespace: NS, body: { metadata: { name: 'aws' }, stringData: { id: 'AKIAEXAMPLE', secret: 'example-secret' } } });
-    await op.core.createNamespacedSecret({ namespace: NS, body: { metadata: { name: 'db' }, stringData: { password: 'example-password' } } });
+    await op.core.createNamespacedSecret({
+      namespace: NS,
+      body: { metadata: { name: 'aws' }, stringData: { id: 'AKIAEXAMPLE', secret: 'example-secret' } },
+    });
+    await op.core.createNamespacedSecret({
+      namespace: NS,
+      body: { metadata: { name: 'db' }, stringData: { password: 'example-password' } },
+    });
     await op.objects.create({
       apiVersion: 'pulumi.com/v1',
       kind: 'Program',
@@ -93,7 +108,12 @@ async function main(): Promise<void> {
         AWS_ACCESS_KEY_ID: { type: 'Secret', secret: { name: 'aws', key: 'id' } },
         AWS_SECRET_ACCESS_KEY: { type: 'Secret', secret: { name: 'aws', key: 'secret' } },
       },
-      config: { 'aws:region': 'us-west-2', 'app:replicas': String(replicas), 'app:domain': 'example.test', 'app:debug': 'false' },
+      config: {
+        'aws:region': 'us-west-2',
+        'app:replicas': String(replicas),
+        'app:domain': 'example.test',
+        'app:debug': 'false',
+      },
       secretsRef: { 'app:dbPassword': { type: 'Secret', secret: { name: 'db', key: 'password' } } },
       workspaceTemplate: {
         spec: {
@@ -119,20 +139,34 @@ async function main(): Promise<void> {
         },
       },
     });
-    await op.objects.create({ apiVersion: 'pulumi.com/v1', kind: 'Stack', metadata: { name: STACK, namespace: NS }, spec: spec(1) } as k8s.KubernetesObject);
+    await op.objects.create({
+      apiVersion: 'pulumi.com/v1',
+      kind: 'Stack',
+      metadata: { name: STACK, namespace: NS },
+      spec: spec(1),
+    } as k8s.KubernetesObject);
     let stack = await op.readyStack(NS, STACK);
     // Three updates, as in the unit tests' steady state: each edit is a new generation and a new Job.
     for (const replicas of [2, 3]) {
       const before = stack.status.lastUpdate.name;
       await op.custom.patchNamespacedCustomObject(
-        { group: 'pulumi.com', version: 'v1', namespace: NS, plural: 'stacks', name: STACK, body: { spec: { config: { 'app:replicas': String(replicas) } } } },
+        {
+          group: 'pulumi.com',
+          version: 'v1',
+          namespace: NS,
+          plural: 'stacks',
+          name: STACK,
+          body: { spec: { config: { 'app:replicas': String(replicas) } } },
+        },
         k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
       );
       stack = await op.readyStack(NS, STACK, (s) => s.status.lastUpdate.name !== before);
     }
 
     const parent: Stack = await apiGet(op, `/apis/pulumi.com/v1/namespaces/${NS}/stacks/${STACK}`);
-    const controller = load(readFileSync(join(REPO_ROOT, 'manifests', 'metacontroller', 'stack-controller.yaml'), 'utf8')) as any;
+    const controller = load(
+      readFileSync(join(REPO_ROOT, 'manifests', 'metacontroller', 'stack-controller.yaml'), 'utf8'),
+    ) as any;
     const children: Record<string, Record<string, Obj>> = {};
     for (const rule of controller.spec.childResources as { apiVersion: string; resource: string }[]) {
       const kind = kindOf(rule.resource);
@@ -152,7 +186,9 @@ async function main(): Promise<void> {
       const selected = all.filter(
         (o) =>
           (!rule.names || rule.names.includes(o.metadata.name)) &&
-          Object.entries(rule.labelSelector?.matchLabels ?? {}).every(([k, v]) => ((o.metadata as any).labels ?? {})[k] === v),
+          Object.entries(rule.labelSelector?.matchLabels ?? {}).every(
+            ([k, v]) => ((o.metadata as any).labels ?? {})[k] === v,
+          ),
       );
       Object.assign((related[typeKey({ apiVersion: rule.apiVersion, kind })] ??= {}), byKey(selected));
     }

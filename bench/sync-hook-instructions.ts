@@ -23,28 +23,52 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Pool } from 'undici';
-import { benchRequest, requestKindFromEnv, ROUTE_NAMES, forkServer, SERVER_MODES, WARMUP_REQUESTS } from './sync-hook-request';
+import {
+  benchRequest,
+  requestKindFromEnv,
+  ROUTE_NAMES,
+  forkServer,
+  SERVER_MODES,
+  WARMUP_REQUESTS,
+} from './sync-hook-request';
 
 const REQUEST = requestKindFromEnv();
 const WARMUP = WARMUP_REQUESTS;
 const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 1000);
 const MODES = SERVER_MODES;
 
-function startUnderCallgrind(mode: string, bytes: number, outFile: string): Promise<{ child: ChildProcess; port: number }> {
+function startUnderCallgrind(
+  mode: string,
+  bytes: number,
+  outFile: string,
+): Promise<{ child: ChildProcess; port: number }> {
   return new Promise((resolve, reject) => {
     const child = forkServer(mode, bytes, REQUEST, {
       execPath: 'valgrind',
-      execArgv: ['--tool=callgrind', '--quiet', '--instr-atstart=no', `--callgrind-out-file=${outFile}`, process.execPath],
+      execArgv: [
+        '--tool=callgrind',
+        '--quiet',
+        '--instr-atstart=no',
+        `--callgrind-out-file=${outFile}`,
+        process.execPath,
+      ],
     });
     child.once('message', (m: any) => resolve({ child, port: m.port }));
     child.once('error', reject);
-    child.once('exit', (code) => reject(new Error(`${mode} server under valgrind exited (${code}); is valgrind installed?`)));
+    child.once('exit', (code) =>
+      reject(new Error(`${mode} server under valgrind exited (${code}); is valgrind installed?`)),
+    );
   });
 }
 
 async function send(pool: Pool, body: string, count: number): Promise<void> {
   for (let i = 0; i < count; i++) {
-    const res = await pool.request({ path: '/stack/sync', method: 'POST', headers: { 'content-type': 'application/json' }, body });
+    const res = await pool.request({
+      path: '/stack/sync',
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body,
+    });
     await res.body.text();
     if (res.statusCode !== 200) throw new Error(`answer ${res.statusCode}`);
   }
@@ -90,10 +114,21 @@ async function main(): Promise<void> {
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
-  console.log(`${REQUEST} request ${Buffer.byteLength(body)} bytes, response ${bytes} bytes; ${WARMUP} requests of warm-up, then ${REQUESTS} counted; node ${process.version}`);
-  console.table(MODES.map((mode) => ({ route: ROUTE_NAMES[mode], 'M instructions per request': Number((perRequest[mode]! / 1e6).toFixed(3)) })));
-  console.log(`instruction ratio (bare route / sync hook, i.e. throughput at equal instructions per second): ${(perRequest.bare! / perRequest.hooks!).toFixed(3)}; against the hooks' parser ${(perRequest['bare-parser']! / perRequest.hooks!).toFixed(3)}`);
-  console.log(JSON.stringify({ request: REQUEST, warmup: WARMUP, requests: REQUESTS, instructionsPerRequest: perRequest }));
+  console.log(
+    `${REQUEST} request ${Buffer.byteLength(body)} bytes, response ${bytes} bytes; ${WARMUP} requests of warm-up, then ${REQUESTS} counted; node ${process.version}`,
+  );
+  console.table(
+    MODES.map((mode) => ({
+      route: ROUTE_NAMES[mode],
+      'M instructions per request': Number((perRequest[mode]! / 1e6).toFixed(3)),
+    })),
+  );
+  console.log(
+    `instruction ratio (bare route / sync hook, i.e. throughput at equal instructions per second): ${(perRequest.bare! / perRequest.hooks!).toFixed(3)}; against the hooks' parser ${(perRequest['bare-parser']! / perRequest.hooks!).toFixed(3)}`,
+  );
+  console.log(
+    JSON.stringify({ request: REQUEST, warmup: WARMUP, requests: REQUESTS, instructionsPerRequest: perRequest }),
+  );
 }
 
 main().catch((err) => {

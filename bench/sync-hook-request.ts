@@ -12,7 +12,18 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { configFromEnv, type HookConfig } from '../hooks/src/config';
 import { syncStack, type StackSyncResponse } from '../hooks/src/stack/sync';
-import { applyChildren, jobFinishes, jobsOf, makeStack, noLookups, NOW, syncRequest, testConfig, withStatus, workspaceBecomesReady } from '../hooks/test/builders';
+import {
+  applyChildren,
+  jobFinishes,
+  jobsOf,
+  makeStack,
+  noLookups,
+  NOW,
+  syncRequest,
+  testConfig,
+  withStatus,
+  workspaceBecomesReady,
+} from '../hooks/test/builders';
 import type { KObject } from '../hooks/src/lib/k8s';
 
 export type RequestKind = 'captured' | 'synthetic';
@@ -23,7 +34,8 @@ export type RequestKind = 'captured' | 'synthetic';
 /** Which request (BENCH_REQUEST): `captured` from a real cluster (default) or `synthetic`. */
 export function requestKindFromEnv(): RequestKind {
   const kind = process.env.BENCH_REQUEST ?? 'captured';
-  if (kind !== 'captured' && kind !== 'synthetic') throw new Error(`BENCH_REQUEST must be captured or synthetic, not ${kind}`);
+  if (kind !== 'captured' && kind !== 'synthetic')
+    throw new Error(`BENCH_REQUEST must be captured or synthetic, not ${kind}`);
   return kind;
 }
 
@@ -32,7 +44,11 @@ export function requestKindFromEnv(): RequestKind {
  * comes); `bare-parser` isolates the parser's share.
  */
 export const SERVER_MODES = ['bare', 'bare-parser', 'hooks'] as const;
-export const ROUTE_NAMES: Record<(typeof SERVER_MODES)[number], string> = { bare: 'bare Fastify route', 'bare-parser': "bare route, hooks' JSON parser", hooks: 'sync hook' };
+export const ROUTE_NAMES: Record<(typeof SERVER_MODES)[number], string> = {
+  bare: 'bare Fastify route',
+  'bare-parser': "bare route, hooks' JSON parser",
+  hooks: 'sync hook',
+};
 
 /** The hook server's log level as deployed (LOG_LEVEL's default): the bench's hook server logs at it. */
 export const DEPLOYED_LOG_LEVEL = configFromEnv({}).logLevel;
@@ -42,8 +58,16 @@ export const DEPLOYED_LOG_LEVEL = configFromEnv({}).logLevel;
  * The hook server writes a log line per call to stdout, which is drained here as a container
  * runtime does; an undrained pipe would fill and stall the server on its next line.
  */
-export function forkServer(mode: string, bytes: number, request: RequestKind, launcher: { execPath: string; execArgv: string[] }): ChildProcess {
-  const child = fork(join(__dirname, 'sync-hook-server.js'), [mode, String(bytes), request], { ...launcher, stdio: ['ignore', 'pipe', 'inherit', 'ipc'] });
+export function forkServer(
+  mode: string,
+  bytes: number,
+  request: RequestKind,
+  launcher: { execPath: string; execArgv: string[] },
+): ChildProcess {
+  const child = fork(join(__dirname, 'sync-hook-server.js'), [mode, String(bytes), request], {
+    ...launcher,
+    stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
+  });
   child.stdout!.resume();
   return child;
 }
@@ -72,7 +96,8 @@ export function benchRequest(kind: RequestKind): BenchRequest {
 
 function assertSteadyState(response: StackSyncResponse): void {
   const ready = response.status.conditions?.find((c) => c.type === 'Ready');
-  if (ready?.status !== 'True' || jobsOf(response).length !== 3) throw new Error('benchmark request is not the steady state it claims to be');
+  if (ready?.status !== 'True' || jobsOf(response).length !== 3)
+    throw new Error('benchmark request is not the steady state it claims to be');
 }
 
 /** The hook server's configuration for a request kind (the server needs no more than this). */
@@ -80,7 +105,10 @@ export function benchConfig(kind: RequestKind): HookConfig {
   return kind === 'captured' ? capturedConfig(JSON.parse(readFileSync(CAPTURED_REQUEST_FILE, 'utf8'))) : testConfig;
 }
 
-const capturedConfig = (file: { agentImage: string }): HookConfig => ({ ...configFromEnv({}), agentImage: file.agentImage });
+const capturedConfig = (file: { agentImage: string }): HookConfig => ({
+  ...configFromEnv({}),
+  agentImage: file.agentImage,
+});
 
 export function capturedSyncRequest(): BenchRequest {
   const file = JSON.parse(readFileSync(CAPTURED_REQUEST_FILE, 'utf8'));
@@ -99,7 +127,13 @@ export function syntheticSyncRequest(): BenchRequest {
       AWS_ACCESS_KEY_ID: { type: 'Secret', secret: { name: 'aws', key: 'id' } },
       AWS_SECRET_ACCESS_KEY: { type: 'Secret', secret: { name: 'aws', key: 'secret' } },
     },
-    config: { 'aws:region': 'us-west-2', 'app:replicas': 3, 'app:tags': { team: 'a', env: 'dev' }, 'app:domain': 'example.test', 'app:debug': false },
+    config: {
+      'aws:region': 'us-west-2',
+      'app:replicas': 3,
+      'app:tags': { team: 'a', env: 'dev' },
+      'app:domain': 'example.test',
+      'app:debug': false,
+    },
     secretsRef: { 'app:dbPassword': { type: 'Secret', secret: { name: 'db', key: 'password' } } },
     workspaceTemplate: {
       spec: {
@@ -108,7 +142,10 @@ export function syntheticSyncRequest(): BenchRequest {
         podTemplate: {
           spec: {
             volumes: [{ name: 'cache', emptyDir: {} }],
-            containers: [{ name: 'pulumi', volumeMounts: [{ name: 'cache', mountPath: '/cache' }] }, { name: 'sidecar', image: 'busybox', command: ['sleep', 'infinity'] }],
+            containers: [
+              { name: 'pulumi', volumeMounts: [{ name: 'cache', mountPath: '/cache' }] },
+              { name: 'sidecar', image: 'busybox', command: ['sleep', 'infinity'] },
+            ],
           },
         },
       },
@@ -127,12 +164,22 @@ export function syntheticSyncRequest(): BenchRequest {
     // The update in flight (created by r1 once the workspace exists, else by r2).
     const running = r2.status.currentUpdate?.name;
     if (!running) throw new Error('benchmark request: no update started');
-    cluster = jobFinishes(cluster, running, { state: 'succeeded', outputs: { url: 'https://example.test', password: '[secret]' } });
+    cluster = jobFinishes(cluster, running, {
+      state: 'succeeded',
+      outputs: { url: 'https://example.test', password: '[secret]' },
+    });
     const r3 = syncStack(syncRequest(stack, cluster), { config: testConfig, now: NOW, lookups: noLookups });
     stack = withStatus(stack, r3);
     cluster = applyChildren(cluster, r3.children);
   }
-  const request = { controller: { apiVersion: 'metacontroller.k8s.io/v1alpha1', kind: 'CompositeController', metadata: { name: 'pulumi-stacks' } }, ...syncRequest(stack, cluster) };
+  const request = {
+    controller: {
+      apiVersion: 'metacontroller.k8s.io/v1alpha1',
+      kind: 'CompositeController',
+      metadata: { name: 'pulumi-stacks' },
+    },
+    ...syncRequest(stack, cluster),
+  };
   const response = syncStack(request, { config: testConfig, now: NOW, lookups: noLookups });
   assertSteadyState(response);
   return { body: JSON.stringify(request), response: JSON.stringify(response), config: testConfig };

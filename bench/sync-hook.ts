@@ -12,7 +12,15 @@ import autocannon from 'autocannon';
 import type { ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { openLoop } from './open-loop';
-import { benchRequest, requestKindFromEnv, ROUTE_NAMES, DEPLOYED_LOG_LEVEL, forkServer, SERVER_MODES, WARMUP_REQUESTS } from './sync-hook-request';
+import {
+  benchRequest,
+  requestKindFromEnv,
+  ROUTE_NAMES,
+  DEPLOYED_LOG_LEVEL,
+  forkServer,
+  SERVER_MODES,
+  WARMUP_REQUESTS,
+} from './sync-hook-request';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 10);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 6);
@@ -34,7 +42,9 @@ const round2 = (x: number) => Math.round(x * 100) / 100;
  */
 function stealMsOfCpu0(): number {
   try {
-    const line = readFileSync('/proc/stat', 'utf8').split('\n').find((l) => l.startsWith('cpu0 '));
+    const line = readFileSync('/proc/stat', 'utf8')
+      .split('\n')
+      .find((l) => l.startsWith('cpu0 '));
     return line ? Number(line.trim().split(/\s+/)[8] ?? 0) * 10 : 0; // USER_HZ is 100
   } catch {
     return 0;
@@ -66,7 +76,8 @@ async function load(port: number, body: string, opts: Partial<autocannon.Options
     duration: DURATION,
     ...opts,
   });
-  if (result.non2xx > 0 || result.errors > 0) throw new Error(`${result.non2xx} non-2xx answers, ${result.errors} errors`);
+  if (result.non2xx > 0 || result.errors > 0)
+    throw new Error(`${result.non2xx} non-2xx answers, ${result.errors} errors`);
   return result;
 }
 
@@ -81,7 +92,21 @@ async function main(): Promise<void> {
   const bytes = Buffer.byteLength(response);
   // Rounds alternate between the servers and each figure is the median over rounds, so a
   // change in background load biases both sides alike instead of whichever ran second.
-  const samples: Record<string, { max: number[]; p99max: number[]; cpu: number[]; fixed: number[]; p50: number[]; p99: number[]; p999: number[]; lag: number[]; steal: number[]; stealAtMax: number[] }> = {};
+  const samples: Record<
+    string,
+    {
+      max: number[];
+      p99max: number[];
+      cpu: number[];
+      fixed: number[];
+      p50: number[];
+      p99: number[];
+      p999: number[];
+      lag: number[];
+      steal: number[];
+      stealAtMax: number[];
+    }
+  > = {};
   for (let round = 0; round < ROUNDS; round++) {
     // Odd rounds run the hook first, so a drift in the machine's speed does not favour one side.
     for (const mode of round % 2 ? [...MODES].reverse() : MODES) {
@@ -93,10 +118,27 @@ async function main(): Promise<void> {
       const cpuPerRequest = ((await cpuOf(child)) - cpuBefore) / max.requests.total;
       const stealAtMax = (stealMsOfCpu0() - stealBefore) / (DURATION * 10); // % of the run
       stealBefore = stealMsOfCpu0();
-      const fixed = await openLoop({ url: `http://127.0.0.1:${port}`, path: '/stack/sync', body, rate: 1000, seconds: DURATION });
+      const fixed = await openLoop({
+        url: `http://127.0.0.1:${port}`,
+        path: '/stack/sync',
+        body,
+        rate: 1000,
+        seconds: DURATION,
+      });
       const steal = (stealMsOfCpu0() - stealBefore) / (DURATION * 10); // % of the run
       child.kill();
-      const s = (samples[mode] ??= { max: [], p99max: [], cpu: [], fixed: [], p50: [], p99: [], p999: [], lag: [], steal: [], stealAtMax: [] });
+      const s = (samples[mode] ??= {
+        max: [],
+        p99max: [],
+        cpu: [],
+        fixed: [],
+        p50: [],
+        p99: [],
+        p999: [],
+        lag: [],
+        steal: [],
+        stealAtMax: [],
+      });
       s.max.push(max.requests.average);
       s.p99max.push(max.latency.p99);
       s.cpu.push(cpuPerRequest);
@@ -108,7 +150,9 @@ async function main(): Promise<void> {
       s.steal.push(steal);
       s.stealAtMax.push(stealAtMax);
       // Round by round on stderr: the medians hide drifts that the individual rounds show.
-      console.error(`round ${round + 1} ${mode}: ${Math.round(max.requests.average)} req/s, ${Math.round(cpuPerRequest)} µs CPU/request (CPU 0 stolen ${stealAtMax.toFixed(1)} %), p99 at 1,000 req/s ${round2(fixed.p99)} ms (CPU 0 stolen ${steal.toFixed(1)} %)`);
+      console.error(
+        `round ${round + 1} ${mode}: ${Math.round(max.requests.average)} req/s, ${Math.round(cpuPerRequest)} µs CPU/request (CPU 0 stolen ${stealAtMax.toFixed(1)} %), p99 at 1,000 req/s ${round2(fixed.p99)} ms (CPU 0 stolen ${steal.toFixed(1)} %)`,
+      );
     }
   }
   const rows: Record<string, string | number>[] = MODES.map((mode) => {
@@ -129,20 +173,37 @@ async function main(): Promise<void> {
     };
   });
   const [bare, bareParser, hooks] = rows as [Record<string, number>, Record<string, number>, Record<string, number>];
-  console.log(`${REQUEST} request ${Buffer.byteLength(body)} bytes, response ${bytes} bytes, the hook server logging at ${DEPLOYED_LOG_LEVEL} as deployed, ${WARMUP_REQUESTS} requests of warm-up, ${DURATION} s per run, median of ${ROUNDS} alternating rounds, node ${process.version}`);
+  console.log(
+    `${REQUEST} request ${Buffer.byteLength(body)} bytes, response ${bytes} bytes, the hook server logging at ${DEPLOYED_LOG_LEVEL} as deployed, ${WARMUP_REQUESTS} requests of warm-up, ${DURATION} s per run, median of ${ROUNDS} alternating rounds, node ${process.version}`,
+  );
   console.table(rows);
   // Each round measures the servers within a minute of each other, so its ratio is a paired
   // comparison: the machine's drift between rounds (tens of percent here) cancels out of it.
   const perRound = (mode: string, of: 'max' | 'cpu') =>
     samples.hooks![of].map((h, i) => (of === 'max' ? h / samples[mode]![of][i]! : samples[mode]![of][i]! / h));
   const ratios = (mode: string) =>
-    `${median(perRound(mode, 'max')).toFixed(2)} by autocannon, ${median(perRound(mode, 'cpu')).toFixed(2)} by server CPU per request (medians of the per-round ratios; rounds: ${perRound(mode, 'max')
+    `${median(perRound(mode, 'max')).toFixed(2)} by autocannon, ${median(perRound(mode, 'cpu')).toFixed(2)} by server CPU per request (medians of the per-round ratios; rounds: ${perRound(
+      mode,
+      'max',
+    )
       .map((r) => r.toFixed(2))
       .join(' ')})`;
   console.log(`throughput ratio (sync hook / bare route): ${ratios('bare')}`);
   console.log(`against the bare route with the hooks' parser: ${ratios('bare-parser')}`);
-  console.log(`ratio of the medians (sync hook / bare route): ${(hooks['max req/s']! / bare['max req/s']!).toFixed(2)} by autocannon, ${(bare['server CPU per request (µs)']! / hooks['server CPU per request (µs)']!).toFixed(2)} by CPU; with the hooks' parser ${(hooks['max req/s']! / bareParser['max req/s']!).toFixed(2)}, ${(bareParser['server CPU per request (µs)']! / hooks['server CPU per request (µs)']!).toFixed(2)}`);
-  console.log(JSON.stringify({ request: REQUEST, warmupRequests: WARMUP_REQUESTS, requestBytes: Buffer.byteLength(body), responseBytes: bytes, rounds: ROUNDS, rows, samples }));
+  console.log(
+    `ratio of the medians (sync hook / bare route): ${(hooks['max req/s']! / bare['max req/s']!).toFixed(2)} by autocannon, ${(bare['server CPU per request (µs)']! / hooks['server CPU per request (µs)']!).toFixed(2)} by CPU; with the hooks' parser ${(hooks['max req/s']! / bareParser['max req/s']!).toFixed(2)}, ${(bareParser['server CPU per request (µs)']! / hooks['server CPU per request (µs)']!).toFixed(2)}`,
+  );
+  console.log(
+    JSON.stringify({
+      request: REQUEST,
+      warmupRequests: WARMUP_REQUESTS,
+      requestBytes: Buffer.byteLength(body),
+      responseBytes: bytes,
+      rounds: ROUNDS,
+      rows,
+      samples,
+    }),
+  );
 }
 
 main().catch((err) => {

@@ -32,7 +32,13 @@ async function stackGone(name: string, timeoutMs = 240_000): Promise<void> {
   );
 }
 async function deleteStack(name: string): Promise<void> {
-  await op.custom.deleteNamespacedCustomObject({ group: 'pulumi.com', version: 'v1', namespace: ns, plural: 'stacks', name });
+  await op.custom.deleteNamespacedCustomObject({
+    group: 'pulumi.com',
+    version: 'v1',
+    namespace: ns,
+    plural: 'stacks',
+    name,
+  });
 }
 
 /** A YAML program with one resource that lives only in the backend's state (`pulumi:index:Stash`). */
@@ -42,13 +48,20 @@ function stashProgram(name: string, options?: Record<string, unknown>, namespace
     kind: 'Program',
     metadata: { name, namespace },
     program: {
-      resources: { stash: { type: 'pulumi:index:Stash', properties: { input: name }, ...(options ? { options } : {}) } },
+      resources: {
+        stash: { type: 'pulumi:index:Stash', properties: { input: name }, ...(options ? { options } : {}) },
+      },
       outputs: { value: '${stash.output}' },
     },
   } as k8s.KubernetesObject;
 }
 function stack(name: string, spec: Record<string, unknown> = {}, namespace = ns): k8s.KubernetesObject {
-  return { apiVersion: 'pulumi.com/v1', kind: 'Stack', metadata: { name, namespace }, spec: e2eStackSpec({ stack: 'dev', programRef: { name }, ...spec }) } as k8s.KubernetesObject;
+  return {
+    apiVersion: 'pulumi.com/v1',
+    kind: 'Stack',
+    metadata: { name, namespace },
+    spec: e2eStackSpec({ stack: 'dev', programRef: { name }, ...spec }),
+  } as k8s.KubernetesObject;
 }
 
 /** The resource types in the stack's checkpoint (`<state>/.pulumi/stacks/<project>/<stack>.json`). */
@@ -96,7 +109,8 @@ async function stackRecorder(name: string): Promise<{ stop(): any[] }> {
   const watch = await new k8s.Watch(op.cp.kubeConfig).watch(
     `/apis/pulumi.com/v1/namespaces/${ns}/stacks`,
     { fieldSelector: `metadata.name=${name}` },
-    (phase: string, s: any) => seen.push({ phase, lastUpdate: s?.status?.lastUpdate, finalizers: s?.metadata?.finalizers }),
+    (phase: string, s: any) =>
+      seen.push({ phase, lastUpdate: s?.status?.lastUpdate, finalizers: s?.metadata?.finalizers }),
     () => undefined,
   );
   return {
@@ -123,7 +137,14 @@ describe('deleting a Stack', () => {
     await stackGone('doomed');
     const seenJobs = jobs.stop();
     const versions = history.stop();
-    recordTiming('delete with destroy', started, JSON.stringify({ jobs: [...seenJobs].map(([n, j]) => [n, j.result?.state]), stack: versions.map((v) => [v.phase, v.lastUpdate?.type, v.lastUpdate?.state]) }));
+    recordTiming(
+      'delete with destroy',
+      started,
+      JSON.stringify({
+        jobs: [...seenJobs].map(([n, j]) => [n, j.result?.state]),
+        stack: versions.map((v) => [v.phase, v.lastUpdate?.type, v.lastUpdate?.state]),
+      }),
+    );
 
     const destroyJobs = [...seenJobs.values()].filter((j) => j.type === 'destroy');
     expect(destroyJobs).toHaveLength(1);
@@ -147,12 +168,20 @@ describe('deleting a Stack', () => {
       async () => {
         const s = await getStack('guarded');
         const last = s.status?.lastUpdate;
-        return last?.type === 'destroy' && last.state === 'failed' && s.status.observedGeneration === s.metadata.generation ? s : undefined;
+        return last?.type === 'destroy' &&
+          last.state === 'failed' &&
+          s.status.observedGeneration === s.metadata.generation
+          ? s
+          : undefined;
       },
       240_000,
       500,
     );
-    recordTiming('failing destroy reported', started, `${condition(failed, 'Reconciling')?.message ?? condition(failed, 'Stalled')?.message} | ${failed.status.lastUpdate.message}`);
+    recordTiming(
+      'failing destroy reported',
+      started,
+      `${condition(failed, 'Reconciling')?.message ?? condition(failed, 'Stalled')?.message} | ${failed.status.lastUpdate.message}`,
+    );
 
     // Still there, waiting for its finalizer, and saying why.
     expect(failed.metadata.deletionTimestamp).toBeDefined();
@@ -202,7 +231,9 @@ describe('deleting a Stack', () => {
       'the Stack to stall with NamespaceTerminating',
       async () => {
         const s = await op.getStack(gone, 'orphan');
-        return s.metadata.deletionTimestamp && condition(s, 'Stalled')?.reason === 'NamespaceTerminating' ? s : undefined;
+        return s.metadata.deletionTimestamp && condition(s, 'Stalled')?.reason === 'NamespaceTerminating'
+          ? s
+          : undefined;
       },
       240_000,
       500,
@@ -217,15 +248,23 @@ describe('deleting a Stack', () => {
 
     // Doing what the message says releases the Stack.
     await op.custom.patchNamespacedCustomObject(
-      { group: 'pulumi.com', version: 'v1', namespace: gone, plural: 'stacks', name: 'orphan', body: { metadata: { finalizers: [] } } },
+      {
+        group: 'pulumi.com',
+        version: 'v1',
+        namespace: gone,
+        plural: 'stacks',
+        name: 'orphan',
+        body: { metadata: { finalizers: [] } },
+      },
       k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
     );
     await eventually(
       'the Stack to be gone',
-      async () => op.getStack(gone, 'orphan').then(
-        () => false,
-        (e) => e instanceof k8s.ApiException && e.code === 404,
-      ),
+      async () =>
+        op.getStack(gone, 'orphan').then(
+          () => false,
+          (e) => e instanceof k8s.ApiException && e.code === 404,
+        ),
       60_000,
     );
   });

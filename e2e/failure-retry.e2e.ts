@@ -51,9 +51,17 @@ async function watchFailures(ns: string, name: string, timeoutMs: number): Promi
       if (!last || last.state !== 'failed' || s.status?.currentUpdate) return undefined;
       const stalledCond = condition(s, 'Stalled');
       const reconciling = condition(s, 'Reconciling');
-      const shown = stalledCond?.status === 'True' ? stalledCond : reconciling?.status === 'True' ? reconciling : undefined;
+      const shown =
+        stalledCond?.status === 'True' ? stalledCond : reconciling?.status === 'True' ? reconciling : undefined;
       if (shown && !seen.has(last.name)) {
-        seen.set(last.name, { job: last.name, failures: last.failures, condition: shown.type, reason: shown.reason, message: shown.message, endedAt: last.lastResyncTime });
+        seen.set(last.name, {
+          job: last.name,
+          failures: last.failures,
+          condition: shown.type,
+          reason: shown.reason,
+          message: shown.message,
+          endedAt: last.lastResyncTime,
+        });
       }
       return stalledCond?.status === 'True' ? s : undefined;
     },
@@ -87,7 +95,9 @@ describe('a failing Stack', () => {
     timings['failure: apply to Stalled after 4 failures'] = Date.now() - started;
 
     // Four operations, each its own Job; three retries announced, then the stall.
-    expect(seen.map(({ failures, condition: c, reason, message }) => ({ failures, condition: c, reason, message }))).toEqual([
+    expect(
+      seen.map(({ failures, condition: c, reason, message }) => ({ failures, condition: c, reason, message })),
+    ).toEqual([
       { failures: 0, condition: 'Reconciling', reason: 'RetryingAfterFailure', message: '1 update failure(s)' },
       { failures: 1, condition: 'Reconciling', reason: 'RetryingAfterFailure', message: '2 update failure(s)' },
       { failures: 2, condition: 'Reconciling', reason: 'RetryingAfterFailure', message: '3 update failure(s)' },
@@ -97,12 +107,19 @@ describe('a failing Stack', () => {
     // Each retry waited for its cooldown after the previous failure (recorded, not asserted).
     for (let i = 1; i < seen.length; i++) {
       const job = await op.batch.readNamespacedJob({ namespace: ns, name: seen[i]!.job });
-      timings[`failure: backoff before attempt ${i + 1}`] = job.metadata!.creationTimestamp!.getTime() - Date.parse(seen[i - 1]!.endedAt);
+      timings[`failure: backoff before attempt ${i + 1}`] =
+        job.metadata!.creationTimestamp!.getTime() - Date.parse(seen[i - 1]!.endedAt);
     }
 
     expect(condition(stalled, 'Ready')).toMatchObject({ status: 'False', reason: 'NotReadyStalled' });
     expect(condition(stalled, 'Reconciling')).toBeUndefined();
-    expect(stalled.status.lastUpdate).toMatchObject({ type: 'up', state: 'failed', failures: 3, lastAttemptedCommit: '1', lastSuccessfulCommit: '' });
+    expect(stalled.status.lastUpdate).toMatchObject({
+      type: 'up',
+      state: 'failed',
+      failures: 3,
+      lastAttemptedCommit: '1',
+      lastSuccessfulCommit: '',
+    });
     // The Stack says why the update failed: the program's error reaches status.lastUpdate.message.
     expect(stalled.status.lastUpdate.message).toMatch(/doesNotExist/);
     expect(stalled.status.outputs).toBeUndefined();
@@ -119,7 +136,12 @@ describe('a failing Stack', () => {
     const before = await getStack(ns, name);
     const started = Date.now();
     await op.custom.patchNamespacedCustomObject(
-      { ...STACKS, namespace: ns, name, body: { metadata: { annotations: { 'pulumi.com/reconciliation-request': 'retry-1' } } } },
+      {
+        ...STACKS,
+        namespace: ns,
+        name,
+        body: { metadata: { annotations: { 'pulumi.com/reconciliation-request': 'retry-1' } } },
+      },
       mergePatch(),
     );
     // The forced run is a new attempt: it fails again, counted from zero, and the Stack retries.
@@ -149,7 +171,12 @@ describe('a failing Stack', () => {
     );
     const stack = await readyStack(ns, name, (s) => s.status.lastUpdate?.state === 'succeeded');
     timings['failure: fixed program to Ready'] = Date.now() - started;
-    expect(stack.status.lastUpdate).toMatchObject({ type: 'up', state: 'succeeded', failures: 0, lastSuccessfulCommit: '2' });
+    expect(stack.status.lastUpdate).toMatchObject({
+      type: 'up',
+      state: 'succeeded',
+      failures: 0,
+      lastSuccessfulCommit: '2',
+    });
     expect(stack.status.outputs).toEqual({ greeting: 'hello' });
     expect(condition(stack, 'Stalled')).toBeUndefined();
     expect(condition(stack, 'Reconciling')).toBeUndefined();

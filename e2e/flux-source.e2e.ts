@@ -37,7 +37,13 @@ const GIT_REPOSITORY_CRD = {
   metadata: { name: `gitrepositories.${FLUX_GROUP}` },
   spec: {
     group: FLUX_GROUP,
-    names: { kind: 'GitRepository', listKind: 'GitRepositoryList', plural: 'gitrepositories', singular: 'gitrepository', shortNames: ['gitrepo'] },
+    names: {
+      kind: 'GitRepository',
+      listKind: 'GitRepositoryList',
+      plural: 'gitrepositories',
+      singular: 'gitrepository',
+      shortNames: ['gitrepo'],
+    },
     scope: 'Namespaced',
     versions: [
       {
@@ -60,7 +66,13 @@ const GIT_REPOSITORY_CRD = {
                   interval: { type: 'string', pattern: '^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$' },
                   ref: {
                     type: 'object',
-                    properties: { branch: { type: 'string' }, tag: { type: 'string' }, semver: { type: 'string' }, name: { type: 'string' }, commit: { type: 'string' } },
+                    properties: {
+                      branch: { type: 'string' },
+                      tag: { type: 'string' },
+                      semver: { type: 'string' },
+                      name: { type: 'string' },
+                      commit: { type: 'string' },
+                    },
                   },
                   suspend: { type: 'boolean' },
                 },
@@ -69,7 +81,10 @@ const GIT_REPOSITORY_CRD = {
                 type: 'object',
                 properties: {
                   observedGeneration: { type: 'integer', format: 'int64' },
-                  conditions: { type: 'array', items: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } },
+                  conditions: {
+                    type: 'array',
+                    items: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true },
+                  },
                   artifact: {
                     type: 'object',
                     required: ['lastUpdateTime', 'path', 'revision', 'url'],
@@ -178,7 +193,14 @@ function publishArtifact(ns: string, name: string, message: string, opts: { wron
   const url = artifacts.publish(path, bytes);
   // A wrong digest: what source-controller would announce for other bytes (a corrupted or replaced file).
   const digest = `sha256:${opts.wrongDigest ? sha256(Buffer.concat([bytes, Buffer.from('tampered')])) : sha256(bytes)}`;
-  return { url, revision: `main@sha1:${commit}`, digest, path, lastUpdateTime: new Date().toISOString().replace(/\.\d{3}Z$/, 'Z'), size: bytes.length };
+  return {
+    url,
+    revision: `main@sha1:${commit}`,
+    digest,
+    path,
+    lastUpdateTime: new Date().toISOString().replace(/\.\d{3}Z$/, 'Z'),
+    size: bytes.length,
+  };
 }
 
 async function setArtifact(ns: string, name: string, artifact: Artifact): Promise<void> {
@@ -243,7 +265,10 @@ describe('a Flux source Stack', () => {
       metadata: { name: stackName, namespace: ns },
       spec: e2eStackSpec({
         stack: 'dev',
-        fluxSource: { sourceRef: { apiVersion: `${FLUX_GROUP}/${FLUX_VERSION}`, kind: 'GitRepository', name: repo }, dir: 'app' },
+        fluxSource: {
+          sourceRef: { apiVersion: `${FLUX_GROUP}/${FLUX_VERSION}`, kind: 'GitRepository', name: repo },
+          dir: 'app',
+        },
       }),
     } as k8s.KubernetesObject);
     // No artifact yet: the Stack says so.
@@ -256,7 +281,10 @@ describe('a Flux source Stack', () => {
       60_000,
       500,
     );
-    expect(condition(waiting, 'Stalled')).toMatchObject({ reason: 'SourceUnavailable', message: expect.stringContaining('has no artifact') });
+    expect(condition(waiting, 'Stalled')).toMatchObject({
+      reason: 'SourceUnavailable',
+      message: expect.stringContaining('has no artifact'),
+    });
 
     const artifact = publishArtifact(ns, repo, 'first');
     const started = Date.now();
@@ -281,7 +309,11 @@ describe('a Flux source Stack', () => {
     const artifact = publishArtifact(ns, repo, 'second');
     const started = Date.now();
     await setArtifact(ns, repo, artifact);
-    const stack = await readyStack(ns, stackName, (s) => s.status.lastUpdate?.lastSuccessfulCommit === artifact.revision);
+    const stack = await readyStack(
+      ns,
+      stackName,
+      (s) => s.status.lastUpdate?.lastSuccessfulCommit === artifact.revision,
+    );
     timings['flux: new revision to Ready'] = Date.now() - started;
     expect(stack.status.lastUpdate.name).not.toBe(before.status.lastUpdate.name);
     expect(stack.status.lastUpdate).toMatchObject({ type: 'up', state: 'succeeded', failures: 0 });
@@ -301,7 +333,9 @@ describe('a Flux source Stack', () => {
         'the digest mismatch to appear in the Stack status',
         async () => {
           const s = await getStack(ns, stackName);
-          const told = (s.status?.conditions ?? []).some((c: any) => c.type !== 'Ready' && c.status === 'True' && /digest/i.test(c.message ?? ''));
+          const told = (s.status?.conditions ?? []).some(
+            (c: any) => c.type !== 'Ready' && c.status === 'True' && /digest/i.test(c.message ?? ''),
+          );
           return told ? s : undefined;
         },
         120_000,
@@ -312,7 +346,11 @@ describe('a Flux source Stack', () => {
       const s = await getStack(ns, stackName);
       const pod = `${stackName}-workspace-0`;
       const logs = [op.runner.logs(ns, pod, 'fetch', { previous: true }), op.runner.logs(ns, pod, 'fetch')].join('\n');
-      const fetchLog = logs.split('\n').filter((l) => /digest/i.test(l)).slice(-1).join('\n');
+      const fetchLog = logs
+        .split('\n')
+        .filter((l) => /digest/i.test(l))
+        .slice(-1)
+        .join('\n');
       const fetchStatus = await op.core
         .readNamespacedPod({ namespace: ns, name: pod })
         .then((p) => JSON.stringify(p.status?.initContainerStatuses?.find((c) => c.name === 'fetch')))
@@ -334,7 +372,11 @@ describe('a Flux source Stack', () => {
     const artifact = publishArtifact(ns, repo, 'third');
     const started = Date.now();
     await setArtifact(ns, repo, artifact);
-    const stack = await readyStack(ns, stackName, (s) => s.status.lastUpdate?.lastSuccessfulCommit === artifact.revision);
+    const stack = await readyStack(
+      ns,
+      stackName,
+      (s) => s.status.lastUpdate?.lastSuccessfulCommit === artifact.revision,
+    );
     timings['flux: good artifact after a wrong digest to Ready'] = Date.now() - started;
     expect(stack.status.lastUpdate).toMatchObject({ type: 'up', state: 'succeeded', failures: 0 });
     expect(stack.status.outputs).toEqual({ message: 'third' });

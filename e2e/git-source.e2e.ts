@@ -35,7 +35,12 @@ afterAll(async () => {
 const STACKS = { group: 'pulumi.com', version: 'v1', plural: 'stacks' } as const;
 
 async function createStack(ns: string, name: string, spec: Record<string, unknown>): Promise<void> {
-  await op.objects.create({ apiVersion: 'pulumi.com/v1', kind: 'Stack', metadata: { name, namespace: ns }, spec: e2eStackSpec(spec) } as k8s.KubernetesObject);
+  await op.objects.create({
+    apiVersion: 'pulumi.com/v1',
+    kind: 'Stack',
+    metadata: { name, namespace: ns },
+    spec: e2eStackSpec(spec),
+  } as k8s.KubernetesObject);
 }
 /** Deletes a Stack (no destroyOnFinalize: it goes at once) so its workspace pod stops using the CPU. */
 async function deleteStack(ns: string, name: string): Promise<void> {
@@ -55,7 +60,10 @@ async function deleteStack(ns: string, name: string): Promise<void> {
   );
 }
 async function createSecret(ns: string, name: string, data: Record<string, string>): Promise<void> {
-  await op.core.createNamespacedSecret({ namespace: ns, body: { metadata: { name, namespace: ns }, stringData: data } });
+  await op.core.createNamespacedSecret({
+    namespace: ns,
+    body: { metadata: { name, namespace: ns }, stringData: data },
+  });
 }
 const secretRef = (name: string, key: string) => ({ type: 'Secret', secret: { name, key } });
 
@@ -76,10 +84,21 @@ describe('a git source Stack', () => {
     const second = publicGit.commit('pinned', 'main', project('second'), 'second');
     expect(second).not.toBe(first);
     const started = Date.now();
-    await createStack(ns, 'pinned', { stack: 'dev', projectRepo: `${publicGit.baseUrl}/pinned.git`, commit: first, repoDir: 'app' });
+    await createStack(ns, 'pinned', {
+      stack: 'dev',
+      projectRepo: `${publicGit.baseUrl}/pinned.git`,
+      commit: first,
+      repoDir: 'app',
+    });
     const stack = await readyStack(ns, 'pinned');
     timings['git pinned commit: apply to Ready'] = Date.now() - started;
-    expect(stack.status.lastUpdate).toMatchObject({ type: 'up', state: 'succeeded', lastSuccessfulCommit: first, lastAttemptedCommit: first, failures: 0 });
+    expect(stack.status.lastUpdate).toMatchObject({
+      type: 'up',
+      state: 'succeeded',
+      lastSuccessfulCommit: first,
+      lastAttemptedCommit: first,
+      failures: 0,
+    });
     expect(stack.status.outputs).toEqual({ message: 'first' });
     expect(stack.status.projectInfo).toEqual({ name: 'gitapp', runtime: 'yaml' });
     await deleteStack(ns, 'pinned');
@@ -94,10 +113,21 @@ describe('a git source Stack', () => {
       publicGit.createRepo('tracked');
       head = publicGit.commit('tracked', 'main', project('v1'), 'v1');
       const started = Date.now();
-      await createStack(ns, 'tracked', { stack: 'dev', projectRepo: `${publicGit.baseUrl}/tracked.git`, branch: 'main', repoDir: 'app', resyncFrequencySeconds: 60 });
+      await createStack(ns, 'tracked', {
+        stack: 'dev',
+        projectRepo: `${publicGit.baseUrl}/tracked.git`,
+        branch: 'main',
+        repoDir: 'app',
+        resyncFrequencySeconds: 60,
+      });
       const stack = await readyStack(ns, 'tracked');
       timings['git branch: apply to Ready'] = Date.now() - started;
-      expect(stack.status.lastUpdate).toMatchObject({ type: 'up', state: 'succeeded', lastSuccessfulCommit: head, failures: 0 });
+      expect(stack.status.lastUpdate).toMatchObject({
+        type: 'up',
+        state: 'succeeded',
+        lastSuccessfulCommit: head,
+        failures: 0,
+      });
       expect(stack.status.outputs).toEqual({ message: 'v1' });
     }, 360_000);
 
@@ -108,10 +138,20 @@ describe('a git source Stack', () => {
       const started = Date.now();
       // resyncFrequencySeconds is 60 s; the hooks cache branch lookups for 20 s; the update itself
       // takes some seconds more. 150 s covers one polling period with room to spare.
-      const stack = await readyStack(ns, 'tracked', (s) => s.status.lastUpdate?.lastSuccessfulCommit === pushed, 150_000);
+      const stack = await readyStack(
+        ns,
+        'tracked',
+        (s) => s.status.lastUpdate?.lastSuccessfulCommit === pushed,
+        150_000,
+      );
       timings['git branch: push to Ready at the new commit'] = Date.now() - started;
       expect(stack.status.lastUpdate.name).not.toBe(before.status.lastUpdate.name);
-      expect(stack.status.lastUpdate).toMatchObject({ type: 'up', state: 'succeeded', lastAttemptedCommit: pushed, failures: 0 });
+      expect(stack.status.lastUpdate).toMatchObject({
+        type: 'up',
+        state: 'succeeded',
+        lastAttemptedCommit: pushed,
+        failures: 0,
+      });
       expect(stack.status.outputs).toEqual({ message: 'v2' });
       await deleteStack(ns, 'tracked');
     }, 300_000);
@@ -128,7 +168,9 @@ describe('a git source Stack', () => {
       projectRepo: `${basicGit.baseUrl}/private.git`,
       branch: 'main',
       repoDir: 'app',
-      gitAuth: { basicAuth: { userName: secretRef('git-creds', 'username'), password: secretRef('git-creds', 'password') } },
+      gitAuth: {
+        basicAuth: { userName: secretRef('git-creds', 'username'), password: secretRef('git-creds', 'password') },
+      },
     });
     const stack = await readyStack(ns, 'private');
     timings['git basic auth: apply to Ready'] = Date.now() - started;
@@ -136,7 +178,8 @@ describe('a git source Stack', () => {
     expect(stack.status.outputs).toEqual({ message: 'basic' });
     // The password reached neither the Stack's status nor its workspace's logs.
     expect(JSON.stringify(stack)).not.toContain(BASIC.password);
-    for (const c of ['fetch', 'pulumi']) expect(op.runner.logs(ns, 'private-workspace-0', c)).not.toContain(BASIC.password);
+    for (const c of ['fetch', 'pulumi'])
+      expect(op.runner.logs(ns, 'private-workspace-0', c)).not.toContain(BASIC.password);
     await deleteStack(ns, 'private');
   }, 360_000);
 
@@ -158,7 +201,8 @@ describe('a git source Stack', () => {
     expect(stack.status.lastUpdate).toMatchObject({ state: 'succeeded', lastSuccessfulCommit: head });
     expect(stack.status.outputs).toEqual({ message: 'token' });
     expect(JSON.stringify(stack)).not.toContain(TOKEN.password);
-    for (const c of ['fetch', 'pulumi']) expect(op.runner.logs(ns, 'private-workspace-0', c)).not.toContain(TOKEN.password);
+    for (const c of ['fetch', 'pulumi'])
+      expect(op.runner.logs(ns, 'private-workspace-0', c)).not.toContain(TOKEN.password);
     await deleteStack(ns, 'private');
   }, 360_000);
 
@@ -173,7 +217,9 @@ describe('a git source Stack', () => {
       projectRepo: `${basicGit.baseUrl}/locked.git`,
       branch: 'main',
       repoDir: 'app',
-      gitAuth: { basicAuth: { userName: secretRef('git-creds', 'username'), password: secretRef('git-creds', 'password') } },
+      gitAuth: {
+        basicAuth: { userName: secretRef('git-creds', 'username'), password: secretRef('git-creds', 'password') },
+      },
     });
     const stalled = await eventually(
       'the Stack to be Stalled by the failed branch lookup',
@@ -185,7 +231,10 @@ describe('a git source Stack', () => {
       500,
     );
     timings['git wrong credentials: apply to Stalled'] = Date.now() - started;
-    expect(condition(stalled, 'Stalled')).toMatchObject({ reason: 'SourceUnavailable', message: expect.stringMatching(/authentication/i) });
+    expect(condition(stalled, 'Stalled')).toMatchObject({
+      reason: 'SourceUnavailable',
+      message: expect.stringMatching(/authentication/i),
+    });
     expect(condition(stalled, 'Ready')).toMatchObject({ status: 'False' });
     expect(stalled.status.lastUpdate).toBeUndefined();
     expect(JSON.stringify(stalled)).not.toContain('not the password');
@@ -195,7 +244,10 @@ describe('a git source Stack', () => {
     await op.core.replaceNamespacedSecret({
       namespace: ns,
       name: 'git-creds',
-      body: { metadata: { name: 'git-creds', namespace: ns }, stringData: { username: BASIC.username, password: BASIC.password } },
+      body: {
+        metadata: { name: 'git-creds', namespace: ns },
+        stringData: { username: BASIC.username, password: BASIC.password },
+      },
     });
     const stack = await readyStack(ns, 'locked');
     timings['git wrong credentials: fixed Secret to Ready'] = Date.now() - fixed;

@@ -102,30 +102,50 @@ export async function startOperator(): Promise<Operator> {
   for (const bin of [toolchain.binaries.pulumi, toolchain.binaries.pulumiLanguageYaml]) {
     if (!existsSync(bin)) throw new Error(`${bin} is missing: run e2e/toolchain/build.sh pulumi`);
   }
-  if (!existsSync(join(REPO_ROOT, 'dist', 'agent', 'src', 'main.js'))) throw new Error('the agent is not built: run `npm run build` first');
+  if (!existsSync(join(REPO_ROOT, 'dist', 'agent', 'src', 'main.js')))
+    throw new Error('the agent is not built: run `npm run build` first');
   const cp = await startControlPlane();
   const kc = cp.kubeConfig;
   const objects = k8s.KubernetesObjectApi.makeApiClient(kc);
   for (const file of readdirSync(join(REPO_ROOT, 'manifests', 'crds'))) {
-    for (const doc of loadAll(readFileSync(join(REPO_ROOT, 'manifests', 'crds', file), 'utf8'))) await objects.create(doc as k8s.KubernetesObject);
+    for (const doc of loadAll(readFileSync(join(REPO_ROOT, 'manifests', 'crds', file), 'utf8')))
+      await objects.create(doc as k8s.KubernetesObject);
   }
   await eventually('the CRDs to be served', async () => {
-    await kc.makeApiClient(k8s.CustomObjectsApi).listClusterCustomObject({ group: 'pulumi.com', version: 'v1', plural: 'stacks' });
-    await kc.makeApiClient(k8s.CustomObjectsApi).listClusterCustomObject({ group: 'pulumi.com', version: 'v1', plural: 'programs' });
+    await kc
+      .makeApiClient(k8s.CustomObjectsApi)
+      .listClusterCustomObject({ group: 'pulumi.com', version: 'v1', plural: 'stacks' });
+    await kc
+      .makeApiClient(k8s.CustomObjectsApi)
+      .listClusterCustomObject({ group: 'pulumi.com', version: 'v1', plural: 'programs' });
     return true;
   });
 
   const hooksPort = await freePort();
-  const hookConfig = { ...configFromEnv({}), port: hooksPort, host: '127.0.0.1', agentImage: AGENT_IMAGE, logLevel: process.env.PKO_E2E_HOOK_LOGS ? 'info' : 'warn' };
+  const hookConfig = {
+    ...configFromEnv({}),
+    port: hooksPort,
+    host: '127.0.0.1',
+    agentImage: AGENT_IMAGE,
+    logLevel: process.env.PKO_E2E_HOOK_LOGS ? 'info' : 'warn',
+  };
   let hooks: RunningServer = await startHookServer(hookConfig);
-  const controllers: Controllers = await startControllers({ kubeConfig: kc, kubeconfigPath: cp.kubeconfigPath, hooksBaseUrl: `http://127.0.0.1:${hooksPort}` });
+  const controllers: Controllers = await startControllers({
+    kubeConfig: kc,
+    kubeconfigPath: cp.kubeconfigPath,
+    hooksBaseUrl: `http://127.0.0.1:${hooksPort}`,
+  });
 
   const runner = await startPodRunner({
     kubeConfig: kc,
     images: {
       [`${AGENT_IMAGE.split(':')[0]}:*`]: {
         path: ['/opt/pko/bin', '/opt/pulumi/bin'],
-        binds: { '/opt/pko': REPO_ROOT, '/opt/pulumi/bin': toolchain.binDirs.pulumi, '/opt/pulumi-command/bin': toolchain.binDirs.command },
+        binds: {
+          '/opt/pko': REPO_ROOT,
+          '/opt/pulumi/bin': toolchain.binDirs.pulumi,
+          '/opt/pulumi-command/bin': toolchain.binDirs.command,
+        },
         writableDirs: { '/home/pulumi': {} },
         env: {
           HOME: '/home/pulumi',
@@ -153,7 +173,8 @@ export async function startOperator(): Promise<Operator> {
         `Stack ${namespace}/${name} to be Ready`,
         async () => {
           const s = await getStack(namespace, name);
-          const ready = stackCondition(s, 'Ready')?.status === 'True' && s.status?.observedGeneration === s.metadata.generation;
+          const ready =
+            stackCondition(s, 'Ready')?.status === 'True' && s.status?.observedGeneration === s.metadata.generation;
           return ready && (!after || after(s)) ? s : undefined;
         },
         timeoutMs,
@@ -172,8 +193,14 @@ export async function startOperator(): Promise<Operator> {
       hooks = await startHookServer(hookConfig);
     },
     async namespace(name) {
-      await objects.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name, labels: { 'pod-security.kubernetes.io/enforce': 'restricted' } } } as k8s.KubernetesObject);
-      for (const doc of loadAll(stackRbac.replace(/namespace: default/g, `namespace: ${name}`).replace(/:default:/g, `:${name}:`))) {
+      await objects.create({
+        apiVersion: 'v1',
+        kind: 'Namespace',
+        metadata: { name, labels: { 'pod-security.kubernetes.io/enforce': 'restricted' } },
+      } as k8s.KubernetesObject);
+      for (const doc of loadAll(
+        stackRbac.replace(/namespace: default/g, `namespace: ${name}`).replace(/:default:/g, `:${name}:`),
+      )) {
         const obj = doc as k8s.KubernetesObject;
         if (!obj) continue;
         await objects.create(obj).catch((e: unknown) => {
@@ -197,7 +224,6 @@ export async function startOperator(): Promise<Operator> {
     },
   };
 }
-
 
 export interface E2eSuite {
   timings: Record<string, number>;
@@ -232,7 +258,8 @@ export function e2eSuite(suite: string, namespace: string | undefined, started: 
   });
   const inNamespace = (): [Operator, string] => {
     if (!op) throw new Error(`the ${suite} suite's operator is not running`);
-    if (namespace === undefined) throw new Error(`the ${suite} suite has no namespace of its own: use op.getStack(namespace, name)`);
+    if (namespace === undefined)
+      throw new Error(`the ${suite} suite has no namespace of its own: use op.getStack(namespace, name)`);
     return [op, namespace];
   };
   return {

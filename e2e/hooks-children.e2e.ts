@@ -11,7 +11,18 @@ import { startControlPlane, type ControlPlane } from './testbed/control-plane';
 import { syncStack } from '../hooks/src/stack/sync';
 import { syncProgram } from '../hooks/src/program/sync';
 import type { KObject } from '../hooks/src/lib/k8s';
-import { applyChildren, jobsOf, makeProgram, makeStack, noLookups, NOW, syncRequest, testConfig, withStatus, workspaceBecomesReady } from '../hooks/test/builders';
+import {
+  applyChildren,
+  jobsOf,
+  makeProgram,
+  makeStack,
+  noLookups,
+  NOW,
+  syncRequest,
+  testConfig,
+  withStatus,
+  workspaceBecomesReady,
+} from '../hooks/test/builders';
 
 let cp: ControlPlane;
 let objects: k8s.KubernetesObjectApi;
@@ -21,10 +32,19 @@ beforeAll(async () => {
   cp = await startControlPlane();
   objects = k8s.KubernetesObjectApi.makeApiClient(cp.kubeConfig);
   for (const file of readdirSync(join(__dirname, '..', 'manifests', 'crds'))) {
-    for (const doc of loadAll(readFileSync(join(__dirname, '..', 'manifests', 'crds', file), 'utf8'))) await objects.create(doc as k8s.KubernetesObject);
+    for (const doc of loadAll(readFileSync(join(__dirname, '..', 'manifests', 'crds', file), 'utf8')))
+      await objects.create(doc as k8s.KubernetesObject);
   }
-  await objects.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS, labels: { 'pod-security.kubernetes.io/enforce': 'restricted' } } } as k8s.KubernetesObject);
-  await objects.create({ apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'deployer', namespace: NS } } as k8s.KubernetesObject);
+  await objects.create({
+    apiVersion: 'v1',
+    kind: 'Namespace',
+    metadata: { name: NS, labels: { 'pod-security.kubernetes.io/enforce': 'restricted' } },
+  } as k8s.KubernetesObject);
+  await objects.create({
+    apiVersion: 'v1',
+    kind: 'ServiceAccount',
+    metadata: { name: 'deployer', namespace: NS },
+  } as k8s.KubernetesObject);
   // CRDs take a moment to be served.
   const deadline = Date.now() + 30_000;
   for (;;) {
@@ -57,7 +77,10 @@ function childrenOf(spec: Parameters<typeof makeStack>[0], related: KObject[] = 
 const everything = {
   backend: 'file:///state',
   accessTokenSecret: 'token',
-  envRefs: { PASS: { type: 'Literal', literal: { value: 'x' } }, SECRET: { type: 'Secret', secret: { name: 's', key: 'k' } } },
+  envRefs: {
+    PASS: { type: 'Literal', literal: { value: 'x' } },
+    SECRET: { type: 'Secret', secret: { name: 's', key: 'k' } },
+  },
   envs: ['cm'],
   envSecrets: ['sec'],
   config: { 'aws:region': 'us-west-2', structured: { a: [1, 2] } },
@@ -79,7 +102,12 @@ const everything = {
           nodeSelector: { disk: 'ssd' },
           volumes: [{ name: 'cache', emptyDir: {} }],
           initContainers: [
-            { name: 'setup', image: 'busybox', command: ['sh', '-c', 'true'], securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } } },
+            {
+              name: 'setup',
+              image: 'busybox',
+              command: ['sh', '-c', 'true'],
+              securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } },
+            },
           ],
           containers: [{ name: 'pulumi', volumeMounts: [{ name: 'cache', mountPath: '/cache' }] }],
         },
@@ -92,12 +120,45 @@ const everything = {
 const scenarios: [string, KObject[]][] = [
   ['a Program Stack', childrenOf({})],
   ['a Stack using every pod-shaping field', childrenOf(everything as any)],
-  ['a git Stack with credentials', childrenOf({ programRef: undefined, projectRepo: 'https://g.test/r.git', commit: 'a'.repeat(40), repoDir: 'x', shallow: true, gitAuthSecret: 'legacy' } as any, [])],
+  [
+    'a git Stack with credentials',
+    childrenOf(
+      {
+        programRef: undefined,
+        projectRepo: 'https://g.test/r.git',
+        commit: 'a'.repeat(40),
+        repoDir: 'x',
+        shallow: true,
+        gitAuthSecret: 'legacy',
+      } as any,
+      [],
+    ),
+  ],
   [
     'a Flux Stack',
-    childrenOf({ programRef: undefined, fluxSource: { sourceRef: { apiVersion: 'source.toolkit.fluxcd.io/v1', kind: 'GitRepository', name: 'r' }, dir: 'd' } } as any, [
-      { apiVersion: 'source.toolkit.fluxcd.io/v1', kind: 'GitRepository', metadata: { name: 'r', namespace: NS }, status: { artifact: { url: 'http://x/a.tgz', revision: 'main@sha1:' + 'b'.repeat(40), digest: 'sha256:' + 'c'.repeat(64) } } },
-    ]),
+    childrenOf(
+      {
+        programRef: undefined,
+        fluxSource: {
+          sourceRef: { apiVersion: 'source.toolkit.fluxcd.io/v1', kind: 'GitRepository', name: 'r' },
+          dir: 'd',
+        },
+      } as any,
+      [
+        {
+          apiVersion: 'source.toolkit.fluxcd.io/v1',
+          kind: 'GitRepository',
+          metadata: { name: 'r', namespace: NS },
+          status: {
+            artifact: {
+              url: 'http://x/a.tgz',
+              revision: 'main@sha1:' + 'b'.repeat(40),
+              digest: 'sha256:' + 'c'.repeat(64),
+            },
+          },
+        },
+      ],
+    ),
   ],
   ['a preview Stack', childrenOf({ preview: true } as any)],
 ];
@@ -105,13 +166,20 @@ const scenarios: [string, KObject[]][] = [
 /** A Pod built from a pod template, as the StatefulSet or Job controller would create it. */
 function podFrom(owner: KObject): k8s.KubernetesObject {
   const template = owner.spec.template;
-  return { apiVersion: 'v1', kind: 'Pod', metadata: { name: `${owner.metadata.name}-probe`, namespace: NS, labels: template.metadata?.labels }, spec: template.spec } as k8s.KubernetesObject;
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name: `${owner.metadata.name}-probe`, namespace: NS, labels: template.metadata?.labels },
+    spec: template.spec,
+  } as k8s.KubernetesObject;
 }
 
 describe('objects the hooks emit, against a real API server', () => {
   it.each(scenarios)('%s: every child is accepted (server-side dry run)', async (_name, children) => {
     for (const child of children) {
-      await expect(objects.create(child as k8s.KubernetesObject, undefined, 'All')).resolves.toMatchObject({ kind: child.kind });
+      await expect(objects.create(child as k8s.KubernetesObject, undefined, 'All')).resolves.toMatchObject({
+        kind: child.kind,
+      });
     }
   });
 
@@ -124,7 +192,8 @@ describe('objects the hooks emit, against a real API server', () => {
         if (!(e instanceof k8s.ApiException && e.code === 409)) throw e;
       });
     }
-    for (const owner of owners) await expect(objects.create(podFrom(owner), undefined, 'All')).resolves.toMatchObject({ kind: 'Pod' });
+    for (const owner of owners)
+      await expect(objects.create(podFrom(owner), undefined, 'All')).resolves.toMatchObject({ kind: 'Pod' });
   });
 
   it('a baseline workspace is refused by a restricted namespace', async () => {
@@ -141,7 +210,10 @@ describe('objects the hooks emit, against a real API server', () => {
   it('the CRDs accept upstream-style manifests that set every Stack and Program field', async () => {
     for (const file of ['stack-full.yaml', 'program-full.yaml']) {
       for (const doc of loadAll(readFileSync(join(__dirname, '..', 'schemas', 'testdata', file), 'utf8'))) {
-        const obj = { ...(doc as k8s.KubernetesObject), metadata: { ...(doc as k8s.KubernetesObject).metadata, namespace: NS } } as k8s.KubernetesObject;
+        const obj = {
+          ...(doc as k8s.KubernetesObject),
+          metadata: { ...(doc as k8s.KubernetesObject).metadata, namespace: NS },
+        } as k8s.KubernetesObject;
         const created = (await objects.create(obj, undefined, 'All')) as any;
         // Nothing pruned: a field the CRD did not know would be missing from what the server kept.
         const given = obj as any;
@@ -152,7 +224,12 @@ describe('objects the hooks emit, against a real API server', () => {
   });
 
   it('the Program hook attachment and the Stack statuses are accepted', async () => {
-    const program = { apiVersion: 'pulumi.com/v1', kind: 'Program', metadata: { name: 'p', namespace: NS, generation: 1 }, program: { outputs: { a: 'b' } } } as any;
+    const program = {
+      apiVersion: 'pulumi.com/v1',
+      kind: 'Program',
+      metadata: { name: 'p', namespace: NS, generation: 1 },
+      program: { outputs: { a: 'b' } },
+    } as any;
     const res = syncProgram({ object: program }, NOW);
     for (const a of res.attachments) await objects.create(a as k8s.KubernetesObject, undefined, 'All');
     // The status the hooks compute fits the CRD's status schema (written with the status subresource).
@@ -160,10 +237,20 @@ describe('objects the hooks emit, against a real API server', () => {
     await objects.replace({ ...created, status: res.status } as k8s.KubernetesObject, undefined, undefined, undefined);
     const stack = makeStack();
     const r = syncStack(syncRequest(stack), ctx);
-    const s = await objects.create({ ...stack, metadata: { name: stack.metadata!.name, namespace: NS } } as k8s.KubernetesObject);
+    const s = await objects.create({
+      ...stack,
+      metadata: { name: stack.metadata!.name, namespace: NS },
+    } as k8s.KubernetesObject);
     const withStatusObj = { ...s, status: { ...r.status, observedGeneration: 1 } } as k8s.KubernetesObject;
     const client = cp.kubeConfig.makeApiClient(k8s.CustomObjectsApi);
-    const written = (await client.replaceNamespacedCustomObjectStatus({ group: 'pulumi.com', version: 'v1', namespace: NS, plural: 'stacks', name: 'my-stack', body: withStatusObj })) as any;
+    const written = (await client.replaceNamespacedCustomObjectStatus({
+      group: 'pulumi.com',
+      version: 'v1',
+      namespace: NS,
+      plural: 'stacks',
+      name: 'my-stack',
+      body: withStatusObj,
+    })) as any;
     expect(written.status.conditions).toEqual(r.status.conditions);
     expect(written.status.observedGeneration).toBe(1);
   });

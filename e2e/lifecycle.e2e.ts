@@ -35,7 +35,12 @@ function stashProgram(name: string, value: string, extra: Record<string, unknown
 }
 
 function stack(name: string, spec: Record<string, unknown>): k8s.KubernetesObject {
-  return { apiVersion: 'pulumi.com/v1', kind: 'Stack', metadata: { name, namespace: ns }, spec: e2eStackSpec({ stack: 'dev', programRef: { name }, ...spec }) } as k8s.KubernetesObject;
+  return {
+    apiVersion: 'pulumi.com/v1',
+    kind: 'Stack',
+    metadata: { name, namespace: ns },
+    spec: e2eStackSpec({ stack: 'dev', programRef: { name }, ...spec }),
+  } as k8s.KubernetesObject;
 }
 
 async function jobsOf(name: string): Promise<k8s.V1Job[]> {
@@ -104,7 +109,11 @@ describe('prerequisites', () => {
     // While the prerequisite runs, the dependent keeps waiting.
     const dependentStates = recorder(async () => {
       const s = await getStack('app');
-      return { reason: condition(s, 'Reconciling')?.reason as string | undefined, message: condition(s, 'Reconciling')?.message as string | undefined, last: s.status?.lastUpdate?.name as string | undefined };
+      return {
+        reason: condition(s, 'Reconciling')?.reason as string | undefined,
+        message: condition(s, 'Reconciling')?.message as string | undefined,
+        last: s.status?.lastUpdate?.name as string | undefined,
+      };
     });
     await op.objects.create(stashProgram('base', 'base'));
     await op.objects.create(stack('base', {}));
@@ -117,7 +126,9 @@ describe('prerequisites', () => {
     expect(app.status.lastUpdate).toMatchObject({ type: 'up', state: 'succeeded' });
     expect(app.status.outputs).toEqual({ value: 'app' });
     // Every state seen before the dependent's first update names the prerequisite.
-    const beforeRun = seen.filter((s) => s.last === undefined && s.reason !== undefined && s.reason !== 'StackProcessing');
+    const beforeRun = seen.filter(
+      (s) => s.last === undefined && s.reason !== undefined && s.reason !== 'StackProcessing',
+    );
     expect(beforeRun.length).toBeGreaterThan(0);
     for (const s of beforeRun) {
       expect(s.reason).toBe('PrerequisiteNotSatisfied');
@@ -126,7 +137,9 @@ describe('prerequisites', () => {
     // The dependent's only update started after the prerequisite's had ended.
     const appJobs = await jobsOf('app');
     expect(appJobs.map((j) => j.metadata?.labels?.['auto.pulumi.com/update-type'])).toEqual(['up']);
-    expect(seconds(appJobs[0]!.metadata!.creationTimestamp)).toBeGreaterThanOrEqual(seconds(base.status.lastUpdate.lastResyncTime));
+    expect(seconds(appJobs[0]!.metadata!.creationTimestamp)).toBeGreaterThanOrEqual(
+      seconds(base.status.lastUpdate.lastResyncTime),
+    );
   });
 
   it('an out-of-date prerequisite runs again before the dependent (succeededWithinDuration)', async () => {
@@ -143,14 +156,24 @@ describe('prerequisites', () => {
 
     const observed = recorder(async () => {
       const s = await getStack('fresh');
-      const cm = await op.core.readNamespacedConfigMap({ namespace: ns, name: 'fresh-refresh-base' }).catch(() => undefined);
-      return { reason: condition(s, 'Reconciling')?.reason as string | undefined, message: condition(s, 'Reconciling')?.message as string | undefined, request: cm?.data };
+      const cm = await op.core
+        .readNamespacedConfigMap({ namespace: ns, name: 'fresh-refresh-base' })
+        .catch(() => undefined);
+      return {
+        reason: condition(s, 'Reconciling')?.reason as string | undefined,
+        message: condition(s, 'Reconciling')?.message as string | undefined,
+        request: cm?.data,
+      };
     });
     await op.objects.create(stashProgram('fresh', 'fresh'));
-    const created = (await op.objects.create(stack('fresh', { prerequisites: [{ name: 'base', requirement: { succeededWithinDuration: `${within}s` } }] }))) as k8s.KubernetesObject;
+    const created = (await op.objects.create(
+      stack('fresh', { prerequisites: [{ name: 'base', requirement: { succeededWithinDuration: `${within}s` } }] }),
+    )) as k8s.KubernetesObject;
     // Within the test's time, and if not, with what the dependent went through (a timeout alone says nothing).
     const fresh = await readyStack('fresh', undefined, 180_000).catch(async (e: Error) => {
-      const trail = (await observed.stop()).map((s) => `${s.reason ?? '-'} ${s.request ? JSON.stringify(s.request) : ''} ${s.message ?? ''}`);
+      const trail = (await observed.stop()).map(
+        (s) => `${s.reason ?? '-'} ${s.request ? JSON.stringify(s.request) : ''} ${s.message ?? ''}`,
+      );
       throw new Error(`${e.message}; the dependent's states:\n${[...new Set(trail)].join('\n')}`);
     });
     const seen = await observed.stop();
@@ -158,19 +181,31 @@ describe('prerequisites', () => {
     recordTiming('out-of-date prerequisite refreshed first', started);
 
     // The dependent said why it waited, and asked for a run after the prerequisite's last update.
-    expect(seen.some((s) => s.reason === 'PrerequisiteNotSatisfied' && (s.message ?? '').includes('out of date'))).toBe(true);
-    expect(seen.some((s) => s.request?.after === `after-${before.name}` && s.request?.requestedBy === 'fresh')).toBe(true);
+    expect(seen.some((s) => s.reason === 'PrerequisiteNotSatisfied' && (s.message ?? '').includes('out of date'))).toBe(
+      true,
+    );
+    expect(seen.some((s) => s.request?.after === `after-${before.name}` && s.request?.requestedBy === 'fresh')).toBe(
+      true,
+    );
     // The prerequisite ran again, because of the dependent, and before it.
     expect(base.status.lastUpdate.name).not.toBe(before.name);
     expect(base.status.lastUpdate).toMatchObject({ type: 'up', state: 'succeeded' });
     const baseJob = (await jobsOf('base')).find((j) => j.metadata?.name === base.status.lastUpdate.name)!;
-    expect(seconds(baseJob.metadata!.creationTimestamp)).toBeGreaterThanOrEqual(seconds(created.metadata!.creationTimestamp));
+    expect(seconds(baseJob.metadata!.creationTimestamp)).toBeGreaterThanOrEqual(
+      seconds(created.metadata!.creationTimestamp),
+    );
     const freshJobs = await jobsOf('fresh');
     expect(freshJobs.map((j) => j.metadata?.labels?.['auto.pulumi.com/update-type'])).toEqual(['up']);
-    expect(seconds(freshJobs[0]!.metadata!.creationTimestamp)).toBeGreaterThanOrEqual(seconds(base.status.lastUpdate.lastResyncTime));
+    expect(seconds(freshJobs[0]!.metadata!.creationTimestamp)).toBeGreaterThanOrEqual(
+      seconds(base.status.lastUpdate.lastResyncTime),
+    );
     expect(fresh.status.lastUpdate).toMatchObject({ type: 'up', state: 'succeeded' });
     // Once satisfied, the dependent drops its request.
-    await eventually('the refresh request to be removed', async () => !(await exists(() => op.core.readNamespacedConfigMap({ namespace: ns, name: 'fresh-refresh-base' }))), 60_000);
+    await eventually(
+      'the refresh request to be removed',
+      async () => !(await exists(() => op.core.readNamespacedConfigMap({ namespace: ns, name: 'fresh-refresh-base' }))),
+      60_000,
+    );
   }, 240_000);
 });
 
@@ -212,7 +247,11 @@ describe('workspaceReclaimPolicy: Delete', () => {
     expect(first.status.outputs).toEqual({ value: 'hello' });
     // The workspace ran the update (the Job called it), and is removed once it succeeded.
     await eventually('the workspace to be deleted', async () => !(await exists(sts)), 120_000);
-    await eventually('the workspace pod to be gone', async () => !(await exists(() => op.core.readNamespacedPod({ namespace: ns, name: 'reclaim-workspace-0' }))), 120_000);
+    await eventually(
+      'the workspace pod to be gone',
+      async () => !(await exists(() => op.core.readNamespacedPod({ namespace: ns, name: 'reclaim-workspace-0' }))),
+      120_000,
+    );
     expect(await jobsOf('reclaim')).toHaveLength(1);
     expect(checkpointResources('reclaim', 'dev')?.map((r) => r.type)).toContain('pulumi:index:Stash');
     recordTiming('reclaim: first update and workspace removal', started);
@@ -220,7 +259,14 @@ describe('workspaceReclaimPolicy: Delete', () => {
     const again = Date.now();
     const workspaceSeen = recorder(async () => ((await exists(sts)) ? true : undefined));
     await op.custom.patchNamespacedCustomObject(
-      { group: 'pulumi.com', version: 'v1', namespace: ns, plural: 'stacks', name: 'reclaim', body: { spec: { config: { greeting: 'again' } } } },
+      {
+        group: 'pulumi.com',
+        version: 'v1',
+        namespace: ns,
+        plural: 'stacks',
+        name: 'reclaim',
+        body: { spec: { config: { greeting: 'again' } } },
+      },
       k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
     );
     const second = await readyStack('reclaim', (s) => s.status.lastUpdate.name !== first.status.lastUpdate.name);

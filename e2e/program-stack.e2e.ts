@@ -43,7 +43,12 @@ describe('a Program Stack', () => {
     } as k8s.KubernetesObject);
     const stack = await readyStack(ns, 'hello');
     timings['apply to Ready'] = Date.now() - started;
-    expect(stack.status.lastUpdate).toMatchObject({ type: 'up', state: 'succeeded', lastSuccessfulCommit: '1', failures: 0 });
+    expect(stack.status.lastUpdate).toMatchObject({
+      type: 'up',
+      state: 'succeeded',
+      lastSuccessfulCommit: '1',
+      failures: 0,
+    });
     expect(stack.status.outputs).toEqual({ greeting: 'hello', secretWord: '[secret]' });
     expect(stack.status.projectInfo).toEqual({ name: 'hello', runtime: 'yaml' });
     // The workspace is named as upstream's.
@@ -66,7 +71,17 @@ describe('a Program Stack', () => {
       dispatcher: new Agent({ connect: { ca: op.cp.caData } }),
     });
     const table: any = await res.body.json();
-    expect(table.columnDefinitions.map((c: any) => c.name)).toEqual(['Name', 'Stack', 'Last Update', 'Age', 'Last Commit', 'Ready', 'Reconciling', 'Stalled', 'Permalink']);
+    expect(table.columnDefinitions.map((c: any) => c.name)).toEqual([
+      'Name',
+      'Stack',
+      'Last Update',
+      'Age',
+      'Last Commit',
+      'Ready',
+      'Reconciling',
+      'Stalled',
+      'Permalink',
+    ]);
     const row = table.rows[0].cells;
     expect([row[0], row[1], row[2], row[5]]).toEqual(['hello', 'dev', 'succeeded', 'True']);
   });
@@ -74,7 +89,14 @@ describe('a Program Stack', () => {
   it('runs a new update when the Program is edited', async () => {
     const before = await getStack(ns, 'hello');
     await op.custom.patchNamespacedCustomObject(
-      { group: 'pulumi.com', version: 'v1', namespace: ns, plural: 'programs', name: 'hello', body: { program: { variables: { greeting: 'bonjour' } } } },
+      {
+        group: 'pulumi.com',
+        version: 'v1',
+        namespace: ns,
+        plural: 'programs',
+        name: 'hello',
+        body: { program: { variables: { greeting: 'bonjour' } } },
+      },
       k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
     );
     const after = await readyStack(ns, 'hello', (s) => s.status.lastUpdate.name !== before.status.lastUpdate.name);
@@ -85,7 +107,14 @@ describe('a Program Stack', () => {
   it('runs again on a reconciliation request', async () => {
     const before = await getStack(ns, 'hello');
     await op.custom.patchNamespacedCustomObject(
-      { group: 'pulumi.com', version: 'v1', namespace: ns, plural: 'stacks', name: 'hello', body: { metadata: { annotations: { 'pulumi.com/reconciliation-request': 'please' } } } },
+      {
+        group: 'pulumi.com',
+        version: 'v1',
+        namespace: ns,
+        plural: 'stacks',
+        name: 'hello',
+        body: { metadata: { annotations: { 'pulumi.com/reconciliation-request': 'please' } } },
+      },
       k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
     );
     const after = await readyStack(ns, 'hello', (s) => s.status.lastUpdate.reconcileRequest === 'please');
@@ -95,7 +124,13 @@ describe('a Program Stack', () => {
 
   it('is destroyed and removed on delete with destroyOnFinalize', async () => {
     const started = Date.now();
-    await op.custom.deleteNamespacedCustomObject({ group: 'pulumi.com', version: 'v1', namespace: ns, plural: 'stacks', name: 'hello' });
+    await op.custom.deleteNamespacedCustomObject({
+      group: 'pulumi.com',
+      version: 'v1',
+      namespace: ns,
+      plural: 'stacks',
+      name: 'hello',
+    });
     await eventually(
       'the Stack to be gone',
       async () => {

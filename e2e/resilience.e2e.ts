@@ -65,7 +65,12 @@ function gatedProgram(name: string, gatePath: string): k8s.KubernetesObject {
   } as k8s.KubernetesObject;
 }
 function stack(name: string): k8s.KubernetesObject {
-  return { apiVersion: 'pulumi.com/v1', kind: 'Stack', metadata: { name, namespace: ns }, spec: e2eStackSpec({ stack: 'dev', programRef: { name } }) } as k8s.KubernetesObject;
+  return {
+    apiVersion: 'pulumi.com/v1',
+    kind: 'Stack',
+    metadata: { name, namespace: ns },
+    spec: e2eStackSpec({ stack: 'dev', programRef: { name } }),
+  } as k8s.KubernetesObject;
 }
 
 /** Every file under the backend's lock directory (`<state>/.pulumi/locks/...`). */
@@ -175,7 +180,14 @@ describe('resilience', () => {
     await op.restartHooks();
     // Make Metacontroller sync the Stack through the new server while the update still runs.
     await op.custom.patchNamespacedCustomObject(
-      { group: 'pulumi.com', version: 'v1', namespace: ns, plural: 'stacks', name: 'steady', body: { metadata: { annotations: { 'e2e.test/poke': '1' } } } },
+      {
+        group: 'pulumi.com',
+        version: 'v1',
+        namespace: ns,
+        plural: 'stacks',
+        name: 'steady',
+        body: { metadata: { annotations: { 'e2e.test/poke': '1' } } },
+      },
       k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
     );
     await eventually(

@@ -47,7 +47,12 @@ async function token(serviceAccount: string, audiences: string[]): Promise<strin
   return res.status!.token;
 }
 
-async function call(port: number, method: 'GET' | 'POST', path: string, authorization?: string): Promise<{ status: number; body: any }> {
+async function call(
+  port: number,
+  method: 'GET' | 'POST',
+  path: string,
+  authorization?: string,
+): Promise<{ status: number; body: any }> {
   const headers: Record<string, string> = { 'content-type': 'application/json' };
   if (authorization !== undefined) headers.authorization = authorization;
   const res = await request(`http://127.0.0.1:${port}${path}`, {
@@ -74,7 +79,10 @@ describe('security', () => {
     const refused = await op.core
       .createNamespacedPod({
         namespace: ns,
-        body: { metadata: { name: 'privileged' }, spec: { containers: [{ name: 'c', image: 'example.test/c', securityContext: { privileged: true } }] } },
+        body: {
+          metadata: { name: 'privileged' },
+          spec: { containers: [{ name: 'c', image: 'example.test/c', securityContext: { privileged: true } }] },
+        },
       })
       .then(
         () => undefined,
@@ -82,7 +90,9 @@ describe('security', () => {
       );
     expect(refused).toBeInstanceOf(k8s.ApiException);
     expect((refused as k8s.ApiException<string>).code).toBe(403);
-    expect(JSON.parse((refused as k8s.ApiException<string>).body).message).toContain('violates PodSecurity "restricted');
+    expect(JSON.parse((refused as k8s.ApiException<string>).body).message).toContain(
+      'violates PodSecurity "restricted',
+    );
 
     await op.objects.create(program);
     await op.objects.create({
@@ -101,9 +111,15 @@ describe('security', () => {
     for (const c of [...(ws.spec?.initContainers ?? []), ...(ws.spec?.containers ?? [])]) {
       expect(c.securityContext).toMatchObject({ allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } });
     }
-    const jobPods = await op.core.listNamespacedPod({ namespace: ns, labelSelector: `job-name=${stack.status.lastUpdate.name}` });
+    const jobPods = await op.core.listNamespacedPod({
+      namespace: ns,
+      labelSelector: `job-name=${stack.status.lastUpdate.name}`,
+    });
     expect(jobPods.items.map((p) => p.status?.phase)).toEqual(['Succeeded']);
-    expect(jobPods.items[0]!.spec?.securityContext).toMatchObject({ runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } });
+    expect(jobPods.items[0]!.spec?.securityContext).toMatchObject({
+      runAsNonRoot: true,
+      seccompProfile: { type: 'RuntimeDefault' },
+    });
   });
 
   it('the workspace refuses callers without a valid token', async () => {
@@ -136,11 +152,29 @@ describe('security', () => {
 
   it('a Stack referring to a Secret in another namespace is Stalled/SpecInvalid', async () => {
     const started = Date.now();
-    await op.objects.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'elsewhere' } } as k8s.KubernetesObject);
-    await op.objects.create({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'creds', namespace: 'elsewhere' }, stringData: { token: 't0p-s3cret' } } as k8s.KubernetesObject);
+    await op.objects.create({
+      apiVersion: 'v1',
+      kind: 'Namespace',
+      metadata: { name: 'elsewhere' },
+    } as k8s.KubernetesObject);
+    await op.objects.create({
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: 'creds', namespace: 'elsewhere' },
+      stringData: { token: 't0p-s3cret' },
+    } as k8s.KubernetesObject);
     const elsewhere = { type: 'Secret', secret: { namespace: 'elsewhere', name: 'creds', key: 'token' } };
     const cases: [string, Record<string, unknown>, string][] = [
-      ['cross-env', { envRefs: { PULUMI_CONFIG_PASSPHRASE: { type: 'Literal', literal: { value: 'e2e-passphrase' } }, API_TOKEN: elsewhere } }, 'spec.envRefs.API_TOKEN'],
+      [
+        'cross-env',
+        {
+          envRefs: {
+            PULUMI_CONFIG_PASSPHRASE: { type: 'Literal', literal: { value: 'e2e-passphrase' } },
+            API_TOKEN: elsewhere,
+          },
+        },
+        'spec.envRefs.API_TOKEN',
+      ],
       ['cross-secret', { secretsRef: { apiToken: elsewhere } }, 'spec.secretsRef.apiToken'],
     ];
     for (const [name, spec, field] of cases) {
@@ -167,8 +201,12 @@ describe('security', () => {
       expect(condition(stalled, 'Ready')).toMatchObject({ status: 'False' });
       expect(stalled.status.lastUpdate).toBeUndefined();
       // Nothing runs for it: no workspace, no Job, and the Secret's value is nowhere in its status.
-      expect(await exists(() => op.apps.readNamespacedStatefulSet({ namespace: ns, name: `${name}-workspace` }))).toBe(false);
-      expect((await op.batch.listNamespacedJob({ namespace: ns, labelSelector: `pulumi.com/stack-name=${name}` })).items).toEqual([]);
+      expect(await exists(() => op.apps.readNamespacedStatefulSet({ namespace: ns, name: `${name}-workspace` }))).toBe(
+        false,
+      );
+      expect(
+        (await op.batch.listNamespacedJob({ namespace: ns, labelSelector: `pulumi.com/stack-name=${name}` })).items,
+      ).toEqual([]);
       expect(JSON.stringify(stalled.status)).not.toContain('t0p-s3cret');
     }
     recordTiming('cross-namespace Secret refused', started);
@@ -202,17 +240,35 @@ describe('security', () => {
       },
       120_000,
     );
-    expect(condition(stack, 'Stalled')).toMatchObject({ reason: 'SpecInvalid', message: expect.stringMatching(/^spec\.config\.deep\[0\]\[0\]\[0\]\[0\]\[0\]… is nested more than 100 levels deep/) });
-    expect(await exists(() => op.apps.readNamespacedStatefulSet({ namespace: ns, name: 'deep-workspace' }))).toBe(false);
+    expect(condition(stack, 'Stalled')).toMatchObject({
+      reason: 'SpecInvalid',
+      message: expect.stringMatching(
+        /^spec\.config\.deep\[0\]\[0\]\[0\]\[0\]\[0\]… is nested more than 100 levels deep/,
+      ),
+    });
+    expect(await exists(() => op.apps.readNamespacedStatefulSet({ namespace: ns, name: 'deep-workspace' }))).toBe(
+      false,
+    );
     const program = await eventually(
       'Program deep-program to be Stalled',
       async () => {
-        const p = (await op.custom.getNamespacedCustomObject({ group: 'pulumi.com', version: 'v1', plural: 'programs', namespace: ns, name: 'deep-program' })) as any;
+        const p = (await op.custom.getNamespacedCustomObject({
+          group: 'pulumi.com',
+          version: 'v1',
+          plural: 'programs',
+          namespace: ns,
+          name: 'deep-program',
+        })) as any;
         return condition(p, 'Stalled')?.status === 'True' ? p : undefined;
       },
       120_000,
     );
-    expect(condition(program, 'Stalled')).toMatchObject({ reason: 'SpecInvalid', message: expect.stringMatching(/^program\.variables\.deep\[0\]\[0\]\[0\]\[0\]\[0\]… is nested more than 100 levels deep/) });
+    expect(condition(program, 'Stalled')).toMatchObject({
+      reason: 'SpecInvalid',
+      message: expect.stringMatching(
+        /^program\.variables\.deep\[0\]\[0\]\[0\]\[0\]\[0\]… is nested more than 100 levels deep/,
+      ),
+    });
     expect(program.status.artifact).toBeUndefined();
     recordTiming('deeply nested Stack and Program refused', started);
   });

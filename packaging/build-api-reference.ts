@@ -23,8 +23,18 @@ interface Kind {
 }
 
 const KINDS: Kind[] = [
-  { kind: 'Stack', plural: 'stacks', schemaFile: 'schemas/stack.schema.json', crdFile: 'manifests/crds/pulumi.com_stacks.yaml' },
-  { kind: 'Program', plural: 'programs', schemaFile: 'schemas/program.schema.json', crdFile: 'manifests/crds/pulumi.com_programs.yaml' },
+  {
+    kind: 'Stack',
+    plural: 'stacks',
+    schemaFile: 'schemas/stack.schema.json',
+    crdFile: 'manifests/crds/pulumi.com_stacks.yaml',
+  },
+  {
+    kind: 'Program',
+    plural: 'programs',
+    schemaFile: 'schemas/program.schema.json',
+    crdFile: 'manifests/crds/pulumi.com_programs.yaml',
+  },
 ];
 
 function anchor(kind: string, def: string): string {
@@ -39,7 +49,10 @@ function defName(ref: string): string {
 
 /** One line of Markdown table text: no newlines, pipes escaped. */
 function cell(text: string): string {
-  return text.replace(/\s*\n\s*/g, ' ').replace(/\|/g, '\\|').trim();
+  return text
+    .replace(/\s*\n\s*/g, ' ')
+    .replace(/\|/g, '\\|')
+    .trim();
 }
 
 function typeOf(s: Schema, kind: string): string {
@@ -52,7 +65,8 @@ function typeOf(s: Schema, kind: string): string {
   if (types.length === 0) return 'JSON';
   if (types.includes('array')) return `[]${typeOf(s.items ?? {}, kind)}`;
   if (types.includes('object')) {
-    if (s.additionalProperties && typeof s.additionalProperties === 'object') return `map[string]${typeOf(s.additionalProperties, kind)}`;
+    if (s.additionalProperties && typeof s.additionalProperties === 'object')
+      return `map[string]${typeOf(s.additionalProperties, kind)}`;
     return 'object';
   }
   const base = types.join(' or ');
@@ -71,7 +85,8 @@ function notes(s: Schema, required: boolean): string {
   if (s.maximum !== undefined) out.push(`Maximum ${s.maximum}.`);
   if (s.pattern !== undefined && !s['x-kubernetes-int-or-string']) out.push(`Pattern \`${s.pattern}\`.`);
   const items = s.items as Schema | undefined;
-  if (items && Array.isArray(items.enum)) out.push(`Items: one of ${items.enum.map((v: unknown) => `\`${String(v)}\``).join(', ')}.`);
+  if (items && Array.isArray(items.enum))
+    out.push(`Items: one of ${items.enum.map((v: unknown) => `\`${String(v)}\``).join(', ')}.`);
   return cell(out.join(' '));
 }
 
@@ -80,12 +95,19 @@ function fieldTable(s: Schema, kind: string, defs: Schema): string {
   const required = new Set<string>(s.required ?? []);
   const rows = Object.entries((s.properties ?? {}) as Record<string, Schema>).map(([name, prop]) => {
     // A `$ref` with local overrides (the root's metadata): describe with the referenced definition's text.
-    const described = prop.description ? prop : prop.$ref ? { ...prop, description: defs[defName(prop.$ref)]?.description } : prop;
+    const described = prop.description
+      ? prop
+      : prop.$ref
+        ? { ...prop, description: defs[defName(prop.$ref)]?.description }
+        : prop;
     return `| \`${name}\` | ${typeOf(prop, kind)} | ${notes(described, required.has(name))} |`;
   });
   const lines = ['| Field | Type | Description |', '|---|---|---|', ...rows];
   if (s['x-kubernetes-preserve-unknown-fields']) {
-    lines.push('', 'Fields not listed here are accepted and kept as given (this is a Kubernetes type of which only the fields the operator reads are described).');
+    lines.push(
+      '',
+      'Fields not listed here are accepted and kept as given (this is a Kubernetes type of which only the fields the operator reads are described).',
+    );
   } else if (s.additionalProperties !== false && s.properties) {
     lines.push('', 'Other fields are accepted.');
   }
@@ -107,7 +129,8 @@ function reachable(root: Schema, defs: Record<string, Schema>): string[] {
       }
     }
     for (const [k, v] of Object.entries(o)) {
-      if (k === 'properties' && v && typeof v === 'object') for (const p of Object.values(v as Record<string, unknown>)) visit(p);
+      if (k === 'properties' && v && typeof v === 'object')
+        for (const p of Object.values(v as Record<string, unknown>)) visit(p);
       else if (k === 'items' || k === 'additionalProperties') visit(v);
     }
   };
@@ -122,7 +145,14 @@ interface PrinterColumn {
   priority?: number;
 }
 
-function crdFacts(file: string): { group: string; version: string; categories: string[]; shortNames: string[]; columns: PrinterColumn[]; status: boolean } {
+function crdFacts(file: string): {
+  group: string;
+  version: string;
+  categories: string[];
+  shortNames: string[];
+  columns: PrinterColumn[];
+  status: boolean;
+} {
   const crd = yaml.load(readRepoFile(file)) as Schema;
   const version = (crd.spec.versions as Schema[]).find((v) => v.storage) ?? crd.spec.versions[0];
   return {
@@ -144,7 +174,9 @@ function kindSection(k: Kind): string {
   out.push('| | |', '|---|---|');
   out.push(`| API version | \`${crd.group}/${crd.version}\` |`);
   out.push(`| Scope | namespaced |`);
-  out.push(`| kubectl | \`kubectl get ${k.plural}\`${crd.categories.length ? `, or \`kubectl get ${crd.categories.join(',')}\` (category)` : ''}${crd.shortNames.length ? `; short names ${crd.shortNames.map((s) => `\`${s}\``).join(', ')}` : ''} |`);
+  out.push(
+    `| kubectl | \`kubectl get ${k.plural}\`${crd.categories.length ? `, or \`kubectl get ${crd.categories.join(',')}\` (category)` : ''}${crd.shortNames.length ? `; short names ${crd.shortNames.map((s) => `\`${s}\``).join(', ')}` : ''} |`,
+  );
   out.push(`| Status subresource | ${crd.status ? 'yes' : 'no'} |`);
   const rules = (schema['x-kubernetes-validations'] ?? []) as Schema[];
   if (rules.length) out.push(`| Validation | ${rules.map((r) => cell(`${r.message} (\`${r.rule}\`)`)).join('; ')} |`);
@@ -155,7 +187,14 @@ function kindSection(k: Kind): string {
     for (const c of crd.columns) out.push(`| ${c.name} | ${c.type} | \`${cell(c.jsonPath)}\` | ${c.priority ?? 0} |`);
     out.push('');
   }
-  out.push(`<a id="${anchor(k.kind, k.kind)}"></a>`, '', `### ${k.kind} (object)`, '', fieldTable(schema, k.kind, defs), '');
+  out.push(
+    `<a id="${anchor(k.kind, k.kind)}"></a>`,
+    '',
+    `### ${k.kind} (object)`,
+    '',
+    fieldTable(schema, k.kind, defs),
+    '',
+  );
   for (const name of reachable(schema, defs)) {
     const def = defs[name]!;
     out.push(`<a id="${anchor(k.kind, name)}"></a>`, '', `### ${k.kind}: ${name}`, '');
@@ -163,7 +202,10 @@ function kindSection(k: Kind): string {
     if (def.properties) {
       out.push(fieldTable(def, k.kind, defs), '');
     } else {
-      out.push(`Type: ${typeOf({ ...def, $ref: undefined }, k.kind)}.${def.pattern ? ` Pattern \`${def.pattern}\`.` : ''}`, '');
+      out.push(
+        `Type: ${typeOf({ ...def, $ref: undefined }, k.kind)}.${def.pattern ? ` Pattern \`${def.pattern}\`.` : ''}`,
+        '',
+      );
     }
   }
   return out.join('\n');
@@ -180,7 +222,9 @@ export function renderApiReference(): string {
     '. Field descriptions are the ones `kubectl explain` prints. How the operator acts on them: [design.md](design.md);',
     'what differs from upstream: [migration.md](migration.md).',
     '',
-  ].join('\n').replace('\n. Field', '. Field');
+  ]
+    .join('\n')
+    .replace('\n. Field', '. Field');
   return `${head}\n${KINDS.map(kindSection).join('\n')}`.replace(/\n{3,}/g, '\n\n').replace(/\n*$/, '\n');
 }
 

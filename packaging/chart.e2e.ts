@@ -16,7 +16,13 @@ const pkg = JSON.parse(readRepoFile('package.json')) as { version: string };
 
 afterAll(() => removeHelmHome());
 
-const envOf = (d: K8sObject) => Object.fromEntries((at(d, 'spec', 'template', 'spec', 'containers', 0, 'env') as { name: string; value: string }[]).map((e) => [e.name, e.value]));
+const envOf = (d: K8sObject) =>
+  Object.fromEntries(
+    (at(d, 'spec', 'template', 'spec', 'containers', 0, 'env') as { name: string; value: string }[]).map((e) => [
+      e.name,
+      e.value,
+    ]),
+  );
 
 describe('chart metadata', () => {
   test('helm lint --strict passes with the default values and with every value changed', async () => {
@@ -27,12 +33,16 @@ describe('chart metadata', () => {
   }, 60_000);
 
   test('appVersion is the package version; the CRDs are the generated ones', () => {
-    const chart = yaml.load(readRepoFile('charts/pulumi-operator/Chart.yaml')) as { appVersion: string; apiVersion: string };
+    const chart = yaml.load(readRepoFile('charts/pulumi-operator/Chart.yaml')) as {
+      appVersion: string;
+      apiVersion: string;
+    };
     expect(chart.apiVersion).toBe('v2');
     expect(chart.appVersion).toBe(pkg.version);
     const crds = fs.readdirSync(path.join(CHART_DIR, 'crds')).sort();
     expect(crds).toEqual(fs.readdirSync(repoPath('manifests', 'crds')).sort());
-    for (const f of crds) expect(readRepoFile(`charts/pulumi-operator/crds/${f}`)).toBe(readRepoFile(`manifests/crds/${f}`));
+    for (const f of crds)
+      expect(readRepoFile(`charts/pulumi-operator/crds/${f}`)).toBe(readRepoFile(`manifests/crds/${f}`));
   });
 });
 
@@ -57,9 +67,11 @@ describe('helm template with the default values', () => {
     );
   });
 
-  test('uses the default images: hooks v<appVersion>, and the hooks\' own default agent image', () => {
+  test("uses the default images: hooks v<appVersion>, and the hooks' own default agent image", () => {
     const d = findObject(objects, 'Deployment', 'pulumi-operator');
-    expect(at(d, 'spec', 'template', 'spec', 'containers', 0, 'image')).toBe(`ghcr.io/pulumi-mc-operator/hooks:v${pkg.version}`);
+    expect(at(d, 'spec', 'template', 'spec', 'containers', 0, 'image')).toBe(
+      `ghcr.io/pulumi-mc-operator/hooks:v${pkg.version}`,
+    );
     expect(envOf(d).AGENT_IMAGE).toBe(DEFAULT_AGENT_IMAGE);
   });
 
@@ -73,7 +85,10 @@ describe('helm template with the default values', () => {
   });
 
   test('matches manifests/install.yaml object for object (named pulumi-mc-hooks, labels aside)', async () => {
-    const { objects: same } = await helmTemplate('pulumi-operator', 'pulumi-system', ['--set', 'fullnameOverride=pulumi-mc-hooks']);
+    const { objects: same } = await helmTemplate('pulumi-operator', 'pulumi-system', [
+      '--set',
+      'fullnameOverride=pulumi-mc-hooks',
+    ]);
     const pairs: [string, string, string][] = [
       ['Deployment', 'pulumi-mc-hooks', 'pulumi-mc-hooks'],
       ['Service', 'pulumi-mc-hooks', 'pulumi-mc-hooks'],
@@ -86,10 +101,17 @@ describe('helm template with the default values', () => {
     ];
     const strip = (o: K8sObject) => {
       const { metadata, ...rest } = o;
-      return { ...rest, namespace: metadata.namespace, aggregation: Object.keys(metadata.labels ?? {}).filter((l) => l.startsWith('rbac.')) };
+      return {
+        ...rest,
+        namespace: metadata.namespace,
+        aggregation: Object.keys(metadata.labels ?? {}).filter((l) => l.startsWith('rbac.')),
+      };
     };
     for (const [kind, chartName, installName] of pairs) {
-      expect({ kind, object: strip(findObject(same, kind, chartName)) }).toEqual({ kind, object: strip(findObject(install, kind, installName)) });
+      expect({ kind, object: strip(findObject(same, kind, chartName)) }).toEqual({
+        kind,
+        object: strip(findObject(install, kind, installName)),
+      });
     }
     // Everything install.yaml has besides the Namespace and the CRDs (the chart's crds/) is in the chart.
     const covered = install.filter((o) => o.kind !== 'Namespace' && o.kind !== 'CustomResourceDefinition');
@@ -103,7 +125,9 @@ describe('helm template with the default values', () => {
   });
 
   test('every namespaced object is in the release namespace', () => {
-    for (const o of objects.filter((x) => !['ClusterRole', 'ClusterRoleBinding', 'CompositeController', 'DecoratorController'].includes(x.kind))) {
+    for (const o of objects.filter(
+      (x) => !['ClusterRole', 'ClusterRoleBinding', 'CompositeController', 'DecoratorController'].includes(x.kind),
+    )) {
       expect({ o: objectKey(o), ns: o.metadata.namespace }).toEqual({ o: objectKey(o), ns: 'pulumi-system' });
     }
   });
@@ -122,7 +146,9 @@ describe('helm template with every value changed (packaging/testdata/chart-value
   test('global.imageRegistry overrides both images; tag and digest as given', () => {
     expect(pod.containers[0].image).toBe('registry.example.com/acme/pulumi-hooks:1.2.3');
     expect(pod.containers[0].imagePullPolicy).toBe('Always');
-    expect(envOf(d).AGENT_IMAGE).toBe('registry.example.com/acme/pulumi-agent@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef');
+    expect(envOf(d).AGENT_IMAGE).toBe(
+      'registry.example.com/acme/pulumi-agent@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef',
+    );
     expect(envOf(d).AGENT_IMAGE_PULL_POLICY).toBe('IfNotPresent');
     expect(pod.imagePullSecrets).toEqual([{ name: 'registry-credentials' }]);
   });
@@ -138,42 +164,73 @@ describe('helm template with every value changed (packaging/testdata/chart-value
       NODE_OPTIONS: '--max-old-space-size=384',
     });
     // …and the hook server accepts them.
-    expect(configFromEnv(envOf(d))).toMatchObject({ logLevel: 'debug', gitTimeoutMs: 5000, gitCacheTtlMs: 60000, githubApiUrl: 'https://github.example/api/v3', bodyLimit: 16777216, fluxMaxUntarSizeBytes: '209715200', agentImagePullPolicy: 'IfNotPresent' });
+    expect(configFromEnv(envOf(d))).toMatchObject({
+      logLevel: 'debug',
+      gitTimeoutMs: 5000,
+      gitCacheTtlMs: 60000,
+      githubApiUrl: 'https://github.example/api/v3',
+      bodyLimit: 16777216,
+      fluxMaxUntarSizeBytes: '209715200',
+      agentImagePullPolicy: 'IfNotPresent',
+    });
   });
 
   test('replicas, resources, scheduling and pod metadata', () => {
     expect(at(d, 'spec', 'replicas')).toBe(3);
-    expect(pod.containers[0].resources).toEqual({ requests: { cpu: '100m', memory: '256Mi' }, limits: { cpu: '1', memory: '1Gi' } });
+    expect(pod.containers[0].resources).toEqual({
+      requests: { cpu: '100m', memory: '256Mi' },
+      limits: { cpu: '1', memory: '1Gi' },
+    });
     expect(pod.nodeSelector).toEqual({ 'kubernetes.io/os': 'linux' });
     expect(pod.tolerations).toEqual([{ key: 'dedicated', operator: 'Equal', value: 'platform', effect: 'NoSchedule' }]);
-    expect(pod.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].key).toBe('kubernetes.io/arch');
+    expect(
+      pod.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0]
+        .key,
+    ).toBe('kubernetes.io/arch');
     expect(pod.topologySpreadConstraints).toBeUndefined();
     expect(pod.priorityClassName).toBe('system-cluster-critical');
     expect(at(d, 'spec', 'template', 'metadata', 'annotations')).toEqual({ 'example.com/scrape': 'true' });
-    expect(at(d, 'spec', 'template', 'metadata', 'labels')).toMatchObject({ team: 'platform', 'app.kubernetes.io/instance': 'platform' });
+    expect(at(d, 'spec', 'template', 'metadata', 'labels')).toMatchObject({
+      team: 'platform',
+      'app.kubernetes.io/instance': 'platform',
+    });
     expect(pod.serviceAccountName).toBe('hooks');
-    expect(findObject(objects, 'ServiceAccount', 'hooks').metadata.annotations).toEqual({ 'example.com/owner': 'platform' });
+    expect(findObject(objects, 'ServiceAccount', 'hooks').metadata.annotations).toEqual({
+      'example.com/owner': 'platform',
+    });
   });
 
   test('the PodDisruptionBudget uses maxUnavailable; the Service port feeds the controllers', () => {
-    expect(at(findObject(objects, 'PodDisruptionBudget', 'platform-pulumi-operator'), 'spec')).toMatchObject({ maxUnavailable: 1 });
-    expect(at(findObject(objects, 'PodDisruptionBudget', 'platform-pulumi-operator'), 'spec', 'minAvailable')).toBeUndefined();
+    expect(at(findObject(objects, 'PodDisruptionBudget', 'platform-pulumi-operator'), 'spec')).toMatchObject({
+      maxUnavailable: 1,
+    });
+    expect(
+      at(findObject(objects, 'PodDisruptionBudget', 'platform-pulumi-operator'), 'spec', 'minAvailable'),
+    ).toBeUndefined();
     const svc = findObject(objects, 'Service', 'platform-pulumi-operator');
     expect(at(svc, 'spec', 'ports', 0, 'port')).toBe(8080);
     const cc = findObject(objects, 'CompositeController', 'pulumi-stacks');
     expect(at(cc, 'spec', 'resyncPeriodSeconds')).toBe(300);
     for (const h of Object.values(at(cc, 'spec', 'hooks') as Record<string, any>)) {
-      expect(h.webhook).toMatchObject({ timeout: '20s', service: { name: 'platform-pulumi-operator', namespace: 'infra', port: 8080 } });
+      expect(h.webhook).toMatchObject({
+        timeout: '20s',
+        service: { name: 'platform-pulumi-operator', namespace: 'infra', port: 8080 },
+      });
     }
   });
 
-  test('extra RBAC rules and the Stack ServiceAccounts\' bindings', () => {
+  test("extra RBAC rules and the Stack ServiceAccounts' bindings", () => {
     // The ClusterRole holds exactly the extra rules (what the programs need).
     const role = findObject(objects, 'ClusterRole', 'platform-pulumi-operator:stack-workspace');
-    expect(role.rules).toEqual([{ apiGroups: [''], resources: ['configmaps'], verbs: ['get', 'list', 'create', 'update', 'patch', 'delete'] }]);
+    expect(role.rules).toEqual([
+      { apiGroups: [''], resources: ['configmaps'], verbs: ['get', 'list', 'create', 'update', 'patch', 'delete'] },
+    ]);
     expect(findObject(objects, 'ServiceAccount', 'pulumi').metadata.namespace).toBe('team-a');
     expect(objects.filter((o) => o.kind === 'ServiceAccount' && o.metadata.name === 'deployer')).toEqual([]);
-    for (const [ns, name] of [['team-a', 'pulumi'], ['team-b', 'deployer']] as const) {
+    for (const [ns, name] of [
+      ['team-a', 'pulumi'],
+      ['team-b', 'deployer'],
+    ] as const) {
       const rb = objects.find((o) => o.kind === 'RoleBinding' && o.metadata.namespace === ns)!;
       expect(rb.roleRef).toMatchObject({ kind: 'ClusterRole', name: role.metadata.name });
       expect(rb.subjects).toEqual([{ kind: 'ServiceAccount', name, namespace: ns }]);
@@ -182,26 +239,41 @@ describe('helm template with every value changed (packaging/testdata/chart-value
     }
   });
 
-  test('the ServiceMonitor scrapes /metrics of the hook Service\'s pods', () => {
+  test("the ServiceMonitor scrapes /metrics of the hook Service's pods", () => {
     const sm = findObject(objects, 'ServiceMonitor', 'platform-pulumi-operator');
     expect(sm.apiVersion).toBe('monitoring.coreos.com/v1');
     expect(sm.metadata.labels).toMatchObject({ release: 'kube-prometheus-stack' });
-    expect(at(sm, 'spec', 'selector', 'matchLabels')).toEqual(at(findObject(objects, 'Service', 'platform-pulumi-operator'), 'metadata', 'labels') && at(d, 'spec', 'selector', 'matchLabels'));
+    expect(at(sm, 'spec', 'selector', 'matchLabels')).toEqual(
+      at(findObject(objects, 'Service', 'platform-pulumi-operator'), 'metadata', 'labels') &&
+        at(d, 'spec', 'selector', 'matchLabels'),
+    );
     expect(at(sm, 'spec', 'namespaceSelector')).toEqual({ matchNames: ['infra'] });
-    expect(at(sm, 'spec', 'endpoints', 0)).toMatchObject({ port: 'http', path: '/metrics', interval: '15s', scrapeTimeout: '5s' });
+    expect(at(sm, 'spec', 'endpoints', 0)).toMatchObject({
+      port: 'http',
+      path: '/metrics',
+      interval: '15s',
+      scrapeTimeout: '5s',
+    });
     expect(at(sm, 'spec', 'endpoints', 0, 'metricRelabelings', 0, 'action')).toBe('drop');
   });
 
   test('controllers, user roles, the workspace role and the ServiceAccount can each be turned off', async () => {
     const { objects: none } = await helmTemplate('x', 'ns', [
-      '--set', 'controllers.create=false',
-      '--set', 'rbac.userRoles=false',
-      '--set', 'rbac.stackWorkspace.create=false',
-      '--set', 'serviceAccount.create=false',
-      '--set', 'podDisruptionBudget.enabled=false',
+      '--set',
+      'controllers.create=false',
+      '--set',
+      'rbac.userRoles=false',
+      '--set',
+      'rbac.stackWorkspace.create=false',
+      '--set',
+      'serviceAccount.create=false',
+      '--set',
+      'podDisruptionBudget.enabled=false',
     ]);
     expect(none.map((o) => o.kind).sort()).toEqual(['Deployment', 'Service']);
-    expect(at(findObject(none, 'Deployment', 'x-pulumi-operator'), 'spec', 'template', 'spec', 'serviceAccountName')).toBe('default');
+    expect(
+      at(findObject(none, 'Deployment', 'x-pulumi-operator'), 'spec', 'template', 'spec', 'serviceAccountName'),
+    ).toBe('default');
   }, 60_000);
 });
 
@@ -214,9 +286,13 @@ describe('values the schema rejects', () => {
     [['--set', 'hooks.logLevel=loud'], 'logLevel'],
     [['--set', 'controllers.webhookTimeout=10'], 'webhookTimeout'],
     [['--set', 'podDisruptionBudget.maxUnavailable=1'], 'not both'],
-  ])('%j', async (args, mention) => {
-    const r = await helm(['template', 'x', CHART_DIR, ...args]);
-    expect(r.code).not.toBe(0);
-    expect(r.stderr).toContain(mention);
-  }, 60_000);
+  ])(
+    '%j',
+    async (args, mention) => {
+      const r = await helm(['template', 'x', CHART_DIR, ...args]);
+      expect(r.code).not.toBe(0);
+      expect(r.stderr).toContain(mention);
+    },
+    60_000,
+  );
 });

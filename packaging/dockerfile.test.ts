@@ -17,7 +17,15 @@ import type { WorkspaceSource } from '../hooks/src/stack/source';
 import { buildWorkspace, RESTRICTED_POD_SECURITY } from '../hooks/src/stack/workspace';
 import type { Stack } from '../schemas';
 import { imageLayout, numericUser, parseDockerfile, stageNamed, startCommand } from './lib/dockerfile';
-import { emulateBuildStage, ImageFs, packageOf, productionPackages, pulumiBinaries, requiresOf, type BuildEmulation } from './lib/image-fs';
+import {
+  emulateBuildStage,
+  ImageFs,
+  packageOf,
+  productionPackages,
+  pulumiBinaries,
+  requiresOf,
+  type BuildEmulation,
+} from './lib/image-fs';
 import { isExcluded, parseDockerignore } from './lib/dockerignore';
 import { freePort, httpRequest as get } from './lib/http';
 import { readRepoFile, repoPath, ROOT } from './lib/repo';
@@ -69,12 +77,18 @@ function requireGraphProblems(image: ImageFs, entries: string[]): { problems: st
           const x = image.resolve(c);
           return x.kind === 'host' && fs.statSync(x.hostPath).isFile();
         });
-        if (!found) problems.push(`${file}: require("${spec}") finds nothing in the ${image.target} image (tried ${candidates.join(', ')})`);
+        if (!found)
+          problems.push(
+            `${file}: require("${spec}") finds nothing in the ${image.target} image (tried ${candidates.join(', ')})`,
+          );
         else if (found.endsWith('.js')) queue.push(found);
         continue;
       }
       const name = packageOf(spec);
-      if (!prod.has(name)) problems.push(`${file}: require("${spec}") needs ${name}, which is not a production dependency (package.json "dependencies")`);
+      if (!prod.has(name))
+        problems.push(
+          `${file}: require("${spec}") needs ${name}, which is not a production dependency (package.json "dependencies")`,
+        );
     }
   }
   return { problems, visited: seen.size };
@@ -126,21 +140,39 @@ describe('Dockerfile: stages and build arguments', () => {
   });
 
   test('prod-deps installs production dependencies only', () => {
-    expect(stageNamed(df, 'prod-deps').runs.map((r) => r.command)).toEqual(['npm ci --omit=dev --no-audit --no-fund && npm cache clean --force']);
+    expect(stageNamed(df, 'prod-deps').runs.map((r) => r.command)).toEqual([
+      'npm ci --omit=dev --no-audit --no-fund && npm cache clean --force',
+    ]);
   });
 });
 
 describe('build context (.dockerignore)', () => {
   const patterns = parseDockerignore(dockerignore);
 
-  test.each(['node_modules/jest/package.json', 'dist/hooks/src/main.js', '.git/HEAD', 'e2e/testbed/toolchain.ts', 'docs/design.md', 'hooks/test/server.test.ts', 'agent/test/helpers.ts', 'schemas/testdata/stack-full.yaml', 'charts/pulumi-operator/Chart.yaml', 'README.md'])(
-    'keeps %s out',
-    (file) => {
-      expect(isExcluded(patterns, file)).toBe(true);
-    },
-  );
+  test.each([
+    'node_modules/jest/package.json',
+    'dist/hooks/src/main.js',
+    '.git/HEAD',
+    'e2e/testbed/toolchain.ts',
+    'docs/design.md',
+    'hooks/test/server.test.ts',
+    'agent/test/helpers.ts',
+    'schemas/testdata/stack-full.yaml',
+    'charts/pulumi-operator/Chart.yaml',
+    'README.md',
+  ])('keeps %s out', (file) => {
+    expect(isExcluded(patterns, file)).toBe(true);
+  });
 
-  test.each(['package.json', 'package-lock.json', 'hooks/src/main.ts', 'schemas/stack.schema.json', 'contract/index.ts', 'packaging/docker/pko-agent', 'bin/pko-agent'])('sends %s', (file) => {
+  test.each([
+    'package.json',
+    'package-lock.json',
+    'hooks/src/main.ts',
+    'schemas/stack.schema.json',
+    'contract/index.ts',
+    'packaging/docker/pko-agent',
+    'bin/pko-agent',
+  ])('sends %s', (file) => {
     expect(isExcluded(patterns, file)).toBe(false);
   });
 
@@ -223,7 +255,14 @@ describe('hooks image', () => {
       expect(cmd).toBe('node');
       const child = spawn(process.execPath, args, {
         cwd: app,
-        env: { ...layout.env, PATH: process.env.PATH ?? '', HOME: '/nonexistent', PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn' },
+        env: {
+          ...layout.env,
+          PATH: process.env.PATH ?? '',
+          HOME: '/nonexistent',
+          PORT: String(port),
+          HOST: '127.0.0.1',
+          LOG_LEVEL: 'warn',
+        },
         stdio: ['ignore', 'pipe', 'pipe'],
       });
       let output = '';
@@ -260,8 +299,11 @@ describe('agent image', () => {
   const layout = imageLayout(df, 'agent');
   const image = () => new ImageFs(df, 'agent', build);
 
-  test('runs as uid/gid 1000, the ids of the workspace pods\' restricted profile', () => {
-    expect(numericUser(agent.user)).toEqual({ uid: RESTRICTED_POD_SECURITY.runAsUser, gid: RESTRICTED_POD_SECURITY.runAsGroup });
+  test("runs as uid/gid 1000, the ids of the workspace pods' restricted profile", () => {
+    expect(numericUser(agent.user)).toEqual({
+      uid: RESTRICTED_POD_SECURITY.runAsUser,
+      gid: RESTRICTED_POD_SECURITY.runAsGroup,
+    });
     expect(layout.env.HOME).toBe('/home/node');
     expect(image().resolve('/home/node').kind).toBe('known');
   });
@@ -271,12 +313,24 @@ describe('agent image', () => {
     expect(image().isExecutable('/usr/bin/tini')).toEqual({ ok: true, why: 'apt package tini' });
     const launcher = readRepoFile('packaging/docker/pko-agent');
     expect(launcher).toMatch(/^#!\/bin\/sh\n/);
-    expect(launcher).toContain('if [ "$$" = 1 ]; then\n  exec /usr/bin/tini -- /app/bin/pko-agent "$@"\nfi\nexec /app/bin/pko-agent "$@"');
-    for (const target of ['/bin/sh', '/usr/bin/tini', '/app/bin/pko-agent']) expect(image().isExecutable(target)).toMatchObject({ ok: true });
+    expect(launcher).toContain(
+      'if [ "$$" = 1 ]; then\n  exec /usr/bin/tini -- /app/bin/pko-agent "$@"\nfi\nexec /app/bin/pko-agent "$@"',
+    );
+    for (const target of ['/bin/sh', '/usr/bin/tini', '/app/bin/pko-agent'])
+      expect(image().isExecutable(target)).toMatchObject({ ok: true });
   });
 
   test('has git, ssh and the Pulumi CLI with its Node.js and YAML language hosts on PATH', () => {
-    for (const tool of ['git', 'ssh', 'node', 'npm', 'pulumi', 'pulumi-language-nodejs', 'pulumi-language-yaml', 'pulumi-resource-pulumi-nodejs']) {
+    for (const tool of [
+      'git',
+      'ssh',
+      'node',
+      'npm',
+      'pulumi',
+      'pulumi-language-nodejs',
+      'pulumi-language-yaml',
+      'pulumi-resource-pulumi-nodejs',
+    ]) {
       const found = image().which(tool, layout.path);
       expect({ tool, found: found.imagePath !== undefined }).toEqual({ tool, found: true });
     }
@@ -291,7 +345,13 @@ describe('agent image', () => {
     const verify = script.indexOf('sha256sum -c');
     expect(verify).toBeGreaterThan(0);
     expect(verify).toBeLessThan(script.indexOf('tar -xzf'));
-    expect(pulumiBinaries(pulumi)).toEqual(['pulumi', 'pulumi-language-nodejs', 'pulumi-language-yaml', 'pulumi-resource-pulumi-nodejs', 'pulumi-analyzer-policy']);
+    expect(pulumiBinaries(pulumi)).toEqual([
+      'pulumi',
+      'pulumi-language-nodejs',
+      'pulumi-language-yaml',
+      'pulumi-resource-pulumi-nodejs',
+      'pulumi-analyzer-policy',
+    ]);
   });
 
   test('its default command is pko-agent serve, and pko-agent resolves to the launcher', () => {
@@ -299,7 +359,7 @@ describe('agent image', () => {
     expect(image().which(AGENT_COMMAND, layout.path).imagePath).toBe('/usr/local/bin/pko-agent');
   });
 
-  test('every command the hooks put in pod specs resolves to an executable on the image\'s PATH', () => {
+  test("every command the hooks put in pod specs resolves to an executable on the image's PATH", () => {
     const config = configFromEnv({});
     const stack = {
       apiVersion: 'pulumi.com/v1',
@@ -340,14 +400,16 @@ describe('agent image', () => {
 
   test('bin/pko-agent, the agent launcher, exists in the repository and is executable', () => {
     const file = repoPath('bin', 'pko-agent');
-    if (!fs.existsSync(file)) throw new Error('bin/pko-agent does not exist: the agent (agent/**, bin/pko-agent) has not landed yet');
+    if (!fs.existsSync(file))
+      throw new Error('bin/pko-agent does not exist: the agent (agent/**, bin/pko-agent) has not landed yet');
     expect((fs.statSync(file).mode & 0o111) !== 0).toBe(true);
     expect(image().isExecutable('/app/bin/pko-agent')).toMatchObject({ ok: true });
   });
 
   test('everything bin/pko-agent loads is in the image, from production dependencies only', () => {
     const file = repoPath('bin', 'pko-agent');
-    if (!fs.existsSync(file)) throw new Error('bin/pko-agent does not exist: the agent (agent/**, bin/pko-agent) has not landed yet');
+    if (!fs.existsSync(file))
+      throw new Error('bin/pko-agent does not exist: the agent (agent/**, bin/pko-agent) has not landed yet');
     const text = fs.readFileSync(file, 'utf8');
     const shebang = /^#!(\S+)(?:\s+(\S+))?/.exec(text);
     expect(shebang).not.toBeNull();

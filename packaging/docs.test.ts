@@ -11,7 +11,15 @@ import { Reasons } from '../hooks/src/stack/conditions';
 import { API_REFERENCE_FILE, renderApiReference } from './build-api-reference';
 import { loadObjects, readRepoFile, repoPath } from './lib/repo';
 
-const OURS = ['quickstart.md', 'migration.md', 'gitops.md', 'api-reference.md', 'troubleshooting.md', 'security.md', 'observability.md'];
+const OURS = [
+  'quickstart.md',
+  'migration.md',
+  'gitops.md',
+  'api-reference.md',
+  'troubleshooting.md',
+  'security.md',
+  'observability.md',
+];
 const pkg = JSON.parse(readRepoFile('package.json')) as { version: string };
 
 /** GitHub's heading anchors: lower case, punctuation dropped, spaces to hyphens. */
@@ -33,13 +41,17 @@ function anchorsOf(file: string): Set<string> {
 }
 
 test('docs/api-reference.md is up to date with schemas/ (npm run generate)', () => {
-  if (renderApiReference() !== readRepoFile(API_REFERENCE_FILE)) throw new Error(`${API_REFERENCE_FILE} is stale: run npm run generate`);
+  if (renderApiReference() !== readRepoFile(API_REFERENCE_FILE))
+    throw new Error(`${API_REFERENCE_FILE} is stale: run npm run generate`);
 });
 
 test.each(OURS)('the links of docs/%s resolve (files and anchors)', (doc) => {
   const file = repoPath('docs', doc);
   // Code blocks and inline code hold no links (but may hold brackets and parentheses).
-  const text = fs.readFileSync(file, 'utf8').replace(/```[\s\S]*?```/g, '').replace(/`[^`\n]*`/g, 'code');
+  const text = fs
+    .readFileSync(file, 'utf8')
+    .replace(/```[\s\S]*?```/g, '')
+    .replace(/`[^`\n]*`/g, 'code');
   const broken: string[] = [];
   for (const m of text.matchAll(/\]\(([^)\s]+)\)/g)) {
     const target = m[1]!;
@@ -50,23 +62,38 @@ test.each(OURS)('the links of docs/%s resolve (files and anchors)', (doc) => {
       broken.push(`${target}: no such file`);
       continue;
     }
-    if (anchor !== undefined && dest.endsWith('.md') && !anchorsOf(dest).has(anchor)) broken.push(`${target}: no such heading`);
+    if (anchor !== undefined && dest.endsWith('.md') && !anchorsOf(dest).has(anchor))
+      broken.push(`${target}: no such heading`);
   }
   expect(broken).toEqual([]);
 });
 
 test('observability.md describes every metric the hook server exports', async () => {
   const metrics = new HookMetrics();
-  const names = (await metrics.registry.getMetricsAsJSON()).map((m) => m.name).filter((n) => !n.startsWith('process_') && !n.startsWith('nodejs_'));
-  expect(names.sort()).toEqual(['programs_active', 'pulumi_hook_errors_total', 'pulumi_hook_request_duration_seconds', 'stacks_active', 'stacks_failing']);
+  const names = (await metrics.registry.getMetricsAsJSON())
+    .map((m) => m.name)
+    .filter((n) => !n.startsWith('process_') && !n.startsWith('nodejs_'));
+  expect(names.sort()).toEqual([
+    'programs_active',
+    'pulumi_hook_errors_total',
+    'pulumi_hook_request_duration_seconds',
+    'stacks_active',
+    'stacks_failing',
+  ]);
   const doc = readRepoFile('docs/observability.md');
   for (const n of names) expect(doc).toContain(`| \`${n}\` |`);
 });
 
 test('observability.md lists exactly the metrics of manifests/kube-state-metrics.yaml', () => {
-  const cm = loadObjects(readRepoFile('manifests/kube-state-metrics.yaml')).find((o) => o.kind === 'ConfigMap') as unknown as { data: Record<string, string> };
-  const config = yaml.load(cm.data['stacks.yaml']!) as { spec: { resources: { metricNamePrefix: string; metrics: { name: string }[] }[] } };
-  const configured = config.spec.resources.flatMap((r) => r.metrics.map((m) => `${r.metricNamePrefix}_${m.name}`)).sort();
+  const cm = loadObjects(readRepoFile('manifests/kube-state-metrics.yaml')).find(
+    (o) => o.kind === 'ConfigMap',
+  ) as unknown as { data: Record<string, string> };
+  const config = yaml.load(cm.data['stacks.yaml']!) as {
+    spec: { resources: { metricNamePrefix: string; metrics: { name: string }[] }[] };
+  };
+  const configured = config.spec.resources
+    .flatMap((r) => r.metrics.map((m) => `${r.metricNamePrefix}_${m.name}`))
+    .sort();
   const doc = readRepoFile('docs/observability.md');
   const documented = [...doc.matchAll(/`(pulumi_(?:stack|program)_[a-z_]+)`/g)].map((m) => m[1]!);
   expect([...new Set(documented)].sort()).toEqual(configured);
@@ -74,12 +101,15 @@ test('observability.md lists exactly the metrics of manifests/kube-state-metrics
 
 test('troubleshooting.md explains every Reconciling and Stalled reason', () => {
   const doc = readRepoFile('docs/troubleshooting.md');
-  const reasons = Object.values(Reasons).filter((r) => !['ProcessingCompleted', 'NotReadyInProgress', 'NotReadyStalled'].includes(r));
+  const reasons = Object.values(Reasons).filter(
+    (r) => !['ProcessingCompleted', 'NotReadyInProgress', 'NotReadyStalled'].includes(r),
+  );
   for (const r of reasons) expect({ r, documented: doc.includes(`| \`${r}\` |`) }).toEqual({ r, documented: true });
 });
 
 test('image tags in the docs are the package version', () => {
   for (const doc of OURS) {
-    for (const m of readRepoFile(`docs/${doc}`).matchAll(/ghcr\.io\/pulumi-mc-operator\/(?:hooks|agent):(v[\w.-]+)/g)) expect({ doc, tag: m[1] }).toEqual({ doc, tag: `v${pkg.version}` });
+    for (const m of readRepoFile(`docs/${doc}`).matchAll(/ghcr\.io\/pulumi-mc-operator\/(?:hooks|agent):(v[\w.-]+)/g))
+      expect({ doc, tag: m[1] }).toEqual({ doc, tag: `v${pkg.version}` });
   }
 });

@@ -20,9 +20,19 @@ let cp: ControlPlane;
 let api: ApiClient;
 
 const install = loadObjects(readRepoFile('manifests/install.yaml'), 'manifests/install.yaml');
-const CLUSTER_KINDS = new Set(['Namespace', 'CustomResourceDefinition', 'ClusterRole', 'ClusterRoleBinding', 'CompositeController', 'DecoratorController']);
+const CLUSTER_KINDS = new Set([
+  'Namespace',
+  'CustomResourceDefinition',
+  'ClusterRole',
+  'ClusterRoleBinding',
+  'CompositeController',
+  'DecoratorController',
+]);
 
-async function applyAll(objects: K8sObject[], opts: { dryRun: boolean; namespace?: string }): Promise<{ failures: string[]; warnings: string[] }> {
+async function applyAll(
+  objects: K8sObject[],
+  opts: { dryRun: boolean; namespace?: string },
+): Promise<{ failures: string[]; warnings: string[] }> {
   const failures: string[] = [];
   const warnings: string[] = [];
   for (const o of objects) {
@@ -73,7 +83,6 @@ describe('manifests/install.yaml', () => {
     );
     expect(r).toEqual({ failures: [], warnings: [] });
   });
-
 });
 
 describe('manifests/install.yaml, in its namespace', () => {
@@ -95,7 +104,11 @@ describe('manifests/install.yaml, in its namespace', () => {
     const pod: K8sObject = {
       apiVersion: 'v1',
       kind: 'Pod',
-      metadata: { name: 'pulumi-mc-hooks-probe', namespace: 'pulumi-system', labels: at(d, 'spec', 'template', 'metadata', 'labels') },
+      metadata: {
+        name: 'pulumi-mc-hooks-probe',
+        namespace: 'pulumi-system',
+        labels: at(d, 'spec', 'template', 'metadata', 'labels'),
+      },
       spec: at(d, 'spec', 'template', 'spec'),
     };
     const r = await api.apply(pod, { dryRun: true });
@@ -107,7 +120,10 @@ describe('manifests/install.yaml, in its namespace', () => {
     const spec = structuredClone(at(d, 'spec', 'template', 'spec'));
     delete spec.securityContext;
     delete spec.containers[0].securityContext;
-    const r = await api.apply({ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'unrestricted', namespace: 'pulumi-system' }, spec }, { dryRun: true });
+    const r = await api.apply(
+      { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'unrestricted', namespace: 'pulumi-system' }, spec },
+      { dryRun: true },
+    );
     expect(r.status).toBe(403);
     expect(String(r.body?.message)).toContain('violates PodSecurity "restricted');
     const dep = structuredClone(d);
@@ -119,7 +135,12 @@ describe('manifests/install.yaml, in its namespace', () => {
 
 describe('the Helm chart, rendered by the real helm', () => {
   beforeAll(async () => {
-    await applyForReal([...install.filter((o) => o.kind === 'Namespace'), namespaceObject('infra', true), namespaceObject('team-a', false), namespaceObject('team-b', false)]);
+    await applyForReal([
+      ...install.filter((o) => o.kind === 'Namespace'),
+      namespaceObject('infra', true),
+      namespaceObject('team-a', false),
+      namespaceObject('team-b', false),
+    ]);
   });
 
   test('with the default values, every object passes a dry run without warnings', async () => {
@@ -128,7 +149,10 @@ describe('the Helm chart, rendered by the real helm', () => {
   }, 60_000);
 
   test('with every value changed (ServiceMonitor, Stack ServiceAccounts, extra rules, …), every object passes a dry run', async () => {
-    const { objects } = await helmTemplate('platform', 'infra', ['-f', repoPath('packaging', 'testdata', 'chart-values.yaml')]);
+    const { objects } = await helmTemplate('platform', 'infra', [
+      '-f',
+      repoPath('packaging', 'testdata', 'chart-values.yaml'),
+    ]);
     expect(objects.map((o) => o.kind)).toContain('ServiceMonitor');
     expect(await applyAll(objects, { dryRun: true })).toEqual({ failures: [], warnings: [] });
   }, 60_000);
@@ -154,7 +178,11 @@ describe('manifests/stack-rbac.yaml', () => {
         { group: 'authorization.k8s.io', resource: 'subjectaccessreviews', verb: 'create' },
       ];
       for (const attrs of allowed) {
-        const ok = await api.eventually(`${JSON.stringify(attrs)} allowed`, async () => ((await api.can(sa, saGroups, attrs)) ? true : undefined), 10_000);
+        const ok = await api.eventually(
+          `${JSON.stringify(attrs)} allowed`,
+          async () => ((await api.can(sa, saGroups, attrs)) ? true : undefined),
+          10_000,
+        );
         expect(ok).toBe(true);
       }
     });
@@ -166,9 +194,18 @@ describe('manifests/stack-rbac.yaml', () => {
         { group: 'apps', resource: 'statefulsets', verb: 'patch', namespace: 'default', name: 'app-workspace' },
         { group: 'batch', resource: 'jobs', verb: 'patch', namespace: 'default', name: 'app-up-0123abcd' },
         { group: 'pulumi.com', resource: 'stacks', verb: 'update', namespace: 'default' },
-        { group: 'auto.pulumi.com', version: 'v1alpha1', resource: 'workspaces', subresource: 'rpc', verb: 'use', namespace: 'default', name: 'app' },
+        {
+          group: 'auto.pulumi.com',
+          version: 'v1alpha1',
+          resource: 'workspaces',
+          subresource: 'rpc',
+          verb: 'use',
+          namespace: 'default',
+          name: 'app',
+        },
       ];
-      for (const attrs of denied) expect({ attrs, allowed: await api.can(sa, saGroups, attrs) }).toEqual({ attrs, allowed: false });
+      for (const attrs of denied)
+        expect({ attrs, allowed: await api.can(sa, saGroups, attrs) }).toEqual({ attrs, allowed: false });
     });
   });
 });
@@ -178,32 +215,54 @@ describe("a Stack's identities, as the hooks make them (hooks/src/stack/rbac.ts)
   const updateGroups = ['system:serviceaccounts', 'system:serviceaccounts:default', 'system:authenticated'];
   const workspaceSa = 'system:serviceaccount:default:pulumi';
   const workspaceGroups = updateGroups;
-  const rpc = (name: string, namespace = 'default') => ({ group: 'auto.pulumi.com', version: 'v1alpha1', resource: 'workspaces', subresource: 'rpc', verb: 'use', namespace, name });
+  const rpc = (name: string, namespace = 'default') => ({
+    group: 'auto.pulumi.com',
+    version: 'v1alpha1',
+    resource: 'workspaces',
+    subresource: 'rpc',
+    verb: 'use',
+    namespace,
+    name,
+  });
 
   beforeAll(async () => {
     await applyForReal(stackRbac('app', 'default', 'pulumi', ['app-up-0123abcd', 'app-up-4567cdef']) as K8sObject[]);
   });
 
-  test('the workspace\'s account may patch its own StatefulSet and nothing else', async () => {
+  test("the workspace's account may patch its own StatefulSet and nothing else", async () => {
     const own = { group: 'apps', resource: 'statefulsets', verb: 'patch', namespace: 'default', name: 'app-workspace' };
-    expect(await api.eventually('own StatefulSet', async () => ((await api.can(workspaceSa, workspaceGroups, own)) ? true : undefined), 10_000)).toBe(true);
+    expect(
+      await api.eventually(
+        'own StatefulSet',
+        async () => ((await api.can(workspaceSa, workspaceGroups, own)) ? true : undefined),
+        10_000,
+      ),
+    ).toBe(true);
     const denied: Record<string, string>[] = [
       { ...own, name: 'other-workspace' },
       { group: 'batch', resource: 'jobs', verb: 'patch', namespace: 'default', name: 'app-up-0123abcd' },
       { group: '', resource: 'secrets', verb: 'create', namespace: 'default' },
       rpc('app'),
     ];
-    for (const attrs of denied) expect({ attrs, allowed: await api.can(workspaceSa, workspaceGroups, attrs) }).toEqual({ attrs, allowed: false });
+    for (const attrs of denied)
+      expect({ attrs, allowed: await api.can(workspaceSa, workspaceGroups, attrs) }).toEqual({ attrs, allowed: false });
   });
 
-  test('the update account may call this workspace, patch this Stack\'s Jobs and create Secrets; nothing else', async () => {
-    expect(await api.eventually('call the workspace', async () => ((await api.can(updateSa, updateGroups, rpc('app'))) ? true : undefined), 10_000)).toBe(true);
+  test("the update account may call this workspace, patch this Stack's Jobs and create Secrets; nothing else", async () => {
+    expect(
+      await api.eventually(
+        'call the workspace',
+        async () => ((await api.can(updateSa, updateGroups, rpc('app'))) ? true : undefined),
+        10_000,
+      ),
+    ).toBe(true);
     const allowed: Record<string, string>[] = [
       { group: 'batch', resource: 'jobs', verb: 'patch', namespace: 'default', name: 'app-up-0123abcd' },
       { group: 'batch', resource: 'jobs', verb: 'patch', namespace: 'default', name: 'app-up-4567cdef' },
       { group: '', resource: 'secrets', verb: 'create', namespace: 'default' },
     ];
-    for (const attrs of allowed) expect({ attrs, allowed: await api.can(updateSa, updateGroups, attrs) }).toEqual({ attrs, allowed: true });
+    for (const attrs of allowed)
+      expect({ attrs, allowed: await api.can(updateSa, updateGroups, attrs) }).toEqual({ attrs, allowed: true });
     const denied: Record<string, string>[] = [
       rpc('other'),
       rpc('app', 'kube-system'),
@@ -212,20 +271,35 @@ describe("a Stack's identities, as the hooks make them (hooks/src/stack/rbac.ts)
       { group: '', resource: 'secrets', verb: 'get', namespace: 'default', name: 'git-credentials' },
       { group: 'apps', resource: 'statefulsets', verb: 'patch', namespace: 'default', name: 'app-workspace' },
     ];
-    for (const attrs of denied) expect({ attrs, allowed: await api.can(updateSa, updateGroups, attrs) }).toEqual({ attrs, allowed: false });
+    for (const attrs of denied)
+      expect({ attrs, allowed: await api.can(updateSa, updateGroups, attrs) }).toEqual({ attrs, allowed: false });
   });
 });
 
 describe('install.yaml RBAC, applied', () => {
   beforeAll(async () => {
-    await applyForReal(install.filter((o) => o.kind === 'Namespace' || o.kind === 'ServiceAccount' || o.kind === 'ClusterRole'));
+    await applyForReal(
+      install.filter((o) => o.kind === 'Namespace' || o.kind === 'ServiceAccount' || o.kind === 'ClusterRole'),
+    );
     await applyForReal([
-      { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'RoleBinding', metadata: { name: 'alice-edit', namespace: 'default' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'edit' }, subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: 'alice' }] } as K8sObject,
-      { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'RoleBinding', metadata: { name: 'bob-view', namespace: 'default' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'view' }, subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: 'bob' }] } as K8sObject,
+      {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'RoleBinding',
+        metadata: { name: 'alice-edit', namespace: 'default' },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'edit' },
+        subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: 'alice' }],
+      } as K8sObject,
+      {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'RoleBinding',
+        metadata: { name: 'bob-view', namespace: 'default' },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'view' },
+        subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: 'bob' }],
+      } as K8sObject,
     ]);
   });
 
-  test('the hook server\'s ServiceAccount may do nothing', async () => {
+  test("the hook server's ServiceAccount may do nothing", async () => {
     const user = 'system:serviceaccount:pulumi-system:pulumi-mc-hooks';
     const groups = ['system:serviceaccounts', 'system:serviceaccounts:pulumi-system', 'system:authenticated'];
     const denied: Record<string, string>[] = [
@@ -241,7 +315,13 @@ describe('install.yaml RBAC, applied', () => {
   test('the built-in edit role manages Stacks and Programs; view does not read them', async () => {
     for (const resource of ['stacks', 'programs']) {
       const attrs = { group: 'pulumi.com', resource, verb: 'create', namespace: 'default' };
-      expect(await api.eventually(`edit aggregates ${resource}`, async () => ((await api.can('alice', ['system:authenticated'], attrs)) ? true : undefined), 20_000)).toBe(true);
+      expect(
+        await api.eventually(
+          `edit aggregates ${resource}`,
+          async () => ((await api.can('alice', ['system:authenticated'], attrs)) ? true : undefined),
+          20_000,
+        ),
+      ).toBe(true);
       expect(await api.can('bob', ['system:authenticated'], { ...attrs, verb: 'get' })).toBe(false);
     }
   }, 30_000);
@@ -249,19 +329,32 @@ describe('install.yaml RBAC, applied', () => {
 
 describe('other manifests, examples and docs', () => {
   test('manifests/kube-state-metrics.yaml passes a dry run', async () => {
-    expect(await applyAll(loadObjects(readRepoFile('manifests/kube-state-metrics.yaml')), { dryRun: true })).toEqual({ failures: [], warnings: [] });
+    expect(await applyAll(loadObjects(readRepoFile('manifests/kube-state-metrics.yaml')), { dryRun: true })).toEqual({
+      failures: [],
+      warnings: [],
+    });
   });
 
-  const exampleFiles = fs.readdirSync(repoPath('examples', 'stacks')).filter((f) => f.endsWith('.yaml')).sort();
+  const exampleFiles = fs
+    .readdirSync(repoPath('examples', 'stacks'))
+    .filter((f) => f.endsWith('.yaml'))
+    .sort();
 
-  test.each(exampleFiles)('examples/stacks/%s passes a dry run (namespace default) against the real CRDs', async (file) => {
-    const objects = loadObjects(readRepoFile(`examples/stacks/${file}`), file);
-    expect(objects.length).toBeGreaterThan(0);
-    expect(await applyAll(objects, { dryRun: true, namespace: 'default' })).toEqual({ failures: [], warnings: [] });
-  });
+  test.each(exampleFiles)(
+    'examples/stacks/%s passes a dry run (namespace default) against the real CRDs',
+    async (file) => {
+      const objects = loadObjects(readRepoFile(`examples/stacks/${file}`), file);
+      expect(objects.length).toBeGreaterThan(0);
+      expect(await applyAll(objects, { dryRun: true, namespace: 'default' })).toEqual({ failures: [], warnings: [] });
+    },
+  );
 
   /** Kinds shown in docs that this API server does not serve (Flux's and Argo CD's own): parsed only. */
-  const EXTERNAL = new Set(['kustomize.toolkit.fluxcd.io/v1/Kustomization', 'helm.toolkit.fluxcd.io/v2/HelmRelease', 'argoproj.io/v1alpha1/Application']);
+  const EXTERNAL = new Set([
+    'kustomize.toolkit.fluxcd.io/v1/Kustomization',
+    'helm.toolkit.fluxcd.io/v2/HelmRelease',
+    'argoproj.io/v1alpha1/Application',
+  ]);
   // The documents that show Kubernetes objects (the others show commands only).
   const docs = ['quickstart.md', 'gitops.md', 'security.md', 'observability.md'];
 
@@ -270,11 +363,19 @@ describe('other manifests, examples and docs', () => {
     const blocks = [...text.matchAll(/```yaml\n([\s\S]*?)```/g)].map((m) => m[1]!);
     const objects = blocks
       .flatMap((b) => loadAll(b))
-      .filter((o): o is K8sObject => typeof o === 'object' && o !== null && 'apiVersion' in o && 'kind' in o && typeof (o as K8sObject).metadata?.name === 'string');
+      .filter(
+        (o): o is K8sObject =>
+          typeof o === 'object' &&
+          o !== null &&
+          'apiVersion' in o &&
+          'kind' in o &&
+          typeof (o as K8sObject).metadata?.name === 'string',
+      );
     const served = objects.filter((o) => !EXTERNAL.has(`${o.apiVersion}/${o.kind}`));
     for (const ns of new Set(served.map((o) => o.metadata.namespace).filter((n): n is string => !!n))) {
       // Create missing namespaces only: re-applying one (pulumi-system) would drop its labels.
-      if ((await api.request('GET', `/api/v1/namespaces/${ns}`)).status === 404) await applyForReal([namespaceObject(ns, false)]);
+      if ((await api.request('GET', `/api/v1/namespaces/${ns}`)).status === 404)
+        await applyForReal([namespaceObject(ns, false)]);
     }
     expect(served.length).toBeGreaterThan(0);
     expect(await applyAll(served, { dryRun: true, namespace: 'default' })).toEqual({ failures: [], warnings: [] });

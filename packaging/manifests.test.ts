@@ -79,7 +79,7 @@ describe('manifests/install.yaml', () => {
     }
   });
 
-  test('the Stack CRD fits in kubectl apply\'s last-applied annotation (256 KiB), though --server-side is advised', () => {
+  test("the Stack CRD fits in kubectl apply's last-applied annotation (256 KiB), though --server-side is advised", () => {
     const crd = findObject(install, 'CustomResourceDefinition', 'stacks.pulumi.com');
     expect(JSON.stringify(crd).length).toBeLessThan(256 * 1024);
   });
@@ -89,12 +89,24 @@ describe('the hook server Deployment', () => {
   test('runs 2 replicas in the restricted Pod Security namespace pulumi-system', () => {
     expect(at(deployment, 'spec', 'replicas')).toBe(2);
     expect(deployment.metadata.namespace).toBe('pulumi-system');
-    expect(findObject(install, 'Namespace', 'pulumi-system').metadata.labels).toMatchObject({ 'pod-security.kubernetes.io/enforce': 'restricted' });
+    expect(findObject(install, 'Namespace', 'pulumi-system').metadata.labels).toMatchObject({
+      'pod-security.kubernetes.io/enforce': 'restricted',
+    });
   });
 
-  test('has a restricted security context, a read-only root filesystem, and the hooks image\'s user', () => {
-    expect(podSpec.securityContext).toEqual({ runAsNonRoot: true, runAsUser: hooksUser.uid, runAsGroup: hooksUser.gid, seccompProfile: { type: 'RuntimeDefault' } });
-    expect(container.securityContext).toEqual({ allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, runAsNonRoot: true, capabilities: { drop: ['ALL'] } });
+  test("has a restricted security context, a read-only root filesystem, and the hooks image's user", () => {
+    expect(podSpec.securityContext).toEqual({
+      runAsNonRoot: true,
+      runAsUser: hooksUser.uid,
+      runAsGroup: hooksUser.gid,
+      seccompProfile: { type: 'RuntimeDefault' },
+    });
+    expect(container.securityContext).toEqual({
+      allowPrivilegeEscalation: false,
+      readOnlyRootFilesystem: true,
+      runAsNonRoot: true,
+      capabilities: { drop: ['ALL'] },
+    });
     expect(podSpec.volumes).toEqual([{ name: 'tmp', emptyDir: { sizeLimit: '16Mi' } }]);
     expect(container.volumeMounts).toEqual([{ name: 'tmp', mountPath: '/tmp' }]);
   });
@@ -124,7 +136,7 @@ describe('the hook server Deployment', () => {
     expect(container.image).toBe(`ghcr.io/pulumi-mc-operator/hooks:v${pkg.version}`);
   });
 
-  test('its probes are the hook server\'s /healthz and /readyz', async () => {
+  test("its probes are the hook server's /healthz and /readyz", async () => {
     expect(container.livenessProbe.httpGet).toEqual({ path: '/healthz', port: 'http' });
     expect(container.readinessProbe.httpGet).toEqual({ path: '/readyz', port: 'http' });
     await withHookServer(async (base) => {
@@ -150,11 +162,22 @@ describe('the hook server Deployment', () => {
 describe('the Metacontroller controllers', () => {
   const hooks = install
     .filter((o) => o.kind === 'CompositeController' || o.kind === 'DecoratorController')
-    .flatMap((o) => Object.entries(at(o, 'spec', 'hooks') as Record<string, { webhook: any }>).map(([name, h]) => ({ controller: o.metadata.name, name, webhook: h.webhook })));
+    .flatMap((o) =>
+      Object.entries(at(o, 'spec', 'hooks') as Record<string, { webhook: any }>).map(([name, h]) => ({
+        controller: o.metadata.name,
+        name,
+        webhook: h.webhook,
+      })),
+    );
 
   test('call the hook Service: pulumi-mc-hooks.pulumi-system:80', () => {
     expect(hooks.length).toBe(4);
-    for (const h of hooks) expect(h.webhook.service).toEqual({ name: service.metadata.name, namespace: service.metadata.namespace, port: 80 });
+    for (const h of hooks)
+      expect(h.webhook.service).toEqual({
+        name: service.metadata.name,
+        namespace: service.metadata.namespace,
+        port: 80,
+      });
   });
 
   test('call paths the hook server serves', async () => {
@@ -173,14 +196,18 @@ describe('manifests/stack-rbac.yaml', () => {
   const sa = objects.find((o) => o.kind === 'ServiceAccount')!;
   const subject = { kind: 'ServiceAccount', name: sa.metadata.name, namespace: sa.metadata.namespace };
 
-  test('grants the Stack\'s account system:auth-delegator and nothing else (the rest comes per Stack from the hooks)', () => {
+  test("grants the Stack's account system:auth-delegator and nothing else (the rest comes per Stack from the hooks)", () => {
     expect(objects.map((o) => o.kind)).toEqual(['ServiceAccount', 'ClusterRoleBinding']);
     const crb = objects.find((o) => o.kind === 'ClusterRoleBinding')!;
-    expect(crb.roleRef).toEqual({ apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'system:auth-delegator' });
+    expect(crb.roleRef).toEqual({
+      apiGroup: 'rbac.authorization.k8s.io',
+      kind: 'ClusterRole',
+      name: 'system:auth-delegator',
+    });
     expect(crb.subjects).toEqual([subject]);
   });
 
-  test('the workspace runs as the Stack\'s account, every Job as the Stack\'s own update account', () => {
+  test("the workspace runs as the Stack's account, every Job as the Stack's own update account", () => {
     const stack = {
       apiVersion: 'pulumi.com/v1',
       kind: 'Stack',
@@ -250,19 +277,32 @@ describe('manifests/kube-state-metrics.yaml', () => {
         for (const k of Object.keys(m.each)) expect(KEYS.each).toContain(k);
         const body = m.each[m.each.type === 'Gauge' ? 'gauge' : m.each.type === 'StateSet' ? 'stateSet' : 'info'];
         expect(body).toBeDefined();
-        for (const k of Object.keys(body)) expect(KEYS[m.each.type === 'Gauge' ? 'gauge' : m.each.type === 'StateSet' ? 'stateSet' : 'info']).toContain(k);
+        for (const k of Object.keys(body))
+          expect(KEYS[m.each.type === 'Gauge' ? 'gauge' : m.each.type === 'StateSet' ? 'stateSet' : 'info']).toContain(
+            k,
+          );
         expect(`${r.metricNamePrefix}_${m.name}`).toMatch(/^[a-zA-Z_:][a-zA-Z0-9_:]*$/);
         expect(m.help.length).toBeGreaterThan(10);
       }
     }
   });
 
-  test('covers readiness, reconciling, stalled with reason, the last update\'s state, failures and time', () => {
+  test("covers readiness, reconciling, stalled with reason, the last update's state, failures and time", () => {
     const names = config.spec.resources[0].metrics.map((m: any) => m.name);
-    expect(names).toEqual(expect.arrayContaining(['ready', 'reconciling', 'stalled', 'condition', 'last_update_state', 'last_update_failures', 'last_resync_timestamp_seconds']));
+    expect(names).toEqual(
+      expect.arrayContaining([
+        'ready',
+        'reconciling',
+        'stalled',
+        'condition',
+        'last_update_state',
+        'last_update_failures',
+        'last_resync_timestamp_seconds',
+      ]),
+    );
   });
 
-  test('every path names a field of the kind\'s schema', () => {
+  test("every path names a field of the kind's schema", () => {
     const problems: string[] = [];
     for (const r of config.spec.resources) {
       const root = schemas[r.groupVersionKind.kind];
@@ -273,18 +313,28 @@ describe('manifests/kube-state-metrics.yaml', () => {
       };
       for (const [label, p] of Object.entries(r.labelsFromPath ?? {})) check(`label ${label}`, root, p as string[]);
       for (const m of r.metrics) {
-        for (const [label, p] of Object.entries(m.labelsFromPath ?? {})) check(`${m.name} label ${label}`, root, p as string[]);
+        for (const [label, p] of Object.entries(m.labelsFromPath ?? {}))
+          check(`${m.name} label ${label}`, root, p as string[]);
         const body = m.each.gauge ?? m.each.stateSet ?? m.each.info;
         const base = body.path ? check(`${m.name} path`, root, body.path) : root;
         if (!base) continue;
         for (const [label, p] of Object.entries(body.labelsFromPath ?? {})) {
           const rel = p as string[];
           // Relative to each list item when the path is a list.
-          const item = base.type === 'array' || base.items ? (base.items.$ref ? root.$defs[base.items.$ref.replace('#/$defs/', '')] : base.items) : base;
+          const item =
+            base.type === 'array' || base.items
+              ? base.items.$ref
+                ? root.$defs[base.items.$ref.replace('#/$defs/', '')]
+                : base.items
+              : base;
           check(`${m.name} label ${label}`, item, rel);
         }
         if (body.valueFrom) {
-          const item = base.items ? (base.items.$ref ? root.$defs[base.items.$ref.replace('#/$defs/', '')] : base.items) : base;
+          const item = base.items
+            ? base.items.$ref
+              ? root.$defs[base.items.$ref.replace('#/$defs/', '')]
+              : base.items
+            : base;
           check(`${m.name} valueFrom`, item, body.valueFrom);
         }
       }
@@ -294,7 +344,11 @@ describe('manifests/kube-state-metrics.yaml', () => {
 
   test('lets kube-state-metrics list and watch Stacks and Programs', () => {
     const role = findObject(objects, 'ClusterRole', 'pulumi-operator:kube-state-metrics');
-    expect(role.rules).toContainEqual({ apiGroups: ['pulumi.com'], resources: ['stacks', 'programs'], verbs: ['list', 'watch'] });
+    expect(role.rules).toContainEqual({
+      apiGroups: ['pulumi.com'],
+      resources: ['stacks', 'programs'],
+      verbs: ['list', 'watch'],
+    });
     const binding = findObject(objects, 'ClusterRoleBinding', 'pulumi-operator:kube-state-metrics');
     expect(binding.roleRef).toMatchObject({ kind: 'ClusterRole', name: role.metadata.name });
   });

@@ -102,7 +102,8 @@ function toStructural(node: JsonObject, defs: JsonObject, at: string): JsonObjec
         break;
       case 'additionalProperties':
         if (value === false) break; // structural schemas prune unknown fields instead
-        if (value === true) throw new Error(`${here}: use x-kubernetes-preserve-unknown-fields instead of additionalProperties: true`);
+        if (value === true)
+          throw new Error(`${here}: use x-kubernetes-preserve-unknown-fields instead of additionalProperties: true`);
         out.additionalProperties = toStructural(asObject(value, here), defs, here);
         break;
       case 'format':
@@ -252,7 +253,9 @@ function toTypeScriptSchema(node: Json, defs: JsonObject): Json {
   }
   const preserve = node['x-kubernetes-preserve-unknown-fields'] === true;
   if (preserve && node.type === undefined) {
-    return typeof node.description === 'string' ? { tsType: 'unknown', description: node.description } : { tsType: 'unknown' };
+    return typeof node.description === 'string'
+      ? { tsType: 'unknown', description: node.description }
+      : { tsType: 'unknown' };
   }
   const out: JsonObject = {};
   for (const [key, value] of Object.entries(node)) {
@@ -271,8 +274,10 @@ function toTypeScriptSchema(node: Json, defs: JsonObject): Json {
   return out;
 }
 
-const REFERENCED_BY = /\n \*\n \* This (?:interface|type) was referenced by `[^`]*`'s JSON-Schema\n \* via the `definition` "[^"]*"\./g;
-const REFERENCED_BY_ONLY = /\/\*\*\n \* This (?:interface|type) was referenced by `[^`]*`'s JSON-Schema\n \* via the `definition` "[^"]*"\.\n \*\/\n/g;
+const REFERENCED_BY =
+  /\n \*\n \* This (?:interface|type) was referenced by `[^`]*`'s JSON-Schema\n \* via the `definition` "[^"]*"\./g;
+const REFERENCED_BY_ONLY =
+  /\/\*\*\n \* This (?:interface|type) was referenced by `[^`]*`'s JSON-Schema\n \* via the `definition` "[^"]*"\.\n \*\/\n/g;
 
 const WRAPPER = 'GeneratedSchemaWrapper';
 
@@ -282,7 +287,12 @@ async function typesFor(schema: JsonSchema): Promise<string> {
   if (prepared.type !== 'object') {
     // json-schema-to-typescript emits $defs only under an object root: wrap, and drop the wrapper later.
     const { $defs, ...root } = prepared;
-    prepared = { title: WRAPPER, type: 'object', properties: {}, $defs: { ...asObject($defs ?? {}, '$defs'), [String(schema.title)]: root } };
+    prepared = {
+      title: WRAPPER,
+      type: 'object',
+      properties: {},
+      $defs: { ...asObject($defs ?? {}, '$defs'), [String(schema.title)]: root },
+    };
   }
   const output = await compile(prepared as Parameters<typeof compile>[0], String(prepared.title), {
     bannerComment: '',
@@ -305,13 +315,25 @@ function unwrapParentheses(context: ts.TransformationContext): ts.Transformer<ts
   const visit = (node: ts.Node): ts.Node => {
     const visited = ts.visitEachChild(node, visit, context);
     if (ts.isPropertySignature(visited) && visited.type && ts.isParenthesizedTypeNode(visited.type)) {
-      return factory.updatePropertySignature(visited, visited.modifiers, visited.name, visited.questionToken, inner(visited.type));
+      return factory.updatePropertySignature(
+        visited,
+        visited.modifiers,
+        visited.name,
+        visited.questionToken,
+        inner(visited.type),
+      );
     }
     if (ts.isIndexSignatureDeclaration(visited) && ts.isParenthesizedTypeNode(visited.type)) {
       return factory.updateIndexSignature(visited, visited.modifiers, visited.parameters, inner(visited.type));
     }
     if (ts.isTypeAliasDeclaration(visited) && ts.isParenthesizedTypeNode(visited.type)) {
-      return factory.updateTypeAliasDeclaration(visited, visited.modifiers, visited.name, visited.typeParameters, inner(visited.type));
+      return factory.updateTypeAliasDeclaration(
+        visited,
+        visited.modifiers,
+        visited.name,
+        visited.typeParameters,
+        inner(visited.type),
+      );
     }
     return visited;
   };
@@ -353,7 +375,8 @@ function mergeDeclarations(files: string[]): string {
       const code = statement.getText(source);
       const previous = seen.get(name);
       if (previous !== undefined) {
-        if (previous !== code) throw new Error(`type ${name} is generated differently by two schemas; give them different titles`);
+        if (previous !== code)
+          throw new Error(`type ${name} is generated differently by two schemas; give them different titles`);
         continue;
       }
       seen.set(name, code);

@@ -68,7 +68,10 @@ function toFieldError(error: ErrorObject): FieldError {
     case 'required':
       return { path: fieldPath(error.instancePath, String(params.missingProperty)), message: 'is required' };
     case 'additionalProperties':
-      return { path: fieldPath(error.instancePath, String(params.additionalProperty)), message: 'is not a known field' };
+      return {
+        path: fieldPath(error.instancePath, String(params.additionalProperty)),
+        message: 'is not a known field',
+      };
     case 'enum': {
       const allowed = (params.allowedValues as unknown[]).map((v) => JSON.stringify(v)).join(', ');
       return { path: fieldPath(error.instancePath), message: `must be one of ${allowed}` };
@@ -94,7 +97,8 @@ export function fieldErrors(errors: readonly ErrorObject[]): FieldError[] {
 
 /** Turns an ajv validate function into a {@link Validator}. */
 export function toValidator(validate: ValidateFunction): Validator {
-  return (value: unknown) => (validate(value) ? { ok: true } : { ok: false, errors: fieldErrors(validate.errors ?? []) });
+  return (value: unknown) =>
+    validate(value) ? { ok: true } : { ok: false, errors: fieldErrors(validate.errors ?? []) };
 }
 
 /** One line per error, e.g. `spec.stack is required; spec.refresh must be boolean`. */

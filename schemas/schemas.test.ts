@@ -166,12 +166,15 @@ function structuralProblems(node: unknown, at: string): string[] {
   if (node.type !== undefined && !TYPES.has(String(node.type))) problems.push(`${at}: bad type ${String(node.type)}`);
   if (node.anyOf !== undefined) {
     const expected = [{ type: 'integer' }, { type: 'string' }];
-    if (!intOrString || JSON.stringify(node.anyOf) !== JSON.stringify(expected)) problems.push(`${at}: anyOf other than int-or-string`);
+    if (!intOrString || JSON.stringify(node.anyOf) !== JSON.stringify(expected))
+      problems.push(`${at}: anyOf other than int-or-string`);
     if (node.type !== undefined) problems.push(`${at}: int-or-string with a type`);
   }
-  if (node.additionalProperties !== undefined && node.properties !== undefined) problems.push(`${at}: properties and additionalProperties`);
+  if (node.additionalProperties !== undefined && node.properties !== undefined)
+    problems.push(`${at}: properties and additionalProperties`);
   if (typeof node.additionalProperties === 'boolean') problems.push(`${at}: boolean additionalProperties`);
-  if (node.format !== undefined && !FORMATS.has(String(node.format))) problems.push(`${at}: format ${String(node.format)}`);
+  if (node.format !== undefined && !FORMATS.has(String(node.format)))
+    problems.push(`${at}: format ${String(node.format)}`);
   if (node.type === 'array' && node.items === undefined) problems.push(`${at}: array without items`);
   if ((node.properties !== undefined || node.additionalProperties !== undefined) && node.type !== 'object') {
     problems.push(`${at}: properties on a non-object`);
@@ -181,13 +184,17 @@ function structuralProblems(node: unknown, at: string): string[] {
     const items = isObj(node.items) ? node.items : {};
     const required = Array.isArray(items.required) ? items.required : [];
     if (!Array.isArray(keys) || keys.length === 0) problems.push(`${at}: list-type map without keys`);
-    else for (const key of keys) if (!required.includes(key)) problems.push(`${at}: list-map key ${String(key)} is not required`);
+    else
+      for (const key of keys)
+        if (!required.includes(key)) problems.push(`${at}: list-map key ${String(key)} is not required`);
   }
   if (Array.isArray(node.required) && isObj(node.properties)) {
-    for (const name of node.required) if (!(String(name) in node.properties)) problems.push(`${at}: required ${String(name)} is not a property`);
+    for (const name of node.required)
+      if (!(String(name) in node.properties)) problems.push(`${at}: required ${String(name)} is not a property`);
   }
   if (isObj(node.properties)) {
-    for (const [name, sub] of Object.entries(node.properties)) problems.push(...structuralProblems(sub, `${at}.${name}`));
+    for (const [name, sub] of Object.entries(node.properties))
+      problems.push(...structuralProblems(sub, `${at}.${name}`));
   }
   if (node.items !== undefined) problems.push(...structuralProblems(node.items, `${at}[]`));
   if (isObj(node.additionalProperties)) problems.push(...structuralProblems(node.additionalProperties, `${at}{}`));
@@ -225,7 +232,8 @@ describe('CRDs', () => {
       expect(JSON.stringify(schema)).not.toMatch(/"\$ref"|"\$defs"|"title"|"deprecated"/);
       // Metacontroller writes status.observedGeneration (through the stored version); a pruned field
       // would make it rewrite the status forever.
-      if (version.storage === true) expect(at(schema, 'status.observedGeneration')).toMatchObject({ type: 'integer', format: 'int64' });
+      if (version.storage === true)
+        expect(at(schema, 'status.observedGeneration')).toMatchObject({ type: 'integer', format: 'int64' });
     }
   });
 
@@ -236,7 +244,13 @@ describe('CRDs', () => {
     const spec = obj(stacks.spec);
     expect(spec.group).toBe('pulumi.com');
     expect(spec.scope).toBe('Namespaced');
-    expect(spec.names).toEqual({ categories: ['pulumi'], kind: 'Stack', listKind: 'StackList', plural: 'stacks', singular: 'stack' });
+    expect(spec.names).toEqual({
+      categories: ['pulumi'],
+      kind: 'Stack',
+      listKind: 'StackList',
+      plural: 'stacks',
+      singular: 'stack',
+    });
   });
 
   it('stacks: v1 is stored, v1alpha1 is served (deprecated, reduced status, no columns)', () => {
@@ -262,10 +276,15 @@ describe('CRDs', () => {
     const v1 = openAPI(crdVersions(stacks)[0] ?? {});
     expect(at(v1, 'spec').required).toEqual(['stack']);
     expect(at(v1, 'spec.workspaceReclaimPolicy').enum).toEqual(['Retain', 'Delete']);
-    expect(at(v1, 'status.conditions')).toMatchObject({ 'x-kubernetes-list-type': 'map', 'x-kubernetes-list-map-keys': ['type'] });
+    expect(at(v1, 'status.conditions')).toMatchObject({
+      'x-kubernetes-list-type': 'map',
+      'x-kubernetes-list-map-keys': ['type'],
+    });
     expect(at(v1, 'spec.environment')['x-kubernetes-list-type']).toBe('atomic');
     expect(obj(at(v1, 'spec.config').additionalProperties)).toEqual({ 'x-kubernetes-preserve-unknown-fields': true });
-    expect(obj(at(v1, 'status.outputs').additionalProperties)).toEqual({ 'x-kubernetes-preserve-unknown-fields': true });
+    expect(obj(at(v1, 'status.outputs').additionalProperties)).toEqual({
+      'x-kubernetes-preserve-unknown-fields': true,
+    });
   });
 
   it('describe every field (kubectl explain)', () => {
@@ -274,7 +293,8 @@ describe('CRDs', () => {
       if (isObj(node.properties)) {
         for (const [name, sub] of Object.entries(node.properties)) {
           const child = obj(sub);
-          if (typeof child.description !== 'string' && !(where === '' && name === 'metadata')) missing.push(`${where}.${name}`);
+          if (typeof child.description !== 'string' && !(where === '' && name === 'metadata'))
+            missing.push(`${where}.${name}`);
           walk(child, `${where}.${name}`);
         }
       }
@@ -287,7 +307,13 @@ describe('CRDs', () => {
 
   it('programs: group, names, printer columns', () => {
     expect(obj(programs.metadata).name).toBe('programs.pulumi.com');
-    expect(obj(programs.spec).names).toEqual({ categories: ['pulumi'], kind: 'Program', listKind: 'ProgramList', plural: 'programs', singular: 'program' });
+    expect(obj(programs.spec).names).toEqual({
+      categories: ['pulumi'],
+      kind: 'Program',
+      listKind: 'ProgramList',
+      plural: 'programs',
+      singular: 'program',
+    });
     const [v1] = crdVersions(programs);
     expect(v1).toMatchObject({ name: 'v1', served: true, storage: true, subresources: { status: {} } });
     expect(at(openAPI(obj(v1)), 'program.resources').additionalProperties).toMatchObject({ required: ['type'] });
@@ -328,7 +354,8 @@ describe('compatibility with upstream pulumi.com CRDs', () => {
       'x-kubernetes-validations': 'the 42-character name rule applies to v1alpha1 writes too',
     },
     'stacks/v1 .spec.workspaceTemplate.spec.podTemplate.spec': {
-      'x-kubernetes-preserve-unknown-fields': 'the PodSpec is described at the top level only; the API server validates the pod',
+      'x-kubernetes-preserve-unknown-fields':
+        'the PodSpec is described at the top level only; the API server validates the pod',
     },
     'stacks/v1 .spec.config': {
       type: 'a map (values stay schemaless), which is what the controller can decode',
@@ -350,7 +377,15 @@ describe('compatibility with upstream pulumi.com CRDs', () => {
 
   it('names, scope, versions, subresources and printer columns match', () => {
     const sortKeys = (v: unknown): unknown =>
-      Array.isArray(v) ? v.map(sortKeys) : isObj(v) ? Object.fromEntries(Object.keys(v).sort().map((k) => [k, sortKeys(v[k])])) : v;
+      Array.isArray(v)
+        ? v.map(sortKeys)
+        : isObj(v)
+          ? Object.fromEntries(
+              Object.keys(v)
+                .sort()
+                .map((k) => [k, sortKeys(v[k])]),
+            )
+          : v;
     for (const [plural, expected] of Object.entries(obj(facts.crds))) {
       const ours = obj(crds[plural]);
       const spec = obj(ours.spec);
@@ -387,7 +422,9 @@ describe('compatibility with upstream pulumi.com CRDs', () => {
         for (const keyword of keywords) {
           if (DEVIATIONS[`${key} ${fieldPath}`]?.[keyword]) continue;
           const a = JSON.stringify(upstream[keyword]);
-          const b = JSON.stringify(keyword === 'required' && Array.isArray(mine.required) ? [...mine.required].sort() : mine[keyword]);
+          const b = JSON.stringify(
+            keyword === 'required' && Array.isArray(mine.required) ? [...mine.required].sort() : mine[keyword],
+          );
           if (a !== b) problems.push(`${key} ${fieldPath}: ${keyword} upstream ${a ?? '-'} ours ${b ?? '-'}`);
         }
       }
@@ -396,7 +433,8 @@ describe('compatibility with upstream pulumi.com CRDs', () => {
       for (const fieldPath of ours.keys()) {
         if (fieldPath.startsWith(POD_SPEC)) continue;
         if (key === 'stacks/v1alpha1' && fieldPath.startsWith('.spec')) continue;
-        if (!(fieldPath in obj(fields)) && !ADDED.some((re) => re.test(fieldPath))) problems.push(`${key} ${fieldPath}: not upstream`);
+        if (!(fieldPath in obj(fields)) && !ADDED.some((re) => re.test(fieldPath)))
+          problems.push(`${key} ${fieldPath}: not upstream`);
       }
     }
     expect(problems).toEqual([]);
@@ -416,7 +454,8 @@ describe('JSON Schemas', () => {
     const ajv = createAjv();
     for (const [, schema] of ALL_SCHEMAS) expect(ajv.getSchema(String(schema.$id))).toBeDefined();
     const responses = ['CompositeSyncResponse', 'CustomizeResponse', 'DecoratorSyncResponse'];
-    for (const name of responses) expect(ajv.getSchema(`${String(metacontrollerSchema.$id)}#/$defs/${name}`)).toBeDefined();
+    for (const name of responses)
+      expect(ajv.getSchema(`${String(metacontrollerSchema.$id)}#/$defs/${name}`)).toBeDefined();
   });
 
   it.each(ALL_SCHEMAS)('%s: every object with properties is a titled definition', (_name, schema) => {
@@ -444,7 +483,9 @@ describe('JSON Schemas', () => {
         if (isObj(node.properties)) {
           for (const [k, v] of Object.entries(node.properties)) {
             const child = obj(v);
-            const described = typeof child.description === 'string' || (child.$ref !== undefined && typeof refTarget(schema, String(child.$ref)).description === 'string');
+            const described =
+              typeof child.description === 'string' ||
+              (child.$ref !== undefined && typeof refTarget(schema, String(child.$ref)).description === 'string');
             if (!described) missing.push(`${name} ${where}.${k}`);
           }
         }
@@ -460,7 +501,11 @@ describe('JSON Schemas', () => {
  * The (definition title, property) pairs reachable from a schema's root, and those an example sets.
  * Definitions in `skip` (stock Kubernetes types) are neither required nor walked into.
  */
-function fieldCoverage(schema: JsonSchema, example: unknown, skip: Set<string>): { reachable: Set<string>; used: Set<string> } {
+function fieldCoverage(
+  schema: JsonSchema,
+  example: unknown,
+  skip: Set<string>,
+): { reachable: Set<string>; used: Set<string> } {
   const reachable = new Set<string>();
   const seenDefs = new Set<string>();
   const collect = (node: unknown, owner: string): void => {
@@ -560,7 +605,12 @@ describe('Stack schema', () => {
   });
 
   it('rejects a Stack without spec.stack, naming the field', () => {
-    const stack = { apiVersion: 'pulumi.com/v1', kind: 'Stack', metadata: { name: 's' }, spec: { projectRepo: 'https://x' } };
+    const stack = {
+      apiVersion: 'pulumi.com/v1',
+      kind: 'Stack',
+      metadata: { name: 's' },
+      spec: { projectRepo: 'https://x' },
+    };
     expect(errorsOf(validateStack(stack))).toEqual([{ path: 'spec.stack', message: 'is required' }]);
   });
 
@@ -605,7 +655,9 @@ describe('Stack schema', () => {
       metadata: { name: 's' },
       spec: {
         stack: 'dev',
-        workspaceTemplate: { spec: { podTemplate: { spec: { containers: [{ name: 'pulumi', futureField: 1 }], futureSpecField: {} } } } },
+        workspaceTemplate: {
+          spec: { podTemplate: { spec: { containers: [{ name: 'pulumi', futureField: 1 }], futureSpecField: {} } } },
+        },
       },
     };
     expectValid(validateStack(stack));
@@ -618,7 +670,9 @@ describe('Stack schema', () => {
     });
     expectValid(validateStack(withMemory('512Mi')));
     expectValid(validateStack(withMemory(1)));
-    expect(errorsOf(validateStack(withMemory('lots'))).map((e) => e.path)).toContain('spec.workspaceTemplate.spec.resources.requests.memory');
+    expect(errorsOf(validateStack(withMemory('lots'))).map((e) => e.path)).toContain(
+      'spec.workspaceTemplate.spec.resources.requests.memory',
+    );
   });
 });
 
@@ -645,26 +699,44 @@ describe('Program schema', () => {
     const program = {
       metadata: { name: 'p' },
       program: { configuration: { a: { type: 'Boolean' } }, resources: { r: { type: 't', get: {} } } },
-      status: { artifact: { path: 'p', url: 'u', revision: '1', lastUpdateTime: '2024-01-01T00:00:00Z', digest: 'nope' } },
+      status: {
+        artifact: { path: 'p', url: 'u', revision: '1', lastUpdateTime: '2024-01-01T00:00:00Z', digest: 'nope' },
+      },
     };
-    expect(errorsOf(validateProgram(program)).map((e) => e.path).sort()).toEqual([
-      'program.configuration.a.type',
-      'program.resources.r.get.id',
-      'status.artifact.digest',
-    ]);
+    expect(
+      errorsOf(validateProgram(program))
+        .map((e) => e.path)
+        .sort(),
+    ).toEqual(['program.configuration.a.type', 'program.resources.r.get.id', 'status.artifact.digest']);
   });
 });
 
 describe('Metacontroller request schemas', () => {
-  const stack = { apiVersion: 'pulumi.com/v1', kind: 'Stack', metadata: { name: 's', namespace: 'default', uid: 'u1' }, spec: { stack: 'dev' } };
+  const stack = {
+    apiVersion: 'pulumi.com/v1',
+    kind: 'Stack',
+    metadata: { name: 's', namespace: 'default', uid: 'u1' },
+    spec: { stack: 'dev' },
+  };
 
   it('accept a realistic sync request, with extra fields', () => {
     expectValid(
       validateCompositeSyncRequest({
-        controller: { apiVersion: 'metacontroller.k8s.io/v1alpha1', kind: 'CompositeController', metadata: { name: 'stacks' } },
+        controller: {
+          apiVersion: 'metacontroller.k8s.io/v1alpha1',
+          kind: 'CompositeController',
+          metadata: { name: 'stacks' },
+        },
         parent: stack,
         children: {
-          'StatefulSet.apps/v1': { 'default/s-workspace': { apiVersion: 'apps/v1', kind: 'StatefulSet', metadata: { name: 's-workspace' }, spec: {} } },
+          'StatefulSet.apps/v1': {
+            'default/s-workspace': {
+              apiVersion: 'apps/v1',
+              kind: 'StatefulSet',
+              metadata: { name: 's-workspace' },
+              spec: {},
+            },
+          },
           'Job.batch/v1': {},
         },
         related: {},
@@ -676,7 +748,9 @@ describe('Metacontroller request schemas', () => {
   });
 
   it('reject a request without parent, naming the field', () => {
-    expect(errorsOf(validateCompositeSyncRequest({ children: {} }))).toEqual([{ path: 'parent', message: 'is required' }]);
+    expect(errorsOf(validateCompositeSyncRequest({ children: {} }))).toEqual([
+      { path: 'parent', message: 'is required' },
+    ]);
     expect(errorsOf(validateCompositeSyncRequest('nope'))).toEqual([{ path: '(root)', message: 'must be object' }]);
   });
 
@@ -701,10 +775,27 @@ describe('Metacontroller request schemas', () => {
 
   it('customize and decorator requests', () => {
     expectValid(validateCustomizeRequest({ controller: {}, parent: stack }));
-    expect(errorsOf(validateCustomizeRequest({ controller: {} }))).toEqual([{ path: 'parent', message: 'is required' }]);
-    const program = { apiVersion: 'pulumi.com/v1', kind: 'Program', metadata: { name: 'p', namespace: 'default' }, program: {} };
-    expectValid(validateDecoratorSyncRequest({ controller: {}, object: program, attachments: { 'ConfigMap.v1': {} }, related: {}, finalizing: false }));
-    expect(errorsOf(validateDecoratorSyncRequest({ parent: program }))).toEqual([{ path: 'object', message: 'is required' }]);
+    expect(errorsOf(validateCustomizeRequest({ controller: {} }))).toEqual([
+      { path: 'parent', message: 'is required' },
+    ]);
+    const program = {
+      apiVersion: 'pulumi.com/v1',
+      kind: 'Program',
+      metadata: { name: 'p', namespace: 'default' },
+      program: {},
+    };
+    expectValid(
+      validateDecoratorSyncRequest({
+        controller: {},
+        object: program,
+        attachments: { 'ConfigMap.v1': {} },
+        related: {},
+        finalizing: false,
+      }),
+    );
+    expect(errorsOf(validateDecoratorSyncRequest({ parent: program }))).toEqual([
+      { path: 'object', message: 'is required' },
+    ]);
   });
 
   it('responses are typed and checkable', () => {
@@ -714,7 +805,11 @@ describe('Metacontroller request schemas', () => {
     expect(composite?.({ status: { observedGeneration: 1 }, children: [stack], resyncAfterSeconds: 30 })).toBe(true);
     expect(composite?.({ status: null, children: [], extra: 1 })).toBe(false);
     const customize = ajv.getSchema(`${id}#/$defs/CustomizeResponse`);
-    expect(customize?.({ relatedResources: [{ apiVersion: 'v1', resource: 'secrets', namespace: 'default', names: ['a'] }] })).toBe(true);
+    expect(
+      customize?.({
+        relatedResources: [{ apiVersion: 'v1', resource: 'secrets', namespace: 'default', names: ['a'] }],
+      }),
+    ).toBe(true);
     const decorator = ajv.getSchema(`${id}#/$defs/DecoratorSyncResponse`);
     expect(decorator?.({ labels: { a: null }, status: { observedGeneration: 1 }, attachments: [] })).toBe(true);
   });

@@ -2,7 +2,13 @@
  * The workspace server's HTTP API (agent-internal: `pko-agent update` is its only client; both
  * ship in the same image). Documented in docs/agent.md.
  */
-import { OPERATION_TYPES, type OperationRequest, type OperationType, type ProjectInfo, type WorkspaceStatus } from '../../contract';
+import {
+  OPERATION_TYPES,
+  type OperationRequest,
+  type OperationType,
+  type ProjectInfo,
+  type WorkspaceStatus,
+} from '../../contract';
 
 export const API_PREFIX = '/v1';
 export const NDJSON = 'application/x-ndjson';
@@ -54,7 +60,14 @@ export interface ApiError {
   message: string;
 }
 
-const BOOL_FIELDS = ['targetDependents', 'refresh', 'expectNoChanges', 'continueOnError', 'remove', 'runProgram'] as const;
+const BOOL_FIELDS = [
+  'targetDependents',
+  'refresh',
+  'expectNoChanges',
+  'continueOnError',
+  'remove',
+  'runProgram',
+] as const;
 const LIST_FIELDS = ['target', 'replace'] as const;
 
 /** Validates an OperationRequest (the runner's PULUMI_OPERATION, the server's request body). */
@@ -71,7 +84,8 @@ export function parseOperationRequest(v: unknown): OperationRequest {
     req.message = o.message;
   }
   if (o.parallel !== undefined) {
-    if (typeof o.parallel !== 'number' || !Number.isInteger(o.parallel)) throw new Error('"parallel" must be an integer');
+    if (typeof o.parallel !== 'number' || !Number.isInteger(o.parallel))
+      throw new Error('"parallel" must be an integer');
     req.parallel = o.parallel;
   }
   for (const f of BOOL_FIELDS) {
@@ -81,7 +95,8 @@ export function parseOperationRequest(v: unknown): OperationRequest {
   }
   for (const f of LIST_FIELDS) {
     if (o[f] === undefined) continue;
-    if (!Array.isArray(o[f]) || !(o[f] as unknown[]).every((x) => typeof x === 'string')) throw new Error(`"${f}" must be a list of strings`);
+    if (!Array.isArray(o[f]) || !(o[f] as unknown[]).every((x) => typeof x === 'string'))
+      throw new Error(`"${f}" must be a list of strings`);
     req[f] = [...(o[f] as string[])];
   }
   return req;

@@ -25,7 +25,8 @@ export async function run(argv: string[]): Promise<number> {
   switch (cmd) {
     case 'fetch': {
       const { runFetch } = await import('./fetch/index');
-      if (rest.length !== 1) throw new AgentError(`usage: pko-agent fetch git|flux|program|project-info|local`, 'InvalidArguments', 2);
+      if (rest.length !== 1)
+        throw new AgentError(`usage: pko-agent fetch git|flux|program|project-info|local`, 'InvalidArguments', 2);
       try {
         await runFetch(rest[0]!);
       } catch (e) {
@@ -71,7 +72,8 @@ export function main(argv: string[] = process.argv.slice(2)): void {
       const message = redactor.redact(errorMessage(e));
       const prefix = message.startsWith(`${cmd}`) || message.startsWith('fetch ') ? '' : `${cmd}: `;
       process.stderr.write(`pko-agent ${prefix}${message}\n`);
-      if (process.env.PKO_AGENT_DEBUG === '1' && e instanceof Error && e.stack) process.stderr.write(`${redactor.redact(e.stack)}\n`);
+      if (process.env.PKO_AGENT_DEBUG === '1' && e instanceof Error && e.stack)
+        process.stderr.write(`${redactor.redact(e.stack)}\n`);
       const code = e instanceof AgentError ? e.exitCode : 1;
       setImmediate(() => process.exit(code));
     },

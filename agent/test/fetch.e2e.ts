@@ -59,7 +59,10 @@ describe('fetch git', () => {
   });
 
   it('checks out a pinned commit and links the workspace to repoDir', async () => {
-    const r = await runAgent(['fetch', 'git'], env({ GIT_URL: `${open.baseUrl}/org/proj.git`, GIT_REVISION: first, GIT_DIR: 'deploy' }));
+    const r = await runAgent(
+      ['fetch', 'git'],
+      env({ GIT_URL: `${open.baseUrl}/org/proj.git`, GIT_REVISION: first, GIT_DIR: 'deploy' }),
+    );
     expect(r.stderr).toContain('git checkout done');
     expect(r.code).toBe(0);
     expect(fs.readlinkSync(ws())).toBe(path.join(root, 'share', 'source', 'deploy'));
@@ -68,7 +71,10 @@ describe('fetch git', () => {
   });
 
   it('does a shallow fetch of the branch head commit', async () => {
-    const r = await runAgent(['fetch', 'git'], env({ GIT_URL: `${open.baseUrl}/org/proj.git`, GIT_REVISION: second, GIT_DIR: 'deploy/', GIT_SHALLOW: 'true' }));
+    const r = await runAgent(
+      ['fetch', 'git'],
+      env({ GIT_URL: `${open.baseUrl}/org/proj.git`, GIT_REVISION: second, GIT_DIR: 'deploy/', GIT_SHALLOW: 'true' }),
+    );
     expect(r.code).toBe(0);
     expect(fs.readFileSync(path.join(ws(), 'v.txt'), 'utf8')).toBe('two');
     expect(fs.existsSync(path.join(root, 'share', 'source', '.git', 'shallow'))).toBe(true);
@@ -83,7 +89,10 @@ describe('fetch git', () => {
   });
 
   it('says "ref not found" for a commit the repository does not have', async () => {
-    const r = await runAgent(['fetch', 'git'], env({ GIT_URL: `${open.baseUrl}/org/proj.git`, GIT_REVISION: 'a'.repeat(40) }));
+    const r = await runAgent(
+      ['fetch', 'git'],
+      env({ GIT_URL: `${open.baseUrl}/org/proj.git`, GIT_REVISION: 'a'.repeat(40) }),
+    );
     expect(r.code).not.toBe(0);
     expect(r.stderr).toMatch(/^pko-agent fetch git: http:\/\/127\.0\.0\.1:\d+\/org\/proj\.git: ref not found/m);
     expect(r.stderr).not.toMatch(/\n\s+at /); // no stack trace
@@ -93,24 +102,38 @@ describe('fetch git', () => {
     const missing = await runAgent(['fetch', 'git'], env({ GIT_URL: `${open.baseUrl}/nope.git`, GIT_REVISION: first }));
     expect(missing.code).not.toBe(0);
     expect(missing.stderr).toMatch(/repository not found/);
-    const dir = await runAgent(['fetch', 'git'], env({ GIT_URL: `${open.baseUrl}/org/proj.git`, GIT_REVISION: first, GIT_DIR: 'elsewhere' }));
+    const dir = await runAgent(
+      ['fetch', 'git'],
+      env({ GIT_URL: `${open.baseUrl}/org/proj.git`, GIT_REVISION: first, GIT_DIR: 'elsewhere' }),
+    );
     expect(dir.code).not.toBe(0);
     expect(dir.stderr).toContain('directory "elsewhere" does not exist in the source');
-    const escape = await runAgent(['fetch', 'git'], env({ GIT_URL: `${open.baseUrl}/org/proj.git`, GIT_REVISION: first, GIT_DIR: '../..' }));
+    const escape = await runAgent(
+      ['fetch', 'git'],
+      env({ GIT_URL: `${open.baseUrl}/org/proj.git`, GIT_REVISION: first, GIT_DIR: '../..' }),
+    );
     expect(escape.code).not.toBe(0);
     expect(escape.stderr).toContain('must be relative and inside the source');
   });
 
   it('uses basic-auth credentials, and says so clearly when they are wrong', async () => {
     const url = `${locked.baseUrl}/private.git`;
-    const ok = await runAgent(['fetch', 'git'], env({ GIT_URL: url, GIT_REVISION: lockedSha, GIT_USERNAME: 'git', GIT_PASSWORD: SECRET_PASSWORD }));
+    const ok = await runAgent(
+      ['fetch', 'git'],
+      env({ GIT_URL: url, GIT_REVISION: lockedSha, GIT_USERNAME: 'git', GIT_PASSWORD: SECRET_PASSWORD }),
+    );
     expect(ok.code).toBe(0);
     expect(fs.existsSync(path.join(ws(), 'Pulumi.yaml'))).toBe(true);
 
     resetShare();
-    const bad = await runAgent(['fetch', 'git'], env({ GIT_URL: url, GIT_REVISION: lockedSha, GIT_USERNAME: 'git', GIT_PASSWORD: 'wrong-password' }));
+    const bad = await runAgent(
+      ['fetch', 'git'],
+      env({ GIT_URL: url, GIT_REVISION: lockedSha, GIT_USERNAME: 'git', GIT_PASSWORD: 'wrong-password' }),
+    );
     expect(bad.code).not.toBe(0);
-    expect(bad.stderr).toMatch(/fetch git: http:\/\/127\.0\.0\.1:\d+\/private\.git: bad credentials \(authentication failed\)/);
+    expect(bad.stderr).toMatch(
+      /fetch git: http:\/\/127\.0\.0\.1:\d+\/private\.git: bad credentials \(authentication failed\)/,
+    );
     expect(bad.stderr).not.toContain('wrong-password');
 
     const none = await runAgent(['fetch', 'git'], env({ GIT_URL: url, GIT_REVISION: lockedSha }));
@@ -119,7 +142,10 @@ describe('fetch git', () => {
   });
 
   it('uses an access token as the basic-auth password of user "git" (upstream)', async () => {
-    const r = await runAgent(['fetch', 'git'], env({ GIT_URL: `${locked.baseUrl}/private.git`, GIT_REVISION: lockedSha, GIT_TOKEN: SECRET_PASSWORD }));
+    const r = await runAgent(
+      ['fetch', 'git'],
+      env({ GIT_URL: `${locked.baseUrl}/private.git`, GIT_REVISION: lockedSha, GIT_TOKEN: SECRET_PASSWORD }),
+    );
     expect(r.code).toBe(0);
   });
 
@@ -138,10 +164,18 @@ describe('fetch git', () => {
       fs.mkdirSync(tmp);
       const r = await runAgent(
         ['fetch', 'git'],
-        env({ GIT_URL: `ssh://git@127.0.0.1:${port}/repo.git`, GIT_REVISION: first, GIT_SSH_PRIVATE_KEY: key, GIT_PASSWORD: 'key-passphrase-123', TMPDIR: tmp }),
+        env({
+          GIT_URL: `ssh://git@127.0.0.1:${port}/repo.git`,
+          GIT_REVISION: first,
+          GIT_SSH_PRIVATE_KEY: key,
+          GIT_PASSWORD: 'key-passphrase-123',
+          TMPDIR: tmp,
+        }),
       );
       expect(r.code).not.toBe(0);
-      expect(r.stderr).toMatch(/fetch git: ssh:\/\/git@127\.0\.0\.1:\d+\/repo\.git: cannot reach the repository \(.*Connection refused/);
+      expect(r.stderr).toMatch(
+        /fetch git: ssh:\/\/git@127\.0\.0\.1:\d+\/repo\.git: cannot reach the repository \(.*Connection refused/,
+      );
       expect(r.stderr).toContain('auth=ssh');
       expect(r.stderr).not.toContain('key-passphrase-123');
       expect(r.stderr).not.toContain('PRIVATE KEY');
@@ -170,10 +204,14 @@ describe('fetch git', () => {
       seen.valid = crypto.verify('RSA-SHA256', Buffer.from(`${h}.${p}`), publicKey, Buffer.from(s ?? '', 'base64url'));
       seen.iss = (JSON.parse(Buffer.from(p ?? '', 'base64url').toString()) as { iss: string }).iss;
       if (!seen.valid) {
-        res.writeHead(401, { 'content-type': 'application/json' }).end(JSON.stringify({ message: 'A JSON web token could not be decoded' }));
+        res
+          .writeHead(401, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ message: 'A JSON web token could not be decoded' }));
         return;
       }
-      res.writeHead(201, { 'content-type': 'application/json' }).end(JSON.stringify({ token: SECRET_TOKEN, expires_at: '2099-01-01T00:00:00Z' }));
+      res
+        .writeHead(201, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ token: SECRET_TOKEN, expires_at: '2099-01-01T00:00:00Z' }));
     });
     await new Promise<void>((r) => api.listen(0, '127.0.0.1', r));
     const apiUrl = `http://127.0.0.1:${(api.address() as AddressInfo).port}`;
@@ -195,7 +233,11 @@ describe('fetch git', () => {
       expect(r.stderr).not.toContain(SECRET_TOKEN);
 
       resetShare();
-      const other = crypto.generateKeyPairSync('rsa', { modulusLength: 2048, privateKeyEncoding: { type: 'pkcs1', format: 'pem' }, publicKeyEncoding: { type: 'spki', format: 'pem' } });
+      const other = crypto.generateKeyPairSync('rsa', {
+        modulusLength: 2048,
+        privateKeyEncoding: { type: 'pkcs1', format: 'pem' },
+        publicKeyEncoding: { type: 'spki', format: 'pem' },
+      });
       const bad = await runAgent(
         ['fetch', 'git'],
         env({
@@ -235,7 +277,10 @@ describe('fetch flux', () => {
   function publish(name: string, entries: TarEntry[]): { url: string; digest: string } {
     const data = tarGz(entries);
     artifacts.set(`/${name}.tar.gz`, data);
-    return { url: `${base}/${name}.tar.gz`, digest: `sha256:${crypto.createHash('sha256').update(data).digest('hex')}` };
+    return {
+      url: `${base}/${name}.tar.gz`,
+      digest: `sha256:${crypto.createHash('sha256').update(data).digest('hex')}`,
+    };
   }
 
   async function fetchFlux(a: { url: string; digest: string }, extra: Record<string, string> = {}) {
@@ -260,7 +305,9 @@ describe('fetch flux', () => {
     const a = publish('mismatch', [{ path: 'Pulumi.yaml', content: PROJECT }]);
     const r = await fetchFlux({ url: a.url, digest: `sha256:${'0'.repeat(64)}` });
     expect(r.code).not.toBe(0);
-    expect(r.stderr).toMatch(/^pko-agent fetch flux: http:\/\/127\.0\.0\.1:\d+\/mismatch\.tar\.gz: digest mismatch: expected sha256:0{64}, got sha256:[0-9a-f]{64}$/m);
+    expect(r.stderr).toMatch(
+      /^pko-agent fetch flux: http:\/\/127\.0\.0\.1:\d+\/mismatch\.tar\.gz: digest mismatch: expected sha256:0{64}, got sha256:[0-9a-f]{64}$/m,
+    );
     expect(fs.existsSync(path.join(root, 'share', 'source'))).toBe(false);
   });
 
@@ -271,11 +318,26 @@ describe('fetch flux', () => {
   });
 
   const unsafe: [string, TarEntry[], RegExp][] = [
-    ['a path with ..', [{ path: 'Pulumi.yaml', content: PROJECT }, { path: '../evil.txt', content: 'pwned' }], /entry "\.\.\/evil\.txt" leaves the target directory/],
+    [
+      'a path with ..',
+      [
+        { path: 'Pulumi.yaml', content: PROJECT },
+        { path: '../evil.txt', content: 'pwned' },
+      ],
+      /entry "\.\.\/evil\.txt" leaves the target directory/,
+    ],
     ['a nested path with ..', [{ path: 'a/../../evil.txt', content: 'pwned' }], /leaves the target directory/],
     ['an absolute path', [{ path: '/tmp/pko-evil.txt', content: 'pwned' }], /has an absolute path/],
-    ['a symlink to an absolute path', [{ path: 'etc', type: 'symlink', linkpath: '/etc' }], /points to the absolute path "\/etc"/],
-    ['a symlink leaving the root', [{ path: 'up', type: 'symlink', linkpath: '../../..' }], /points outside the target directory/],
+    [
+      'a symlink to an absolute path',
+      [{ path: 'etc', type: 'symlink', linkpath: '/etc' }],
+      /points to the absolute path "\/etc"/,
+    ],
+    [
+      'a symlink leaving the root',
+      [{ path: 'up', type: 'symlink', linkpath: '../../..' }],
+      /points outside the target directory/,
+    ],
     [
       'a file written through a symlink',
       [
@@ -294,8 +356,19 @@ describe('fetch flux', () => {
       ],
       /goes through the symbolic link "a\/s1"/,
     ],
-    ['a hard link leaving the root', [{ path: 'passwd', type: 'hardlink', linkpath: '../../../etc/passwd' }], /hard link "passwd" -> "\.\.\/\.\.\/\.\.\/etc\/passwd" points outside/],
-    ['a hard link through a symlink', [{ path: 'l', type: 'symlink', linkpath: '.' }, { path: 'h', type: 'hardlink', linkpath: 'l/x' }], /goes through the symbolic link "l"/],
+    [
+      'a hard link leaving the root',
+      [{ path: 'passwd', type: 'hardlink', linkpath: '../../../etc/passwd' }],
+      /hard link "passwd" -> "\.\.\/\.\.\/\.\.\/etc\/passwd" points outside/,
+    ],
+    [
+      'a hard link through a symlink',
+      [
+        { path: 'l', type: 'symlink', linkpath: '.' },
+        { path: 'h', type: 'hardlink', linkpath: 'l/x' },
+      ],
+      /goes through the symbolic link "l"/,
+    ],
     ['a FIFO', [{ path: 'pipe', type: 'fifo' }], /unsupported type FIFO/],
   ];
 
@@ -328,7 +401,10 @@ describe('fetch program, project-info, local', () => {
     const file = path.join(root, 'var/run/pulumi.com/program/Pulumi.yaml');
     fs.mkdirSync(path.dirname(file), { recursive: true });
     fs.writeFileSync(file, content);
-    return env({ PROGRAM_FILE: '/var/run/pulumi.com/program/Pulumi.yaml', PROGRAM_DIGEST: `sha256:${crypto.createHash('sha256').update(digestOf).digest('hex')}` });
+    return env({
+      PROGRAM_FILE: '/var/run/pulumi.com/program/Pulumi.yaml',
+      PROGRAM_DIGEST: `sha256:${crypto.createHash('sha256').update(digestOf).digest('hex')}`,
+    });
   }
 
   it('copies the Program when its digest matches', async () => {

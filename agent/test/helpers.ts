@@ -7,7 +7,14 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { requireBinaries, toolchain, toolchainEnv, unavailableBinaries, versions, type ToolchainBinaries } from '../../e2e/testbed/toolchain';
+import {
+  requireBinaries,
+  toolchain,
+  toolchainEnv,
+  unavailableBinaries,
+  versions,
+  type ToolchainBinaries,
+} from '../../e2e/testbed/toolchain';
 import { installTestCommandProvider, TEST_COMMAND_PROVIDER_VERSION } from '../testkit/command-provider';
 import { installTestLanguageHost, TEST_LANGUAGE_HOST_VERSION } from '../testkit/language-nodejs';
 import { installTestProvider } from '../testkit/provider';
@@ -33,13 +40,25 @@ function newest(dir: string): number {
 
 /** Compiles agent/src, agent/testkit and contract/ into dist/ unless dist is newer than every source. */
 export function ensureBuilt(): void {
-  const src = Math.max(newest(path.join(REPO, 'agent', 'src')), newest(path.join(REPO, 'agent', 'testkit')), fs.statSync(path.join(REPO, 'contract', 'index.ts')).mtimeMs);
-  const built = Math.min(...[DIST_MAIN, DIST_LANGUAGE_HOST, DIST_COMMAND_PROVIDER].map((f) => (fs.existsSync(f) ? fs.statSync(f).mtimeMs : 0)));
+  const src = Math.max(
+    newest(path.join(REPO, 'agent', 'src')),
+    newest(path.join(REPO, 'agent', 'testkit')),
+    fs.statSync(path.join(REPO, 'contract', 'index.ts')).mtimeMs,
+  );
+  const built = Math.min(
+    ...[DIST_MAIN, DIST_LANGUAGE_HOST, DIST_COMMAND_PROVIDER].map((f) =>
+      fs.existsSync(f) ? fs.statSync(f).mtimeMs : 0,
+    ),
+  );
   if (built >= src) return;
-  execFileSync(process.execPath, [path.join(REPO, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', path.join(REPO, 'agent', 'tsconfig.json')], {
-    cwd: REPO,
-    stdio: 'inherit',
-  });
+  execFileSync(
+    process.execPath,
+    [path.join(REPO, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', path.join(REPO, 'agent', 'tsconfig.json')],
+    {
+      cwd: REPO,
+      stdio: 'inherit',
+    },
+  );
 }
 
 export function tmpDir(prefix: string): string {
@@ -56,7 +75,8 @@ export interface RunResult {
 /** Environment for the agent with nothing from this process that could leak in (GIT_*, KUBECONFIG…). */
 export function cleanEnv(extra: Record<string, string | undefined> = {}): Record<string, string> {
   const env: Record<string, string> = {};
-  for (const k of ['PATH', 'HOME', 'TMPDIR', 'LANG', 'USER']) if (process.env[k] !== undefined) env[k] = process.env[k]!;
+  for (const k of ['PATH', 'HOME', 'TMPDIR', 'LANG', 'USER'])
+    if (process.env[k] !== undefined) env[k] = process.env[k]!;
   for (const [k, v] of Object.entries(extra)) if (v !== undefined) env[k] = v;
   return env;
 }
@@ -111,7 +131,8 @@ export function startAgent(args: string[], env: Record<string, string>): AgentPr
     async waitForOutput(re, timeoutMs = 120_000) {
       const deadline = Date.now() + timeoutMs;
       while (!re.test(output())) {
-        if (child.exitCode !== null || child.signalCode !== null) throw new Error(`agent exited while waiting for ${re}:\n${output()}`);
+        if (child.exitCode !== null || child.signalCode !== null)
+          throw new Error(`agent exited while waiting for ${re}:\n${output()}`);
         if (Date.now() > deadline) throw new Error(`timed out waiting for ${re}:\n${output()}`);
         await sleep(100);
       }
@@ -129,7 +150,11 @@ export function startAgent(args: string[], env: Record<string, string>): AgentPr
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-export async function eventually<T>(what: string, fn: () => Promise<T | undefined> | T | undefined, timeoutMs = 60_000): Promise<T> {
+export async function eventually<T>(
+  what: string,
+  fn: () => Promise<T | undefined> | T | undefined,
+  timeoutMs = 60_000,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last = '';
   for (;;) {
@@ -153,7 +178,11 @@ export const YAML_BINARIES: (keyof ToolchainBinaries)[] = ['pulumi', 'pulumiLang
  * test provider plugin (agenttest 1.0.0, agent/testkit/provider.ts) is installed into PULUMI_HOME, so
  * `pulumi install` finds it without a network (programs pin `version: 1.0.0`).
  */
-export function pulumiEnv(root: string, extra: Record<string, string | undefined> = {}, binaries: (keyof ToolchainBinaries)[] = YAML_BINARIES): Record<string, string> {
+export function pulumiEnv(
+  root: string,
+  extra: Record<string, string | undefined> = {},
+  binaries: (keyof ToolchainBinaries)[] = YAML_BINARIES,
+): Record<string, string> {
   requireBinaries(binaries);
   const home = path.join(root, 'pulumi-home');
   const backend = path.join(root, 'backend');
@@ -181,8 +210,17 @@ export function pulumiEnv(root: string, extra: Record<string, string | undefined
 }
 
 /** `pulumi plugin install <kind> <name> <version> --file <binary>` into the env's PULUMI_HOME. */
-export function installPlugin(env: Record<string, string>, name: string, version: string, file: string, kind: 'resource' | 'language' = 'resource'): void {
-  execFileSync('pulumi', ['plugin', 'install', kind, name, version, '--file', file, '--non-interactive'], { env, stdio: 'pipe' });
+export function installPlugin(
+  env: Record<string, string>,
+  name: string,
+  version: string,
+  file: string,
+  kind: 'resource' | 'language' = 'resource',
+): void {
+  execFileSync('pulumi', ['plugin', 'install', kind, name, version, '--file', file, '--non-interactive'], {
+    env,
+    stdio: 'pipe',
+  });
 }
 
 /**

@@ -9,9 +9,28 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as k8s from '@kubernetes/client-node';
-import { Annotations, parseUpdateResult, parseWorkspaceStatus, Paths, type OperationRequest, type WorkspaceStackSpec } from '../../contract';
+import {
+  Annotations,
+  parseUpdateResult,
+  parseWorkspaceStatus,
+  Paths,
+  type OperationRequest,
+  type WorkspaceStackSpec,
+} from '../../contract';
 import { startControlPlane, type ControlPlane } from '../../e2e/testbed/control-plane';
-import { capturedOutput, ensureBuilt, eventually, pulumiEnv, runAgent, sleep, startAgent, testResource, tmpDir, writeFiles, type RunResult } from './helpers';
+import {
+  capturedOutput,
+  ensureBuilt,
+  eventually,
+  pulumiEnv,
+  runAgent,
+  sleep,
+  startAgent,
+  testResource,
+  tmpDir,
+  writeFiles,
+  type RunResult,
+} from './helpers';
 import { startWorkspace, type RunningWorkspace } from './workspace';
 import { getJson, operate } from './workspace-client';
 
@@ -33,7 +52,11 @@ async function saToken(sa: string, audience: string): Promise<string> {
   const tr = await core.createNamespacedServiceAccountToken({
     name: sa,
     namespace: NS,
-    body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { audiences: [audience], expirationSeconds: 3600 } },
+    body: {
+      apiVersion: 'authentication.k8s.io/v1',
+      kind: 'TokenRequest',
+      spec: { audiences: [audience], expirationSeconds: 3600 },
+    },
   });
   return tr.status!.token;
 }
@@ -47,7 +70,12 @@ async function saKubeconfig(sa: string): Promise<string> {
     JSON.stringify({
       apiVersion: 'v1',
       kind: 'Config',
-      clusters: [{ name: 'c', cluster: { server: cp.server, 'certificate-authority-data': Buffer.from(cp.caData).toString('base64') } }],
+      clusters: [
+        {
+          name: 'c',
+          cluster: { server: cp.server, 'certificate-authority-data': Buffer.from(cp.caData).toString('base64') },
+        },
+      ],
       users: [{ name: sa, user: { token } }],
       contexts: [{ name: sa, context: { cluster: 'c', user: sa, namespace: NS } }],
       'current-context': sa,
@@ -63,7 +91,12 @@ async function createJob(name: string, type: string): Promise<k8s.V1Job> {
       metadata: { name, labels: { 'pulumi.com/stack-name': STACK, 'auto.pulumi.com/update-type': type } },
       spec: {
         backoffLimit: 0,
-        template: { spec: { restartPolicy: 'Never', containers: [{ name: 'update', image: 'agent', command: ['pko-agent', 'update'] }] } },
+        template: {
+          spec: {
+            restartPolicy: 'Never',
+            containers: [{ name: 'update', image: 'agent', command: ['pko-agent', 'update'] }],
+          },
+        },
       },
     },
   });
@@ -99,7 +132,8 @@ beforeAll(async () => {
   const rbac = cp.kubeConfig.makeApiClient(k8s.RbacAuthorizationV1Api);
   const apps = cp.kubeConfig.makeApiClient(k8s.AppsV1Api);
   await core.createNamespace({ body: { metadata: { name: NS } } });
-  for (const sa of ['workspace', 'runner', 'intruder']) await core.createNamespacedServiceAccount({ namespace: NS, body: { metadata: { name: sa } } });
+  for (const sa of ['workspace', 'runner', 'intruder'])
+    await core.createNamespacedServiceAccount({ namespace: NS, body: { metadata: { name: sa } } });
 
   // docs/agent.md, "RBAC": the workspace's identity…
   await rbac.createClusterRoleBinding({
@@ -113,7 +147,9 @@ beforeAll(async () => {
     namespace: NS,
     body: {
       metadata: { name: `${STACK}-workspace-status` },
-      rules: [{ apiGroups: ['apps'], resources: ['statefulsets'], resourceNames: [`${STACK}-workspace`], verbs: ['patch'] }],
+      rules: [
+        { apiGroups: ['apps'], resources: ['statefulsets'], resourceNames: [`${STACK}-workspace`], verbs: ['patch'] },
+      ],
     },
   });
   await rbac.createNamespacedRoleBinding({
@@ -155,7 +191,10 @@ beforeAll(async () => {
       },
     },
   });
-  await eventually('ServiceAccounts', async () => (await core.readNamespacedServiceAccount({ name: 'intruder', namespace: NS })) && true);
+  await eventually(
+    'ServiceAccounts',
+    async () => (await core.readNamespacedServiceAccount({ name: 'intruder', namespace: NS })) && true,
+  );
   kubeconfigs.workspace = await saKubeconfig('workspace');
   kubeconfigs.runner = await saKubeconfig('runner');
   tokens.runner = await saToken('runner', AUDIENCE);
@@ -185,7 +224,9 @@ beforeAll(async () => {
   const stack: WorkspaceStackSpec = {
     name: PULUMI_STACK,
     create: true,
-    config: [{ key: 'password', valueFrom: { path: '/var/run/secrets/stacks.pulumi.com/secrets/db/password' }, secret: true }],
+    config: [
+      { key: 'password', valueFrom: { path: '/var/run/secrets/stacks.pulumi.com/secrets/db/password' }, secret: true },
+    ],
   };
   ws = await startWorkspace({
     root,
@@ -218,7 +259,11 @@ describe('serve --auth-mode kube', () => {
       const st = parseWorkspaceStatus(sts.metadata?.annotations?.[Annotations.workspaceStatus]);
       return st?.state === 'Ready' ? st : undefined;
     });
-    expect(status).toMatchObject({ hash: 'hash-0123', state: 'Ready', projectInfo: { name: 'kubeproj', runtime: 'yaml' } });
+    expect(status).toMatchObject({
+      hash: 'hash-0123',
+      state: 'Ready',
+      projectInfo: { name: 'kubeproj', runtime: 'yaml' },
+    });
     expect(status.pulumiVersion).toMatch(/3\.248\.0/);
   });
 
@@ -231,7 +276,9 @@ describe('serve --auth-mode kube', () => {
     expect(audience.status).toBe(401);
     const intruder = await getJson(ws.base, '/v1/workspace', tokens.intruder);
     expect(intruder).toMatchObject({ status: 403, body: { reason: 'PermissionDenied' } });
-    expect((intruder.body as { message: string }).message).toContain(`system:serviceaccount:${NS}:intruder may not use workspaces/rpc "${STACK}"`);
+    expect((intruder.body as { message: string }).message).toContain(
+      `system:serviceaccount:${NS}:intruder may not use workspaces/rpc "${STACK}"`,
+    );
     const forbiddenOp = await operate(ws.base, { type: 'up', stack: PULUMI_STACK }, { token: tokens.intruder });
     expect(forbiddenOp.status).toBe(403);
     const ok = await getJson(ws.base, '/v1/workspace', tokens.runner);
@@ -245,7 +292,10 @@ describe('update (the Job runner)', () => {
 
   it('writes the result on its Job and the outputs in a Secret owned by the Job', async () => {
     upJob = await createJob('mystack-up-aaaa1111', 'up');
-    run = await runAgent(['update'], runnerEnv('mystack-up-aaaa1111', { type: 'up', stack: PULUMI_STACK, message: 'from the runner' }, 'runner'));
+    run = await runAgent(
+      ['update'],
+      runnerEnv('mystack-up-aaaa1111', { type: 'up', stack: PULUMI_STACK, message: 'from the runner' }, 'runner'),
+    );
     expect(run.code).toBe(0);
     expect(run.stdout).toContain('[pko-agent] up of stack dev started');
     expect(run.stdout).toContain('+ agenttest:index:Sleep: (create)');
@@ -266,10 +316,21 @@ describe('update (the Job runner)', () => {
     const secret = await core.readNamespacedSecret({ name: 'mystack-up-aaaa1111-stack-outputs', namespace: NS });
     expect(secret.immutable).toBe(true);
     expect(secret.metadata?.ownerReferences).toEqual([
-      expect.objectContaining({ apiVersion: 'batch/v1', kind: 'Job', name: 'mystack-up-aaaa1111', uid: upJob.metadata!.uid, controller: true }),
+      expect.objectContaining({
+        apiVersion: 'batch/v1',
+        kind: 'Job',
+        name: 'mystack-up-aaaa1111',
+        uid: upJob.metadata!.uid,
+        controller: true,
+      }),
     ]);
     expect(secret.metadata?.annotations?.[Annotations.secretOutputs]).toBe('["secretOut"]');
-    const data = Object.fromEntries(Object.entries(secret.data ?? {}).map(([k, v]) => [k, JSON.parse(Buffer.from(v, 'base64').toString('utf8')) as unknown]));
+    const data = Object.fromEntries(
+      Object.entries(secret.data ?? {}).map(([k, v]) => [
+        k,
+        JSON.parse(Buffer.from(v, 'base64').toString('utf8')) as unknown,
+      ]),
+    );
     expect(data).toEqual({ made: 'made', plain: 'visible', secretOut: PASSWORD, weird_name_x: 42 });
     const job = await batch.readNamespacedJob({ name: 'mystack-up-aaaa1111', namespace: NS });
     expect(job.metadata?.annotations?.[Annotations.updateResult]).not.toContain(PASSWORD);
@@ -277,21 +338,38 @@ describe('update (the Job runner)', () => {
 
   it('reports UpdateConflict when the workspace is busy (409)', async () => {
     let started = false;
-    const destroy = operate(ws.base, { type: 'destroy', stack: PULUMI_STACK }, { token: tokens.runner, onLine: (l) => (started ||= l.kind === 'started') });
+    const destroy = operate(
+      ws.base,
+      { type: 'destroy', stack: PULUMI_STACK },
+      { token: tokens.runner, onLine: (l) => (started ||= l.kind === 'started') },
+    );
     while (!started) await sleep(50);
     await createJob('mystack-preview-bbbb2222', 'preview');
-    const r = await runAgent(['update'], runnerEnv('mystack-preview-bbbb2222', { type: 'preview', stack: PULUMI_STACK }, 'runner'));
+    const r = await runAgent(
+      ['update'],
+      runnerEnv('mystack-preview-bbbb2222', { type: 'preview', stack: PULUMI_STACK }, 'runner'),
+    );
     expect(r.code).toBe(1);
-    expect(await jobResult('mystack-preview-bbbb2222')).toMatchObject({ state: 'failed', type: 'preview', reason: 'UpdateConflict' });
+    expect(await jobResult('mystack-preview-bbbb2222')).toMatchObject({
+      state: 'failed',
+      type: 'preview',
+      reason: 'UpdateConflict',
+    });
     expect((await destroy).result).toMatchObject({ state: 'succeeded' });
   });
 
   it('on SIGTERM asks the workspace to interrupt Pulumi and writes an Aborted result', async () => {
     // The resource was destroyed by the previous test: create it again, so that there is a slow delete to interrupt.
     await createJob('mystack-up-cccc3333', 'up');
-    expect((await runAgent(['update'], runnerEnv('mystack-up-cccc3333', { type: 'up', stack: PULUMI_STACK }, 'runner'))).code).toBe(0);
+    expect(
+      (await runAgent(['update'], runnerEnv('mystack-up-cccc3333', { type: 'up', stack: PULUMI_STACK }, 'runner')))
+        .code,
+    ).toBe(0);
     await createJob('mystack-destroy-dddd4444', 'destroy');
-    const proc = startAgent(['update'], runnerEnv('mystack-destroy-dddd4444', { type: 'destroy', stack: PULUMI_STACK }, 'runner'));
+    const proc = startAgent(
+      ['update'],
+      runnerEnv('mystack-destroy-dddd4444', { type: 'destroy', stack: PULUMI_STACK }, 'runner'),
+    );
     await proc.waitForOutput(/agenttest:index:Sleep after deleting/);
     proc.child.kill('SIGTERM');
     const exit = await proc.exited;
@@ -303,14 +381,20 @@ describe('update (the Job runner)', () => {
     // Nothing is left running or locked: the next operation goes through.
     expect((await getJson(ws.base, '/v1/workspace', tokens.runner)).body).toMatchObject({ busy: false });
     await createJob('mystack-up-eeee5555', 'up');
-    const again = await runAgent(['update'], runnerEnv('mystack-up-eeee5555', { type: 'up', stack: PULUMI_STACK }, 'runner'));
+    const again = await runAgent(
+      ['update'],
+      runnerEnv('mystack-up-eeee5555', { type: 'up', stack: PULUMI_STACK }, 'runner'),
+    );
     expect(again.code).toBe(0);
     expect(await jobResult('mystack-up-eeee5555')).toMatchObject({ state: 'succeeded' });
   });
 
   it('refuses a runner whose identity may not use the workspace (403 → PermissionDenied)', async () => {
     await createJob('mystack-up-ffff6666', 'up');
-    const r = await runAgent(['update'], runnerEnv('mystack-up-ffff6666', { type: 'up', stack: PULUMI_STACK }, 'intruder'));
+    const r = await runAgent(
+      ['update'],
+      runnerEnv('mystack-up-ffff6666', { type: 'up', stack: PULUMI_STACK }, 'intruder'),
+    );
     expect(r.code).toBe(1);
     expect(await jobResult('mystack-up-ffff6666')).toMatchObject({ state: 'failed', reason: 'PermissionDenied' });
   });

@@ -86,7 +86,11 @@ it('runs a Node.js project with a dynamic provider: installs once, the second op
 
   const first = await operate(w.base, { type: 'up', stack: 'dev' }, { onLine: record });
   const coldMs = Date.now() - t0;
-  expect(first.result).toMatchObject({ state: 'succeeded', projectInfo: { name: 'dynproj', runtime: 'nodejs' }, resourceChanges: { create: 2 } });
+  expect(first.result).toMatchObject({
+    state: 'succeeded',
+    projectInfo: { name: 'dynproj', runtime: 'nodejs' },
+    resourceChanges: { create: 2 },
+  });
   expect(first.result!.outputs).toEqual({
     label: { value: 'size 1', secret: false },
     greeting: { value: 'hello', secret: false },
@@ -96,7 +100,12 @@ it('runs a Node.js project with a dynamic provider: installs once, the second op
   const outputs = first.result!.outputs!;
   const secretKeys = Object.keys(outputs).filter((k) => outputs[k]!.secret);
   const values = Object.fromEntries(Object.entries(outputs).map(([k, v]) => [k, v.value]));
-  expect(maskOutputs(values, secretKeys)).toEqual({ label: 'size 1', greeting: 'hello', apiKeyLength: '[secret]', token: '[secret]' });
+  expect(maskOutputs(values, secretKeys)).toEqual({
+    label: 'size 1',
+    greeting: 'hello',
+    apiKeyLength: '[secret]',
+    token: '[secret]',
+  });
   // The program's own stdout reaches the operation's output (language host → CLI → workspace).
   expect(first.lines.some((l) => l.kind === 'output' && l.line.includes(PROGRAM_LINE))).toBe(true);
 

@@ -25,7 +25,13 @@ const suite = workspaceSuite('secret-outputs');
 const workDir = (): string => path.join(suite.root, 'share', 'workspace');
 const cliLog = (): string => path.join(suite.root, 'cli-calls.log');
 /** The workspace's CLI calls, first two arguments each ("up --yes", "stack output", …). */
-const cliCalls = (): string[] => (fs.existsSync(cliLog()) ? fs.readFileSync(cliLog(), 'utf8').split('\n').filter((l) => l !== '') : []);
+const cliCalls = (): string[] =>
+  fs.existsSync(cliLog())
+    ? fs
+        .readFileSync(cliLog(), 'utf8')
+        .split('\n')
+        .filter((l) => l !== '')
+    : [];
 
 function program(secretValue: string): string {
   return [
@@ -53,12 +59,23 @@ function program(secretValue: string): string {
 }
 
 /** Starts a workspace whose CLI calls are recorded. */
-async function serve(files: Record<string, string>, extraEnv: Record<string, string | undefined> = {}): Promise<{ w: RunningWorkspace; env: Record<string, string> }> {
+async function serve(
+  files: Record<string, string>,
+  extraEnv: Record<string, string | undefined> = {},
+): Promise<{ w: RunningWorkspace; env: Record<string, string> }> {
   writeFiles(workDir(), files);
   const wrapper = path.join(suite.root, 'pulumi-wrapper');
-  fs.writeFileSync(wrapper, `#!/bin/sh\necho "$1 $2" >> ${JSON.stringify(cliLog())}\nexec ${JSON.stringify(toolchain.binaries.pulumi)} "$@"\n`, { mode: 0o755 });
+  fs.writeFileSync(
+    wrapper,
+    `#!/bin/sh\necho "$1 $2" >> ${JSON.stringify(cliLog())}\nexec ${JSON.stringify(toolchain.binaries.pulumi)} "$@"\n`,
+    { mode: 0o755 },
+  );
   const env = pulumiEnv(suite.root, { PULUMI_CLI: wrapper, PKO_AGENT_LOG_LEVEL: 'debug', ...extraEnv });
-  const stack: WorkspaceStackSpec = { name: 'dev', create: true, config: [{ key: 'apiKey', value: SECRET_CONFIG, secret: true }] };
+  const stack: WorkspaceStackSpec = {
+    name: 'dev',
+    create: true,
+    config: [{ key: 'apiKey', value: SECRET_CONFIG, secret: true }],
+  };
   const w = await startWorkspace({ root: suite.root, env, stack });
   suite.track(w);
   return { w, env };
@@ -66,7 +83,11 @@ async function serve(files: Record<string, string>, extraEnv: Record<string, str
 
 async function up(w: RunningWorkspace) {
   fs.rmSync(cliLog(), { force: true });
-  const r = await operate(w.base, { type: 'up', stack: 'dev' }, { onLine: (l: StreamLine) => (l.kind !== 'result' ? streamed.push(JSON.stringify(l)) : undefined) });
+  const r = await operate(
+    w.base,
+    { type: 'up', stack: 'dev' },
+    { onLine: (l: StreamLine) => (l.kind !== 'result' ? streamed.push(JSON.stringify(l)) : undefined) },
+  );
   expect(r.result).toMatchObject({ type: 'up', state: 'succeeded' });
   return r.result!;
 }
@@ -74,7 +95,13 @@ async function up(w: RunningWorkspace) {
 /** What `pulumi stack output --json --show-secrets` says (the values the agent must report). */
 function cliOutputs(env: Record<string, string>): Record<string, unknown> {
   const { PULUMI_CLI: _, ...plain } = env;
-  return JSON.parse(execFileSync(toolchain.binaries.pulumi, ['stack', 'output', '--json', '--show-secrets', '--stack', 'dev', '--non-interactive'], { cwd: workDir(), env: plain, encoding: 'utf8' })) as Record<string, unknown>;
+  return JSON.parse(
+    execFileSync(
+      toolchain.binaries.pulumi,
+      ['stack', 'output', '--json', '--show-secrets', '--stack', 'dev', '--non-interactive'],
+      { cwd: workDir(), env: plain, encoding: 'utf8' },
+    ),
+  ) as Record<string, unknown>;
 }
 
 const expected = (secretValue: string) => ({
@@ -86,7 +113,8 @@ const expected = (secretValue: string) => ({
   token: { value: secretValue, secret: true },
 });
 
-const values = (outputs: Record<string, { value: unknown }>): Record<string, unknown> => Object.fromEntries(Object.entries(outputs).map(([k, v]) => [k, v.value]));
+const values = (outputs: Record<string, { value: unknown }>): Record<string, unknown> =>
+  Object.fromEntries(Object.entries(outputs).map(([k, v]) => [k, v.value]));
 
 describe('secret outputs of a passphrase stack', () => {
   it('file:// backend: read from the state file, no CLI call after `up`, a changed secret seen at once', async () => {
@@ -109,28 +137,49 @@ describe('secret outputs of a passphrase stack', () => {
     writeFiles(suite.root, { 'passphrase.txt': 'test-passphrase\n' });
     const { w, env } = await serve(
       { 'Pulumi.yaml': program('first-secret-9b2c') },
-      { PULUMI_DIY_BACKEND_GZIP: 'true', PULUMI_CONFIG_PASSPHRASE: undefined, PULUMI_CONFIG_PASSPHRASE_FILE: path.join(suite.root, 'passphrase.txt') },
+      {
+        PULUMI_DIY_BACKEND_GZIP: 'true',
+        PULUMI_CONFIG_PASSPHRASE: undefined,
+        PULUMI_CONFIG_PASSPHRASE_FILE: path.join(suite.root, 'passphrase.txt'),
+      },
     );
     const r = await up(w);
     expect(r.outputs).toEqual(expected('first-secret-9b2c'));
     expect(cliCalls()).toEqual(['up --yes']);
-    expect(fs.readdirSync(path.join(suite.root, 'backend', '.pulumi', 'stacks', 'secretouts'))).toContain('dev.json.gz');
+    expect(fs.readdirSync(path.join(suite.root, 'backend', '.pulumi', 'stacks', 'secretouts'))).toContain(
+      'dev.json.gz',
+    );
     expect(values(r.outputs!)).toEqual(cliOutputs(env));
   });
 
   it('zstd state (not read here): `pulumi stack export` then decryption, never `stack output`', async () => {
-    const { w, env } = await serve({ 'Pulumi.yaml': program('first-secret-9b2c') }, { PULUMI_DIY_BACKEND_ZSTD: 'true' });
+    const { w, env } = await serve(
+      { 'Pulumi.yaml': program('first-secret-9b2c') },
+      { PULUMI_DIY_BACKEND_ZSTD: 'true' },
+    );
     const r = await up(w);
     expect(r.outputs).toEqual(expected('first-secret-9b2c'));
     expect(cliCalls()).toEqual(['up --yes', 'stack export']);
-    expect(fs.readdirSync(path.join(suite.root, 'backend', '.pulumi', 'stacks', 'secretouts'))).toContain('dev.json.zst');
+    expect(fs.readdirSync(path.join(suite.root, 'backend', '.pulumi', 'stacks', 'secretouts'))).toContain(
+      'dev.json.zst',
+    );
     expect(values(r.outputs!)).toEqual(cliOutputs(env));
     expect(w.proc.output()).toMatch(/secret stack outputs decrypted from the state source="stack export"/);
   });
 
   it('a secret holding an asset: the values come from `pulumi stack output --show-secrets`', async () => {
     const { w, env } = await serve({
-      'Pulumi.yaml': ['name: assetout', 'runtime: yaml', 'outputs:', '  bundle:', '    fn::secret:', '      fn::stringAsset: hello-asset-text-e3', '  token:', '    fn::secret: first-secret-9b2c', ''].join('\n'),
+      'Pulumi.yaml': [
+        'name: assetout',
+        'runtime: yaml',
+        'outputs:',
+        '  bundle:',
+        '    fn::secret:',
+        '      fn::stringAsset: hello-asset-text-e3',
+        '  token:',
+        '    fn::secret: first-secret-9b2c',
+        '',
+      ].join('\n'),
     });
     const r = await up(w);
     expect(cliCalls()).toEqual(['up --yes', 'stack output']);

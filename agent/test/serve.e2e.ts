@@ -25,7 +25,10 @@ function project(files: Record<string, string>): void {
   writeFiles(path.join(suite.root, 'share', 'workspace'), files);
 }
 
-async function serve(stack: WorkspaceStackSpec, extraEnv: Record<string, string | undefined> = {}): Promise<RunningWorkspace> {
+async function serve(
+  stack: WorkspaceStackSpec,
+  extraEnv: Record<string, string | undefined> = {},
+): Promise<RunningWorkspace> {
   const w = await startWorkspace({
     root: suite.root,
     env: pulumiEnv(suite.root, extraEnv),
@@ -87,11 +90,15 @@ describe('a YAML project with config, secret config and outputs', () => {
     // Upstream's dynamic env file: an init container may add variables, here the passphrase itself
     // (not in the pod's environment) and a value config reads with valueFrom.env.
     writeFiles(suite.root, {
-      'share/.env': '# written by an init container\nexport PULUMI_CONFIG_PASSPHRASE=\'test-passphrase\'\nDYNAMIC_VALUE="from the env file"\n',
+      'share/.env':
+        '# written by an init container\nexport PULUMI_CONFIG_PASSPHRASE=\'test-passphrase\'\nDYNAMIC_VALUE="from the env file"\n',
     });
     writeFiles(suite.root, {
       'var/run/secrets/stacks.pulumi.com/secrets/db/password': PASSWORD,
-      'var/run/configmaps/stacks.pulumi.com/configmaps/app/settings.json': JSON.stringify({ tier: 'gold', ports: [80, 443] }),
+      'var/run/configmaps/stacks.pulumi.com/configmaps/app/settings.json': JSON.stringify({
+        tier: 'gold',
+        ports: [80, 443],
+      }),
     });
     const w = await serve(
       {
@@ -276,7 +283,13 @@ describe('a YAML project with real resources (a provider plugin)', () => {
 describe('failures', () => {
   it('reports a failing program with a useful message', async () => {
     project({
-      'Pulumi.yaml': ['name: failing', 'runtime: yaml', 'resources:', ...testResource('broken', 'Fail', { message: 'disk quota exceeded' }), ''].join('\n'),
+      'Pulumi.yaml': [
+        'name: failing',
+        'runtime: yaml',
+        'resources:',
+        ...testResource('broken', 'Fail', { message: 'disk quota exceeded' }),
+        '',
+      ].join('\n'),
     });
     const w = await serve({ name: 'dev', create: true, config: [] });
     const up = await operate(w.base, { type: 'up', stack: 'dev' }, { onLine: record });
@@ -309,7 +322,13 @@ describe('failures', () => {
 
   it('runs one operation at a time (409), checks the stack and the request (422, 400), cancels by id', async () => {
     project({
-      'Pulumi.yaml': ['name: slow', 'runtime: yaml', 'resources:', ...testResource('wait', 'Sleep', { seconds: 6 }), ''].join('\n'),
+      'Pulumi.yaml': [
+        'name: slow',
+        'runtime: yaml',
+        'resources:',
+        ...testResource('wait', 'Sleep', { seconds: 6 }),
+        '',
+      ].join('\n'),
     });
     const w = await serve({ name: 'dev', create: true, config: [] });
     let startedId = '';
@@ -328,7 +347,10 @@ describe('failures', () => {
     expect((await operate(w.base, { type: 'up', stack: 'prod' })).status).toBe(422);
     expect((await operate(w.base, { type: 'nope', stack: 'dev' } as never)).status).toBe(400);
     expect(await post(w.base, '/v1/operations/op-unknown/cancel')).toBe(404);
-    expect(((await getJson(w.base, '/v1/workspace')).body as WorkspaceInfo).operation).toMatchObject({ id: startedId, type: 'up' });
+    expect(((await getJson(w.base, '/v1/workspace')).body as WorkspaceInfo).operation).toMatchObject({
+      id: startedId,
+      type: 'up',
+    });
     expect((await longUp).result).toMatchObject({ state: 'succeeded' });
   });
 });
@@ -354,7 +376,8 @@ describe('SIGTERM during a long up', () => {
       {
         onLine: (l) => {
           record(l);
-          const pre = l.kind === 'event' ? (l.event.resourcePreEvent as { metadata?: { type?: string } } | undefined) : undefined;
+          const pre =
+            l.kind === 'event' ? (l.event.resourcePreEvent as { metadata?: { type?: string } } | undefined) : undefined;
           if (pre?.metadata?.type === 'agenttest:index:Sleep') creating = true;
         },
       },
@@ -384,7 +407,13 @@ describe('SIGTERM during a long up', () => {
 
   it('a second signal exits at once', async () => {
     project({
-      'Pulumi.yaml': ['name: hard', 'runtime: yaml', 'resources:', ...testResource('slow', 'Sleep', { seconds: 30 }), ''].join('\n'),
+      'Pulumi.yaml': [
+        'name: hard',
+        'runtime: yaml',
+        'resources:',
+        ...testResource('slow', 'Sleep', { seconds: 30 }),
+        '',
+      ].join('\n'),
     });
     const w = await serve({ name: 'dev', create: true, config: [] });
     let creating = false;
@@ -393,7 +422,11 @@ describe('SIGTERM during a long up', () => {
       { type: 'up', stack: 'dev' },
       {
         onLine: (l) => {
-          if (l.kind === 'event' && (l.event.resourcePreEvent as { metadata?: { type?: string } } | undefined)?.metadata?.type === 'agenttest:index:Sleep')
+          if (
+            l.kind === 'event' &&
+            (l.event.resourcePreEvent as { metadata?: { type?: string } } | undefined)?.metadata?.type ===
+              'agenttest:index:Sleep'
+          )
             creating = true;
         },
       },
@@ -407,7 +440,11 @@ describe('SIGTERM during a long up', () => {
     expect(exit.code).toBe(1);
     expect(w.proc.output()).toContain('second SIGTERM: exiting now');
     // The CLI was killed with its process group: no plugin of this workspace is left running.
-    await eventually('no process of this workspace left', () => (processesUnder(suite.root).length === 0 ? true : undefined), 10_000);
+    await eventually(
+      'no process of this workspace left',
+      () => (processesUnder(suite.root).length === 0 ? true : undefined),
+      10_000,
+    );
   });
 });
 

@@ -23,7 +23,8 @@ import {
 const SALT = 'v1:bwgWbEcRGdk=:v1:CoFdEnFeVq3x2hot:Ry+X2PzYB30W/QjKmKhe9IjvFdyTrA==';
 const PASSPHRASE = 'bench';
 const TOKEN_CIPHERTEXT = 'v1:2yok8uh1VrtHBgYt:SFN8V/aZi8RW0nwWT6idAK9fXAezaFize00uW51G';
-const NESTED_CIPHERTEXT = 'v1:pLMag/KfGvNM6C2o:iJ8lQKbFBXZimQiHry2XRWsluk1obdQhLMUActP0p6i35iJL+J1TAo/sCBlUdaE576/Z6X7F5Q==';
+const NESTED_CIPHERTEXT =
+  'v1:pLMag/KfGvNM6C2o:iJ8lQKbFBXZimQiHry2XRWsluk1obdQhLMUActP0p6i35iJL+J1TAo/sCBlUdaE576/Z6X7F5Q==';
 const URN = 'urn:pulumi:dev::exp::pulumi:pulumi:Stack::exp-dev';
 
 const blinded = { [SIG_KEY]: SECRET_SIG, ciphertext: '[secret]' };
@@ -33,7 +34,10 @@ const encrypt = (key: Buffer, plaintext: string): string => {
   const sealed = Buffer.concat([c.update(plaintext, 'utf8'), c.final(), c.getAuthTag()]);
   return `v1:${nonce.toString('base64')}:${sealed.toString('base64')}`;
 };
-const secretOf = (key: Buffer, value: unknown) => ({ [SIG_KEY]: SECRET_SIG, ciphertext: encrypt(key, JSON.stringify(value)) });
+const secretOf = (key: Buffer, value: unknown) => ({
+  [SIG_KEY]: SECRET_SIG,
+  ciphertext: encrypt(key, JSON.stringify(value)),
+});
 
 let key: Buffer;
 beforeAll(async () => {
@@ -70,10 +74,17 @@ describe('Pulumi passphrase crypto', () => {
 
 describe('revealOutputs', () => {
   const since = new Date('2026-11-22T05:00:00Z');
-  const deployment = (outputs: Record<string, unknown>, time = '2026-11-22T05:00:01.123456789Z', urn = URN): Deployment => ({
+  const deployment = (
+    outputs: Record<string, unknown>,
+    time = '2026-11-22T05:00:01.123456789Z',
+    urn = URN,
+  ): Deployment => ({
     manifest: { time },
     secrets_providers: { type: 'passphrase', state: { salt: SALT } },
-    resources: [{ urn, type: 'pulumi:pulumi:Stack', outputs }, { urn: 'urn:pulumi:dev::exp::agenttest:index:Sleep::a', type: 'agenttest:index:Sleep', outputs: { x: 1 } }],
+    resources: [
+      { urn, type: 'pulumi:pulumi:Stack', outputs },
+      { urn: 'urn:pulumi:dev::exp::agenttest:index:Sleep::a', type: 'agenttest:index:Sleep', outputs: { x: 1 } },
+    ],
   });
 
   it('replaces each blinded secret of the event by its plaintext, at any depth', () => {
@@ -86,7 +97,13 @@ describe('revealOutputs', () => {
     };
     const event = { plain: 'hello', n: 3, token: blinded, whole: blinded, obj: { a: [1, blinded], b: null } };
     expect(revealOutputs(event, URN, deployment(state), key, since)).toEqual({
-      outputs: { plain: 'hello', n: 3, token: 's3cr3t-value', whole: { plain: 'hello', sec: 'n3sted-secret' }, obj: { a: [1, { deep: true }], b: null } },
+      outputs: {
+        plain: 'hello',
+        n: 3,
+        token: 's3cr3t-value',
+        whole: { plain: 'hello', sec: 'n3sted-secret' },
+        obj: { a: [1, { deep: true }], b: null },
+      },
     });
   });
 
@@ -102,9 +119,15 @@ describe('revealOutputs', () => {
       [deployment({ plain: 'visible-v4lue' }), event],
       [deployment({ ...good, token: 's3cr3t-value' }), event], // a plain value where the event has a secret
       [deployment({ ...good, plain: { [SIG_KEY]: SECRET_SIG, ciphertext: TOKEN_CIPHERTEXT } }), event], // a secret where the event has none
-      [deployment({ ...good, token: { [SIG_KEY]: SECRET_SIG, ciphertext: encrypt(crypto.randomBytes(32), '"x"') } }), event], // another key
+      [
+        deployment({ ...good, token: { [SIG_KEY]: SECRET_SIG, ciphertext: encrypt(crypto.randomBytes(32), '"x"') } }),
+        event,
+      ], // another key
       [deployment({ ...good, token: { [SIG_KEY]: SECRET_SIG, ciphertext: encrypt(key, 'not json s3cr3t') } }), event],
-      [deployment({ ...good, token: secretOf(key, { [SIG_KEY]: 'c44067f5952c0a294b673a41bacd8c17', text: 'asset' }) }), event], // an asset inside
+      [
+        deployment({ ...good, token: secretOf(key, { [SIG_KEY]: 'c44067f5952c0a294b673a41bacd8c17', text: 'asset' }) }),
+        event,
+      ], // an asset inside
       [{ ...deployment(good), resources: [] }, event],
     ];
     for (const [d, e] of cases) {
@@ -182,22 +205,50 @@ describe('the DIY backend state file', () => {
         latest: {
           manifest: { time: new Date(Date.now() + 1000).toISOString() },
           secrets_providers: { type, state: { salt: SALT } },
-          resources: [{ urn: URN, type: 'pulumi:pulumi:Stack', outputs: { plain: 1, token: { [SIG_KEY]: SECRET_SIG, ciphertext: TOKEN_CIPHERTEXT } } }],
+          resources: [
+            {
+              urn: URN,
+              type: 'pulumi:pulumi:Stack',
+              outputs: { plain: 1, token: { [SIG_KEY]: SECRET_SIG, ciphertext: TOKEN_CIPHERTEXT } },
+            },
+          ],
         },
       },
     });
     const file = put('s/.pulumi/stacks/exp/dev.json', JSON.stringify(checkpoint('passphrase')));
     // PULUMI_CLI points nowhere: a CLI call would fail the read.
-    const env = { PULUMI_BACKEND_URL: `file://${dir}/s`, PULUMI_CONFIG_PASSPHRASE: PASSPHRASE, PULUMI_CLI: '/nonexistent/pulumi' };
-    const req = { workDir: dir, stack: 'dev', project: 'exp', eventOutputs: { plain: 1, token: blinded }, stackUrn: URN, since: new Date() };
+    const env = {
+      PULUMI_BACKEND_URL: `file://${dir}/s`,
+      PULUMI_CONFIG_PASSPHRASE: PASSPHRASE,
+      PULUMI_CLI: '/nonexistent/pulumi',
+    };
+    const req = {
+      workDir: dir,
+      stack: 'dev',
+      project: 'exp',
+      eventOutputs: { plain: 1, token: blinded },
+      stackUrn: URN,
+      since: new Date(),
+    };
     const reader = new StackStateReader(env);
-    await expect(reader.read(req)).resolves.toEqual({ outputs: { plain: 1, token: 's3cr3t-value' }, source: 'state file' });
-    await expect(new StackStateReader({ ...env, PULUMI_CONFIG_PASSPHRASE: 'wrong' }).read(req)).resolves.toEqual({ reason: 'the passphrase does not open the state' });
-    await expect(new StackStateReader({ PULUMI_BACKEND_URL: env.PULUMI_BACKEND_URL }).read(req)).resolves.toEqual({ reason: 'no passphrase in the environment' });
+    await expect(reader.read(req)).resolves.toEqual({
+      outputs: { plain: 1, token: 's3cr3t-value' },
+      source: 'state file',
+    });
+    await expect(new StackStateReader({ ...env, PULUMI_CONFIG_PASSPHRASE: 'wrong' }).read(req)).resolves.toEqual({
+      reason: 'the passphrase does not open the state',
+    });
+    await expect(new StackStateReader({ PULUMI_BACKEND_URL: env.PULUMI_BACKEND_URL }).read(req)).resolves.toEqual({
+      reason: 'no passphrase in the environment',
+    });
     fs.writeFileSync(file, JSON.stringify(checkpoint('awskms')));
-    await expect(reader.read(req)).resolves.toEqual({ reason: 'the stack does not use the passphrase secrets provider' });
+    await expect(reader.read(req)).resolves.toEqual({
+      reason: 'the stack does not use the passphrase secrets provider',
+    });
     fs.writeFileSync(file, JSON.stringify(checkpoint('passphrase')));
-    await expect(reader.read(req)).resolves.toEqual({ reason: 'the stack does not use the passphrase secrets provider' });
+    await expect(reader.read(req)).resolves.toEqual({
+      reason: 'the stack does not use the passphrase secrets provider',
+    });
     // Without a readable state file, `pulumi stack export` is asked (here it cannot run).
     fs.rmSync(file);
     await expect(new StackStateReader(env).read(req)).resolves.toEqual({ reason: 'pulumi stack export failed' });

@@ -19,7 +19,8 @@ function header(e: TarEntry, size: number): Buffer {
   const write = (s: string, off: number, len: number): void => {
     h.write(s.slice(0, len), off, len, 'utf8');
   };
-  const octal = (n: number, off: number, len: number): void => write(n.toString(8).padStart(len - 1, '0') + '\0', off, len);
+  const octal = (n: number, off: number, len: number): void =>
+    write(n.toString(8).padStart(len - 1, '0') + '\0', off, len);
   let name = e.path;
   let prefix = '';
   if (Buffer.byteLength(name) > 100) {

@@ -94,9 +94,14 @@ it('creates, updates, replaces (triggers) and deletes command:local:Command reso
   const workspace = path.join(suite.root, 'share', 'workspace');
   const outDir = path.join(suite.root, 'out');
   fs.mkdirSync(outDir);
-  const firstCreate = 'echo "hello from $NAME"; printf %s "$TOKEN" > token.txt; echo "token has $(printf %s "$TOKEN" | wc -c) bytes" >&2';
+  const firstCreate =
+    'echo "hello from $NAME"; printf %s "$TOKEN" > token.txt; echo "token has $(printf %s "$TOKEN" | wc -c) bytes" >&2';
   writeFiles(workspace, { 'Pulumi.yaml': program({ helloCreate: firstCreate, trigger: 'one', outDir }) });
-  const w = await startWorkspace({ root: suite.root, env, stack: { name: 'dev', create: true, config: [{ key: 'token', value: TOKEN, secret: true }] } });
+  const w = await startWorkspace({
+    root: suite.root,
+    env,
+    stack: { name: 'dev', create: true, config: [{ key: 'token', value: TOKEN, secret: true }] },
+  });
   suite.track(w);
 
   // Create: both commands ran, with their environment, dir and stdin.
@@ -128,23 +133,37 @@ it('creates, updates, replaces (triggers) and deletes command:local:Command reso
 
   // A changed `create` (no `update` given) is an update that runs it again, with the previous stdout
   // in PULUMI_COMMAND_STDOUT.
-  writeFiles(workspace, { 'Pulumi.yaml': program({ helloCreate: 'echo "update saw: $PULUMI_COMMAND_STDOUT"', trigger: 'one', outDir }) });
+  writeFiles(workspace, {
+    'Pulumi.yaml': program({ helloCreate: 'echo "update saw: $PULUMI_COMMAND_STDOUT"', trigger: 'one', outDir }),
+  });
   const update = await operate(w.base, { type: 'up', stack: 'dev' }, { onLine: record });
-  expect(update.result).toMatchObject({ state: 'succeeded', outputs: { said: { value: 'update saw: hello from command', secret: false } } });
+  expect(update.result).toMatchObject({
+    state: 'succeeded',
+    outputs: { said: { value: 'update saw: hello from command', secret: false } },
+  });
   expect(update.result!.resourceChanges).toMatchObject({ update: 1 });
 
   // Changed triggers replace the resource: the new one is created, then the old one deleted.
-  writeFiles(workspace, { 'Pulumi.yaml': program({ helloCreate: 'echo "update saw: $PULUMI_COMMAND_STDOUT"', trigger: 'two', outDir }) });
+  writeFiles(workspace, {
+    'Pulumi.yaml': program({ helloCreate: 'echo "update saw: $PULUMI_COMMAND_STDOUT"', trigger: 'two', outDir }),
+  });
   const replace = await operate(w.base, { type: 'up', stack: 'dev' }, { onLine: record });
-  expect(replace.result).toMatchObject({ state: 'succeeded', outputs: { stamped: { value: `${QUIET} two`, secret: false } } });
+  expect(replace.result).toMatchObject({
+    state: 'succeeded',
+    outputs: { stamped: { value: `${QUIET} two`, secret: false } },
+  });
   expect(replace.result!.resourceChanges).toMatchObject({ replace: 1 });
   expect(fs.readFileSync(path.join(outDir, 'runs.log'), 'utf8')).toBe('create one\ncreate two\ndelete one\n');
 
   // Destroy runs each `delete` with the stored inputs and last stdout.
   const destroy = await operate(w.base, { type: 'destroy', stack: 'dev' }, { onLine: record });
   expect(destroy.result).toMatchObject({ type: 'destroy', state: 'succeeded' });
-  expect(fs.readFileSync(path.join(workspace, 'deleted.txt'), 'utf8')).toBe('deleted after: update saw: hello from command\n');
-  expect(fs.readFileSync(path.join(outDir, 'runs.log'), 'utf8')).toBe('create one\ncreate two\ndelete one\ndelete two\n');
+  expect(fs.readFileSync(path.join(workspace, 'deleted.txt'), 'utf8')).toBe(
+    'deleted after: update saw: hello from command\n',
+  );
+  expect(fs.readFileSync(path.join(outDir, 'runs.log'), 'utf8')).toBe(
+    'create one\ncreate two\ndelete one\ndelete two\n',
+  );
 
   // The secret environment value is encrypted in the state and its history, never in plain text.
   expect(readTree(path.join(suite.root, 'backend'))).not.toContain(TOKEN);
@@ -172,7 +191,9 @@ it('reports a failing command with its exit status and output', async () => {
   const up = await operate(w.base, { type: 'up', stack: 'dev' }, { onLine: record });
   expect(up.result).toMatchObject({ type: 'up', state: 'failed', reason: 'UpdateFailed' });
   expect(up.result!.message).toMatch(/^up failed: /);
-  expect(up.result!.message).toContain('exit status 3: running "echo \\"about to fail\\"; echo \\"disk quota exceeded\\" >&2; exit 3"');
+  expect(up.result!.message).toContain(
+    'exit status 3: running "echo \\"about to fail\\"; echo \\"disk quota exceeded\\" >&2; exit 3"',
+  );
   expect(up.result!.message).toContain('disk quota exceeded');
 });
 

@@ -7,13 +7,35 @@ import { safeSubdir } from '../src/lib/paths';
 import { Redactor, redactUrl } from '../src/lib/redact';
 import { compareVersions, configJson, hasStructuredConfig, qualifyKey, resolveConfig } from '../src/serve/config';
 import { containsSecret, describeChanges, findPermalink, operationArgs } from '../src/serve/operation';
-import { baseInputs, checkInputs, CommandRunner, diffCommand, goQuote, reveal, UNKNOWN, type Value } from '../testkit/command-provider';
+import {
+  baseInputs,
+  checkInputs,
+  CommandRunner,
+  diffCommand,
+  goQuote,
+  reveal,
+  UNKNOWN,
+  type Value,
+} from '../testkit/command-provider';
 import { configEnv, parseArgs, splitArgs } from '../testkit/language-nodejs';
 
 describe('env file', () => {
   it('parses godotenv-style lines', () => {
     expect(
-      parseEnvFile(['# comment', 'A=1', 'export B = two ', "C='lit $X \\n'", 'D="esc\\nnl \\"q\\""', 'E=val # note', 'bad line', 'F="multi', 'line"', ''].join('\n')),
+      parseEnvFile(
+        [
+          '# comment',
+          'A=1',
+          'export B = two ',
+          "C='lit $X \\n'",
+          'D="esc\\nnl \\"q\\""',
+          'E=val # note',
+          'bad line',
+          'F="multi',
+          'line"',
+          '',
+        ].join('\n'),
+      ),
     ).toEqual({ A: '1', B: 'two', C: 'lit $X \\n', D: 'esc\nnl "q"', E: 'val', F: 'multi\nline' });
   });
 });
@@ -53,8 +75,12 @@ describe('config', () => {
       'p:n': { value: '3', objectValue: 3, secret: false },
       'p:e': { value: 'from-env', secret: true },
     });
-    expect(() => resolveConfig([{ key: 'm', valueFrom: { env: 'NOPE_NOT_SET' }, secret: false }], 'p', {})).toThrow('environment variable NOPE_NOT_SET is not set');
-    expect(() => resolveConfig([{ key: 'f', valueFrom: { path: '/nonexistent/x' }, secret: true }], 'p', {})).toThrow('cannot read /nonexistent/x (ENOENT)');
+    expect(() => resolveConfig([{ key: 'm', valueFrom: { env: 'NOPE_NOT_SET' }, secret: false }], 'p', {})).toThrow(
+      'environment variable NOPE_NOT_SET is not set',
+    );
+    expect(() => resolveConfig([{ key: 'f', valueFrom: { path: '/nonexistent/x' }, secret: true }], 'p', {})).toThrow(
+      'cannot read /nonexistent/x (ENOENT)',
+    );
   });
 
   it('compares versions', () => {
@@ -67,28 +93,94 @@ describe('config', () => {
 describe('operations', () => {
   it('maps requests to CLI flags', () => {
     expect(
-      operationArgs({ type: 'up', stack: 's', message: 'm', target: ['u1'], targetDependents: true, refresh: true, parallel: 4, expectNoChanges: true, continueOnError: true, replace: ['r'] }, 'dev', '/e', 0),
+      operationArgs(
+        {
+          type: 'up',
+          stack: 's',
+          message: 'm',
+          target: ['u1'],
+          targetDependents: true,
+          refresh: true,
+          parallel: 4,
+          expectNoChanges: true,
+          continueOnError: true,
+          replace: ['r'],
+        },
+        'dev',
+        '/e',
+        0,
+      ),
     ).toEqual([
-      'up', '--yes', '--skip-preview', '--diff', '--suppress-progress', '--expect-no-changes', '--refresh', '--replace', 'r', '--target', 'u1', '--target-dependents', '--continue-on-error',
-      '--message', 'm', '--parallel', '4', '--stack', 'dev', '--color', 'never', '--exec-kind', 'auto.local', '--event-log', '/e', '--non-interactive',
+      'up',
+      '--yes',
+      '--skip-preview',
+      '--diff',
+      '--suppress-progress',
+      '--expect-no-changes',
+      '--refresh',
+      '--replace',
+      'r',
+      '--target',
+      'u1',
+      '--target-dependents',
+      '--continue-on-error',
+      '--message',
+      'm',
+      '--parallel',
+      '4',
+      '--stack',
+      'dev',
+      '--color',
+      'never',
+      '--exec-kind',
+      'auto.local',
+      '--event-log',
+      '/e',
+      '--non-interactive',
     ]);
     expect(operationArgs({ type: 'destroy', stack: 's', remove: true, runProgram: false }, 'dev', '/e', 2)).toEqual([
-      'destroy', '--yes', '--skip-preview', '--suppress-progress', '--remove', '--run-program=false',
-      '--stack', 'dev', '--color', 'never', '--exec-kind', 'auto.local', '--event-log', '/e', '--non-interactive', '--logtostderr', '--logflow', '--verbose', '2', '--debug',
+      'destroy',
+      '--yes',
+      '--skip-preview',
+      '--suppress-progress',
+      '--remove',
+      '--run-program=false',
+      '--stack',
+      'dev',
+      '--color',
+      'never',
+      '--exec-kind',
+      'auto.local',
+      '--event-log',
+      '/e',
+      '--non-interactive',
+      '--logtostderr',
+      '--logflow',
+      '--verbose',
+      '2',
+      '--debug',
     ]);
   });
 
   it('validates requests', () => {
-    expect(parseOperationRequest({ type: 'preview', stack: 'dev', target: ['a'] })).toEqual({ type: 'preview', stack: 'dev', target: ['a'] });
+    expect(parseOperationRequest({ type: 'preview', stack: 'dev', target: ['a'] })).toEqual({
+      type: 'preview',
+      stack: 'dev',
+      target: ['a'],
+    });
     expect(() => parseOperationRequest({ type: 'apply', stack: 'dev' })).toThrow('"type" must be one of');
-    expect(() => parseOperationRequest({ type: 'up', stack: 'dev', parallel: 'x' })).toThrow('"parallel" must be an integer');
+    expect(() => parseOperationRequest({ type: 'up', stack: 'dev', parallel: 'x' })).toThrow(
+      '"parallel" must be an integer',
+    );
   });
 
   it('finds secrets, permalinks and summaries', () => {
     const sig = { '4dabf18193072939515e22adb298388d': '1b47061264138c4ac30d75fd1eb44270', ciphertext: '[secret]' };
     expect(containsSecret({ a: [1, { b: sig }] })).toBe(true);
     expect(containsSecret({ a: '[secret]' })).toBe(false);
-    expect(findPermalink('View in Browser (Ctrl+O): https://app.pulumi.com/o/p/s/updates/3\n')).toBe('https://app.pulumi.com/o/p/s/updates/3');
+    expect(findPermalink('View in Browser (Ctrl+O): https://app.pulumi.com/o/p/s/updates/3\n')).toBe(
+      'https://app.pulumi.com/o/p/s/updates/3',
+    );
     expect(describeChanges({ create: 2, same: 1, update: 0 }, false)).toBe('2 created, 1 unchanged');
     expect(describeChanges({ create: 2 }, true)).toBe('2 to create');
   });
@@ -96,11 +188,17 @@ describe('operations', () => {
 
 describe('fetch helpers', () => {
   it('classifies git failures', () => {
-    expect(classifyGitError("fatal: Authentication failed for 'https://h/r.git/'", 'basic')).toMatch(/^bad credentials/);
-    expect(classifyGitError('fatal: could not read Username for \'https://h\': terminal prompts disabled', 'none')).toMatch(/requires credentials/);
-    expect(classifyGitError('git@h: Permission denied (publickey).\nfatal: Could not read from remote repository.', 'ssh')).toMatch(/^bad SSH credentials/);
+    expect(classifyGitError("fatal: Authentication failed for 'https://h/r.git/'", 'basic')).toMatch(
+      /^bad credentials/,
+    );
+    expect(
+      classifyGitError("fatal: could not read Username for 'https://h': terminal prompts disabled", 'none'),
+    ).toMatch(/requires credentials/);
+    expect(
+      classifyGitError('git@h: Permission denied (publickey).\nfatal: Could not read from remote repository.', 'ssh'),
+    ).toMatch(/^bad SSH credentials/);
     expect(classifyGitError('fatal: remote error: upload-pack: not our ref 0123', 'none')).toMatch(/^ref not found/);
-    expect(classifyGitError('fatal: repository \'https://h/x.git/\' not found', 'none')).toMatch(/^repository not found/);
+    expect(classifyGitError("fatal: repository 'https://h/x.git/' not found", 'none')).toMatch(/^repository not found/);
   });
 
   it('parses digests and subdirectories', () => {
@@ -114,24 +212,50 @@ describe('fetch helpers', () => {
 });
 
 describe('test-bed pulumi-language-nodejs', () => {
-  it('reads the CLI\'s flags and engine address, nodeargs and config as the real host does', () => {
+  it("reads the CLI's flags and engine address, nodeargs and config as the real host does", () => {
     expect(parseArgs(['--logtostderr', '-v=9', '--tracing', 'http://t', '127.0.0.1:4000'])).toEqual({
       flags: { logtostderr: 'true', v: '9', tracing: 'http://t' },
       positional: ['127.0.0.1:4000'],
     });
-    expect(splitArgs(` --max-old-space-size=4096  --title "a b" 'c d' e\\ f`)).toEqual(['--max-old-space-size=4096', '--title', 'a b', 'c d', 'e f']);
+    expect(splitArgs(` --max-old-space-size=4096  --title "a b" 'c d' e\\ f`)).toEqual([
+      '--max-old-space-size=4096',
+      '--title',
+      'a b',
+      'c d',
+      'e f',
+    ]);
     expect(() => splitArgs('"open')).toThrow(/unterminated/);
-    expect(JSON.parse(configEnv([['proj:greeting', 'hi'], ['aws:config:region', 'x']]))).toEqual({ 'proj:config:greeting': 'hi', 'aws:config:region': 'x' });
+    expect(
+      JSON.parse(
+        configEnv([
+          ['proj:greeting', 'hi'],
+          ['aws:config:region', 'x'],
+        ]),
+      ),
+    ).toEqual({ 'proj:config:greeting': 'hi', 'aws:config:region': 'x' });
     expect(() => configEnv([['nonamespace', 'v']])).toThrow(/configuration key/);
   });
 });
 
 describe('test-bed pulumi-resource-command', () => {
-  const secret = (value: Value): Value => ({ '4dabf18193072939515e22adb298388d': '1b47061264138c4ac30d75fd1eb44270', value });
+  const secret = (value: Value): Value => ({
+    '4dabf18193072939515e22adb298388d': '1b47061264138c4ac30d75fd1eb44270',
+    value,
+  });
 
   it('diffs inputs per property path: updates, except triggers as a whole, which replace', () => {
-    expect(diffCommand({ create: 'a' }, { create: 'a', version: '1.2.1', __internal: 'x' })).toEqual({ changes: false, detailed: {}, replaces: [], diffs: [] });
-    expect(diffCommand({ create: 'a', environment: { A: '1', 'B-C': '2' } }, { create: 'b', environment: { A: '1', 'B-C': '3', D: '4' } })).toEqual({
+    expect(diffCommand({ create: 'a' }, { create: 'a', version: '1.2.1', __internal: 'x' })).toEqual({
+      changes: false,
+      detailed: {},
+      replaces: [],
+      diffs: [],
+    });
+    expect(
+      diffCommand(
+        { create: 'a', environment: { A: '1', 'B-C': '2' } },
+        { create: 'b', environment: { A: '1', 'B-C': '3', D: '4' } },
+      ),
+    ).toEqual({
       changes: true,
       detailed: { create: 'update', 'environment["B-C"]': 'update', 'environment.D': 'add' },
       replaces: [],
@@ -139,8 +263,15 @@ describe('test-bed pulumi-resource-command', () => {
     });
     // triggers added or removed as a whole: replaced; an element changed: an update here (the YAML host's
     // replaceOnChanges from the schema makes the engine replace it).
-    expect(diffCommand({ create: 'a' }, { create: 'a', triggers: [1] })).toMatchObject({ detailed: { triggers: 'add-replace' }, replaces: ['triggers'] });
-    expect(diffCommand({ triggers: [1, 2] }, { triggers: [1, 3, 4] })).toMatchObject({ detailed: { 'triggers[1]': 'update', 'triggers[2]': 'add' }, replaces: [], diffs: ['triggers'] });
+    expect(diffCommand({ create: 'a' }, { create: 'a', triggers: [1] })).toMatchObject({
+      detailed: { triggers: 'add-replace' },
+      replaces: ['triggers'],
+    });
+    expect(diffCommand({ triggers: [1, 2] }, { triggers: [1, 3, 4] })).toMatchObject({
+      detailed: { 'triggers[1]': 'update', 'triggers[2]': 'add' },
+      replaces: [],
+      diffs: ['triggers'],
+    });
     // A value that became secret changed; unknowns equal unknowns.
     expect(diffCommand({ stdin: 'x' }, { stdin: secret('x') }).detailed).toEqual({ stdin: 'update' });
     expect(diffCommand({ stdin: secret('x') }, { stdin: secret('x') }).changes).toBe(false);
@@ -149,11 +280,19 @@ describe('test-bed pulumi-resource-command', () => {
   });
 
   it('checks input types, keeps only known inputs, refuses asset and archive paths', () => {
-    expect(checkInputs({ create: 'x', environment: { A: secret('s') }, logging: 'none', bogus: 1 }, { create: 'string', environment: 'stringMap', logging: 'logging' })).toEqual({
+    expect(
+      checkInputs(
+        { create: 'x', environment: { A: secret('s') }, logging: 'none', bogus: 1 },
+        { create: 'string', environment: 'stringMap', logging: 'logging' },
+      ),
+    ).toEqual({
       inputs: { create: 'x', environment: { A: secret('s') }, logging: 'none' },
       failures: [],
     });
-    const { failures } = checkInputs({ create: 3, interpreter: ['sh', false], logging: 'loud', assetPaths: ['*'] }, { create: 'string', interpreter: 'strings', logging: 'logging', assetPaths: 'strings' });
+    const { failures } = checkInputs(
+      { create: 3, interpreter: ['sh', false], logging: 'loud', assetPaths: ['*'] },
+      { create: 'string', interpreter: 'strings', logging: 'logging', assetPaths: 'strings' },
+    );
     expect(failures.map((f) => f.property)).toEqual(['create', 'interpreter[1]', 'logging', 'assetPaths']);
   });
 
@@ -161,7 +300,9 @@ describe('test-bed pulumi-resource-command', () => {
     expect(goQuote('echo "hi" \\ done\n\tx\x01')).toBe('"echo \\"hi\\" \\\\ done\\n\\tx\\x01"');
     expect(goQuote('héllo ✓')).toBe('"héllo ✓"');
     expect(reveal({ a: [secret('x')], b: secret({ c: 'y' }) })).toEqual({ a: ['x'], b: { c: 'y' } });
-    expect(baseInputs({ environment: secret({ T: 'v' }), interpreter: ['/bin/bash', '-c'], addPreviousOutputInEnv: false })).toEqual({
+    expect(
+      baseInputs({ environment: secret({ T: 'v' }), interpreter: ['/bin/bash', '-c'], addPreviousOutputInEnv: false }),
+    ).toEqual({
       environment: { T: 'v' },
       interpreter: ['/bin/bash', '-c'],
       addPreviousOutputInEnv: false,
@@ -173,18 +314,38 @@ describe('test-bed pulumi-resource-command', () => {
     const runner = new CommandRunner(async (_urn, line) => {
       logged.push(line);
     });
-    const r = await runner.run('urn', 'cat; echo "$X/$PULUMI_COMMAND_STDOUT/$(pwd)"; echo err >&2', { stdin: 'in\n', environment: { X: 'x' }, dir: '/' }, { stdout: 'prev', stderr: '' });
+    const r = await runner.run(
+      'urn',
+      'cat; echo "$X/$PULUMI_COMMAND_STDOUT/$(pwd)"; echo err >&2',
+      { stdin: 'in\n', environment: { X: 'x' }, dir: '/' },
+      { stdout: 'prev', stderr: '' },
+    );
     expect(r).toEqual({ stdout: 'in\nx/prev//', stderr: 'err' });
     expect(logged.sort()).toEqual(['err', 'in', 'x/prev//']);
     const quiet: string[] = [];
     const q = new CommandRunner(async (_urn, line) => {
       quiet.push(line);
     });
-    expect(await q.run('urn', 'echo "[$PULUMI_COMMAND_STDOUT]"', { logging: 'none', addPreviousOutputInEnv: false }, { stdout: 'prev', stderr: '' })).toEqual({ stdout: '[]', stderr: '' });
+    expect(
+      await q.run(
+        'urn',
+        'echo "[$PULUMI_COMMAND_STDOUT]"',
+        { logging: 'none', addPreviousOutputInEnv: false },
+        { stdout: 'prev', stderr: '' },
+      ),
+    ).toEqual({ stdout: '[]', stderr: '' });
     expect(quiet).toEqual([]);
-    await expect(runner.run('urn', 'echo out; echo bad >&2; exit 4', {}, { stdout: '', stderr: '' })).rejects.toThrow(/^exit status 4: running "echo out; echo bad >&2; exit 4":\nout\nbad\n$/);
-    await expect(runner.run('urn', 'kill -9 $$', {}, { stdout: '', stderr: '' })).rejects.toThrow(/^signal: killed: running /);
-    await expect(runner.run('urn', 'true', { dir: '/nonexistent-pko' }, { stdout: '', stderr: '' })).rejects.toThrow('chdir /nonexistent-pko: no such file or directory: running "true":\n');
-    await expect(runner.run('urn', 'true', { interpreter: ['no-such-interpreter-pko'] }, { stdout: '', stderr: '' })).rejects.toThrow('exec: "no-such-interpreter-pko": executable file not found in $PATH');
+    await expect(runner.run('urn', 'echo out; echo bad >&2; exit 4', {}, { stdout: '', stderr: '' })).rejects.toThrow(
+      /^exit status 4: running "echo out; echo bad >&2; exit 4":\nout\nbad\n$/,
+    );
+    await expect(runner.run('urn', 'kill -9 $$', {}, { stdout: '', stderr: '' })).rejects.toThrow(
+      /^signal: killed: running /,
+    );
+    await expect(runner.run('urn', 'true', { dir: '/nonexistent-pko' }, { stdout: '', stderr: '' })).rejects.toThrow(
+      'chdir /nonexistent-pko: no such file or directory: running "true":\n',
+    );
+    await expect(
+      runner.run('urn', 'true', { interpreter: ['no-such-interpreter-pko'] }, { stdout: '', stderr: '' }),
+    ).rejects.toThrow('exec: "no-such-interpreter-pko": executable file not found in $PATH');
   });
 });

@@ -20,7 +20,13 @@ export async function operate(
   const t0 = Date.now();
   const headers: Record<string, string> = { 'content-type': 'application/json' };
   if (opts.token) headers.authorization = `Bearer ${opts.token}`;
-  const res = await request(`${base}/v1/operations`, { method: 'POST', headers, body: JSON.stringify(op), bodyTimeout: 300_000, headersTimeout: 300_000 });
+  const res = await request(`${base}/v1/operations`, {
+    method: 'POST',
+    headers,
+    body: JSON.stringify(op),
+    bodyTimeout: 300_000,
+    headersTimeout: 300_000,
+  });
   if (res.statusCode !== 200) {
     const body = (await res.body.json()) as StreamedOperation['body'];
     return { status: res.statusCode, ...(body ? { body } : {}), lines: [], ms: Date.now() - t0 };

@@ -31,7 +31,9 @@ export async function startWorkspace(opts: {
   });
   const port = await eventually('the workspace port', () => {
     if (proc.child.exitCode !== null) throw new Error(`serve exited:\n${proc.output()}`);
-    return fs.existsSync(portFile) && fs.readFileSync(portFile, 'utf8') !== '' ? fs.readFileSync(portFile, 'utf8') : undefined;
+    return fs.existsSync(portFile) && fs.readFileSync(portFile, 'utf8') !== ''
+      ? fs.readFileSync(portFile, 'utf8')
+      : undefined;
   });
   const base = `http://127.0.0.1:${port}`;
   const ws: RunningWorkspace = { proc, base };
@@ -47,7 +49,11 @@ export async function waitReady(ws: RunningWorkspace, timeoutMs = 240_000): Prom
   return waitState(ws, 'Ready', timeoutMs);
 }
 
-export async function waitState(ws: RunningWorkspace, state: WorkspaceStatus['state'], timeoutMs = 240_000): Promise<WorkspaceStatus> {
+export async function waitState(
+  ws: RunningWorkspace,
+  state: WorkspaceStatus['state'],
+  timeoutMs = 240_000,
+): Promise<WorkspaceStatus> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     if (ws.proc.child.exitCode !== null) throw new Error(`serve exited:\n${ws.proc.output()}`);

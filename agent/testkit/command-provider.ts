@@ -67,7 +67,8 @@ const SIG = '4dabf18193072939515e22adb298388d';
 const SECRET_SIG = '1b47061264138c4ac30d75fd1eb44270';
 export const UNKNOWN = '04da6b54-80e4-46f7-96ec-b56ff0331ba9';
 
-const isObject = (v: Value | undefined): v is { [k: string]: Value } => typeof v === 'object' && v !== null && !Array.isArray(v);
+const isObject = (v: Value | undefined): v is { [k: string]: Value } =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
 export const isSecret = (v: Value | undefined): boolean => isObject(v) && v[SIG] === SECRET_SIG;
 const isUnknown = (v: Value | undefined): boolean => v === UNKNOWN;
 /** A plain object (not a secret or another special value). */
@@ -84,7 +85,12 @@ export function reveal(v: Value): Value {
 /** Drops null properties, as the Go provider's unmarshalling does (SkipNulls). */
 function dropNulls(v: Value): Value {
   if (Array.isArray(v)) return v.map(dropNulls);
-  if (isObject(v)) return Object.fromEntries(Object.entries(v).filter(([, e]) => e !== null).map(([k, e]) => [k, dropNulls(e)]));
+  if (isObject(v))
+    return Object.fromEntries(
+      Object.entries(v)
+        .filter(([, e]) => e !== null)
+        .map(([k, e]) => [k, dropNulls(e)]),
+    );
   return v;
 }
 
@@ -146,7 +152,12 @@ function diffValue(prefix: (string | number)[], a: Value, b: Value, acc: Record<
   return true;
 }
 
-function diffObject(prefix: (string | number)[], olds: PropertyMap, news: PropertyMap, acc: Record<string, DiffKind>): boolean {
+function diffObject(
+  prefix: (string | number)[],
+  olds: PropertyMap,
+  news: PropertyMap,
+  acc: Record<string, DiffKind>,
+): boolean {
   let changed = false;
   for (const [k, old] of Object.entries(olds)) {
     if (k in news) {
@@ -181,7 +192,10 @@ function pathHead(p: string): string {
  * The Command's diff: old inputs against new ones (without `version` and `__` keys); a change of a
  * property the schema marks replaceOnChanges (`triggers`, as a whole) replaces, anything else updates.
  */
-export function diffCommand(oldInputs: PropertyMap, news: PropertyMap): { changes: boolean; detailed: Record<string, DiffKind>; replaces: string[]; diffs: string[] } {
+export function diffCommand(
+  oldInputs: PropertyMap,
+  news: PropertyMap,
+): { changes: boolean; detailed: Record<string, DiffKind>; replaces: string[]; diffs: string[] } {
   const inputs = Object.fromEntries(Object.entries(news).filter(([k]) => k !== 'version' && !k.startsWith('__')));
   const detailed: Record<string, DiffKind> = {};
   const changes = diffObject([], oldInputs, inputs, detailed);
@@ -223,17 +237,25 @@ const COMMAND_INPUTS = {
   triggers: { type: 'array', items: { $ref: 'pulumi.json#/Any' }, replaceOnChanges: true },
   update: str,
 };
-const REPLACE_ON_CHANGES = new Set(Object.entries(COMMAND_INPUTS).filter(([, s]) => (s as { replaceOnChanges?: boolean }).replaceOnChanges).map(([k]) => k));
+const REPLACE_ON_CHANGES = new Set(
+  Object.entries(COMMAND_INPUTS)
+    .filter(([, s]) => (s as { replaceOnChanges?: boolean }).replaceOnChanges)
+    .map(([k]) => k),
+);
 
 export const SCHEMA = {
   name: 'command',
   displayName: 'Command',
   version: TEST_COMMAND_PROVIDER_VERSION,
-  description: 'Test-bed stand-in for the Pulumi Command provider (pko agent tests): command:local:Command and command:local:run only.',
+  description:
+    'Test-bed stand-in for the Pulumi Command provider (pko agent tests): command:local:Command and command:local:run only.',
   config: {},
   provider: {},
   types: {
-    'command:local:Logging': { type: 'string', enum: ['stdout', 'stderr', 'stdoutAndStderr', 'none'].map((value) => ({ value })) },
+    'command:local:Logging': {
+      type: 'string',
+      enum: ['stdout', 'stderr', 'stdoutAndStderr', 'none'].map((value) => ({ value })),
+    },
   },
   resources: {
     [COMMAND]: {
@@ -247,7 +269,11 @@ export const SCHEMA = {
     [RUN]: {
       description: 'Runs a command on every invoke (test bed).',
       inputs: { type: 'object', properties: { ...BASE_INPUTS, command: str }, required: ['command'] },
-      outputs: { type: 'object', properties: { ...BASE_INPUTS, ...BASE_OUTPUTS, command: str }, required: ['command', 'stdout', 'stderr'] },
+      outputs: {
+        type: 'object',
+        properties: { ...BASE_INPUTS, ...BASE_OUTPUTS, command: str },
+        required: ['command', 'stdout', 'stderr'],
+      },
     },
   },
 };
@@ -265,7 +291,13 @@ const BASE_KINDS: Record<string, Kind> = {
   logging: 'logging',
   stdin: 'string',
 };
-const COMMAND_KINDS: Record<string, Kind> = { ...BASE_KINDS, create: 'string', delete: 'string', triggers: 'array', update: 'string' };
+const COMMAND_KINDS: Record<string, Kind> = {
+  ...BASE_KINDS,
+  create: 'string',
+  delete: 'string',
+  triggers: 'array',
+  update: 'string',
+};
 const RUN_KINDS: Record<string, Kind> = { ...BASE_KINDS, command: 'string' };
 
 function typeName(v: Value): string {
@@ -273,7 +305,11 @@ function typeName(v: Value): string {
 }
 
 /** Type failures (unknowns and secrets of the right type pass), and the inputs reduced to known properties. */
-export function checkInputs(news: PropertyMap, kinds: Record<string, Kind>, required: string[] = []): { inputs: PropertyMap; failures: { property: string; reason: string }[] } {
+export function checkInputs(
+  news: PropertyMap,
+  kinds: Record<string, Kind>,
+  required: string[] = [],
+): { inputs: PropertyMap; failures: { property: string; reason: string }[] } {
   const failures: { property: string; reason: string }[] = [];
   const inputs: PropertyMap = {};
   const fail = (property: string, reason: string): void => {
@@ -292,7 +328,8 @@ export function checkInputs(news: PropertyMap, kinds: Record<string, Kind>, requ
     if (kind === 'string' || kind === 'boolean') check(k, v, kind);
     else if (kind === 'logging') {
       check(k, v, 'string');
-      if (typeof v === 'string' && !['stdout', 'stderr', 'stdoutAndStderr', 'none'].includes(v)) fail(k, `${JSON.stringify(v)} is not one of stdout, stderr, stdoutAndStderr, none`);
+      if (typeof v === 'string' && !['stdout', 'stderr', 'stdoutAndStderr', 'none'].includes(v))
+        fail(k, `${JSON.stringify(v)} is not one of stdout, stderr, stdoutAndStderr, none`);
     } else if (kind === 'strings' || kind === 'array') {
       if (!Array.isArray(v)) fail(k, `expected an array, got ${typeName(v)}`);
       else if (kind === 'strings') v.forEach((e, i) => check(`${k}[${i}]`, e, 'string'));
@@ -303,7 +340,8 @@ export function checkInputs(news: PropertyMap, kinds: Record<string, Kind>, requ
   }
   for (const k of required) if (!(k in inputs)) fail(k, 'missing required property');
   for (const k of ['assetPaths', 'archivePaths']) {
-    if (k in inputs) fail(k, `not implemented by the test-bed pulumi-resource-command (agent/testkit/command-provider.ts)`);
+    if (k in inputs)
+      fail(k, `not implemented by the test-bed pulumi-resource-command (agent/testkit/command-provider.ts)`);
   }
   return { inputs, failures };
 }
@@ -321,7 +359,17 @@ export interface BaseInputs {
 
 /** Go's %q (strconv.Quote), which upstream's error message uses for the command. */
 export function goQuote(s: string): string {
-  const named: Record<string, string> = { '\x07': '\\a', '\b': '\\b', '\f': '\\f', '\n': '\\n', '\r': '\\r', '\t': '\\t', '\v': '\\v', '\\': '\\\\', '"': '\\"' };
+  const named: Record<string, string> = {
+    '\x07': '\\a',
+    '\b': '\\b',
+    '\f': '\\f',
+    '\n': '\\n',
+    '\r': '\\r',
+    '\t': '\\t',
+    '\v': '\\v',
+    '\\': '\\\\',
+    '"': '\\"',
+  };
   let out = '"';
   for (const c of s) {
     const cp = c.codePointAt(0)!;
@@ -392,17 +440,28 @@ export class CommandRunner {
    * Runs `command` with the base inputs; `previous` is the stdout/stderr from the last create/update
    * (for PULUMI_COMMAND_STDOUT/STDERR). Resolves to the new stdout/stderr, rejects with upstream's message.
    */
-  run(urn: string, command: string, inputs: BaseInputs, previous: { stdout: string; stderr: string }): Promise<{ stdout: string; stderr: string }> {
-    const argv = inputs.interpreter && inputs.interpreter.length > 0 ? [...inputs.interpreter, command] : ['/bin/sh', '-c', command];
+  run(
+    urn: string,
+    command: string,
+    inputs: BaseInputs,
+    previous: { stdout: string; stderr: string },
+  ): Promise<{ stdout: string; stderr: string }> {
+    const argv =
+      inputs.interpreter && inputs.interpreter.length > 0
+        ? [...inputs.interpreter, command]
+        : ['/bin/sh', '-c', command];
     const cwd = inputs.dir ?? process.cwd();
     const env: NodeJS.ProcessEnv = { ...process.env, ...(inputs.environment ?? {}) };
     if (inputs.addPreviousOutputInEnv !== false) {
       if (previous.stdout !== '') env.PULUMI_COMMAND_STDOUT = previous.stdout;
       if (previous.stderr !== '') env.PULUMI_COMMAND_STDERR = previous.stderr;
     }
-    const logStdout = inputs.logging === undefined || inputs.logging === 'stdout' || inputs.logging === 'stdoutAndStderr';
-    const logStderr = inputs.logging === undefined || inputs.logging === 'stderr' || inputs.logging === 'stdoutAndStderr';
-    const failure = (why: string, combined: string): Error => new Error(`${why}: running ${goQuote(command)}:\n${combined}`);
+    const logStdout =
+      inputs.logging === undefined || inputs.logging === 'stdout' || inputs.logging === 'stdoutAndStderr';
+    const logStderr =
+      inputs.logging === undefined || inputs.logging === 'stderr' || inputs.logging === 'stdoutAndStderr';
+    const failure = (why: string, combined: string): Error =>
+      new Error(`${why}: running ${goQuote(command)}:\n${combined}`);
 
     const notStartable = startError(argv[0]!, cwd, env);
     if (notStartable) return Promise.reject(failure(notStartable, ''));
@@ -476,7 +535,8 @@ export function baseInputs(m: PropertyMap): BaseInputs {
   if (typeof r.logging === 'string') b.logging = r.logging;
   if (Array.isArray(r.interpreter)) b.interpreter = r.interpreter.map(String);
   if (typeof r.dir === 'string') b.dir = r.dir;
-  if (isPlainObject(r.environment)) b.environment = Object.fromEntries(Object.entries(r.environment).map(([k, v]) => [k, String(v)]));
+  if (isPlainObject(r.environment))
+    b.environment = Object.fromEntries(Object.entries(r.environment).map(([k, v]) => [k, String(v)]));
   if (typeof r.addPreviousOutputInEnv === 'boolean') b.addPreviousOutputInEnv = r.addPreviousOutputInEnv;
   return b;
 }
@@ -522,18 +582,32 @@ export class CommandProvider {
   private logStatus(urn: string, message: string): Promise<void> {
     const engineClient = this.engine;
     if (!engineClient) return Promise.resolve();
-    const req = new engine.LogRequest().setSeverity(engine.LogSeverity.INFO).setMessage(message).setUrn(urn).setEphemeral(true);
+    const req = new engine.LogRequest()
+      .setSeverity(engine.LogSeverity.INFO)
+      .setMessage(message)
+      .setUrn(urn)
+      .setEphemeral(true);
     return new Promise((resolve) => engineClient.log(req, () => resolve()));
   }
 
-  private async runFor(urn: string, command: string, props: PropertyMap, previous: PropertyMap): Promise<{ stdout: string; stderr: string }> {
+  private async runFor(
+    urn: string,
+    command: string,
+    props: PropertyMap,
+    previous: PropertyMap,
+  ): Promise<{ stdout: string; stderr: string }> {
     const prev = reveal(previous) as Record<string, Value>;
-    return this.runner.run(urn, command, baseInputs(props), { stdout: asString(prev.stdout) ?? '', stderr: asString(prev.stderr) ?? '' });
+    return this.runner.run(urn, command, baseInputs(props), {
+      stdout: asString(prev.stdout) ?? '',
+      stderr: asString(prev.stderr) ?? '',
+    });
   }
 
   readonly impl: grpc.UntypedServiceImplementation = {
-    getPluginInfo: (_call: Call<Empty>, cb: Callback<plugin.PluginInfo>) => cb(null, new plugin.PluginInfo().setVersion(TEST_COMMAND_PROVIDER_VERSION)),
-    getSchema: (_call: Call<prov.GetSchemaRequest>, cb: Callback<prov.GetSchemaResponse>) => cb(null, new prov.GetSchemaResponse().setSchema(JSON.stringify(SCHEMA))),
+    getPluginInfo: (_call: Call<Empty>, cb: Callback<plugin.PluginInfo>) =>
+      cb(null, new plugin.PluginInfo().setVersion(TEST_COMMAND_PROVIDER_VERSION)),
+    getSchema: (_call: Call<prov.GetSchemaRequest>, cb: Callback<prov.GetSchemaResponse>) =>
+      cb(null, new prov.GetSchemaResponse().setSchema(JSON.stringify(SCHEMA))),
     attach: (call: Call<plugin.PluginAttach>, cb: Callback<Empty>) => {
       this.attachEngine(call.request.getAddress());
       cb(null, new Empty());
@@ -550,16 +624,32 @@ export class CommandProvider {
     diffConfig: (call: Call<prov.DiffRequest>, cb: Callback<prov.DiffResponse>) => {
       // The provider has no configuration: only a changed version or plugin URL could differ, and
       // nothing depends on those.
-      const strip = (m: PropertyMap): PropertyMap => Object.fromEntries(Object.entries(m).filter(([k]) => k !== 'version' && k !== 'pluginDownloadURL' && !k.startsWith('__')));
+      const strip = (m: PropertyMap): PropertyMap =>
+        Object.fromEntries(
+          Object.entries(m).filter(([k]) => k !== 'version' && k !== 'pluginDownloadURL' && !k.startsWith('__')),
+        );
       const same = deepEquals(strip(toMap(call.request.getOlds())), strip(toMap(call.request.getNews())));
-      cb(null, new prov.DiffResponse().setChanges(same ? prov.DiffResponse.DiffChanges.DIFF_NONE : prov.DiffResponse.DiffChanges.DIFF_SOME));
+      cb(
+        null,
+        new prov.DiffResponse().setChanges(
+          same ? prov.DiffResponse.DiffChanges.DIFF_NONE : prov.DiffResponse.DiffChanges.DIFF_SOME,
+        ),
+      );
     },
     configure: (call: Call<prov.ConfigureRequest>, cb: Callback<prov.ConfigureResponse>) => {
       this.sendsOldInputs = call.request.getSendsOldInputs() && call.request.getSendsOldInputsToDelete();
-      cb(null, new prov.ConfigureResponse().setAcceptsecrets(true).setSupportspreview(true).setAcceptresources(false).setAcceptoutputs(false));
+      cb(
+        null,
+        new prov.ConfigureResponse()
+          .setAcceptsecrets(true)
+          .setSupportspreview(true)
+          .setAcceptresources(false)
+          .setAcceptoutputs(false),
+      );
     },
     check: (call: Call<prov.CheckRequest>, cb: Callback<prov.CheckResponse>) => {
-      if (!call.request.getUrn().includes(`::${COMMAND}::`)) return cb(failed(`unknown resource type in ${call.request.getUrn()}`, grpc.status.INVALID_ARGUMENT));
+      if (!call.request.getUrn().includes(`::${COMMAND}::`))
+        return cb(failed(`unknown resource type in ${call.request.getUrn()}`, grpc.status.INVALID_ARGUMENT));
       const news = toMap(call.request.getNews());
       const { inputs, failures } = checkInputs(news, COMMAND_KINDS);
       const resp = new prov.CheckResponse().setInputs(toStruct(failures.length > 0 ? news : inputs));
@@ -573,7 +663,11 @@ export class CommandProvider {
       const oldInputs =
         this.sendsOldInputs && call.request.hasOldInputs()
           ? toMap(call.request.getOldInputs())
-          : Object.fromEntries(Object.keys(COMMAND_KINDS).filter((k) => k in state).map((k) => [k, state[k]!]));
+          : Object.fromEntries(
+              Object.keys(COMMAND_KINDS)
+                .filter((k) => k in state)
+                .map((k) => [k, state[k]!]),
+            );
       const d = diffCommand(oldInputs, news);
       const resp = new prov.DiffResponse()
         .setChanges(d.changes ? prov.DiffResponse.DiffChanges.DIFF_SOME : prov.DiffResponse.DiffChanges.DIFF_NONE)
@@ -581,7 +675,8 @@ export class CommandProvider {
         .setDeletebeforereplace(false)
         .setReplacesList(d.replaces)
         .setDiffsList(d.diffs);
-      for (const [p, kind] of Object.entries(d.detailed)) resp.getDetaileddiffMap().set(p, new prov.PropertyDiff().setKind(DIFF_KIND[kind]).setInputdiff(false));
+      for (const [p, kind] of Object.entries(d.detailed))
+        resp.getDetaileddiffMap().set(p, new prov.PropertyDiff().setKind(DIFF_KIND[kind]).setInputdiff(false));
       cb(null, resp);
     },
     create: (call: Call<prov.CreateRequest>, cb: Callback<prov.CreateResponse>) => {
@@ -590,7 +685,8 @@ export class CommandProvider {
       const inputs = toMap(req.getProperties());
       const name = req.getName() || urn.split('::').slice(3).join('::');
       const id = `${name}${randomBytes(4).toString('hex')}`;
-      const respond = (outs: PropertyMap): void => cb(null, new prov.CreateResponse().setId(id).setProperties(toStruct(outs)));
+      const respond = (outs: PropertyMap): void =>
+        cb(null, new prov.CreateResponse().setId(id).setProperties(toStruct(outs)));
       if (req.getPreview()) return respond({ ...inputs, stdout: UNKNOWN, stderr: UNKNOWN });
       const create = asString(reveal(inputs.create ?? null));
       if (create === undefined) return respond({ ...inputs, stdout: '', stderr: '' });
@@ -609,7 +705,9 @@ export class CommandProvider {
       const respond = (outs: PropertyMap): void => cb(null, new prov.UpdateResponse().setProperties(toStruct(outs)));
       if (req.getPreview()) {
         // Upstream marks stdout/stderr unknown when an input is unknown or differs from the stored one.
-        const changed = Object.keys(COMMAND_KINDS).some((k) => isUnknown(news[k]) || (k in olds && !deepEquals(news[k] ?? null, olds[k])));
+        const changed = Object.keys(COMMAND_KINDS).some(
+          (k) => isUnknown(news[k]) || (k in olds && !deepEquals(news[k] ?? null, olds[k])),
+        );
         return respond(changed ? { ...state, stdout: UNKNOWN, stderr: UNKNOWN } : state);
       }
       const r = reveal(news) as Record<string, Value>;
@@ -640,7 +738,12 @@ export class CommandProvider {
       const args = toMap(call.request.getArgs());
       const { inputs, failures } = checkInputs(args, RUN_KINDS, ['command']);
       if (failures.length > 0) {
-        return cb(null, new prov.InvokeResponse().setFailuresList(failures.map((f) => new prov.CheckFailure().setProperty(f.property).setReason(f.reason))));
+        return cb(
+          null,
+          new prov.InvokeResponse().setFailuresList(
+            failures.map((f) => new prov.CheckFailure().setProperty(f.property).setReason(f.reason)),
+          ),
+        );
       }
       const command = asString(reveal(inputs.command ?? null)) ?? '';
       this.runFor('', command, inputs, {}).then(
@@ -658,7 +761,10 @@ export function main(argv: string[]): void {
     return;
   }
   const provider = new CommandProvider(positional[0] ?? '');
-  const server = new grpc.Server({ 'grpc.max_receive_message_length': MAX_MESSAGE, 'grpc.max_send_message_length': MAX_MESSAGE });
+  const server = new grpc.Server({
+    'grpc.max_receive_message_length': MAX_MESSAGE,
+    'grpc.max_send_message_length': MAX_MESSAGE,
+  });
   // RPCs not implemented here (Handshake, Construct, Call, Parameterize…) answer UNIMPLEMENTED (grpc-js).
   server.addService(providerGrpc.ResourceProviderService, provider.impl);
   const stop = (): void => {
@@ -685,13 +791,19 @@ export function main(argv: string[]): void {
  */
 export function installTestCommandProvider(dir: string): string {
   // From agent/testkit (sources) or dist/agent/testkit (built): the repository root holds node_modules.
-  const repo = [path.resolve(__dirname, '..', '..'), path.resolve(__dirname, '..', '..', '..')].find((d) => fs.existsSync(path.join(d, 'node_modules', '@pulumi', 'pulumi')))!;
+  const repo = [path.resolve(__dirname, '..', '..'), path.resolve(__dirname, '..', '..', '..')].find((d) =>
+    fs.existsSync(path.join(d, 'node_modules', '@pulumi', 'pulumi')),
+  )!;
   const built = path.join(repo, 'dist', 'agent', 'testkit', 'command-provider.js');
   if (!fs.existsSync(built)) throw new Error(`${built} is missing: run npm run build`);
   fs.mkdirSync(dir, { recursive: true });
   const file = path.join(dir, 'pulumi-resource-command');
   const q = (s: string): string => `'${s.replace(/'/g, `'\\''`)}'`;
-  fs.writeFileSync(file, `#!/bin/sh\n# pulumi-resource-command (test bed): see agent/testkit/command-provider.ts\nexec ${q(process.execPath)} ${q(built)} "$@"\n`, { mode: 0o755 });
+  fs.writeFileSync(
+    file,
+    `#!/bin/sh\n# pulumi-resource-command (test bed): see agent/testkit/command-provider.ts\nexec ${q(process.execPath)} ${q(built)} "$@"\n`,
+    { mode: 0o755 },
+  );
   return file;
 }
 

@@ -63,7 +63,9 @@ function parseOptions(info: lang.ProgramInfo | undefined): Options {
   if (raw.nodeargs !== undefined) opts.nodeargs = raw.nodeargs as string;
   if (raw.packagemanager !== undefined) opts.packagemanager = raw.packagemanager as string;
   if (!['auto', 'npm'].includes(opts.packagemanager)) {
-    throw new Error(`packagemanager ${JSON.stringify(opts.packagemanager)}: the test-bed pulumi-language-nodejs supports npm only`);
+    throw new Error(
+      `packagemanager ${JSON.stringify(opts.packagemanager)}: the test-bed pulumi-language-nodejs supports npm only`,
+    );
   }
   return opts;
 }
@@ -104,8 +106,12 @@ export function configEnv(config: [string, string][]): string {
   const out: Record<string, string> = {};
   for (const [key, value] of config) {
     const parts = key.split(':');
-    if (parts.length === 2 || (parts.length === 3 && parts[1] === 'config')) out[`${parts[0]}:config:${parts[parts.length - 1]}`] = value;
-    else throw new Error(`could not parse ${key} as a configuration key (configuration keys should be of the form \`<namespace>:<name>\`)`);
+    if (parts.length === 2 || (parts.length === 3 && parts[1] === 'config'))
+      out[`${parts[0]}:config:${parts[parts.length - 1]}`] = value;
+    else
+      throw new Error(
+        `could not parse ${key} as a configuration key (configuration keys should be of the form \`<namespace>:<name>\`)`,
+      );
   }
   return JSON.stringify(out);
 }
@@ -140,7 +146,8 @@ function requiredPackages(programDir: string): plugin.PackageDependency[] {
     if (entries.some((e) => e.name === 'PulumiPolicy.yaml')) return;
     for (const e of entries) {
       const p = path.join(real, e.name);
-      const isDir = e.isDirectory() || (e.isSymbolicLink() && fs.statSync(p, { throwIfNoEntry: false })?.isDirectory() === true);
+      const isDir =
+        e.isDirectory() || (e.isSymbolicLink() && fs.statSync(p, { throwIfNoEntry: false })?.isDirectory() === true);
       if (isDir) {
         if (e.name !== '.git') visit(p, inNodeModules || path.basename(real) === 'node_modules');
       } else if (inNodeModules && e.name === 'package.json') {
@@ -154,7 +161,17 @@ function requiredPackages(programDir: string): plugin.PackageDependency[] {
 }
 
 function pluginOf(packageJson: string): plugin.PackageDependency | undefined {
-  let pkg: { name?: string; version?: string; pulumi?: { resource?: boolean; name?: string; version?: string; server?: string; parameterization?: { name: string; version: string; value: string } } };
+  let pkg: {
+    name?: string;
+    version?: string;
+    pulumi?: {
+      resource?: boolean;
+      name?: string;
+      version?: string;
+      server?: string;
+      parameterization?: { name: string; version: string; value: string };
+    };
+  };
   try {
     pkg = JSON.parse(fs.readFileSync(packageJson, 'utf8'));
   } catch {
@@ -170,7 +187,13 @@ function pluginOf(packageJson: string): plugin.PackageDependency | undefined {
     .setVersion(version.startsWith('v') ? version : `v${version}`)
     .setServer(pkg.pulumi.server ?? '');
   const p = pkg.pulumi.parameterization;
-  if (p) dep.setParameterization(new plugin.PackageParameterization().setName(p.name).setVersion(p.version).setValue(Buffer.from(p.value ?? '', 'base64')));
+  if (p)
+    dep.setParameterization(
+      new plugin.PackageParameterization()
+        .setName(p.name)
+        .setVersion(p.version)
+        .setValue(Buffer.from(p.value ?? '', 'base64')),
+    );
   return dep;
 }
 
@@ -178,9 +201,14 @@ function pluginOf(packageJson: string): plugin.PackageDependency | undefined {
 function lockedDependencies(programDir: string, transitive: boolean): lang.DependencyInfo[] {
   const lockFile = searchUp(programDir, 'package-lock.json');
   if (!lockFile) throw new Error(`no package-lock.json found (searching upwards from ${programDir})`);
-  const lock = JSON.parse(fs.readFileSync(lockFile, 'utf8')) as { packages?: Record<string, { version?: string; link?: boolean; resolved?: string }> };
+  const lock = JSON.parse(fs.readFileSync(lockFile, 'utf8')) as {
+    packages?: Record<string, { version?: string; link?: boolean; resolved?: string }>;
+  };
   const packages = lock.packages ?? {};
-  const manifest = JSON.parse(fs.readFileSync(path.join(path.dirname(lockFile), 'package.json'), 'utf8')) as { dependencies?: object; devDependencies?: object };
+  const manifest = JSON.parse(fs.readFileSync(path.join(path.dirname(lockFile), 'package.json'), 'utf8')) as {
+    dependencies?: object;
+    devDependencies?: object;
+  };
   const direct = new Set([...Object.keys(manifest.dependencies ?? {}), ...Object.keys(manifest.devDependencies ?? {})]);
   const out: lang.DependencyInfo[] = [];
   for (const [key, entry] of Object.entries(packages)) {
@@ -225,7 +253,10 @@ export class LanguageHost {
   engineAddress: string;
   private readonly programs = new Set<ChildProcess>();
 
-  constructor(engineAddress: string, private readonly tracing: string) {
+  constructor(
+    engineAddress: string,
+    private readonly tracing: string,
+  ) {
     this.engineAddress = engineAddress;
   }
 
@@ -247,7 +278,8 @@ export class LanguageHost {
     getPluginInfo: (_call, cb) => cb(null, new plugin.PluginInfo().setVersion(VERSION)),
 
     // Unimplemented, as in the real host: the CLI asks for packages and uses this only as a fallback.
-    getRequiredPlugins: (_call, cb) => cb(fail('method GetRequiredPlugins not implemented', grpc.status.UNIMPLEMENTED), null),
+    getRequiredPlugins: (_call, cb) =>
+      cb(fail('method GetRequiredPlugins not implemented', grpc.status.UNIMPLEMENTED), null),
 
     getRequiredPackages: (call, cb) => {
       const dir = call.request.getInfo()?.getProgramDirectory() ?? '.';
@@ -281,7 +313,10 @@ export class LanguageHost {
       npm.on('close', (code, signal) => {
         if (failed) return;
         if (code !== 0) {
-          call.emit('error', fail(`npm install in ${dir} failed: ${signal ? `killed by ${signal}` : `exit status ${code}`}`));
+          call.emit(
+            'error',
+            fail(`npm install in ${dir} failed: ${signal ? `killed by ${signal}` : `exit status ${code}`}`),
+          );
         } else if (!searchUp(dir, 'node_modules')) {
           call.emit('error', fail('npm install reported success, but node_modules directory is missing'));
         } else {
@@ -307,7 +342,10 @@ export class LanguageHost {
         }
         const node = which('node');
         if (!node) return cb(fail('could not find executable "node"'), null);
-        const [nodeVersion, npmVersion] = await Promise.all([capture('node', ['--version']), capture('npm', ['--version'])]);
+        const [nodeVersion, npmVersion] = await Promise.all([
+          capture('node', ['--version']),
+          capture('npm', ['--version']),
+        ]);
         const res = new lang.AboutResponse().setExecutable(node).setVersion(nodeVersion.stdout.trim());
         res.getMetadataMap().set('packagemanager', 'npm').set('packagemanagerVersion', npmVersion.stdout.trim());
         cb(null, res);
@@ -317,7 +355,12 @@ export class LanguageHost {
     getProgramDependencies: (call, cb) => {
       try {
         const dir = call.request.getInfo()?.getProgramDirectory() || call.request.getPwd();
-        cb(null, new lang.GetProgramDependenciesResponse().setDependenciesList(lockedDependencies(dir, call.request.getTransitivedependencies())));
+        cb(
+          null,
+          new lang.GetProgramDependenciesResponse().setDependenciesList(
+            lockedDependencies(dir, call.request.getTransitivedependencies()),
+          ),
+        );
       } catch (e) {
         cb(fail(`failed to get node dependencies: ${(e as Error).message}`), null);
       }
@@ -327,7 +370,9 @@ export class LanguageHost {
       const res = new lang.RuntimeOptionsResponse();
       const raw = (call.request.getInfo()?.getOptions()?.toJavaScript() ?? {}) as Record<string, unknown>;
       if (raw.packagemanager === undefined) {
-        const choice = new lang.RuntimeOptionPrompt.RuntimeOptionValue().setPrompttype(lang.RuntimeOptionPrompt.RuntimeOptionType.STRING).setStringvalue('npm');
+        const choice = new lang.RuntimeOptionPrompt.RuntimeOptionValue()
+          .setPrompttype(lang.RuntimeOptionPrompt.RuntimeOptionType.STRING)
+          .setStringvalue('npm');
         res.addPrompts(
           new lang.RuntimeOptionPrompt()
             .setKey('packagemanager')
@@ -349,8 +394,12 @@ export class LanguageHost {
   };
 
   /** Runs the program through @pulumi/pulumi's own runner (cmd/run) from the program's node_modules. */
-  private async runProgram(req: lang.RunRequest, call: grpc.ServerUnaryCall<lang.RunRequest, lang.RunResponse>): Promise<lang.RunResponse> {
-    const result = (error: string, bail = false): lang.RunResponse => new lang.RunResponse().setError(error).setBail(bail);
+  private async runProgram(
+    req: lang.RunRequest,
+    call: grpc.ServerUnaryCall<lang.RunRequest, lang.RunResponse>,
+  ): Promise<lang.RunResponse> {
+    const result = (error: string, bail = false): lang.RunResponse =>
+      new lang.RunResponse().setError(error).setBail(bail);
     if (!this.engineAddress) throw new Error('when debugging or running explicitly, must call Handshake before Run');
     if (req.getAttachDebugger()) return result('the test-bed pulumi-language-nodejs cannot attach a debugger');
     const info = req.getInfo();
@@ -363,7 +412,11 @@ export class LanguageHost {
     try {
       runPath = require.resolve(runModule, { paths: [programDir] });
     } catch (e) {
-      return result((e as NodeJS.ErrnoException).code === 'MODULE_NOT_FOUND' ? 'It looks like the Pulumi SDK has not been installed. Have you run pulumi install?' : (e as Error).message);
+      return result(
+        (e as NodeJS.ErrnoException).code === 'MODULE_NOT_FOUND'
+          ? 'It looks like the Pulumi SDK has not been installed. Have you run pulumi install?'
+          : (e as Error).message,
+      );
     }
 
     let opts: Options;
@@ -393,7 +446,11 @@ export class LanguageHost {
     flag('tracing', this.tracing);
     args.push(entryPoint, ...req.getArgsList());
 
-    const env: NodeJS.ProcessEnv = { ...process.env, PULUMI_CONFIG: config, PULUMI_CONFIG_SECRET_KEYS: JSON.stringify(req.getConfigsecretkeysList()) };
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      PULUMI_CONFIG: config,
+      PULUMI_CONFIG_SECRET_KEYS: JSON.stringify(req.getConfigsecretkeysList()),
+    };
     if (opts.typescript) env.PULUMI_NODEJS_TYPESCRIPT = 'true';
     if (opts.tsconfig) env.PULUMI_NODEJS_TSCONFIG_PATH = opts.tsconfig;
 
@@ -480,11 +537,16 @@ export function main(argv: string[]): void {
   }
   const runtime = flags.runtime ?? 'nodejs';
   if (runtime !== 'nodejs') {
-    process.stderr.write(`error: unsupported runtime: ${runtime} (the test-bed pulumi-language-nodejs runs node only)\n`);
+    process.stderr.write(
+      `error: unsupported runtime: ${runtime} (the test-bed pulumi-language-nodejs runs node only)\n`,
+    );
     process.exit(1);
   }
   const host = new LanguageHost(positional[0] ?? '', flags.tracing ?? '');
-  const server = new grpc.Server({ 'grpc.max_receive_message_length': MAX_MESSAGE, 'grpc.max_send_message_length': MAX_MESSAGE });
+  const server = new grpc.Server({
+    'grpc.max_receive_message_length': MAX_MESSAGE,
+    'grpc.max_send_message_length': MAX_MESSAGE,
+  });
   server.addService(languageGrpc.LanguageRuntimeService, host.impl as grpc.UntypedServiceImplementation);
   let stopping = false;
   const stop = (): void => {
@@ -516,13 +578,19 @@ export function main(argv: string[]): void {
  */
 export function installTestLanguageHost(dir: string): string {
   // From agent/testkit (sources) or dist/agent/testkit (built): the repository root holds node_modules.
-  const repo = [path.resolve(__dirname, '..', '..'), path.resolve(__dirname, '..', '..', '..')].find((d) => fs.existsSync(path.join(d, 'node_modules', '@pulumi', 'pulumi')))!;
+  const repo = [path.resolve(__dirname, '..', '..'), path.resolve(__dirname, '..', '..', '..')].find((d) =>
+    fs.existsSync(path.join(d, 'node_modules', '@pulumi', 'pulumi')),
+  )!;
   const built = path.join(repo, 'dist', 'agent', 'testkit', 'language-nodejs.js');
   if (!fs.existsSync(built)) throw new Error(`${built} is missing: run npm run build`);
   fs.mkdirSync(dir, { recursive: true });
   const file = path.join(dir, 'pulumi-language-nodejs');
   const q = (s: string): string => `'${s.replace(/'/g, `'\\''`)}'`;
-  fs.writeFileSync(file, `#!/bin/sh\n# pulumi-language-nodejs (test bed): see agent/testkit/language-nodejs.ts\nexec ${q(process.execPath)} ${q(built)} "$@"\n`, { mode: 0o755 });
+  fs.writeFileSync(
+    file,
+    `#!/bin/sh\n# pulumi-language-nodejs (test bed): see agent/testkit/language-nodejs.ts\nexec ${q(process.execPath)} ${q(built)} "$@"\n`,
+    { mode: 0o755 },
+  );
   return file;
 }
 

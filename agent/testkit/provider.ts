@@ -10,7 +10,10 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 // From agent/testkit (sources) or dist/agent/testkit (built): the repository root holds node_modules.
-const REPO = [path.resolve(__dirname, '..', '..'), path.resolve(__dirname, '..', '..', '..')].find((d) => fs.existsSync(path.join(d, 'node_modules', '@pulumi', 'pulumi'))) ?? path.resolve(__dirname, '..', '..');
+const REPO =
+  [path.resolve(__dirname, '..', '..'), path.resolve(__dirname, '..', '..', '..')].find((d) =>
+    fs.existsSync(path.join(d, 'node_modules', '@pulumi', 'pulumi')),
+  ) ?? path.resolve(__dirname, '..', '..');
 
 const SCHEMA = {
   name: 'agenttest',
@@ -19,7 +22,12 @@ const SCHEMA = {
     'agenttest:index:Sleep': {
       inputProperties: { seconds: { type: 'number' }, deleteSeconds: { type: 'number' }, message: { type: 'string' } },
       requiredInputs: ['seconds'],
-      properties: { seconds: { type: 'number' }, deleteSeconds: { type: 'number' }, message: { type: 'string' }, result: { type: 'string' } },
+      properties: {
+        seconds: { type: 'number' },
+        deleteSeconds: { type: 'number' },
+        message: { type: 'string' },
+        result: { type: 'string' },
+      },
       required: ['seconds', 'result'],
     },
     'agenttest:index:Fail': {

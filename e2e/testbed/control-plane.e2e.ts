@@ -31,8 +31,6 @@ afterAll(async () => {
 
 // ---------------------------------------------------------------------------------------------
 
-
-
 async function apiError(p: Promise<unknown>): Promise<{ code: number; text: string }> {
   try {
     await p;
@@ -99,13 +97,20 @@ const privilegedContainer: k8s.V1Container = {
   securityContext: { privileged: true },
 };
 
-function jobManifest(name: string, extra: Partial<k8s.V1JobSpec> = {}, meta: Partial<k8s.V1ObjectMeta> = {}): k8s.V1Job {
+function jobManifest(
+  name: string,
+  extra: Partial<k8s.V1JobSpec> = {},
+  meta: Partial<k8s.V1ObjectMeta> = {},
+): k8s.V1Job {
   return {
     metadata: { name, ...meta },
     spec: {
       backoffLimit: 0,
       template: {
-        spec: { restartPolicy: 'Never', containers: [{ name: 'main', image: 'busybox', command: ['sh', '-c', 'exit 0'] }] },
+        spec: {
+          restartPolicy: 'Never',
+          containers: [{ name: 'main', image: 'busybox', command: ['sh', '-c', 'exit 0'] }],
+        },
       },
       ...extra,
     },
@@ -190,7 +195,10 @@ describe('kube-apiserver', () => {
       'pod-security.kubernetes.io/enforce-version': 'latest',
     });
     const rejected = await apiError(
-      core.createNamespacedPod({ namespace: restricted, body: pod('privileged', { containers: [privilegedContainer] }) }),
+      core.createNamespacedPod({
+        namespace: restricted,
+        body: pod('privileged', { containers: [privilegedContainer] }),
+      }),
     );
     expect(rejected.code).toBe(403);
     expect(rejected.text).toContain('violates PodSecurity "restricted:latest"');
@@ -226,7 +234,8 @@ describe('kube-apiserver', () => {
 
     const authn = cp.kubeConfig.makeApiClient(k8s.AuthenticationV1Api);
     const review = async (audiences?: string[]): Promise<k8s.V1TokenReviewStatus | undefined> =>
-      (await authn.createTokenReview({ body: { spec: { token: token!, ...(audiences ? { audiences } : {}) } } })).status;
+      (await authn.createTokenReview({ body: { spec: { token: token!, ...(audiences ? { audiences } : {}) } } }))
+        .status;
 
     const ok = await review([audience]);
     expect(ok?.authenticated).toBe(true);
@@ -242,7 +251,11 @@ describe('kube-apiserver', () => {
 
     // A token for the default audience (the issuer) authenticates to the API server itself.
     const apiToken = (
-      await core.createNamespacedServiceAccountToken({ name: 'robot', namespace: ns, body: { spec: { audiences: [] } } })
+      await core.createNamespacedServiceAccountToken({
+        name: 'robot',
+        namespace: ns,
+        body: { spec: { audiences: [] } },
+      })
     ).status?.token;
     const self = await eventually('self subject review', async () => {
       const kc = new k8s.KubeConfig();
@@ -268,7 +281,12 @@ describe('kube-controller-manager', () => {
     });
     expect(pods).toHaveLength(1);
     const p = pods[0]!;
-    expect(p.metadata?.ownerReferences?.[0]).toMatchObject({ kind: 'Job', name: 'hello', uid: job.metadata?.uid, controller: true });
+    expect(p.metadata?.ownerReferences?.[0]).toMatchObject({
+      kind: 'Job',
+      name: 'hello',
+      uid: job.metadata?.uid,
+      controller: true,
+    });
     expect(p.status?.phase).toBe('Pending');
     expect(p.spec?.nodeName).toBeUndefined();
     // The ServiceAccount admission plugin mounted the API access volume.
@@ -293,8 +311,12 @@ describe('kube-controller-manager', () => {
     });
     await eventually('the owned Job pod', async () => ((await jobPods(ns, 'owned')).length > 0 ? true : undefined));
     await core.deleteNamespacedConfigMap({ name: 'owner', namespace: ns });
-    await eventually('the owned Job to be deleted', () => isGone(() => batch.readNamespacedJob({ name: 'owned', namespace: ns })));
-    await eventually('the owned Job pods to be deleted', async () => ((await jobPods(ns, 'owned')).length === 0 ? true : undefined));
+    await eventually('the owned Job to be deleted', () =>
+      isGone(() => batch.readNamespacedJob({ name: 'owned', namespace: ns })),
+    );
+    await eventually('the owned Job pods to be deleted', async () =>
+      (await jobPods(ns, 'owned')).length === 0 ? true : undefined,
+    );
   });
 
   test('a finished Job with ttlSecondsAfterFinished is deleted (ttl-after-finished)', async () => {
@@ -333,7 +355,9 @@ describe('kube-controller-manager', () => {
 
   test('service accounts: default SA, root CA ConfigMap and legacy token Secrets', async () => {
     const ns = await namespace();
-    const ca = await eventually('kube-root-ca.crt', () => core.readNamespacedConfigMap({ name: 'kube-root-ca.crt', namespace: ns }));
+    const ca = await eventually('kube-root-ca.crt', () =>
+      core.readNamespacedConfigMap({ name: 'kube-root-ca.crt', namespace: ns }),
+    );
     expect(ca.data?.['ca.crt']).toBe(cp.caData);
     await core.createNamespacedSecret({
       namespace: ns,
@@ -396,10 +420,14 @@ describe('shutdown', () => {
     async (mode) => {
       const parent = fs.mkdtempSync(path.join(os.tmpdir(), 'pko-cp-exit-'));
       try {
-        const child = spawn(process.execPath, ['-e', childScript, path.join(__dirname, 'control-plane.ts'), parent, mode], {
-          cwd: path.resolve(__dirname, '..', '..'),
-          stdio: ['pipe', 'pipe', 'pipe'],
-        });
+        const child = spawn(
+          process.execPath,
+          ['-e', childScript, path.join(__dirname, 'control-plane.ts'), parent, mode],
+          {
+            cwd: path.resolve(__dirname, '..', '..'),
+            stdio: ['pipe', 'pipe', 'pipe'],
+          },
+        );
         let stderr = '';
         child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
         const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
@@ -417,10 +445,15 @@ describe('shutdown', () => {
         // exit and SIGTERM: the hooks kill synchronously; SIGKILL: the watchdog polls every 0.5 s.
         await eventually(
           'the control plane processes to be gone',
-          async () => (started.pids.some(processRuns) || processesMentioning(started.dir).length > 0 ? undefined : true),
+          async () =>
+            started.pids.some(processRuns) || processesMentioning(started.dir).length > 0 ? undefined : true,
           10_000,
         );
-        await eventually('the temp dir to be removed', async () => (fs.existsSync(started.dir) ? undefined : true), 10_000);
+        await eventually(
+          'the temp dir to be removed',
+          async () => (fs.existsSync(started.dir) ? undefined : true),
+          10_000,
+        );
       } finally {
         fs.rmSync(parent, { recursive: true, force: true });
       }

@@ -280,7 +280,10 @@ function loadKubeConfig(file: string): KubeConfig {
 
 export async function startControlPlane(options: ControlPlaneOptions = {}): Promise<ControlPlane> {
   const t0 = Date.now();
-  const needToolchain = options.etcdBin === undefined || options.kubeApiserverBin === undefined || options.kubeControllerManagerBin === undefined;
+  const needToolchain =
+    options.etcdBin === undefined ||
+    options.kubeApiserverBin === undefined ||
+    options.kubeControllerManagerBin === undefined;
   if (needToolchain) requireToolchain(['etcd', 'kubernetes']);
   const etcdBin = options.etcdBin ?? toolchain.binaries.etcd;
   const apiserverBin = options.kubeApiserverBin ?? toolchain.binaries.kubeApiserver;
@@ -396,7 +399,9 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
         last = (e as Error).message;
       }
       if (Date.now() > deadline) {
-        throw new ControlPlaneStartError(`timed out after ${timeoutMs} ms waiting for ${what}${last ? ` (last error: ${last})` : ''}`);
+        throw new ControlPlaneStartError(
+          `timed out after ${timeoutMs} ms waiting for ${what}${last ? ` (last error: ${last})` : ''}`,
+        );
       }
       await sleep(100);
     }
@@ -480,7 +485,10 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
     // also checks the CA and the admin token for real.
     tPhase = Date.now();
     await waitFor('the default ServiceAccount in namespace default', [etcd, apiserver, kcm], async () => {
-      const r = await request(`${server}/api/v1/namespaces/default/serviceaccounts/default`, { token: adminToken, ca: caData });
+      const r = await request(`${server}/api/v1/namespaces/default/serviceaccounts/default`, {
+        token: adminToken,
+        ca: caData,
+      });
       if (r.status === 200) return true;
       if (r.status !== 404) throw new Error(`HTTP ${r.status}: ${r.body.slice(0, 200)}`);
       return undefined;
@@ -505,7 +513,9 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
       stop,
     };
   } catch (e) {
-    const logs = state.procs.map((p) => `--- ${p.info.name} (${p.info.logFile}), last lines:\n${tail(p.info.logFile)}`).join('\n');
+    const logs = state.procs
+      .map((p) => `--- ${p.info.name} (${p.info.logFile}), last lines:\n${tail(p.info.logFile)}`)
+      .join('\n');
     await stop().catch(() => undefined);
     throw new ControlPlaneStartError(
       `control plane did not start: ${(e as Error).message}\n${logs}${keepDir ? `\n(dir kept: ${dir})` : ''}`,

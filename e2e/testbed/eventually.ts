@@ -6,7 +6,12 @@ export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeou
  * Polls fn until it returns a value other than undefined or false; a throw counts as "not yet"
  * and its message is kept for the timeout error, which says what was awaited.
  */
-export async function eventually<T>(what: string, fn: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 60_000, everyMs = 250): Promise<T> {
+export async function eventually<T>(
+  what: string,
+  fn: () => Promise<T | undefined | false> | T | undefined | false,
+  timeoutMs = 60_000,
+  everyMs = 250,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last = '';
   for (;;) {
@@ -16,7 +21,8 @@ export async function eventually<T>(what: string, fn: () => Promise<T | undefine
     } catch (e) {
       last = (e as Error).message;
     }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${last}` : ''}`);
+    if (Date.now() > deadline)
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${last}` : ''}`);
     await sleep(everyMs);
   }
 }

@@ -82,7 +82,9 @@ export function rewriteWebhooks(controller: object, hooksBaseUrl: string): objec
 }
 
 export async function startControllers(options: ControllersOptions): Promise<Controllers> {
-  const controllers = (options.controllers ?? loadControllerManifests()).map((c) => rewriteWebhooks(c, options.hooksBaseUrl));
+  const controllers = (options.controllers ?? loadControllerManifests()).map((c) =>
+    rewriteWebhooks(c, options.hooksBaseUrl),
+  );
   const bin = process.env.METACONTROLLER_BIN;
   if (bin === undefined || bin === '') {
     const driver = await startMetacontroller({ kubeConfig: options.kubeConfig, controllers, log: options.log });
@@ -160,7 +162,9 @@ async function startBinary(bin: string, controllers: object[], options: Controll
 
   try {
     // 1. Metacontroller's CRDs, Established.
-    const crds = yaml.loadAll(fs.readFileSync(crdsFile, 'utf8')).filter((d) => (d as KObject | null)?.kind === 'CustomResourceDefinition') as KObject[];
+    const crds = yaml
+      .loadAll(fs.readFileSync(crdsFile, 'utf8'))
+      .filter((d) => (d as KObject | null)?.kind === 'CustomResourceDefinition') as KObject[];
     if (crds.length === 0) throw new Error(`${crdsFile}: no CustomResourceDefinition in it`);
     for (const crd of crds) await apply(kube, crdResource, crd);
     const deadline = Date.now() + timeoutMs;
@@ -190,7 +194,10 @@ async function startBinary(bin: string, controllers: object[], options: Controll
     ];
     const startedAt = Date.now();
     const fd = fs.openSync(logFile, 'a');
-    child = spawn(bin, args, { stdio: ['ignore', fd, fd], env: { ...process.env, KUBECONFIG: options.kubeconfigPath } });
+    child = spawn(bin, args, {
+      stdio: ['ignore', fd, fd],
+      env: { ...process.env, KUBECONFIG: options.kubeconfigPath },
+    });
     fs.closeSync(fd);
     const proc = child;
     exited = new Promise((resolve) => proc.once('exit', () => resolve()));
@@ -201,7 +208,9 @@ async function startBinary(bin: string, controllers: object[], options: Controll
       let lastError = '';
       for (;;) {
         if (proc.exitCode !== null || proc.signalCode !== null) {
-          throw new Error(`metacontroller exited (${proc.exitCode ?? proc.signalCode}); log ${logFile}:\n${tail(logFile)}`);
+          throw new Error(
+            `metacontroller exited (${proc.exitCode ?? proc.signalCode}); log ${logFile}:\n${tail(logFile)}`,
+          );
         }
         const selector = encodeURIComponent(`involvedObject.name=${c.metadata.name}`);
         const evs = await kube.request<{ items: { reason: string; message: string; lastTimestamp?: string }[] }>(

@@ -62,7 +62,11 @@ const CONTROLLERS = [
         { apiVersion: 'v1', resource: 'secrets' }, // default strategy: OnDelete
       ],
       resyncPeriodSeconds: 3600,
-      hooks: { customize: hook('/parents/customize'), sync: hook('/parents/sync'), finalize: hook('/parents/finalize') },
+      hooks: {
+        customize: hook('/parents/customize'),
+        sync: hook('/parents/sync'),
+        finalize: hook('/parents/finalize'),
+      },
     },
   },
   {
@@ -70,7 +74,9 @@ const CONTROLLERS = [
     kind: 'DecoratorController',
     metadata: { name: DC_NAME },
     spec: {
-      resources: [{ apiVersion: `${GROUP}/v1`, resource: 'targets', labelSelector: { matchLabels: { decorate: 'yes' } } }],
+      resources: [
+        { apiVersion: `${GROUP}/v1`, resource: 'targets', labelSelector: { matchLabels: { decorate: 'yes' } } },
+      ],
       attachments: [{ apiVersion: 'v1', resource: 'configmaps', updateStrategy: { method: 'InPlace' } }],
       resyncPeriodSeconds: 3600,
       hooks: { sync: hook('/targets/sync') },
@@ -84,7 +90,9 @@ function parentsHook(path: string, body: any): unknown {
   const { name, namespace } = parent.metadata;
   if (path === '/parents/customize') {
     return {
-      relatedResources: spec.relatedConfigMap ? [{ apiVersion: 'v1', resource: 'configmaps', namespace, names: [spec.relatedConfigMap] }] : [],
+      relatedResources: spec.relatedConfigMap
+        ? [{ apiVersion: 'v1', resource: 'configmaps', namespace, names: [spec.relatedConfigMap] }]
+        : [],
     };
   }
   if (spec.malformed) return { children: [], unexpected: true };
@@ -107,7 +115,9 @@ function parentsHook(path: string, body: any): unknown {
   }
   const status: Record<string, unknown> = { children: children.length };
   if (spec.value !== undefined) status.value = spec.value;
-  const related = spec.relatedConfigMap ? body.related?.['ConfigMap.v1']?.[`${namespace}/${spec.relatedConfigMap}`] : undefined;
+  const related = spec.relatedConfigMap
+    ? body.related?.['ConfigMap.v1']?.[`${namespace}/${spec.relatedConfigMap}`]
+    : undefined;
   if (related) status.related = related.data?.v;
   const out: Record<string, unknown> = { status, children };
   if (spec.resyncAfterSeconds) out.resyncAfterSeconds = spec.resyncAfterSeconds;
@@ -124,7 +134,9 @@ function targetsHook(body: any): unknown {
     labels: { decorated: 'true' },
     annotations: { 'pko-test/decorated-by': DC_NAME },
     status: { attached: true },
-    attachments: [{ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `${name}-attachment` }, data: { target: name } }],
+    attachments: [
+      { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `${name}-attachment` }, data: { target: name } },
+    ],
   };
 }
 
@@ -137,7 +149,11 @@ function startHooks(): Promise<http.Server> {
         const body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
         const path = req.url ?? '';
         calls.push({ path, body });
-        const out = path.startsWith('/parents/') ? parentsHook(path, body) : path === '/targets/sync' ? targetsHook(body) : undefined;
+        const out = path.startsWith('/parents/')
+          ? parentsHook(path, body)
+          : path === '/targets/sync'
+            ? targetsHook(body)
+            : undefined;
         resp.writeHead(out === undefined ? 404 : 200, { 'content-type': 'application/json' });
         resp.end(JSON.stringify(out ?? { error: 'no such hook' }));
       } catch (e) {
@@ -156,8 +172,6 @@ let kube: Kube;
 let hooks: http.Server;
 let mc: Controllers;
 
-
-
 const getOrUndefined = (r: Resource, ns: string | undefined, name: string): Promise<KObject | undefined> =>
   kube.get(r, ns, name).catch((e: unknown) => {
     if (isNotFound(e)) return undefined;
@@ -175,10 +189,16 @@ async function namespace(): Promise<string> {
 }
 
 async function createParent(ns: string, name: string, spec: object): Promise<KObject> {
-  return kube.create(PARENTS, { apiVersion: PARENTS.apiVersion, kind: 'Parent', metadata: { name, namespace: ns }, spec });
+  return kube.create(PARENTS, {
+    apiVersion: PARENTS.apiVersion,
+    kind: 'Parent',
+    metadata: { name, namespace: ns },
+    spec,
+  });
 }
 
-const syncCalls = (uid: string, path = '/parents/sync'): Call[] => calls.filter((c) => c.path === path && c.body.parent?.metadata?.uid === uid);
+const syncCalls = (uid: string, path = '/parents/sync'): Call[] =>
+  calls.filter((c) => c.path === path && c.body.parent?.metadata?.uid === uid);
 
 function crd(plural: string, kind: string): object {
   const preserve = { type: 'object', 'x-kubernetes-preserve-unknown-fields': true };
@@ -245,7 +265,9 @@ describe('CompositeController', () => {
     const uid = parent.metadata.uid!;
 
     const cm = await eventually('child ConfigMap', () => getOrUndefined(CONFIGMAPS, ns, 'p1-a'));
-    expect(cm.metadata.ownerReferences).toEqual([{ apiVersion: `${GROUP}/v1`, kind: 'Parent', name: 'p1', uid, controller: true, blockOwnerDeletion: true }]);
+    expect(cm.metadata.ownerReferences).toEqual([
+      { apiVersion: `${GROUP}/v1`, kind: 'Parent', name: 'p1', uid, controller: true, blockOwnerDeletion: true },
+    ]);
     expect(cm.metadata.labels).toEqual({ app: 'pko-test', 'controller-uid': uid });
     expect(cm.data).toEqual({ value: 'one' });
     // The hook's object with the defaulted namespace and the selector label, nothing else.
@@ -313,7 +335,10 @@ describe('CompositeController', () => {
   test('a child the hook no longer returns is deleted', async () => {
     const ns = await namespace();
     await createParent(ns, 'p3', { children: ['a', 'b'] });
-    await eventually('both children', async () => (await getOrUndefined(CONFIGMAPS, ns, 'p3-a')) && getOrUndefined(CONFIGMAPS, ns, 'p3-b'));
+    await eventually(
+      'both children',
+      async () => (await getOrUndefined(CONFIGMAPS, ns, 'p3-a')) && getOrUndefined(CONFIGMAPS, ns, 'p3-b'),
+    );
     await patch(PARENTS, ns, 'p3', { spec: { children: ['b'] } });
     await eventually('p3-a deleted', async () => (await getOrUndefined(CONFIGMAPS, ns, 'p3-a')) === undefined);
     expect(await getOrUndefined(CONFIGMAPS, ns, 'p3-b')).toBeDefined();
@@ -324,12 +349,15 @@ describe('CompositeController', () => {
     const r1 = await createParent(ns, 'r1', { children: ['a'], resyncAfterSeconds: 0.3 });
     const r2 = await createParent(ns, 'r2', { children: ['a'] });
     for (const name of ['r1', 'r2']) {
-      await eventually(`${name} synced`, async () => (((await kube.get(PARENTS, ns, name)).status as any)?.observedGeneration === 1 ? true : undefined));
+      await eventually(`${name} synced`, async () =>
+        ((await kube.get(PARENTS, ns, name)).status as any)?.observedGeneration === 1 ? true : undefined,
+      );
       await eventually(`${name}-a`, () => getOrUndefined(CONFIGMAPS, ns, `${name}-a`));
     }
     await sleep(1000); // let the events of our own writes settle
     const before = { r1: syncCalls(r1.metadata.uid!).length, r2: syncCalls(r2.metadata.uid!).length };
-    const rv = async (r: Resource, name: string): Promise<string | undefined> => (await kube.get(r, ns, name)).metadata.resourceVersion;
+    const rv = async (r: Resource, name: string): Promise<string | undefined> =>
+      (await kube.get(r, ns, name)).metadata.resourceVersion;
     const rvs = [await rv(PARENTS, 'r1'), await rv(CONFIGMAPS, 'r1-a'), await rv(PARENTS, 'r2')];
     await sleep(2500);
     expect(syncCalls(r1.metadata.uid!).length - before.r1).toBeGreaterThanOrEqual(4);
@@ -343,7 +371,9 @@ describe('CompositeController', () => {
     const parent = await createParent(ns, 'f1', { children: ['a'] });
     const uid = parent.metadata.uid!;
     await eventually('child', () => getOrUndefined(CONFIGMAPS, ns, 'f1-a'));
-    await eventually('finalizer', async () => (await kube.get(PARENTS, ns, 'f1')).metadata.finalizers?.includes(FINALIZER));
+    await eventually('finalizer', async () =>
+      (await kube.get(PARENTS, ns, 'f1')).metadata.finalizers?.includes(FINALIZER),
+    );
     finalizeHold.add('f1');
     await kube.delete(PARENTS, ns, 'f1');
 
@@ -352,8 +382,14 @@ describe('CompositeController', () => {
     expect(call.body.parent.metadata.deletionTimestamp).toBeDefined();
     expect(Object.keys(call.body.children).sort()).toEqual(['ConfigMap.v1', 'Secret.v1']);
     // While finalizing, children are still managed: finalize returned none, so the child goes.
-    await eventually('child deleted while finalizing', async () => (await getOrUndefined(CONFIGMAPS, ns, 'f1-a')) === undefined);
-    await eventually('finalize called again (resyncAfterSeconds)', async () => syncCalls(uid, '/parents/finalize').length >= 3);
+    await eventually(
+      'child deleted while finalizing',
+      async () => (await getOrUndefined(CONFIGMAPS, ns, 'f1-a')) === undefined,
+    );
+    await eventually(
+      'finalize called again (resyncAfterSeconds)',
+      async () => syncCalls(uid, '/parents/finalize').length >= 3,
+    );
     const held = await kube.get(PARENTS, ns, 'f1');
     expect(held.metadata.deletionTimestamp).toBeDefined();
     expect(held.metadata.finalizers).toEqual([FINALIZER]);
@@ -371,15 +407,26 @@ describe('CompositeController', () => {
     const empty = await eventually('sync without the related object', async () => syncCalls(uid)[0]);
     expect(empty.body.related).toEqual({ 'ConfigMap.v1': {} });
 
-    await kube.create(CONFIGMAPS, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'cfg', namespace: ns }, data: { v: '1' } });
-    await eventually('status.related = 1', async () => ((await kube.get(PARENTS, ns, 'c1')).status as any)?.related === '1');
+    await kube.create(CONFIGMAPS, {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: 'cfg', namespace: ns },
+      data: { v: '1' },
+    });
+    await eventually(
+      'status.related = 1',
+      async () => ((await kube.get(PARENTS, ns, 'c1')).status as any)?.related === '1',
+    );
     await patch(CONFIGMAPS, ns, 'cfg', { data: { v: '2' } });
     const call = await eventually('sync with the updated related object', async () =>
       syncCalls(uid).find((c) => c.body.related['ConfigMap.v1']?.[`${ns}/cfg`]?.data?.v === '2'),
     );
     expect(Object.keys(call.body.related)).toEqual(['ConfigMap.v1']);
     expect(Object.keys(call.body.related['ConfigMap.v1'])).toEqual([`${ns}/cfg`]);
-    await eventually('status.related = 2', async () => ((await kube.get(PARENTS, ns, 'c1')).status as any)?.related === '2');
+    await eventually(
+      'status.related = 2',
+      async () => ((await kube.get(PARENTS, ns, 'c1')).status as any)?.related === '2',
+    );
   });
 
   test('a malformed hook response (unknown field, strict v2 decoding) produces a SyncError event', async () => {
@@ -403,13 +450,25 @@ describe('DecoratorController', () => {
   test('attaches a child to a matching target, sets its labels, annotations and status', async () => {
     const ns = await namespace();
     const create = (name: string, labels: Record<string, string>): Promise<KObject> =>
-      kube.create(TARGETS, { apiVersion: TARGETS.apiVersion, kind: 'Target', metadata: { name, namespace: ns, labels }, spec: { n: 1 } });
+      kube.create(TARGETS, {
+        apiVersion: TARGETS.apiVersion,
+        kind: 'Target',
+        metadata: { name, namespace: ns, labels },
+        spec: { n: 1 },
+      });
     const t1 = await create('t1', { decorate: 'yes' });
     const t2 = await create('t2', { decorate: 'no' });
 
     const att = await eventually('attachment', () => getOrUndefined(CONFIGMAPS, ns, 't1-attachment'));
     expect(att.metadata.ownerReferences).toEqual([
-      { apiVersion: `${GROUP}/v1`, kind: 'Target', name: 't1', uid: t1.metadata.uid, controller: true, blockOwnerDeletion: true },
+      {
+        apiVersion: `${GROUP}/v1`,
+        kind: 'Target',
+        name: 't1',
+        uid: t1.metadata.uid,
+        controller: true,
+        blockOwnerDeletion: true,
+      },
     ]);
     expect(att.metadata.annotations!['metacontroller.k8s.io/decorator-controller']).toBe(DC_NAME);
     expect(att.data).toEqual({ target: 't1' });
@@ -455,7 +514,13 @@ describe('dynamic apply merge (driver code)', () => {
       { update: { replace: 'new', add: 'new' } },
       { update: { replace: 'new', add: 'new', keep: 'other' } },
     ],
-    ['replace list', { list: [1, 2, 3, { a: true }] }, { list: [4, 5, 6] }, { list: [7, 8, 9, { b: false }] }, { list: [7, 8, 9, { b: false }] }],
+    [
+      'replace list',
+      { list: [1, 2, 3, { a: true }] },
+      { list: [4, 5, 6] },
+      { list: [7, 8, 9, { b: false }] },
+      { list: [7, 8, 9, { b: false }] },
+    ],
     [
       'merge list-map',
       {
@@ -514,6 +579,8 @@ describe('dynamic apply merge (driver code)', () => {
     const result = merge(observed as never, lastApplied as never, desired as never);
     expect(result).toEqual(want);
     // Order matters for lists: existing items first, new desired items appended.
-    expect(JSON.stringify(Object.values(result).filter(Array.isArray))).toBe(JSON.stringify(Object.values(want).filter(Array.isArray)));
+    expect(JSON.stringify(Object.values(result).filter(Array.isArray))).toBe(
+      JSON.stringify(Object.values(want).filter(Array.isArray)),
+    );
   });
 });

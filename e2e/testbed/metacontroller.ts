@@ -24,7 +24,17 @@ import { clone, deepEqual, type LabelSelector, selectorEmpty, selectorMatches } 
 import { aggregate, atomicUpdate, controllerRefOf, Customize, type Env, hasFinalizer, initGroup, insert, isNotFoundLike, makeControllerRef,
   manageChildren, type ObjMap, qualifiedName, RelatedNotSynced, shouldFinalize, syncFinalizer, toRequestMap, type UpdateMethod, updateStrategies } from './metacontroller/common';
 import { Informer, objectKey } from './metacontroller/informer';
-import { groupOf, isConflict, isGone, isNotFound, type KObject, Kube, type OwnerReference, type Resource, unless } from './metacontroller/kube';
+import {
+  groupOf,
+  isConflict,
+  isGone,
+  isNotFound,
+  type KObject,
+  Kube,
+  type OwnerReference,
+  type Resource,
+  unless,
+} from './metacontroller/kube';
 import { WorkQueue } from './metacontroller/queue';
 import { type HookSpec, type HookUrl, type ResponseShape, TooManyRequests, Webhook } from './metacontroller/webhook';
 
@@ -55,7 +65,10 @@ interface ResourceRule {
   apiVersion: string;
   resource: string;
   labelSelector?: LabelSelector;
-  annotationSelector?: { matchAnnotations?: Record<string, string>; matchExpressions?: LabelSelector['matchExpressions'] };
+  annotationSelector?: {
+    matchAnnotations?: Record<string, string>;
+    matchExpressions?: LabelSelector['matchExpressions'];
+  };
   ignoreStatusChanges?: boolean;
   updateStrategy?: { method?: string };
 }
@@ -143,7 +156,8 @@ abstract class Hosted {
   protected watchChildren(inf: Informer, onChild: (o: KObject, deleted: boolean) => void): void {
     inf.addHandlers({
       add: (o) => onChild(o, false),
-      update: (old, cur) => (old.metadata.resourceVersion === cur.metadata.resourceVersion ? undefined : onChild(cur, false)),
+      update: (old, cur) =>
+        old.metadata.resourceVersion === cur.metadata.resourceVersion ? undefined : onChild(cur, false),
       delete: (o) => onChild(o, true),
     });
   }
@@ -168,7 +182,9 @@ abstract class Hosted {
       if (e instanceof TooManyRequests) return this.queue.addAfter(key, e.afterSeconds * 1000);
       if (!(e instanceof RelatedNotSynced)) {
         this.env.log(`${this.cc.kind} ${this.name}: failed to sync '${key}': ${errMsg(e)}`);
-        await this.env.kube.event(parent, 'Warning', 'SyncError', `Sync error: ${errMsg(e)}`).catch((err) => this.env.log(`event: ${errMsg(err)}`));
+        await this.env.kube
+          .event(parent, 'Warning', 'SyncError', `Sync error: ${errMsg(e)}`)
+          .catch((err) => this.env.log(`event: ${errMsg(err)}`));
       }
       this.queue.addRateLimited(key);
     }
@@ -185,11 +201,16 @@ abstract class Hosted {
     const hook = finalizing ? this.hooks.finalize : this.hooks.sync;
     const type = finalizing ? 'finalize' : 'sync';
     if (!hook) throw new Error(`${type} hook nil//not defined for ${describe(parent)}`);
-    const res = await wrap(hook.call({ ...build(hook.version), finalizing }, shape), `${type} hook failed (version=${hook.version})`);
+    const res = await wrap(
+      hook.call({ ...build(hook.version), finalizing }, shape),
+      `${type} hook failed (version=${hook.version})`,
+    );
     const children = (res[childField] ?? []) as KObject[];
     for (const c of children) {
       if (typeof c.kind !== 'string' || c.kind === '')
-        throw new Error(`${type} hook failed (version=${hook.version}): Object 'Kind' is missing in ${JSON.stringify(c).slice(0, 200)}`);
+        throw new Error(
+          `${type} hook failed (version=${hook.version}): Object 'Kind' is missing in ${JSON.stringify(c).slice(0, 200)}`,
+        );
       c.metadata ??= { name: '' };
       if (!c.metadata.namespace && parent.metadata.namespace) c.metadata.namespace = parent.metadata.namespace;
     }
@@ -226,11 +247,15 @@ class Composite extends Hosted {
     if (!spec.parentResource) throw new Error(`CompositeController ${this.name}: spec.parentResource is required`);
     for (const c of spec.childResources ?? []) {
       if (c.updateStrategy?.method?.startsWith('Rolling')) {
-        throw new Error(`CompositeController ${this.name}: ${c.updateStrategy.method} (ControllerRevisions) is not implemented by the driver`);
+        throw new Error(
+          `CompositeController ${this.name}: ${c.updateStrategy.method} (ControllerRevisions) is not implemented by the driver`,
+        );
       }
     }
     const kube = this.env.kube;
-    this.parentResource = await kube.resolve(spec.parentResource.apiVersion, { resource: spec.parentResource.resource });
+    this.parentResource = await kube.resolve(spec.parentResource.apiVersion, {
+      resource: spec.parentResource.resource,
+    });
     await this.checkStatusSubresource();
     this.methodOf = await updateStrategies(kube, spec.childResources ?? []);
     this.parentInformer = this.env.informer(this.parentResource);
@@ -250,11 +275,16 @@ class Composite extends Hosted {
     const r = this.parentResource;
     const crdName = `${r.resource}.${r.group}`;
     const crdPath = `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crdName}`;
-    const crd = await wrap(this.env.kube.request<any>('GET', crdPath), `CompositeController ${this.name}: can't get CRD ${crdName}`);
+    const crd = await wrap(
+      this.env.kube.request<any>('GET', crdPath),
+      `CompositeController ${this.name}: can't get CRD ${crdName}`,
+    );
     const version = r.apiVersion.split('/')[1];
     const v = (crd.spec?.versions ?? []).find((x: any) => x.name === version);
     if (!v?.subresources?.status) {
-      throw new Error(`CompositeController ${this.name}: CRD ${crdName} version ${version} does not have subresource 'Status' enabled`);
+      throw new Error(
+        `CompositeController ${this.name}: CRD ${crdName} version ${version} does not have subresource 'Status' enabled`,
+      );
     }
   }
 
@@ -275,8 +305,12 @@ class Composite extends Hosted {
   /** The child's controller, if it is one of our parents (resolveControllerRef). */
   private resolveControllerRef(child: KObject): KObject | undefined {
     const ref = controllerRefOf(child);
-    if (!ref || groupOf(ref.apiVersion) !== this.parentResource.group || ref.kind !== this.parentResource.kind) return undefined;
-    const parent = this.parentInformer.get(this.parentResource.namespaced ? child.metadata.namespace : undefined, ref.name);
+    if (!ref || groupOf(ref.apiVersion) !== this.parentResource.group || ref.kind !== this.parentResource.kind)
+      return undefined;
+    const parent = this.parentInformer.get(
+      this.parentResource.namespaced ? child.metadata.namespace : undefined,
+      ref.name,
+    );
     if (!parent || parent.metadata.uid !== ref.uid) return undefined;
     return parent;
   }
@@ -289,7 +323,9 @@ class Composite extends Hosted {
       return;
     }
     if (deleted || child.metadata.deletionTimestamp) return; // orphans being deleted are never adopted
-    for (const parent of this.parentInformer.list(this.parentResource.namespaced ? child.metadata.namespace : undefined)) {
+    for (const parent of this.parentInformer.list(
+      this.parentResource.namespaced ? child.metadata.namespace : undefined,
+    )) {
       try {
         const sel = this.selector(parent);
         if (selectorMatches(sel, child.metadata.labels)) this.enqueue(parent);
@@ -303,7 +339,8 @@ class Composite extends Hosted {
   private selector(parent: KObject): LabelSelector {
     if (this.cc.spec.generateSelector) return { matchLabels: { 'controller-uid': parent.metadata.uid! } };
     const sel = (parent as { spec?: { selector?: LabelSelector } }).spec?.selector;
-    if (!sel || selectorEmpty(sel)) throw new Error('.spec.selector must have either matchLabels, matchExpressions, or both');
+    if (!sel || selectorEmpty(sel))
+      throw new Error('.spec.selector must have either matchLabels, matchExpressions, or both');
     return sel;
   }
 
@@ -313,7 +350,10 @@ class Composite extends Hosted {
     const enabled = !!this.hooks.finalize;
     if (!hasFinalizer(cached, this.finalizer) && !this.matchesLabels(cached)) return;
     // Before anything else, our finalizer (§1.10).
-    let parent = await wrap(syncFinalizer(kube, this.parentResource, cached, this.finalizer, enabled), `can't sync finalizer for ${describe(cached)}`);
+    let parent = await wrap(
+      syncFinalizer(kube, this.parentResource, cached, this.finalizer, enabled),
+      `can't sync finalizer for ${describe(cached)}`,
+    );
     if (!hasFinalizer(parent, this.finalizer) && !this.matchesLabels(parent)) return;
 
     const selector = this.selector(parent);
@@ -327,8 +367,16 @@ class Composite extends Hosted {
       children: toRequestMap(observed, parent, version),
       related: toRequestMap(related, parent, version),
     });
-    const shape: ResponseShape = { status: 'object', children: 'array', resyncAfterSeconds: 'number', finalized: 'boolean' };
-    const res = await wrap(this.callHook(finalizing, request, shape, parent, 'children'), `sync hook failed for ${describe(parent)}`);
+    const shape: ResponseShape = {
+      status: 'object',
+      children: 'array',
+      resyncAfterSeconds: 'number',
+      finalized: 'boolean',
+    };
+    const res = await wrap(
+      this.callHook(finalizing, request, shape, parent, 'children'),
+      `sync hook failed for ${describe(parent)}`,
+    );
     const desired = res.children as KObject[];
 
     if (typeof res.resyncAfterSeconds === 'number' && res.resyncAfterSeconds > 0) {
@@ -336,7 +384,10 @@ class Composite extends Hosted {
     }
     // As the code does (not only for finalize calls): finalized → remove the finalizer (§1.10).
     if (res.finalized === true) {
-      parent = await wrap(syncFinalizer(kube, this.parentResource, parent, this.finalizer, false), `can't remove finalizer for ${describe(parent)}`);
+      parent = await wrap(
+        syncFinalizer(kube, this.parentResource, parent, this.finalizer, false),
+        `can't remove finalizer for ${describe(parent)}`,
+      );
     }
 
     // Every desired child carries the selector's labels (controller-uid added) (§1.6, §1.8).
@@ -346,7 +397,9 @@ class Composite extends Hosted {
         c.metadata.labels['controller-uid'] ??= parent.metadata.uid!;
       }
       if (!selectorMatches(selector, c.metadata.labels)) {
-        throw new Error(`labels on desired child ${c.kind} ${c.metadata.namespace ?? ''}/${c.metadata.name} don't match parent selector`);
+        throw new Error(
+          `labels on desired child ${c.kind} ${c.metadata.namespace ?? ''}/${c.metadata.name} don't match parent selector`,
+        );
       }
     }
 
@@ -375,10 +428,14 @@ class Composite extends Hosted {
       (o: KObject): boolean => ((o.metadata.ownerReferences = f(o.metadata.ownerReferences ?? [])), true);
     let canAdopt: Promise<void> | undefined;
     const checkCanAdopt = (): Promise<void> =>
-      (canAdopt ??= this.env.kube.get(this.parentResource, parent.metadata.namespace, parent.metadata.name).then((fresh) => {
-        if (fresh.metadata.uid !== uid) throw new Error(`original ${describe(parent)} is gone: got uid ${fresh.metadata.uid}, wanted ${uid}`);
-        if (fresh.metadata.deletionTimestamp) throw new Error(`${objectKey(parent)} has just been deleted at ${fresh.metadata.deletionTimestamp}`);
-      }));
+      (canAdopt ??= this.env.kube
+        .get(this.parentResource, parent.metadata.namespace, parent.metadata.name)
+        .then((fresh) => {
+          if (fresh.metadata.uid !== uid)
+            throw new Error(`original ${describe(parent)} is gone: got uid ${fresh.metadata.uid}, wanted ${uid}`);
+          if (fresh.metadata.deletionTimestamp)
+            throw new Error(`${objectKey(parent)} has just been deleted at ${fresh.metadata.deletionTimestamp}`);
+        }));
     for (const { resource, informer } of this.children) {
       const group = initGroup(out, resource.apiVersion, resource.kind);
       const ns = this.parentResource.namespaced ? parent.metadata.namespace : undefined;
@@ -402,7 +459,9 @@ class Composite extends Hosted {
           this.env.log(`adopting ${describe(child)} into ${describe(parent)}`);
           const cref = makeControllerRef(parent);
           // addOwnerReference: a reference with our UID is replaced in place, else ours is appended
-          const adopt = setRefs((refs) => (refs.some((r) => r.uid === cref.uid) ? refs.map((r) => (r.uid === cref.uid ? cref : r)) : [...refs, cref]));
+          const adopt = setRefs((refs) =>
+            refs.some((r) => r.uid === cref.uid) ? refs.map((r) => (r.uid === cref.uid ? cref : r)) : [...refs, cref],
+          );
           await atomicUpdate(this.env.kube, resource, child, adopt);
           insert(out, child);
         } catch (e) {
@@ -424,7 +483,13 @@ class Composite extends Hosted {
       cur.status = clone(status);
       return true;
     };
-    await atomicUpdate(this.env.kube, this.parentResource, parent, mutate, this.parentResource.hasStatus ? 'status' : undefined);
+    await atomicUpdate(
+      this.env.kube,
+      this.parentResource,
+      parent,
+      mutate,
+      this.parentResource.hasStatus ? 'status' : undefined,
+    );
   }
 }
 
@@ -473,11 +538,15 @@ class Decorator extends Hosted {
     const a = t.rule.annotationSelector;
     return (
       selectorMatches(t.rule.labelSelector, o.metadata.labels) &&
-      selectorMatches(a && { matchLabels: a.matchAnnotations, matchExpressions: a.matchExpressions }, o.metadata.annotations)
+      selectorMatches(
+        a && { matchLabels: a.matchAnnotations, matchExpressions: a.matchExpressions },
+        o.metadata.annotations,
+      )
     );
   }
 
-  private static key = (o: KObject): string => `${o.apiVersion}:${o.kind}:${o.metadata.namespace ?? ''}:${o.metadata.name}`;
+  private static key = (o: KObject): string =>
+    `${o.apiVersion}:${o.kind}:${o.metadata.namespace ?? ''}:${o.metadata.name}`;
 
   enqueue(o: KObject): void {
     if (this.matches(o) || hasFinalizer(o, this.finalizer)) this.queue.add(Decorator.key(o));
@@ -504,7 +573,10 @@ class Decorator extends Hosted {
     const t = this.target(cached)!;
     const enabled = !!this.hooks.finalize;
     if (!this.matches(cached) && !hasFinalizer(cached, this.finalizer)) return;
-    const parent = await wrap(syncFinalizer(kube, t.resource, cached, this.finalizer, enabled), `can't sync finalizer for ${describe(cached)}`);
+    const parent = await wrap(
+      syncFinalizer(kube, t.resource, cached, this.finalizer, enabled),
+      `can't sync finalizer for ${describe(cached)}`,
+    );
     if (!this.matches(parent) && !hasFinalizer(parent, this.finalizer)) return;
 
     // Attachments: controllerRef to this object and our annotation; decorators never adopt (§2.4).
@@ -512,7 +584,11 @@ class Decorator extends Hosted {
     for (const { resource, informer } of this.attachments) {
       const group = initGroup(observed, resource.apiVersion, resource.kind);
       for (const o of informer.list(parent.metadata.namespace || undefined)) {
-        if (controllerRefOf(o)?.uid !== parent.metadata.uid || o.metadata.annotations?.[DECORATOR_ANNOTATION] !== this.name) continue;
+        if (
+          controllerRefOf(o)?.uid !== parent.metadata.uid ||
+          o.metadata.annotations?.[DECORATOR_ANNOTATION] !== this.name
+        )
+          continue;
         group.set(qualifiedName(o), o);
       }
     }
@@ -529,7 +605,8 @@ class Decorator extends Hosted {
     const shape: ResponseShape = { labels: 'stringMap', annotations: 'stringMap', status: 'object', attachments: 'array', resyncAfterSeconds: 'number', finalized: 'boolean' };
     const res = await this.callHook(finalizing, request, shape, parent, 'attachments');
     const desired = res.attachments as KObject[];
-    if (typeof res.resyncAfterSeconds === 'number' && res.resyncAfterSeconds > 0) this.queue.addAfter(Decorator.key(parent), res.resyncAfterSeconds * 1000);
+    if (typeof res.resyncAfterSeconds === 'number' && res.resyncAfterSeconds > 0)
+      this.queue.addAfter(Decorator.key(parent), res.resyncAfterSeconds * 1000);
 
     // Labels/annotations: null deletes, absent keys untouched; status: null leaves it (§2.3).
     const updated = clone(parent);
@@ -555,7 +632,8 @@ class Decorator extends Hosted {
           const written = await kube.update(t.resource, updated, 'status');
           updated.metadata.resourceVersion = written.metadata.resourceVersion;
         }
-        if (res.finalized === true) updated.metadata.finalizers = (updated.metadata.finalizers ?? []).filter((f) => f !== this.finalizer);
+        if (res.finalized === true)
+          updated.metadata.finalizers = (updated.metadata.finalizers ?? []).filter((f) => f !== this.finalizer);
         await kube.update(t.resource, updated);
       } catch (e) {
         if (isNotFound(e) || isConflict(e)) return; // swallowed: the next watch event retries
@@ -577,7 +655,8 @@ class Decorator extends Hosted {
 // =============================================================================================
 
 export async function startMetacontroller(options: MetacontrollerOptions): Promise<Metacontroller> {
-  const toStderr = (line: string): void => void process.stderr.write(`${new Date().toISOString()} [metacontroller] ${line}\n`);
+  const toStderr = (line: string): void =>
+    void process.stderr.write(`${new Date().toISOString()} [metacontroller] ${line}\n`);
   const log = options.log ?? (process.env.PKO_METACONTROLLER_LOG === '1' ? toStderr : () => undefined);
   const kube = new Kube(options.kubeConfig);
   const hookAgent = new Agent({ keepAliveTimeout: 4_000 });
@@ -612,8 +691,10 @@ export async function startMetacontroller(options: MetacontrollerOptions): Promi
     const workers = 5; // Metacontroller's --workers default
     for (const raw of options.controllers) {
       const cc = clone(raw) as ControllerObject;
-      const Kind = cc.kind === 'CompositeController' ? Composite : cc.kind === 'DecoratorController' ? Decorator : undefined;
-      if (!Kind) throw new Error(`not a CompositeController or DecoratorController: ${JSON.stringify(cc).slice(0, 200)}`);
+      const Kind =
+        cc.kind === 'CompositeController' ? Composite : cc.kind === 'DecoratorController' ? Decorator : undefined;
+      if (!Kind)
+        throw new Error(`not a CompositeController or DecoratorController: ${JSON.stringify(cc).slice(0, 200)}`);
       const h = new Kind(env, cc, workers);
       hosted.push(h);
       await h.init();

@@ -37,7 +37,11 @@ beforeAll(async () => {
   fs.chmodSync(privateParent, 0o700);
   privateToolsDir = path.join(privateParent, 'bin');
   fs.mkdirSync(privateToolsDir, { mode: 0o755 });
-  fs.writeFileSync(path.join(privateToolsDir, 'pko-hello'), '#!/bin/sh\necho "hello from the image, uid $(id -u), args: $*"\n', { mode: 0o755 });
+  fs.writeFileSync(
+    path.join(privateToolsDir, 'pko-hello'),
+    '#!/bin/sh\necho "hello from the image, uid $(id -u), args: $*"\n',
+    { mode: 0o755 },
+  );
   runner = await startPodRunner({
     kubeConfig: cp.kubeConfig,
     backoffInitialMs: 1000,
@@ -64,13 +68,13 @@ afterAll(async () => {
 
 // ---------------------------------------------------------------------------------------------
 
-
-
 let nsCounter = 0;
 async function namespace(labels: Record<string, string> = {}): Promise<string> {
   const name = `pr${process.pid}-${++nsCounter}`;
   await core.createNamespace({ body: { metadata: { name, labels } } });
-  await eventually(`default ServiceAccount in ${name}`, () => core.readNamespacedServiceAccount({ name: 'default', namespace: name }));
+  await eventually(`default ServiceAccount in ${name}`, () =>
+    core.readNamespacedServiceAccount({ name: 'default', namespace: name }),
+  );
   return name;
 }
 
@@ -87,7 +91,10 @@ async function podInPhase(namespace: string, name: string, phases: string[], tim
   );
 }
 
-function condition(obj: { status?: { conditions?: { type: string; status: string }[] } }, type: string): string | undefined {
+function condition(
+  obj: { status?: { conditions?: { type: string; status: string }[] } },
+  type: string,
+): string | undefined {
   return obj.status?.conditions?.find((c) => c.type === type)?.status;
 }
 
@@ -159,7 +166,13 @@ describe('node and scheduling', () => {
     const ns = await namespace();
     await core.createNamespacedPod({
       namespace: ns,
-      body: { metadata: { name: 'p' }, spec: { restartPolicy: 'Never', containers: [{ name: 'main', image: 'busybox', command: ['sh', '-c', 'echo hello; echo err >&2'] }] } },
+      body: {
+        metadata: { name: 'p' },
+        spec: {
+          restartPolicy: 'Never',
+          containers: [{ name: 'main', image: 'busybox', command: ['sh', '-c', 'echo hello; echo err >&2'] }],
+        },
+      },
     });
     const pod = await podInPhase(ns, 'p', ['Succeeded']);
     expect(pod.spec?.nodeName).toBe(DEFAULT_NODE_NAME);
@@ -193,7 +206,15 @@ describe('Jobs (real job controller)', () => {
       namespace: ns,
       body: {
         metadata: { name: 'ok' },
-        spec: { backoffLimit: 0, template: { spec: { restartPolicy: 'Never', containers: [{ name: 'main', image: 'busybox', command: ['sh', '-c', 'exit 0'] }] } } },
+        spec: {
+          backoffLimit: 0,
+          template: {
+            spec: {
+              restartPolicy: 'Never',
+              containers: [{ name: 'main', image: 'busybox', command: ['sh', '-c', 'exit 0'] }],
+            },
+          },
+        },
       },
     });
     const job = await eventually('Job Complete', async () => {
@@ -210,7 +231,15 @@ describe('Jobs (real job controller)', () => {
       namespace: ns,
       body: {
         metadata: { name: 'ko' },
-        spec: { backoffLimit: 0, template: { spec: { restartPolicy: 'Never', containers: [{ name: 'main', image: 'busybox', command: ['sh', '-c', 'exit 1'] }] } } },
+        spec: {
+          backoffLimit: 0,
+          template: {
+            spec: {
+              restartPolicy: 'Never',
+              containers: [{ name: 'main', image: 'busybox', command: ['sh', '-c', 'exit 1'] }],
+            },
+          },
+        },
       },
     });
     const job = await eventually('Job Failed', async () => {
@@ -250,7 +279,10 @@ describe('StatefulSets (real statefulset controller) and readiness', () => {
                   workingDir: '/srv/pko-e2e-www',
                   ports: [{ name: 'http', containerPort: port }],
                   volumeMounts: [{ name: 'www', mountPath: '/srv/pko-e2e-www' }],
-                  readinessProbe: { httpGet: { path: '/', port: 'http' as unknown as k8s.IntOrString }, periodSeconds: 1 },
+                  readinessProbe: {
+                    httpGet: { path: '/', port: 'http' as unknown as k8s.IntOrString },
+                    periodSeconds: 1,
+                  },
                 },
               ],
               volumes: [{ name: 'www', emptyDir: {} }],
@@ -292,14 +324,27 @@ describe('StatefulSets (real statefulset controller) and readiness', () => {
               name: 'unready',
               image: 'busybox',
               command: ['sh', '-c', 'trap "exit 0" TERM; while true; do sleep 0.2; done'],
-              readinessProbe: { tcpSocket: { port: closed as unknown as k8s.IntOrString }, periodSeconds: 1, failureThreshold: 1 },
+              readinessProbe: {
+                tcpSocket: { port: closed as unknown as k8s.IntOrString },
+                periodSeconds: 1,
+                failureThreshold: 1,
+              },
             },
             {
               name: 'exec',
               image: 'busybox',
               command: ['sh', '-c', 'trap "exit 0" TERM; while true; do sleep 0.2; done'],
               // Runs inside the container: its UTS namespace (hostname) and its PID namespace.
-              readinessProbe: { exec: { command: ['sh', '-c', 'test "$(cat /proc/sys/kernel/hostname)" = p && grep -q "while true" /proc/1/cmdline'] }, periodSeconds: 1 },
+              readinessProbe: {
+                exec: {
+                  command: [
+                    'sh',
+                    '-c',
+                    'test "$(cat /proc/sys/kernel/hostname)" = p && grep -q "while true" /proc/1/cmdline',
+                  ],
+                },
+                periodSeconds: 1,
+              },
             },
           ],
         },
@@ -318,7 +363,10 @@ describe('StatefulSets (real statefulset controller) and readiness', () => {
     expect(unready?.ready).toBe(false);
     expect(condition(again, 'Ready')).toBe('False');
     expect(condition(again, 'ContainersReady')).toBe('False');
-    const events = await core.listNamespacedEvent({ namespace: ns, fieldSelector: 'involvedObject.name=p,reason=Unhealthy' });
+    const events = await core.listNamespacedEvent({
+      namespace: ns,
+      fieldSelector: 'involvedObject.name=p,reason=Unhealthy',
+    });
     expect(events.items.length).toBeGreaterThan(0);
     await core.deleteNamespacedPod({ name: 'p', namespace: ns });
     await eventually('pod gone', () => isGone(() => readPod(ns, 'p')));
@@ -328,8 +376,14 @@ describe('StatefulSets (real statefulset controller) and readiness', () => {
 describe('environment', () => {
   test('env from Secrets, ConfigMaps, the downward API, envFrom and $(VAR) expansion reach the process', async () => {
     const ns = await namespace();
-    await core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 's' }, stringData: { password: 's3cr3t', other: 'x' } } });
-    await core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: 'cm' }, data: { color: 'blue', SIZE: 'L' } } });
+    await core.createNamespacedSecret({
+      namespace: ns,
+      body: { metadata: { name: 's' }, stringData: { password: 's3cr3t', other: 'x' } },
+    });
+    await core.createNamespacedConfigMap({
+      namespace: ns,
+      body: { metadata: { name: 'cm' }, data: { color: 'blue', SIZE: 'L' } },
+    });
     await core.createNamespacedPod({
       namespace: ns,
       body: {
@@ -362,11 +416,17 @@ describe('environment', () => {
                 { name: 'NOTE', valueFrom: { fieldRef: { fieldPath: "metadata.annotations['example.com/note']" } } },
                 { name: 'TIER', valueFrom: { fieldRef: { fieldPath: "metadata.labels['tier']" } } },
                 { name: 'CPU_LIMIT', valueFrom: { resourceFieldRef: { resource: 'limits.cpu', divisor: '1m' } } },
-                { name: 'MEM_REQ_MI', valueFrom: { resourceFieldRef: { resource: 'requests.memory', divisor: '1Mi' } } },
+                {
+                  name: 'MEM_REQ_MI',
+                  valueFrom: { resourceFieldRef: { resource: 'requests.memory', divisor: '1Mi' } },
+                },
                 { name: 'GREETING', value: 'hi $(POD_NAME) in $(POD_NAMESPACE), $$(POD_NAME) $(UNDEFINED)' },
                 { name: 'ECHOED', value: 'from-args' },
               ],
-              envFrom: [{ configMapRef: { name: 'cm' }, prefix: 'CM_' }, { secretRef: { name: 's' }, prefix: 'SEC_' }],
+              envFrom: [
+                { configMapRef: { name: 'cm' }, prefix: 'CM_' },
+                { secretRef: { name: 's' }, prefix: 'SEC_' },
+              ],
               resources: { limits: { cpu: '250m', memory: '128Mi' }, requests: { cpu: '100m', memory: '64Mi' } },
             },
           ],
@@ -409,7 +469,14 @@ describe('environment', () => {
         metadata: { name: 'w' },
         spec: {
           restartPolicy: 'Never',
-          containers: [{ name: 'main', image: 'busybox', command: ['sh', '-c', 'echo "V=$V"'], env: [{ name: 'V', valueFrom: { secretKeyRef: { name: 'later', key: 'k' } } }] }],
+          containers: [
+            {
+              name: 'main',
+              image: 'busybox',
+              command: ['sh', '-c', 'echo "V=$V"'],
+              env: [{ name: 'V', valueFrom: { secretKeyRef: { name: 'later', key: 'k' } } }],
+            },
+          ],
         },
       },
     });
@@ -421,7 +488,10 @@ describe('environment', () => {
     expect(waiting.message).toBe('secret "later" not found');
     expect((await readPod(ns, 'w')).status?.phase).toBe('Pending');
     expect(runner.logs(ns, 'w', 'main')).toBe('');
-    await core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'later' }, stringData: { k: 'now' } } });
+    await core.createNamespacedSecret({
+      namespace: ns,
+      body: { metadata: { name: 'later' }, stringData: { k: 'now' } },
+    });
     await podInPhase(ns, 'w', ['Succeeded']);
     expect(runner.logs(ns, 'w', 'main')).toBe('V=now\n');
   });
@@ -430,8 +500,14 @@ describe('environment', () => {
 describe('volumes', () => {
   test('init containers run in order and share an emptyDir with the containers; Secret and ConfigMap files; read-only mounts; subPath', async () => {
     const ns = await namespace();
-    await core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'creds' }, stringData: { password: 'hunter2', user: 'admin' } } });
-    await core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: 'conf' }, data: { 'app.yaml': 'a: 1\n', other: 'o' } } });
+    await core.createNamespacedSecret({
+      namespace: ns,
+      body: { metadata: { name: 'creds' }, stringData: { password: 'hunter2', user: 'admin' } },
+    });
+    await core.createNamespacedConfigMap({
+      namespace: ns,
+      body: { metadata: { name: 'conf' }, data: { 'app.yaml': 'a: 1\n', other: 'o' } },
+    });
     const share = '/var/run/pko-e2e-share';
     const secretDir = '/var/run/secrets/pko-e2e/creds';
     await core.createNamespacedPod({
@@ -441,8 +517,18 @@ describe('volumes', () => {
         spec: {
           restartPolicy: 'Never',
           initContainers: [
-            { name: 'one', image: 'busybox', command: ['sh', '-c', `echo one >> ${share}/order`], volumeMounts: [{ name: 'share', mountPath: share }] },
-            { name: 'two', image: 'busybox', command: ['sh', '-c', `echo two >> ${share}/order`], volumeMounts: [{ name: 'share', mountPath: share }] },
+            {
+              name: 'one',
+              image: 'busybox',
+              command: ['sh', '-c', `echo one >> ${share}/order`],
+              volumeMounts: [{ name: 'share', mountPath: share }],
+            },
+            {
+              name: 'two',
+              image: 'busybox',
+              command: ['sh', '-c', `echo two >> ${share}/order`],
+              volumeMounts: [{ name: 'share', mountPath: share }],
+            },
           ],
           containers: [
             {
@@ -471,7 +557,10 @@ describe('volumes', () => {
           ],
           volumes: [
             { name: 'share', emptyDir: {} },
-            { name: 'creds', secret: { secretName: 'creds', items: [{ key: 'password', path: 'password', mode: 0o400 }] } },
+            {
+              name: 'creds',
+              secret: { secretName: 'creds', items: [{ key: 'password', path: 'password', mode: 0o400 }] },
+            },
             { name: 'conf', configMap: { name: 'conf' } },
           ],
         },
@@ -500,9 +589,21 @@ describe('volumes', () => {
 
   test('a Secret volume and a projected service account token appear at their mount paths; the token passes TokenReview; the default token works in-cluster', async () => {
     const ns = await namespace();
-    await core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'files' }, stringData: { 'token.txt': 'file-secret' } } });
+    await core.createNamespacedSecret({
+      namespace: ns,
+      body: { metadata: { name: 'files' }, stringData: { 'token.txt': 'file-secret' } },
+    });
     const audience = `pko-e2e.${ns}`;
-    const clientNode = path.resolve(__dirname, '..', '..', 'node_modules', '@kubernetes', 'client-node', 'dist', 'index.js');
+    const clientNode = path.resolve(
+      __dirname,
+      '..',
+      '..',
+      'node_modules',
+      '@kubernetes',
+      'client-node',
+      'dist',
+      'index.js',
+    );
     const inCluster = [
       `import * as k8s from ${JSON.stringify(clientNode)};`,
       'const kc = new k8s.KubeConfig(); kc.loadFromCluster();',
@@ -538,7 +639,10 @@ describe('volumes', () => {
           ],
           volumes: [
             { name: 'files', secret: { secretName: 'files' } },
-            { name: 'workspace-token', projected: { sources: [{ serviceAccountToken: { audience, expirationSeconds: 3600, path: 'token' } }] } },
+            {
+              name: 'workspace-token',
+              projected: { sources: [{ serviceAccountToken: { audience, expirationSeconds: 3600, path: 'token' } }] },
+            },
           ],
         },
       },
@@ -557,7 +661,9 @@ describe('volumes', () => {
     expect(review.status?.user?.username).toBe(`system:serviceaccount:${ns}:default`);
     // Bound to the pod.
     expect(review.status?.user?.extra?.['authentication.kubernetes.io/pod-name']).toEqual(['tok']);
-    const wrongAudience = await authn.createTokenReview({ body: { spec: { token: out.TOKEN!, audiences: ['someone-else'] } } });
+    const wrongAudience = await authn.createTokenReview({
+      body: { spec: { token: out.TOKEN!, audiences: ['someone-else'] } },
+    });
     expect(wrongAudience.status?.authenticated).toBeFalsy();
   });
 
@@ -574,7 +680,11 @@ describe('volumes', () => {
             {
               name: 'main',
               image: 'busybox',
-              command: ['sh', '-c', 'until [ "$(cat /var/run/pko-e2e-live/v)" = two ]; do sleep 0.2; done; echo "SAW=$(cat /var/run/pko-e2e-live/v)"'],
+              command: [
+                'sh',
+                '-c',
+                'until [ "$(cat /var/run/pko-e2e-live/v)" = two ]; do sleep 0.2; done; echo "SAW=$(cat /var/run/pko-e2e-live/v)"',
+              ],
               volumeMounts: [{ name: 'live', mountPath: '/var/run/pko-e2e-live' }],
             },
           ],
@@ -583,7 +693,11 @@ describe('volumes', () => {
       },
     });
     await podInPhase(ns, 'watcher', ['Running']);
-    await core.replaceNamespacedConfigMap({ name: 'live', namespace: ns, body: { metadata: { name: 'live' }, data: { v: 'two' } } });
+    await core.replaceNamespacedConfigMap({
+      name: 'live',
+      namespace: ns,
+      body: { metadata: { name: 'live' }, data: { v: 'two' } },
+    });
     await podInPhase(ns, 'watcher', ['Succeeded']);
     expect(runner.logs(ns, 'watcher', 'main')).toBe('SAW=two\n');
   });
@@ -596,7 +710,9 @@ describe('volumes', () => {
         metadata: { name: 'bad' },
         spec: {
           restartPolicy: 'Never',
-          containers: [{ name: 'main', image: 'busybox', command: ['true'], volumeMounts: [{ name: 'e', mountPath: '/usr' }] }],
+          containers: [
+            { name: 'main', image: 'busybox', command: ['true'], volumeMounts: [{ name: 'e', mountPath: '/usr' }] },
+          ],
           volumes: [{ name: 'e', emptyDir: {} }],
         },
       },
@@ -604,7 +720,10 @@ describe('volumes', () => {
     const pod = await podInPhase(ns, 'bad', ['Failed']);
     expect(pod.status?.reason).toBe('UnsafeMountPath');
     expect(pod.status?.message).toContain('/usr');
-    const events = await core.listNamespacedEvent({ namespace: ns, fieldSelector: 'involvedObject.name=bad,reason=UnsafeMountPath' });
+    const events = await core.listNamespacedEvent({
+      namespace: ns,
+      fieldSelector: 'involvedObject.name=bad,reason=UnsafeMountPath',
+    });
     expect(events.items).toHaveLength(1);
   });
 });
@@ -623,7 +742,11 @@ describe('security context and images', () => {
             {
               name: 'main',
               image: 'busybox',
-              command: ['sh', '-c', 'echo "UID=$(id -u)"; echo "GID=$(id -g)"; echo "GROUPS=$(id -G)"; touch /var/run/pko-e2e-data/f && echo "DATA_GROUP=$(stat -c %g /var/run/pko-e2e-data/f)"; echo "ROOT_WRITE=$(touch /root/x 2>/dev/null && echo ok || echo denied)"; echo "SA_TOKEN=$(test -s /var/run/secrets/kubernetes.io/serviceaccount/token && cat /var/run/secrets/kubernetes.io/serviceaccount/token >/dev/null && echo readable)"; grep CapBnd /proc/self/status'],
+              command: [
+                'sh',
+                '-c',
+                'echo "UID=$(id -u)"; echo "GID=$(id -g)"; echo "GROUPS=$(id -G)"; touch /var/run/pko-e2e-data/f && echo "DATA_GROUP=$(stat -c %g /var/run/pko-e2e-data/f)"; echo "ROOT_WRITE=$(touch /root/x 2>/dev/null && echo ok || echo denied)"; echo "SA_TOKEN=$(test -s /var/run/secrets/kubernetes.io/serviceaccount/token && cat /var/run/secrets/kubernetes.io/serviceaccount/token >/dev/null && echo readable)"; grep CapBnd /proc/self/status',
+              ],
               securityContext: restrictedSecurity,
               volumeMounts: [{ name: 'data', mountPath: '/var/run/pko-e2e-data' }],
             },
@@ -651,7 +774,11 @@ describe('security context and images', () => {
       namespace: ns,
       body: {
         metadata: { name: 'nr' },
-        spec: { restartPolicy: 'Never', securityContext: { runAsNonRoot: true }, containers: [{ name: 'main', image: 'busybox', command: ['true'] }] },
+        spec: {
+          restartPolicy: 'Never',
+          securityContext: { runAsNonRoot: true },
+          containers: [{ name: 'main', image: 'busybox', command: ['true'] }],
+        },
       },
     });
     const waiting = await eventually('CreateContainerConfigError', async () => {
@@ -674,7 +801,11 @@ describe('security context and images', () => {
             {
               name: 'main',
               image: 'example.test/tools:v1',
-              command: ['sh', '-c', 'pko-hello a b; echo "IMAGE_ENV=$IMAGE_ENV"; echo "HOME=$HOME"; touch "$HOME/f" && echo "HOME_WRITE=ok"; echo "BIN_WRITE=$(touch /opt/pko-e2e-tools/bin/x 2>/dev/null && echo ok || echo denied)"'],
+              command: [
+                'sh',
+                '-c',
+                'pko-hello a b; echo "IMAGE_ENV=$IMAGE_ENV"; echo "HOME=$HOME"; touch "$HOME/f" && echo "HOME_WRITE=ok"; echo "BIN_WRITE=$(touch /opt/pko-e2e-tools/bin/x 2>/dev/null && echo ok || echo denied)"',
+              ],
             },
             { name: 'missing', image: 'example.test/tools:v1', command: ['pko-no-such-command'] },
           ],
@@ -684,7 +815,12 @@ describe('security context and images', () => {
     const pod = await podInPhase(ns, 'img', ['Failed', 'Succeeded']);
     const log = runner.logs(ns, 'img', 'main');
     expect(log).toContain('hello from the image, uid 1000, args: a b');
-    expect(parseKV(log)).toMatchObject({ IMAGE_ENV: 'from-image', HOME: '/home/pko', HOME_WRITE: 'ok', BIN_WRITE: 'denied' });
+    expect(parseKV(log)).toMatchObject({
+      IMAGE_ENV: 'from-image',
+      HOME: '/home/pko',
+      HOME_WRITE: 'ok',
+      BIN_WRITE: 'denied',
+    });
     expect(pod.status?.containerStatuses?.find((c) => c.name === 'main')?.state?.terminated?.exitCode).toBe(0);
     const missing = pod.status?.containerStatuses?.find((c) => c.name === 'missing')?.state?.terminated;
     expect(missing).toMatchObject({ exitCode: 128, reason: 'StartError' });
@@ -706,7 +842,11 @@ describe('restarts and service names', () => {
             {
               name: 'main',
               image: 'busybox',
-              command: ['sh', '-c', 'n=$(cat /data/n 2>/dev/null || echo 0); n=$((n+1)); echo $n > /data/n; echo "attempt $n"; [ $n -ge 3 ]'],
+              command: [
+                'sh',
+                '-c',
+                'n=$(cat /data/n 2>/dev/null || echo 0); n=$((n+1)); echo $n > /data/n; echo "attempt $n"; [ $n -ge 3 ]',
+              ],
               volumeMounts: [{ name: 'data', mountPath: '/data' }],
             },
           ],
@@ -758,7 +898,11 @@ describe('restarts and service names', () => {
               name: 'main',
               image: 'busybox',
               command: ['sh', '-c', 'trap "exit 0" TERM; echo run >> /data/runs; while true; do sleep 0.2; done'],
-              livenessProbe: { exec: { command: ['sh', '-c', 'test $(wc -l < /data/runs) -ge 2'] }, periodSeconds: 1, failureThreshold: 2 },
+              livenessProbe: {
+                exec: { command: ['sh', '-c', 'test $(wc -l < /data/runs) -ge 2'] },
+                periodSeconds: 1,
+                failureThreshold: 2,
+              },
               volumeMounts: [{ name: 'data', mountPath: '/data' }],
             },
           ],
@@ -794,11 +938,22 @@ describe('restarts and service names', () => {
               name: 'sidecar',
               image: 'busybox',
               restartPolicy: 'Always',
-              command: ['sh', '-c', 'trap "echo sidecar-stopped; exit 0" TERM; echo up > /data/sidecar; while true; do sleep 0.2; done'],
+              command: [
+                'sh',
+                '-c',
+                'trap "echo sidecar-stopped; exit 0" TERM; echo up > /data/sidecar; while true; do sleep 0.2; done',
+              ],
               volumeMounts: [{ name: 'data', mountPath: '/data' }],
             },
           ],
-          containers: [{ name: 'main', image: 'busybox', command: ['sh', '-c', 'cat /data/sidecar'], volumeMounts: [{ name: 'data', mountPath: '/data' }] }],
+          containers: [
+            {
+              name: 'main',
+              image: 'busybox',
+              command: ['sh', '-c', 'cat /data/sidecar'],
+              volumeMounts: [{ name: 'data', mountPath: '/data' }],
+            },
+          ],
           volumes: [{ name: 'data', emptyDir: {} }],
         },
       },
@@ -834,14 +989,27 @@ describe('restarts and service names', () => {
 
   test('Service names resolve to loopback and the hostname is the pod name', async () => {
     const ns = await namespace();
-    await core.createNamespacedService({ namespace: ns, body: { metadata: { name: 'ws' }, spec: { clusterIP: 'None', selector: { app: 'x' }, ports: [{ port: 80 }] } } });
+    await core.createNamespacedService({
+      namespace: ns,
+      body: { metadata: { name: 'ws' }, spec: { clusterIP: 'None', selector: { app: 'x' }, ports: [{ port: 80 }] } },
+    });
     await core.createNamespacedPod({
       namespace: ns,
       body: {
         metadata: { name: 'dns' },
         spec: {
           restartPolicy: 'Never',
-          containers: [{ name: 'main', image: 'busybox', command: ['sh', '-c', `getent hosts ws.${ns}.svc | cut -d' ' -f1; getent hosts ws | cut -d' ' -f1; hostname`] }],
+          containers: [
+            {
+              name: 'main',
+              image: 'busybox',
+              command: [
+                'sh',
+                '-c',
+                `getent hosts ws.${ns}.svc | cut -d' ' -f1; getent hosts ws | cut -d' ' -f1; hostname`,
+              ],
+            },
+          ],
         },
       },
     });
@@ -865,8 +1033,16 @@ describe('deletion', () => {
             {
               name: 'main',
               image: 'busybox',
-              command: ['sh', '-c', 'trap "echo got-sigterm > /markers/term; exit 0" TERM; echo started; while true; do sleep 0.2; done'],
-              lifecycle: { preStop: { exec: { command: ['sh', '-c', 'test ! -e /markers/term && echo before-sigterm > /markers/prestop'] } } },
+              command: [
+                'sh',
+                '-c',
+                'trap "echo got-sigterm > /markers/term; exit 0" TERM; echo started; while true; do sleep 0.2; done',
+              ],
+              lifecycle: {
+                preStop: {
+                  exec: { command: ['sh', '-c', 'test ! -e /markers/term && echo before-sigterm > /markers/prestop'] },
+                },
+              },
               volumeMounts: [{ name: 'markers', mountPath: '/markers' }],
             },
           ],
@@ -874,7 +1050,9 @@ describe('deletion', () => {
         },
       },
     });
-    await eventually('running', async () => ((await readPod(ns, 'term')).status?.containerStatuses?.[0]?.state?.running ? true : undefined));
+    await eventually('running', async () =>
+      (await readPod(ns, 'term')).status?.containerStatuses?.[0]?.state?.running ? true : undefined,
+    );
     await eventually('started', async () => (runner.logs(ns, 'term', 'main').includes('started') ? true : undefined));
     expect(fs.existsSync(path.join(markers, 'term'))).toBe(false);
     await core.deleteNamespacedPod({ name: 'term', namespace: ns });
@@ -891,11 +1069,19 @@ describe('deletion', () => {
         metadata: { name: 'stubborn' },
         spec: {
           terminationGracePeriodSeconds: 2,
-          containers: [{ name: 'main', image: 'busybox', command: ['sh', '-c', `trap "echo ignoring" TERM; while true; do sleep 0.2; done # ${marker}-stubborn`] }],
+          containers: [
+            {
+              name: 'main',
+              image: 'busybox',
+              command: ['sh', '-c', `trap "echo ignoring" TERM; while true; do sleep 0.2; done # ${marker}-stubborn`],
+            },
+          ],
         },
       },
     });
-    await eventually('running', async () => ((await readPod(ns, 'stubborn')).status?.containerStatuses?.[0]?.state?.running ? true : undefined));
+    await eventually('running', async () =>
+      (await readPod(ns, 'stubborn')).status?.containerStatuses?.[0]?.state?.running ? true : undefined,
+    );
     expect(processesMentioning(`${marker}-stubborn`).length).toBeGreaterThan(0);
     await core.deleteNamespacedPod({ name: 'stubborn', namespace: ns });
     await eventually('pod gone', () => isGone(() => readPod(ns, 'stubborn')));
@@ -908,13 +1094,25 @@ describe('more runners', () => {
   test('a second runner on its own node, watching one namespace, streams container output', async () => {
     const ns = await namespace();
     const lines: string[] = [];
-    const second = await startPodRunner({ kubeConfig: cp.kubeConfig, nodeName: 'pko-e2e-node-2', namespaces: [ns], schedule: false, streamLogs: (l) => lines.push(l) });
+    const second = await startPodRunner({
+      kubeConfig: cp.kubeConfig,
+      nodeName: 'pko-e2e-node-2',
+      namespaces: [ns],
+      schedule: false,
+      streamLogs: (l) => lines.push(l),
+    });
     try {
       await core.createNamespacedPod({
         namespace: ns,
         body: {
           metadata: { name: 's' },
-          spec: { nodeName: 'pko-e2e-node-2', restartPolicy: 'Never', containers: [{ name: 'main', image: 'busybox', command: ['sh', '-c', 'echo one; echo two >&2; printf three'] }] },
+          spec: {
+            nodeName: 'pko-e2e-node-2',
+            restartPolicy: 'Never',
+            containers: [
+              { name: 'main', image: 'busybox', command: ['sh', '-c', 'echo one; echo two >&2; printf three'] },
+            ],
+          },
         },
       });
       const pod = await podInPhase(ns, 's', ['Succeeded']);
@@ -947,7 +1145,11 @@ describe('stop', () => {
             {
               name: 'main',
               image: 'busybox',
-              command: ['sh', '-c', `trap "" TERM; sleep ${sleepA} & setsid sleep ${sleepB} & echo ready; wait # ${marker}-stop`],
+              command: [
+                'sh',
+                '-c',
+                `trap "" TERM; sleep ${sleepA} & setsid sleep ${sleepB} & echo ready; wait # ${marker}-stop`,
+              ],
               volumeMounts: [{ name: 'e', mountPath }],
             },
           ],

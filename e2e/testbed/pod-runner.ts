@@ -189,7 +189,8 @@ export async function startPodRunner(options: PodRunnerOptions): Promise<PodRunn
   const streamOpt = options.streamLogs ?? process.env.PKO_POD_RUNNER_STREAM === '1';
   let stream: RunnerContext['stream'];
   if (streamOpt) {
-    const sink = typeof streamOpt === 'function' ? streamOpt : (line: string): void => void process.stderr.write(`${line}\n`);
+    const sink =
+      typeof streamOpt === 'function' ? streamOpt : (line: string): void => void process.stderr.write(`${line}\n`);
     const partial = new Map<string, string>();
     stream = (prefix, chunk) => {
       const text = (partial.get(prefix) ?? '') + chunk.toString('utf8');
@@ -202,7 +203,13 @@ export async function startPodRunner(options: PodRunnerOptions): Promise<PodRunn
   const event = (pod: V1Pod, type: 'Normal' | 'Warning', reason: string, message: string, fieldPath?: string): void => {
     const ns = pod.metadata?.namespace ?? 'default';
     const t = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
-    const involvedObject: Record<string, unknown> = { apiVersion: 'v1', kind: 'Pod', namespace: ns, name: pod.metadata?.name, uid: pod.metadata?.uid };
+    const involvedObject: Record<string, unknown> = {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      namespace: ns,
+      name: pod.metadata?.name,
+      uid: pod.metadata?.uid,
+    };
     if (fieldPath) involvedObject.fieldPath = fieldPath;
     api
       .request('POST', p`/api/v1/namespaces/${ns}/events`, {
@@ -229,11 +236,18 @@ export async function startPodRunner(options: PodRunnerOptions): Promise<PodRunn
   const hostsFile = async (pod: V1Pod): Promise<string> => {
     const ns = pod.metadata?.namespace ?? 'default';
     const hostname = pod.spec?.hostname || pod.metadata?.name || 'pod';
-    const lines = ['# Kubernetes-managed hosts file (pko e2e pod runner).', '127.0.0.1\tlocalhost', '::1\tlocalhost ip6-localhost ip6-loopback'];
-    if (pod.spec?.subdomain) lines.push(hostsLine(POD_IP, [`${hostname}.${pod.spec.subdomain}.${ns}.svc.cluster.local`, hostname]));
+    const lines = [
+      '# Kubernetes-managed hosts file (pko e2e pod runner).',
+      '127.0.0.1\tlocalhost',
+      '::1\tlocalhost ip6-localhost ip6-loopback',
+    ];
+    if (pod.spec?.subdomain)
+      lines.push(hostsLine(POD_IP, [`${hostname}.${pod.spec.subdomain}.${ns}.svc.cluster.local`, hostname]));
     else lines.push(hostsLine(POD_IP, [hostname]));
-    for (const a of pod.spec?.hostAliases ?? []) if (a.ip && a.hostnames?.length) lines.push(hostsLine(a.ip, a.hostnames));
-    for (const [ip, names] of Object.entries(options.extraHosts ?? {})) if (names.length) lines.push(hostsLine(ip, names));
+    for (const a of pod.spec?.hostAliases ?? [])
+      if (a.ip && a.hostnames?.length) lines.push(hostsLine(a.ip, a.hostnames));
+    for (const [ip, names] of Object.entries(options.extraHosts ?? {}))
+      if (names.length) lines.push(hostsLine(ip, names));
     // No DNS and no kube-proxy: every Service name resolves to loopback, where pods listen.
     lines.push('# Services: every Service resolves to 127.0.0.1 (pko e2e pod runner)');
     try {
@@ -253,7 +267,9 @@ export async function startPodRunner(options: PodRunnerOptions): Promise<PodRunn
       if (!sub || other.metadata?.uid === pod.metadata?.uid) continue;
       const h = other.spec?.hostname || other.metadata?.name || '';
       const ons = other.metadata?.namespace ?? '';
-      lines.push(hostsLine(POD_IP, [`${h}.${sub}.${ons}.svc.cluster.local`, `${h}.${sub}.${ons}.svc`, `${h}.${sub}.${ons}`]));
+      lines.push(
+        hostsLine(POD_IP, [`${h}.${sub}.${ons}.svc.cluster.local`, `${h}.${sub}.${ons}.svc`, `${h}.${sub}.${ons}`]),
+      );
     }
     return `${lines.join('\n')}\n`;
   };
@@ -291,7 +307,8 @@ export async function startPodRunner(options: PodRunnerOptions): Promise<PodRunn
     killSync(): number[] {
       const pids: number[] = [];
       for (const w of workers.values()) {
-        for (const pr of w.processes()) pids.push(...[pr.reaperPid, pr.initPid].filter((x): x is number => x !== undefined));
+        for (const pr of w.processes())
+          pids.push(...[pr.reaperPid, pr.initPid].filter((x): x is number => x !== undefined));
         w.killSync();
       }
       return pids;
@@ -311,7 +328,11 @@ export async function startPodRunner(options: PodRunnerOptions): Promise<PodRunn
         kind: 'Node',
         metadata: {
           name: nodeName,
-          labels: { 'kubernetes.io/hostname': nodeName, 'kubernetes.io/os': 'linux', 'kubernetes.io/arch': process.arch === 'x64' ? 'amd64' : process.arch },
+          labels: {
+            'kubernetes.io/hostname': nodeName,
+            'kubernetes.io/os': 'linux',
+            'kubernetes.io/arch': process.arch === 'x64' ? 'amd64' : process.arch,
+          },
         },
         spec: {},
       });
@@ -331,10 +352,38 @@ export async function startPodRunner(options: PodRunnerOptions): Promise<PodRunn
             { type: 'Hostname', address: nodeName },
           ],
           conditions: [
-            { type: 'Ready', status: 'True', reason: 'KubeletReady', message: 'pko e2e pod runner is posting ready status', lastHeartbeatTime: t, lastTransitionTime: t },
-            { type: 'MemoryPressure', status: 'False', reason: 'KubeletHasSufficientMemory', message: '', lastHeartbeatTime: t, lastTransitionTime: t },
-            { type: 'DiskPressure', status: 'False', reason: 'KubeletHasNoDiskPressure', message: '', lastHeartbeatTime: t, lastTransitionTime: t },
-            { type: 'PIDPressure', status: 'False', reason: 'KubeletHasSufficientPID', message: '', lastHeartbeatTime: t, lastTransitionTime: t },
+            {
+              type: 'Ready',
+              status: 'True',
+              reason: 'KubeletReady',
+              message: 'pko e2e pod runner is posting ready status',
+              lastHeartbeatTime: t,
+              lastTransitionTime: t,
+            },
+            {
+              type: 'MemoryPressure',
+              status: 'False',
+              reason: 'KubeletHasSufficientMemory',
+              message: '',
+              lastHeartbeatTime: t,
+              lastTransitionTime: t,
+            },
+            {
+              type: 'DiskPressure',
+              status: 'False',
+              reason: 'KubeletHasNoDiskPressure',
+              message: '',
+              lastHeartbeatTime: t,
+              lastTransitionTime: t,
+            },
+            {
+              type: 'PIDPressure',
+              status: 'False',
+              reason: 'KubeletHasSufficientPID',
+              message: '',
+              lastHeartbeatTime: t,
+              lastTransitionTime: t,
+            },
           ],
           nodeInfo: {
             machineID: '',
@@ -411,7 +460,10 @@ export async function startPodRunner(options: PodRunnerOptions): Promise<PodRunn
         if (pod.metadata?.deletionTimestamp && (pod.metadata.deletionGracePeriodSeconds ?? 0) > 0) {
           const ns = pod.metadata.namespace ?? 'default';
           api
-            .request('DELETE', p`/api/v1/namespaces/${ns}/pods/${pod.metadata.name ?? ''}`, { gracePeriodSeconds: 0, preconditions: { uid } })
+            .request('DELETE', p`/api/v1/namespaces/${ns}/pods/${pod.metadata.name ?? ''}`, {
+              gracePeriodSeconds: 0,
+              preconditions: { uid },
+            })
             .catch(() => undefined);
         }
         return;
@@ -448,24 +500,27 @@ export async function startPodRunner(options: PodRunnerOptions): Promise<PodRunn
         let expired = false;
         while (!stopped && !expired) {
           const sep = listPath.includes('?') ? '&' : '?';
-          const w = api.watch<V1Pod & { code?: number }>(`${listPath}${sep}watch=true&allowWatchBookmarks=true&timeoutSeconds=300&resourceVersion=${encodeURIComponent(rv)}`, (ev: WatchEvent<V1Pod & { code?: number }>) => {
-            if (ev.type === 'ERROR') {
-              if (ev.object.code === 410) expired = true;
-              else log(`watch ${listPath}: ${JSON.stringify(ev.object)}`);
-              return;
-            }
-            const pod = ev.object;
-            if (pod.metadata?.resourceVersion) rv = pod.metadata.resourceVersion;
-            if (ev.type === 'BOOKMARK') return;
-            const uid = pod.metadata?.uid ?? '';
-            if (ev.type === 'DELETED') {
-              seen.delete(uid);
-              onPodDeleted(pod);
-            } else {
-              seen.set(uid, pod);
-              onPod(pod);
-            }
-          });
+          const w = api.watch<V1Pod & { code?: number }>(
+            `${listPath}${sep}watch=true&allowWatchBookmarks=true&timeoutSeconds=300&resourceVersion=${encodeURIComponent(rv)}`,
+            (ev: WatchEvent<V1Pod & { code?: number }>) => {
+              if (ev.type === 'ERROR') {
+                if (ev.object.code === 410) expired = true;
+                else log(`watch ${listPath}: ${JSON.stringify(ev.object)}`);
+                return;
+              }
+              const pod = ev.object;
+              if (pod.metadata?.resourceVersion) rv = pod.metadata.resourceVersion;
+              if (ev.type === 'BOOKMARK') return;
+              const uid = pod.metadata?.uid ?? '';
+              if (ev.type === 'DELETED') {
+                seen.delete(uid);
+                onPodDeleted(pod);
+              } else {
+                seen.set(uid, pod);
+                onPod(pod);
+              }
+            },
+          );
           watches.push(w);
           try {
             await w.done;
@@ -481,7 +536,9 @@ export async function startPodRunner(options: PodRunnerOptions): Promise<PodRunn
       }
     }
   };
-  const listPaths = options.namespaces?.length ? options.namespaces.map((ns) => p`/api/v1/namespaces/${ns}/pods`) : ['/api/v1/pods'];
+  const listPaths = options.namespaces?.length
+    ? options.namespaces.map((ns) => p`/api/v1/namespaces/${ns}/pods`)
+    : ['/api/v1/pods'];
   const reflectors = listPaths.map((lp) => reflect(lp));
 
   // -------------------------------------------------------------------------------------------

@@ -147,7 +147,9 @@ export class ToolchainMissingError extends Error {
     /** Binaries build.sh could not build because the Go module proxy did not serve them. */
     readonly unavailable: Record<string, string> = {},
   ) {
-    const notServed = Object.entries(unavailable).map(([bin, why]) => `\n  ${bin} is not available on this machine: ${why}`);
+    const notServed = Object.entries(unavailable).map(
+      ([bin, why]) => `\n  ${bin} is not available on this machine: ${why}`,
+    );
     super(
       `toolchain not built: run e2e/toolchain/build.sh ${components.join(' ')}` +
         `\n  (missing or not executable: ${missing.join(', ')})${notServed.join('')}`,
@@ -160,7 +162,10 @@ export class ToolchainMissingError extends Error {
  * Binaries that build.sh recorded as not served by the Go module proxy (in
  * <component dir>/.unavailable, "binary: reason" lines), for the given components.
  */
-export function unavailableBinaries(components: readonly Component[] = COMPONENTS, tc: Toolchain = toolchain): Record<string, string> {
+export function unavailableBinaries(
+  components: readonly Component[] = COMPONENTS,
+  tc: Toolchain = toolchain,
+): Record<string, string> {
   const out: Record<string, string> = {};
   for (const c of components) {
     let text: string;
@@ -232,7 +237,10 @@ export function toolchainEnv(tc: Toolchain = toolchain, basePath = process.env.P
  * Like requireToolchain, for individual binaries: e.g. requireBinaries(['pulumi',
  * 'pulumiLanguageYaml']) for a YAML-only test on a machine without pulumi-language-nodejs.
  */
-export function requireBinaries(names: readonly (keyof ToolchainBinaries)[], tc: Toolchain = toolchain): ToolchainBinaries {
+export function requireBinaries(
+  names: readonly (keyof ToolchainBinaries)[],
+  tc: Toolchain = toolchain,
+): ToolchainBinaries {
   const missing = names.filter((n) => !isExecutable(tc.binaries[n]));
   if (missing.length > 0) {
     const components = [...new Set(missing.map((n) => tc.componentOf[n]))];

@@ -52,7 +52,13 @@ export function buildServer(config: HookConfig, deps: ServerDeps = {}): HookServ
   installRequestLog(app);
   const health: Health = { ready: true };
   const clock = deps.clock ?? (() => new Date());
-  const git = deps.git ?? new GitResolver({ timeoutMs: config.gitTimeoutMs, cacheTtlMs: config.gitCacheTtlMs, ...(config.githubApiUrl ? { githubApiUrl: config.githubApiUrl } : {}) });
+  const git =
+    deps.git ??
+    new GitResolver({
+      timeoutMs: config.gitTimeoutMs,
+      cacheTtlMs: config.gitCacheTtlMs,
+      ...(config.githubApiUrl ? { githubApiUrl: config.githubApiUrl } : {}),
+    });
   const metrics = new HookMetrics();
   instrument(app, metrics);
   app.register(healthPlugin, { health });

@@ -23,11 +23,21 @@ export const testConfig: HookConfig = {
   gitCacheTtlMs: 20000,
 };
 
-export function makeStack(spec: Partial<StackSpec> = {}, meta: Partial<Stack['metadata']> & Record<string, unknown> = {}, status?: StackStatus): Stack {
+export function makeStack(
+  spec: Partial<StackSpec> = {},
+  meta: Partial<Stack['metadata']> & Record<string, unknown> = {},
+  status?: StackStatus,
+): Stack {
   const stack: Stack = {
     apiVersion: 'pulumi.com/v1',
     kind: 'Stack',
-    metadata: { name: 'my-stack', namespace: 'team-a', uid: '1f0c6a52-8d1f-4a53-9d7c-0a1b2c3d4e5f', generation: 1, ...meta },
+    metadata: {
+      name: 'my-stack',
+      namespace: 'team-a',
+      uid: '1f0c6a52-8d1f-4a53-9d7c-0a1b2c3d4e5f',
+      generation: 1,
+      ...meta,
+    },
     spec: { stack: 'dev', programRef: { name: 'my-program' }, ...spec } as StackSpec,
   };
   if (status) stack.status = status;
@@ -74,7 +84,12 @@ export function childrenMap(...objects: KObject[]): ObjectMap {
   };
 }
 
-export function syncRequest(stack: Stack, children: KObject[] = [], related: KObject[] = [makeProgram()], finalizing = false): StackSyncRequest {
+export function syncRequest(
+  stack: Stack,
+  children: KObject[] = [],
+  related: KObject[] = [makeProgram()],
+  finalizing = false,
+): StackSyncRequest {
   return { parent: stack, children: childrenMap(...children), related: objectMap(...related), finalizing };
 }
 
@@ -104,7 +119,9 @@ export function applyChildren(observed: KObject[], desired: KObject[]): KObject[
       ...(copy.metadata.annotations ?? {}),
       [LAST_APPLIED_ANNOTATION]: lastApplied,
     };
-    copy.metadata.generation = (old?.metadata.generation ?? 0) + (old && JSON.stringify(old.spec) !== JSON.stringify(copy.spec) ? 1 : old ? 0 : 1);
+    copy.metadata.generation =
+      (old?.metadata.generation ?? 0) +
+      (old && JSON.stringify(old.spec) !== JSON.stringify(copy.spec) ? 1 : old ? 0 : 1);
     if (old?.status) copy.status = old.status;
     return copy;
   });
@@ -117,8 +134,20 @@ export function workspaceBecomesReady(children: KObject[]): KObject[] {
     const hash = c.spec.template.metadata.annotations[Annotations.workspaceHash];
     return {
       ...c,
-      metadata: { ...c.metadata, annotations: { ...c.metadata.annotations, [Annotations.workspaceStatus]: JSON.stringify({ hash, state: 'Ready', pulumiVersion: 'v3.248.0' }) } },
-      status: { observedGeneration: c.metadata.generation, replicas: 1, readyReplicas: 1, currentRevision: 'r1', updateRevision: 'r1' },
+      metadata: {
+        ...c.metadata,
+        annotations: {
+          ...c.metadata.annotations,
+          [Annotations.workspaceStatus]: JSON.stringify({ hash, state: 'Ready', pulumiVersion: 'v3.248.0' }),
+        },
+      },
+      status: {
+        observedGeneration: c.metadata.generation,
+        replicas: 1,
+        readyReplicas: 1,
+        currentRevision: 'r1',
+        updateRevision: 'r1',
+      },
     };
   });
 }
@@ -128,23 +157,54 @@ export function workspaceFails(children: KObject[], reason: string, message: str
   return children.map((c) => {
     if (c.kind !== 'StatefulSet') return c;
     const hash = c.spec.template.metadata.annotations[Annotations.workspaceHash];
-    return { ...c, metadata: { ...c.metadata, annotations: { ...c.metadata.annotations, [Annotations.workspaceStatus]: JSON.stringify({ hash, state: 'Failed', reason, message }) } } };
+    return {
+      ...c,
+      metadata: {
+        ...c.metadata,
+        annotations: {
+          ...c.metadata.annotations,
+          [Annotations.workspaceStatus]: JSON.stringify({ hash, state: 'Failed', reason, message }),
+        },
+      },
+    };
   });
 }
 
 /** A Job finished: the runner wrote its result and the Job controller marked it. */
-export function jobFinishes(children: KObject[], jobName: string, result: Partial<UpdateResult> & Pick<UpdateResult, 'state'>, endTime = '2026-11-22T10:01:00Z'): KObject[] {
+export function jobFinishes(
+  children: KObject[],
+  jobName: string,
+  result: Partial<UpdateResult> & Pick<UpdateResult, 'state'>,
+  endTime = '2026-11-22T10:01:00Z',
+): KObject[] {
   return children.map((c) => {
     if (c.kind !== 'Job' || c.metadata.name !== jobName) return c;
     const type = c.metadata.labels?.['auto.pulumi.com/update-type'] as UpdateResult['type'];
-    const full: UpdateResult = { type, message: result.state === 'succeeded' ? 'update succeeded' : 'update failed', endTime, ...result };
+    const full: UpdateResult = {
+      type,
+      message: result.state === 'succeeded' ? 'update succeeded' : 'update failed',
+      endTime,
+      ...result,
+    };
     return {
       ...c,
-      metadata: { ...c.metadata, annotations: { ...c.metadata.annotations, [Annotations.updateResult]: formatUpdateResult(full) } },
+      metadata: {
+        ...c.metadata,
+        annotations: { ...c.metadata.annotations, [Annotations.updateResult]: formatUpdateResult(full) },
+      },
       status:
         result.state === 'succeeded'
-          ? { succeeded: 1, completionTime: endTime, conditions: [{ type: 'Complete', status: 'True', lastTransitionTime: endTime }] }
-          : { failed: 1, conditions: [{ type: 'Failed', status: 'True', reason: 'BackoffLimitExceeded', lastTransitionTime: endTime }] },
+          ? {
+              succeeded: 1,
+              completionTime: endTime,
+              conditions: [{ type: 'Complete', status: 'True', lastTransitionTime: endTime }],
+            }
+          : {
+              failed: 1,
+              conditions: [
+                { type: 'Failed', status: 'True', reason: 'BackoffLimitExceeded', lastTransitionTime: endTime },
+              ],
+            },
     };
   });
 }

@@ -18,24 +18,34 @@ import { buildServer } from '../src/server';
 import { syncStack } from '../src/stack/sync';
 import type { KObject } from '../src/lib/k8s';
 
-const file = JSON.parse(readFileSync(join(__dirname, '..', '..', 'bench', 'requests', 'steady-state-sync.json'), 'utf8'));
+const file = JSON.parse(
+  readFileSync(join(__dirname, '..', '..', 'bench', 'requests', 'steady-state-sync.json'), 'utf8'),
+);
 const request = file.request;
 const config = { ...configFromEnv({}), agentImage: file.agentImage as string };
-const observed: KObject[] = Object.values(request.children as Record<string, Record<string, KObject>>).flatMap((byName) => Object.values(byName));
+const observed: KObject[] = Object.values(request.children as Record<string, Record<string, KObject>>).flatMap(
+  (byName) => Object.values(byName),
+);
 const names = (objects: KObject[]) => objects.map((o) => `${o.kind}/${o.metadata.name}`).sort();
 const hashOf = (sts: KObject | undefined) => sts?.spec?.template?.metadata?.annotations?.[Annotations.workspaceHash];
 
 describe('a sync request recorded from a real cluster, Stack at rest', () => {
   it('is a valid Metacontroller request with what the API server adds', () => {
     expect(validateCompositeSyncRequest(request)).toEqual({ ok: true });
-    expect(observed.every((o) => Array.isArray(o.metadata.managedFields) && typeof o.metadata.resourceVersion === 'string')).toBe(true);
+    expect(
+      observed.every((o) => Array.isArray(o.metadata.managedFields) && typeof o.metadata.resourceVersion === 'string'),
+    ).toBe(true);
     expect(names(observed.filter((o) => o.kind === 'Job'))).toHaveLength(3);
   });
 
   it('gets a steady answer: Ready, every child kept, no new Job, the same workspace', () => {
     const response = syncStack(request, { config, now: new Date(), lookups: new Map() });
     const ready = response.status.conditions?.find((c) => c.type === 'Ready');
-    expect(ready).toMatchObject({ status: 'True', reason: 'ProcessingCompleted', observedGeneration: request.parent.metadata.generation });
+    expect(ready).toMatchObject({
+      status: 'True',
+      reason: 'ProcessingCompleted',
+      observedGeneration: request.parent.metadata.generation,
+    });
     expect(response.status.currentUpdate).toBeUndefined();
     expect(response.status.lastUpdate).toEqual(request.parent.status.lastUpdate);
     expect(names(response.children)).toEqual(names(observed));

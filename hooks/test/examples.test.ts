@@ -13,14 +13,33 @@ import { request } from 'undici';
 import { Annotations, SECRET_MASK } from '../../contract';
 import { syncStack } from '../src/stack/sync';
 import { buildServer } from '../src/server';
-import { applyChildren, jobFinishes, jobsOf, makeProgram, makeStack, noLookups, NOW, syncRequest, testConfig, withStatus, workspaceBecomesReady } from './builders';
+import {
+  applyChildren,
+  jobFinishes,
+  jobsOf,
+  makeProgram,
+  makeStack,
+  noLookups,
+  NOW,
+  syncRequest,
+  testConfig,
+  withStatus,
+  workspaceBecomesReady,
+} from './builders';
 
 const DIR = join(__dirname, '..', '..', 'examples', 'hooks');
 const ctx = { config: testConfig, now: NOW, lookups: noLookups };
 
 function buildExamples(): Record<string, unknown> {
-  const controller = { apiVersion: 'metacontroller.k8s.io/v1alpha1', kind: 'CompositeController', metadata: { name: 'pulumi-stacks' } };
-  const stack = makeStack({ envRefs: { PULUMI_CONFIG_PASSPHRASE: { type: 'Literal', literal: { value: 'example' } } }, backend: 'file:///state' } as any);
+  const controller = {
+    apiVersion: 'metacontroller.k8s.io/v1alpha1',
+    kind: 'CompositeController',
+    metadata: { name: 'pulumi-stacks' },
+  };
+  const stack = makeStack({
+    envRefs: { PULUMI_CONFIG_PASSPHRASE: { type: 'Literal', literal: { value: 'example' } } },
+    backend: 'file:///state',
+  } as any);
   const r1 = syncStack(syncRequest(stack), ctx);
   const s1 = withStatus(stack, r1);
   const ready = workspaceBecomesReady(applyChildren([], r1.children));
@@ -42,12 +61,29 @@ function buildExamples(): Record<string, unknown> {
     'stack-sync-workspace-ready.json': { controller, ...syncRequest(s1, ready) },
     'stack-sync-running.json': { controller, ...syncRequest(s2, running) },
     'stack-sync-succeeded.json': { controller, ...syncRequest(s2, finished) },
-    'stack-sync-invalid.json': { controller, ...syncRequest({ ...s2, spec: { ...s2.spec, projectRepo: 'https://github.com/example/infra.git' } }, finished) },
+    'stack-sync-invalid.json': {
+      controller,
+      ...syncRequest({ ...s2, spec: { ...s2.spec, projectRepo: 'https://github.com/example/infra.git' } }, finished),
+    },
     'stack-sync-program-missing.json': { controller, ...syncRequest(s2, finished, []) },
     'stack-finalize.json': { controller, ...syncRequest(deleting, finished, [program], true) },
     'program-sync.json': {
-      controller: { apiVersion: 'metacontroller.k8s.io/v1alpha1', kind: 'DecoratorController', metadata: { name: 'pulumi-programs' } },
-      object: { apiVersion: 'pulumi.com/v1', kind: 'Program', metadata: { name: 'my-program', namespace: 'team-a', generation: 1, uid: '5d1e7c8a-0000-4000-8000-000000000001' }, program: { variables: { greeting: 'hello' }, outputs: { greeting: '${greeting}' } } },
+      controller: {
+        apiVersion: 'metacontroller.k8s.io/v1alpha1',
+        kind: 'DecoratorController',
+        metadata: { name: 'pulumi-programs' },
+      },
+      object: {
+        apiVersion: 'pulumi.com/v1',
+        kind: 'Program',
+        metadata: {
+          name: 'my-program',
+          namespace: 'team-a',
+          generation: 1,
+          uid: '5d1e7c8a-0000-4000-8000-000000000001',
+        },
+        program: { variables: { greeting: 'hello' }, outputs: { greeting: '${greeting}' } },
+      },
       attachments: { 'ConfigMap.v1': {} },
       related: {},
       finalizing: false,
@@ -58,7 +94,11 @@ function buildExamples(): Record<string, unknown> {
 
 /** What each example must produce. */
 const expectations: Record<string, { path: string; status: number; check: (body: any) => void }> = {
-  'stack-customize.json': { path: '/stack/customize', status: 200, check: (b) => expect(b.relatedResources.map((r: any) => r.resource)).toEqual(['programs', 'configmaps']) },
+  'stack-customize.json': {
+    path: '/stack/customize',
+    status: 200,
+    check: (b) => expect(b.relatedResources.map((r: any) => r.resource)).toEqual(['programs', 'configmaps']),
+  },
   'stack-sync-new.json': {
     path: '/stack/sync',
     status: 200,
@@ -72,7 +112,9 @@ const expectations: Record<string, { path: string; status: number; check: (body:
         'Role/my-stack-update',
         'RoleBinding/my-stack-update',
       ]);
-      expect(b.status.conditions.find((c: any) => c.type === 'Reconciling').message).toBe('waiting for workspace readiness');
+      expect(b.status.conditions.find((c: any) => c.type === 'Reconciling').message).toBe(
+        'waiting for workspace readiness',
+      );
     },
   },
   'stack-sync-workspace-ready.json': {
@@ -83,7 +125,12 @@ const expectations: Record<string, { path: string; status: number; check: (body:
       expect(b.status.currentUpdate.name).toMatch(/^my-stack-up-/);
     },
   },
-  'stack-sync-running.json': { path: '/stack/sync', status: 200, check: (b) => expect(b.status.conditions.find((c: any) => c.type === 'Reconciling').message).toBe('stack is being processed') },
+  'stack-sync-running.json': {
+    path: '/stack/sync',
+    status: 200,
+    check: (b) =>
+      expect(b.status.conditions.find((c: any) => c.type === 'Reconciling').message).toBe('stack is being processed'),
+  },
   'stack-sync-succeeded.json': {
     path: '/stack/sync',
     status: 200,
@@ -97,7 +144,10 @@ const expectations: Record<string, { path: string; status: number; check: (body:
     path: '/stack/sync',
     status: 200,
     check: (b) => {
-      expect(b.status.conditions.find((c: any) => c.type === 'Stalled')).toMatchObject({ reason: 'SpecInvalid', message: 'spec.commit, spec.branch: missing "commit" or "branch"; set one of them' });
+      expect(b.status.conditions.find((c: any) => c.type === 'Stalled')).toMatchObject({
+        reason: 'SpecInvalid',
+        message: 'spec.commit, spec.branch: missing "commit" or "branch"; set one of them',
+      });
       // Everything it had is kept: workspace, Service, Job and the Stack's identities.
       expect(b.children).toHaveLength(8);
     },
@@ -119,7 +169,11 @@ const expectations: Record<string, { path: string; status: number; check: (body:
       expect(b.attachments[0].data['Pulumi.yaml']).toContain('name: my-program');
     },
   },
-  'malformed-no-parent.json': { path: '/stack/sync', status: 400, check: (b) => expect(b).toMatchObject({ error: 'Bad Request', field: 'parent' }) },
+  'malformed-no-parent.json': {
+    path: '/stack/sync',
+    status: 400,
+    check: (b) => expect(b).toMatchObject({ error: 'Bad Request', field: 'parent' }),
+  },
 };
 
 describe('examples/hooks', () => {
@@ -131,7 +185,11 @@ describe('examples/hooks', () => {
       if (process.env.UPDATE_EXAMPLES === '1') writeFileSync(join(DIR, file), text);
       expect(readFileSync(join(DIR, file), 'utf8')).toBe(text);
     }
-    expect(readdirSync(DIR).filter((f) => f.endsWith('.json')).sort()).toEqual(Object.keys(examples).sort());
+    expect(
+      readdirSync(DIR)
+        .filter((f) => f.endsWith('.json'))
+        .sort(),
+    ).toEqual(Object.keys(examples).sort());
   });
 
   it('each has an expectation', () => {
@@ -151,7 +209,11 @@ describe('examples/hooks', () => {
 
     it.each(Object.keys(expectations))('%s', async (file) => {
       const e = expectations[file]!;
-      const res = await request(`${base}${e.path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: readFileSync(join(DIR, file)) });
+      const res = await request(`${base}${e.path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: readFileSync(join(DIR, file)),
+      });
       expect(res.statusCode).toBe(e.status);
       e.check(await res.body.json());
     });

@@ -36,7 +36,9 @@ describe('resolving git refs over smart HTTP, against git http-backend', () => {
   });
 
   it('says which ref is missing', async () => {
-    await expect(resolver.resolve({ url, ref: 'nope' })).resolves.toEqual({ error: `no commits found for ref "nope" in ${url}` });
+    await expect(resolver.resolve({ url, ref: 'nope' })).resolves.toEqual({
+      error: `no commits found for ref "nope" in ${url}`,
+    });
   });
 
   it('says when the repository does not exist', async () => {
@@ -73,9 +75,13 @@ describe('private repositories', () => {
 
   it('resolves with the right credentials and explains a 401 without leaking them', async () => {
     const resolver = new GitResolver({ timeoutMs: 2000, cacheTtlMs: 1 });
-    await expect(resolver.resolve({ url, ref: 'main', username: 'git', password: 's3cret-token' })).resolves.toEqual({ sha });
+    await expect(resolver.resolve({ url, ref: 'main', username: 'git', password: 's3cret-token' })).resolves.toEqual({
+      sha,
+    });
     const denied = await resolver.resolve({ url, ref: 'main', username: 'git', password: 'wrong' });
-    expect(denied).toEqual({ error: `authentication failed reading ${url} (HTTP 401): check the git credentials in spec.gitAuth` });
+    expect(denied).toEqual({
+      error: `authentication failed reading ${url} (HTTP 401): check the git credentials in spec.gitAuth`,
+    });
     const inUrl = await resolver.resolve({ url: url.replace('http://', 'http://git:wrong-in-url@'), ref: 'main' });
     expect(JSON.stringify(inUrl)).not.toContain('wrong-in-url');
     await resolver.close();
@@ -104,9 +110,21 @@ describe('private repositories with GitHub App credentials', () => {
       const ok = !!sig && verify('RSA-SHA256', Buffer.from(`${h}.${p}`), publicKey, Buffer.from(sig, 'base64url'));
       const claims = ok ? JSON.parse(Buffer.from(p!, 'base64url').toString()) : {};
       exchanges.push({ path: req.url ?? '', iss: claims.iss, ok });
-      const fresh = ok && claims.exp - claims.iat === 660 && req.method === 'POST' && req.headers['x-github-api-version'] === '2022-11-28';
-      res.writeHead(fresh && req.url === '/app/installations/42/access_tokens' ? 201 : 401, { 'content-type': 'application/json' });
-      res.end(JSON.stringify(fresh ? { token: TOKEN, expires_at: new Date(Date.now() + 3600_000).toISOString() } : { message: 'A JSON web token could not be decoded' }));
+      const fresh =
+        ok &&
+        claims.exp - claims.iat === 660 &&
+        req.method === 'POST' &&
+        req.headers['x-github-api-version'] === '2022-11-28';
+      res.writeHead(fresh && req.url === '/app/installations/42/access_tokens' ? 201 : 401, {
+        'content-type': 'application/json',
+      });
+      res.end(
+        JSON.stringify(
+          fresh
+            ? { token: TOKEN, expires_at: new Date(Date.now() + 3600_000).toISOString() }
+            : { message: 'A JSON web token could not be decoded' },
+        ),
+      );
     });
     await new Promise<void>((r) => api.listen(0, '127.0.0.1', r));
     apiUrl = `http://127.0.0.1:${(api.address() as AddressInfo).port}`;
@@ -129,11 +147,21 @@ describe('private repositories with GitHub App credentials', () => {
 
   it('says what is wrong with the App credentials, without the key or a token', async () => {
     const resolver = new GitResolver({ timeoutMs: 2000, cacheTtlMs: 1, githubApiUrl: apiUrl });
-    const wrongInstallation = await resolver.resolve({ url, ref: 'main', githubApp: { appId: '1234', installationId: '7', privateKey: pem } });
+    const wrongInstallation = await resolver.resolve({
+      url,
+      ref: 'main',
+      githubApp: { appId: '1234', installationId: '7', privateKey: pem },
+    });
     expect(wrongInstallation).toEqual({ error: expect.stringContaining('the GitHub App installation token exchange') });
     expect(JSON.stringify(wrongInstallation)).toContain('HTTP 401');
-    const badKey = await resolver.resolve({ url, ref: 'main', githubApp: { appId: '1234', installationId: '42', privateKey: 'not a key' } });
-    expect(badKey).toEqual({ error: expect.stringContaining('gitAuth.githubApp.privateKey) is not a PEM RSA private key') });
+    const badKey = await resolver.resolve({
+      url,
+      ref: 'main',
+      githubApp: { appId: '1234', installationId: '42', privateKey: 'not a key' },
+    });
+    expect(badKey).toEqual({
+      error: expect.stringContaining('gitAuth.githubApp.privateKey) is not a PEM RSA private key'),
+    });
     for (const r of [wrongInstallation, badKey]) {
       expect(JSON.stringify(r)).not.toContain('PRIVATE KEY');
       expect(JSON.stringify(r)).not.toContain(TOKEN);
@@ -144,9 +172,19 @@ describe('private repositories with GitHub App credentials', () => {
   it('gives up within the lookup timeout when the API does not answer', async () => {
     const silent = createServer(() => undefined);
     await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
-    const resolver = new GitResolver({ timeoutMs: 300, cacheTtlMs: 1, githubApiUrl: `http://127.0.0.1:${(silent.address() as AddressInfo).port}` });
-    const r = await resolver.resolve({ url, ref: 'main', githubApp: { appId: '1234', installationId: '42', privateKey: pem } });
-    expect(r).toEqual({ error: `timed out after 300 ms getting a GitHub App installation token to resolve "main" in ${url}` });
+    const resolver = new GitResolver({
+      timeoutMs: 300,
+      cacheTtlMs: 1,
+      githubApiUrl: `http://127.0.0.1:${(silent.address() as AddressInfo).port}`,
+    });
+    const r = await resolver.resolve({
+      url,
+      ref: 'main',
+      githubApp: { appId: '1234', installationId: '42', privateKey: pem },
+    });
+    expect(r).toEqual({
+      error: `timed out after 300 ms getting a GitHub App installation token to resolve "main" in ${url}`,
+    });
     await resolver.close();
     silent.closeAllConnections();
     await new Promise((res) => silent.close(res));
@@ -159,7 +197,9 @@ describe('a git server that does not answer', () => {
     await new Promise<void>((r) => hang.listen(0, '127.0.0.1', r));
     const url = `http://127.0.0.1:${(hang.address() as AddressInfo).port}/r.git`;
     const resolver = new GitResolver({ timeoutMs: 200, cacheTtlMs: 1000 });
-    await expect(resolver.resolve({ url, ref: 'main' })).resolves.toEqual({ error: `timed out after 200 ms resolving "main" in ${url}` });
+    await expect(resolver.resolve({ url, ref: 'main' })).resolves.toEqual({
+      error: `timed out after 200 ms resolving "main" in ${url}`,
+    });
     await resolver.close();
     hang.closeAllConnections();
     await new Promise((r) => hang.close(r));
@@ -168,14 +208,20 @@ describe('a git server that does not answer', () => {
   it('reports a refused connection', async () => {
     const resolver = new GitResolver({ timeoutMs: 1000, cacheTtlMs: 1000 });
     const r = await resolver.resolve({ url: 'http://127.0.0.1:1/r.git', ref: 'main' });
-    expect('error' in r && r.error).toMatch(/cannot reach http:\/\/127\.0\.0\.1:1\/r\.git to resolve "main": ECONNREFUSED/);
+    expect('error' in r && r.error).toMatch(
+      /cannot reach http:\/\/127\.0\.0\.1:1\/r\.git to resolve "main": ECONNREFUSED/,
+    );
     await resolver.close();
   });
 
   it('refuses schemes it cannot speak', async () => {
     const resolver = new GitResolver({ timeoutMs: 1000, cacheTtlMs: 1000 });
-    expect(await resolver.resolve({ url: 'ftp://x/r.git', ref: 'main' })).toEqual({ error: 'cannot resolve "main": unsupported repository URL scheme "ftp:" in ftp://x/r.git' });
-    expect(await resolver.resolve({ url: 'git@github.com:o/r.git', ref: 'main', unsupported: 'no ssh' })).toEqual({ error: 'no ssh' });
+    expect(await resolver.resolve({ url: 'ftp://x/r.git', ref: 'main' })).toEqual({
+      error: 'cannot resolve "main": unsupported repository URL scheme "ftp:" in ftp://x/r.git',
+    });
+    expect(await resolver.resolve({ url: 'git@github.com:o/r.git', ref: 'main', unsupported: 'no ssh' })).toEqual({
+      error: 'no ssh',
+    });
     await resolver.close();
   });
 });
@@ -183,7 +229,15 @@ describe('a git server that does not answer', () => {
 describe('the ref advertisement parser', () => {
   const pkt = (s: string) => (s.length + 4).toString(16).padStart(4, '0') + s;
   it('reads refs, skipping the service header and capabilities', () => {
-    const body = Buffer.from(pkt('# service=git-upload-pack\n') + '0000' + pkt(`${'a'.repeat(40)} HEAD\0multi_ack symref=HEAD:refs/heads/main\n`) + pkt(`${'a'.repeat(40)} refs/heads/main\n`) + pkt(`${'b'.repeat(40)} refs/tags/v1\n`) + pkt(`${'c'.repeat(40)} refs/tags/v1^{}\n`) + '0000');
+    const body = Buffer.from(
+      pkt('# service=git-upload-pack\n') +
+        '0000' +
+        pkt(`${'a'.repeat(40)} HEAD\0multi_ack symref=HEAD:refs/heads/main\n`) +
+        pkt(`${'a'.repeat(40)} refs/heads/main\n`) +
+        pkt(`${'b'.repeat(40)} refs/tags/v1\n`) +
+        pkt(`${'c'.repeat(40)} refs/tags/v1^{}\n`) +
+        '0000',
+    );
     const refs = parseAdvertisement(body);
     expect(matchRef(refs, 'main')).toBe('a'.repeat(40));
     expect(matchRef(refs, 'v1')).toBe('c'.repeat(40));
@@ -204,7 +258,13 @@ describe('a branch with GitHub App credentials, from the Stack', () => {
     programRef: undefined,
     projectRepo: 'https://github.example/org/app.git',
     branch: 'main',
-    gitAuth: { githubApp: { appID: ref('gh-app', 'id'), installationID: ref('gh-app', 'installation'), privateKey: ref('gh-key', 'pem') } },
+    gitAuth: {
+      githubApp: {
+        appID: ref('gh-app', 'id'),
+        installationID: ref('gh-app', 'installation'),
+        privateKey: ref('gh-key', 'pem'),
+      },
+    },
   } as any;
   const secret = (name: string, data: Record<string, string>): KObject => ({
     apiVersion: 'v1',
@@ -215,21 +275,45 @@ describe('a branch with GitHub App credentials, from the Stack', () => {
 
   it('asks Metacontroller for the App Secrets, and plans a token exchange with their values', () => {
     const stack = makeStack(spec);
-    expect(customizeStack(stack).relatedResources).toContainEqual({ apiVersion: 'v1', resource: 'secrets', namespace: 'team-a', names: ['gh-app', 'gh-key'] });
-    const plan = planRefLookup(stack, objectMap(secret('gh-app', { id: '1234', installation: '42' }), secret('gh-key', { pem: 'PEM' })));
-    expect(plan).toEqual({ url: spec.projectRepo, ref: 'main', githubApp: { appId: '1234', installationId: '42', privateKey: 'PEM' } });
+    expect(customizeStack(stack).relatedResources).toContainEqual({
+      apiVersion: 'v1',
+      resource: 'secrets',
+      namespace: 'team-a',
+      names: ['gh-app', 'gh-key'],
+    });
+    const plan = planRefLookup(
+      stack,
+      objectMap(secret('gh-app', { id: '1234', installation: '42' }), secret('gh-key', { pem: 'PEM' })),
+    );
+    expect(plan).toEqual({
+      url: spec.projectRepo,
+      ref: 'main',
+      githubApp: { appId: '1234', installationId: '42', privateKey: 'PEM' },
+    });
   });
 
   it('says which part is missing when a Secret is', () => {
     const plan = planRefLookup(makeStack(spec), objectMap(secret('gh-app', { id: '1234', installation: '42' })));
-    expect(plan?.unsupported).toBe(`resolving "main" needs gitAuth.githubApp's appID, installationID and privateKey: a referenced Secret or key is missing`);
+    expect(plan?.unsupported).toBe(
+      `resolving "main" needs gitAuth.githubApp's appID, installationID and privateKey: a referenced Secret or key is missing`,
+    );
     expect(plan?.githubApp).toBeUndefined();
   });
 
   it('gives the fetch container the same GitHub API (GitHub Enterprise)', () => {
-    const source = { kind: 'git' as const, url: spec.projectRepo, revision: 'a'.repeat(40), shallow: false, auth: gitAuthEnv(spec) };
-    const fetchEnv = (config: typeof testConfig) => buildWorkspace(makeStack(spec), source, config).statefulSet.spec.template.spec.initContainers[0].env;
-    expect(fetchEnv({ ...testConfig, githubApiUrl: 'https://github.example/api/v3' })).toContainEqual({ name: 'GITHUB_API_URL', value: 'https://github.example/api/v3' });
+    const source = {
+      kind: 'git' as const,
+      url: spec.projectRepo,
+      revision: 'a'.repeat(40),
+      shallow: false,
+      auth: gitAuthEnv(spec),
+    };
+    const fetchEnv = (config: typeof testConfig) =>
+      buildWorkspace(makeStack(spec), source, config).statefulSet.spec.template.spec.initContainers[0].env;
+    expect(fetchEnv({ ...testConfig, githubApiUrl: 'https://github.example/api/v3' })).toContainEqual({
+      name: 'GITHUB_API_URL',
+      value: 'https://github.example/api/v3',
+    });
     expect(fetchEnv(testConfig).some((e: { name: string }) => e.name === 'GITHUB_API_URL')).toBe(false);
   });
 });

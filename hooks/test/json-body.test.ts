@@ -11,34 +11,64 @@ import { testConfig } from './builders';
 function echoServer(ours: boolean): FastifyInstance {
   const app = Fastify({ logger: false });
   if (ours) installJsonBodyParser(app);
-  app.post('/echo', async (request) => ({ body: request.body, proto: Object.getPrototypeOf(request.body ?? {}) === Object.prototype }));
+  app.post('/echo', async (request) => ({
+    body: request.body,
+    proto: Object.getPrototypeOf(request.body ?? {}) === Object.prototype,
+  }));
   return app;
 }
 
 /** Writes a key the way an attacker might: some letters as \u00XX escapes, in either hex case. */
 const spelt = (word: string) =>
-  fc.array(fc.constantFrom('literal', 'lower', 'upper'), { minLength: word.length, maxLength: word.length }).map((ways) =>
-    [...word]
-      .map((ch, i) => {
-        const hex = ch.charCodeAt(0).toString(16).padStart(4, '0');
-        return ways[i] === 'literal' ? ch : ways[i] === 'lower' ? `\\u${hex}` : `\\u${hex.toUpperCase()}`;
-      })
-      .join(''),
-  );
+  fc
+    .array(fc.constantFrom('literal', 'lower', 'upper'), { minLength: word.length, maxLength: word.length })
+    .map((ways) =>
+      [...word]
+        .map((ch, i) => {
+          const hex = ch.charCodeAt(0).toString(16).padStart(4, '0');
+          return ways[i] === 'literal' ? ch : ways[i] === 'lower' ? `\\u${hex}` : `\\u${hex.toUpperCase()}`;
+        })
+        .join(''),
+    );
 
 /** JSON texts: plain values, and values with a (possibly escaped) __proto__ or constructor key inside. */
 const bodies = fc.oneof(
   fc.json(),
-  fc.tuple(fc.json(), fc.oneof(spelt('__proto__'), spelt('constructor')), fc.oneof(fc.json(), spelt('prototype').map((k) => `{"${k}":{"x":1}}`))).map(
-    ([outer, key, inner]) => `{"a":${outer},"nested":[{"${key}":${inner}}]}`,
+  fc
+    .tuple(
+      fc.json(),
+      fc.oneof(spelt('__proto__'), spelt('constructor')),
+      fc.oneof(
+        fc.json(),
+        spelt('prototype').map((k) => `{"${k}":{"x":1}}`),
+      ),
+    )
+    .map(([outer, key, inner]) => `{"a":${outer},"nested":[{"${key}":${inner}}]}`),
+  fc.constantFrom(
+    '',
+    ' ',
+    '{',
+    '\uFEFF{"a":1}',
+    '{"a":"\\u003c\\u0026\\u003e"}',
+    'null',
+    '"constructor"',
+    '{"constructor":"text"}',
+    '{"x":"__proto__"}',
+    '{"__proto__":{"x":1}}',
+    '{"a":[{"constructor":{"prototype":{"x":1}}}]}',
+    '{"ports":[{"protocol":"TCP"}],"x":"proto"}',
+    '{"constructor":{"prototype":1,"__proto__":2}}',
   ),
-  fc.constantFrom('', ' ', '{', '\uFEFF{"a":1}', '{"a":"\\u003c\\u0026\\u003e"}', 'null', '"constructor"', '{"constructor":"text"}', '{"x":"__proto__"}', '{"__proto__":{"x":1}}', '{"a":[{"constructor":{"prototype":{"x":1}}}]}', '{"ports":[{"protocol":"TCP"}],"x":"proto"}', '{"constructor":{"prototype":1,"__proto__":2}}'),
 );
 
 /** Posts a raw text to a listening server, over a real socket. */
 async function post(app: FastifyInstance, path: string, text: string): Promise<{ statusCode: number; body: string }> {
   const { port } = app.server.address() as AddressInfo;
-  const res = await request(`http://127.0.0.1:${port}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: text });
+  const res = await request(`http://127.0.0.1:${port}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: text,
+  });
   return { statusCode: res.statusCode, body: await res.body.text() };
 }
 
@@ -72,18 +102,38 @@ describe('JSON bodies: the fast path answers exactly as Fastify does', () => {
 
   it('clears a Kubernetes body with Go HTML escapes and port protocols, and suspects every spelling of the keys it must', () => {
     expect(mayHidePrototypeKeys('{"url":"https://x.test/?a=1\\u0026b=2","msg":"\\u003cnone\\u003e"}')).toBe(false);
-    expect(mayHidePrototypeKeys('{"ports":[{"protocol":"TCP"},{"protocol":"UDP"}],"constructor":"a bare constructor key is harmless"}')).toBe(false);
-    for (const literal of ['{"__proto__":1}', '{"prototype":1}', '{"ports":[{"protocol":"TCP"}],"x":{"__proto__":1}}']) expect(mayHidePrototypeKeys(literal)).toBe(true);
-    fc.assert(fc.property(fc.oneof(spelt('__proto__'), spelt('prototype')), fc.string(), (key, before) => mayHidePrototypeKeys(`{"a":${JSON.stringify(before)},"${key}":1}`)));
+    expect(
+      mayHidePrototypeKeys(
+        '{"ports":[{"protocol":"TCP"},{"protocol":"UDP"}],"constructor":"a bare constructor key is harmless"}',
+      ),
+    ).toBe(false);
+    for (const literal of ['{"__proto__":1}', '{"prototype":1}', '{"ports":[{"protocol":"TCP"}],"x":{"__proto__":1}}'])
+      expect(mayHidePrototypeKeys(literal)).toBe(true);
+    fc.assert(
+      fc.property(fc.oneof(spelt('__proto__'), spelt('prototype')), fc.string(), (key, before) =>
+        mayHidePrototypeKeys(`{"a":${JSON.stringify(before)},"${key}":1}`),
+      ),
+    );
   });
 
   it('differs from Fastify only in leaving out the managed fields of the objects in a Metacontroller request', async () => {
-    const managedFields = [{ manager: 'kube-controller-manager', operation: 'Update', fieldsType: 'FieldsV1', fieldsV1: { 'f:status': { 'f:ready': {} } } }];
+    const managedFields = [
+      {
+        manager: 'kube-controller-manager',
+        operation: 'Update',
+        fieldsType: 'FieldsV1',
+        fieldsV1: { 'f:status': { 'f:ready': {} } },
+      },
+    ];
     const pasted = { metadata: { name: 'cm', managedFields } };
     const body = {
       parent: { metadata: { name: 's', managedFields }, spec: { stack: 'dev' } },
       children: { 'Job.batch/v1': { 'ns/j': { metadata: { name: 'j', managedFields }, status: { ready: 1 } } } },
-      related: { 'Program.pulumi.com/v1': { 'ns/p': { metadata: { name: 'p' }, program: { resources: { cm: { properties: pasted } } } } } },
+      related: {
+        'Program.pulumi.com/v1': {
+          'ns/p': { metadata: { name: 'p' }, program: { resources: { cm: { properties: pasted } } } },
+        },
+      },
     };
     const text = JSON.stringify(body);
     const [a, b] = await Promise.all([post(ours, '/echo', text), post(fastifys, '/echo', text)]);

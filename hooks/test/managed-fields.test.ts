@@ -32,7 +32,8 @@ function expected(text: string, ours: unknown): unknown {
   const cut = requestObjects(ours);
   requestObjects(parsed).forEach((o, i) => {
     const metadata = o.metadata as Json;
-    if ('managedFields' in metadata && cut[i] && (cut[i].metadata as Json).managedFields === undefined) metadata.managedFields = undefined;
+    if ('managedFields' in metadata && cut[i] && (cut[i].metadata as Json).managedFields === undefined)
+      metadata.managedFields = undefined;
   });
   return parsed;
 }
@@ -55,13 +56,39 @@ function parseAndCompare(text: string): { ours: unknown; json: boolean } {
 }
 
 /** Any string, control characters, quotes, backslashes, braces and lone surrogates included. */
-const anyString = fc.oneof({ weight: 3, arbitrary: fc.string({ maxLength: 8 }) }, fc.string({ unit: 'binary', maxLength: 6 }), fc.constantFrom('k:{"name":"agent"}', 'f:spec', '.', '\\', '"', '{', '}', ']', '"managedFields":[', '\u0000', '\ud800'));
+const anyString = fc.oneof(
+  { weight: 3, arbitrary: fc.string({ maxLength: 8 }) },
+  fc.string({ unit: 'binary', maxLength: 6 }),
+  fc.constantFrom(
+    'k:{"name":"agent"}',
+    'f:spec',
+    '.',
+    '\\',
+    '"',
+    '{',
+    '}',
+    ']',
+    '"managedFields":[',
+    '\u0000',
+    '\ud800',
+  ),
+);
 
 /** A `fieldsV1` tree: objects of objects, down to `{}`. */
-const fieldsV1 = fc.letrec((tie) => ({ node: fc.dictionary(anyString, fc.oneof({ depthSize: 'small' }, fc.constant({}), tie('node')), { maxKeys: 4 }) })).node;
+const fieldsV1 = fc.letrec((tie) => ({
+  node: fc.dictionary(anyString, fc.oneof({ depthSize: 'small' }, fc.constant({}), tie('node')), { maxKeys: 4 }),
+})).node;
 
 const entry = fc.record(
-  { apiVersion: anyString, fieldsType: fc.constant('FieldsV1'), fieldsV1, manager: anyString, operation: fc.constantFrom('Apply', 'Update'), subresource: anyString, time: anyString },
+  {
+    apiVersion: anyString,
+    fieldsType: fc.constant('FieldsV1'),
+    fieldsV1,
+    manager: anyString,
+    operation: fc.constantFrom('Apply', 'Update'),
+    subresource: anyString,
+    time: anyString,
+  },
   { requiredKeys: ['manager', 'fieldsV1'] },
 );
 
@@ -74,16 +101,45 @@ const managedFieldsText = fc
   .tuple(
     fc.array(entry, { minLength: 1, maxLength: 3 }),
     fc.noBias(fc.nat()),
-    fc.oneof({ weight: 2, arbitrary: fc.constant('none') }, fc.constantFrom('drop', 'truncate', 'insert'), { weight: 4, arbitrary: fc.constantFrom('drop at a boundary', 'insert at a boundary') }),
-    fc.constantFrom('{', '}', '[', ']', ',', ':', '"', '\\', '\\x', '\\a', '\\0', '\\u12', '\\U0041', ' ', '\u0001', '\u001f', '1', 'null'),
+    fc.oneof({ weight: 2, arbitrary: fc.constant('none') }, fc.constantFrom('drop', 'truncate', 'insert'), {
+      weight: 4,
+      arbitrary: fc.constantFrom('drop at a boundary', 'insert at a boundary'),
+    }),
+    fc.constantFrom(
+      '{',
+      '}',
+      '[',
+      ']',
+      ',',
+      ':',
+      '"',
+      '\\',
+      '\\x',
+      '\\a',
+      '\\0',
+      '\\u12',
+      '\\U0041',
+      ' ',
+      '\u0001',
+      '\u001f',
+      '1',
+      'null',
+    ),
   )
   .map(([entries, at, edit, char]) => {
     const text = JSON.stringify(entries);
     const boundaries: number[] = [];
-    for (let i = 1; i < text.length; i++) if ('{}[],:"'.includes(text.charAt(i)) || '{}[],:"'.includes(text.charAt(i - 1))) boundaries.push(i);
+    for (let i = 1; i < text.length; i++)
+      if ('{}[],:"'.includes(text.charAt(i)) || '{}[],:"'.includes(text.charAt(i - 1))) boundaries.push(i);
     const i = edit.endsWith('boundary') ? (boundaries[at % boundaries.length] ?? 0) : at % (text.length + 1);
     const damaged =
-      edit === 'none' ? text : edit.startsWith('drop') ? text.slice(0, i) + text.slice(i + 1) : edit === 'truncate' ? text.slice(0, i) : text.slice(0, i) + char + text.slice(i);
+      edit === 'none'
+        ? text
+        : edit.startsWith('drop')
+          ? text.slice(0, i) + text.slice(i + 1)
+          : edit === 'truncate'
+            ? text.slice(0, i)
+            : text.slice(0, i) + char + text.slice(i);
     return { text: damaged, intact: damaged === text };
   });
 
@@ -96,7 +152,11 @@ const placements = {
   related: (r, o, i) => void (((r.related as Json)['Secret.v1'] as Json)[`ns/r${i}`] = o),
   attachment: (r, o, i) => void (((r.attachments as Json)['Job.batch/v1'] as Json)[`ns/a${i}`] = o),
   // Not where Metacontroller puts objects: the user's own data, which must arrive whole.
-  inProgram: (r, o, i) => void (((r.related as Json)['Program.pulumi.com/v1'] as Json)[`ns/p${i}`] = { metadata: { name: 'p' }, program: { resources: { cm: { properties: o } } } }),
+  inProgram: (r, o, i) =>
+    void (((r.related as Json)['Program.pulumi.com/v1'] as Json)[`ns/p${i}`] = {
+      metadata: { name: 'p' },
+      program: { resources: { cm: { properties: o } } },
+    }),
   inSpec: (r, o) => void (r.spec = { config: { pasted: o } }),
   inArray: (r, o) => void (r.list = [o]),
   topLevel: (r, o) => void Object.assign(r, { managedFields: '@MF@', extra: o }),
@@ -105,17 +165,40 @@ type Placement = keyof typeof placements;
 const known = new Set<Placement>(['parent', 'controller', 'object', 'child', 'related', 'attachment']);
 
 /** A request-shaped body with one to three objects carrying managed fields, each somewhere. */
-const where = fc.oneof({ weight: 4, arbitrary: fc.constantFrom(...known) }, fc.constantFrom(...(Object.keys(placements) as Placement[]).filter((p) => !known.has(p))));
-const bodies = fc.tuple(fc.array(fc.tuple(where, managedFieldsText), { minLength: 1, maxLength: 3 }), fc.boolean()).map(([parts, spaced]) => {
-  const request: Json = { children: { 'ConfigMap.v1': {} }, related: { 'Secret.v1': {}, 'Program.pulumi.com/v1': {} }, attachments: { 'Job.batch/v1': {} } };
-  parts.forEach(([where], i) => placements[where](request, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `o${i}`, namespace: 'ns', managedFields: `@MF${i}@` }, data: { a: 'b' } }, i));
-  let text = JSON.stringify(request).replace(/"@MF(\d*)@"/g, (_, i: string) => parts[i === '' ? 0 : Number(i)]![1].text);
-  if (spaced) text = text.replace('"managedFields":', '"managedFields": ');
-  // Every placement holds its own object, except a second parent, controller or object, which replaces the first.
-  const single = new Set(parts.map(([where]) => where)).size === parts.length;
-  const engages = single && parts.every(([where, mf]) => known.has(where) && mf.intact) && !spaced;
-  return { text, engages };
-});
+const where = fc.oneof(
+  { weight: 4, arbitrary: fc.constantFrom(...known) },
+  fc.constantFrom(...(Object.keys(placements) as Placement[]).filter((p) => !known.has(p))),
+);
+const bodies = fc
+  .tuple(fc.array(fc.tuple(where, managedFieldsText), { minLength: 1, maxLength: 3 }), fc.boolean())
+  .map(([parts, spaced]) => {
+    const request: Json = {
+      children: { 'ConfigMap.v1': {} },
+      related: { 'Secret.v1': {}, 'Program.pulumi.com/v1': {} },
+      attachments: { 'Job.batch/v1': {} },
+    };
+    parts.forEach(([where], i) =>
+      placements[where](
+        request,
+        {
+          apiVersion: 'v1',
+          kind: 'ConfigMap',
+          metadata: { name: `o${i}`, namespace: 'ns', managedFields: `@MF${i}@` },
+          data: { a: 'b' },
+        },
+        i,
+      ),
+    );
+    let text = JSON.stringify(request).replace(
+      /"@MF(\d*)@"/g,
+      (_, i: string) => parts[i === '' ? 0 : Number(i)]![1].text,
+    );
+    if (spaced) text = text.replace('"managedFields":', '"managedFields": ');
+    // Every placement holds its own object, except a second parent, controller or object, which replaces the first.
+    const single = new Set(parts.map(([where]) => where)).size === parts.length;
+    const engages = single && parts.every(([where, mf]) => known.has(where) && mf.intact) && !spaced;
+    return { text, engages };
+  });
 
 describe('parsing a Metacontroller request without its managed fields', () => {
   it('gives JSON.parse’s values for any body, less the request objects’ managed fields, or leaves the body to JSON.parse', () => {
@@ -130,14 +213,43 @@ describe('parsing a Metacontroller request without its managed fields', () => {
 
   it('agrees with JSON.parse after every single edit of a managed-fields array: each character dropped, each of 20 put in at each place', () => {
     const entries = [
-      { apiVersion: 'v1', fieldsType: 'FieldsV1', fieldsV1: { 'f:metadata': { 'f:labels': { '.': {}, 'f:app': {} } }, 'k:{"name":"agent"}': { '.': {} } }, manager: 'kube\\controller', operation: 'Update', time: '2026-11-24T00:00:00Z' },
+      {
+        apiVersion: 'v1',
+        fieldsType: 'FieldsV1',
+        fieldsV1: { 'f:metadata': { 'f:labels': { '.': {}, 'f:app': {} } }, 'k:{"name":"agent"}': { '.': {} } },
+        manager: 'kube\\controller',
+        operation: 'Update',
+        time: '2026-11-24T00:00:00Z',
+      },
       { fieldsV1: {}, manager: 'm\u00e9', subresource: 'status' },
     ];
     const intact = JSON.stringify(entries);
-    const requestWith = (managedFields: string) => `{"parent":{"metadata":{"name":"p","managedFields":${managedFields}}},"children":{"Job.batch/v1":{"ns/j":{"metadata":{"name":"j","managedFields":${intact}}}}}}`;
+    const requestWith = (managedFields: string) =>
+      `{"parent":{"metadata":{"name":"p","managedFields":${managedFields}}},"children":{"Job.batch/v1":{"ns/j":{"metadata":{"name":"j","managedFields":${intact}}}}}}`;
     const check = (text: string) => (parseAndCompare(text).json ? 1 : 0);
     expect(parseWithoutManagedFields(requestWith(intact))).not.toBeUndefined();
-    const inserts = ['{', '}', '[', ']', ',', ':', '"', '\\', ' ', '\n', '\u0001', '\\x', '\\u12', '\\u00e9', '\\/', '1', 'n', 'null', 'x', '{}'];
+    const inserts = [
+      '{',
+      '}',
+      '[',
+      ']',
+      ',',
+      ':',
+      '"',
+      '\\',
+      ' ',
+      '\n',
+      '\u0001',
+      '\\x',
+      '\\u12',
+      '\\u00e9',
+      '\\/',
+      '1',
+      'n',
+      'null',
+      'x',
+      '{}',
+    ];
     let valid = 0;
     for (let i = 0; i <= intact.length; i++) {
       if (i < intact.length) valid += check(requestWith(intact.slice(0, i) + intact.slice(i + 1)));
@@ -150,7 +262,14 @@ describe('parsing a Metacontroller request without its managed fields', () => {
     const pasted = { metadata: { name: 'cm', managedFields: [{ manager: 'kubectl', fieldsV1: { 'f:data': {} } }] } };
     const request = {
       parent: { metadata: { name: 's', managedFields: [{ manager: 'm', fieldsV1: {} }] } },
-      related: { 'Program.pulumi.com/v1': { 'ns/p': { metadata: { name: 'p', managedFields: [] }, program: { resources: { cm: { properties: pasted } } } } } },
+      related: {
+        'Program.pulumi.com/v1': {
+          'ns/p': {
+            metadata: { name: 'p', managedFields: [] },
+            program: { resources: { cm: { properties: pasted } } },
+          },
+        },
+      },
     };
     const text = JSON.stringify(request);
     expect(parseWithoutManagedFields(text)).toBeUndefined();
@@ -158,7 +277,10 @@ describe('parsing a Metacontroller request without its managed fields', () => {
   });
 
   it('cuts every managed-fields array of a request recorded from a real cluster, and nothing else', () => {
-    const text = JSON.stringify(JSON.parse(readFileSync(join(__dirname, '..', '..', 'bench', 'requests', 'steady-state-sync.json'), 'utf8')).request);
+    const text = JSON.stringify(
+      JSON.parse(readFileSync(join(__dirname, '..', '..', 'bench', 'requests', 'steady-state-sync.json'), 'utf8'))
+        .request,
+    );
     const ours = parseWithoutManagedFields(text);
     expect(ours).not.toBeUndefined();
     expect(ours).toStrictEqual(expected(text, ours));
@@ -170,7 +292,9 @@ describe('parsing a Metacontroller request without its managed fields', () => {
   it('parses arrays nested deeper than it checks, and texts without managed fields, the usual way', () => {
     let deep: Json = {};
     for (let i = 0; i < MAX_DEPTH + 5; i++) deep = { [`f:${i}`]: deep };
-    const text = JSON.stringify({ parent: { metadata: { name: 'p', managedFields: [{ manager: 'm', fieldsV1: deep }] } } });
+    const text = JSON.stringify({
+      parent: { metadata: { name: 'p', managedFields: [{ manager: 'm', fieldsV1: deep }] } },
+    });
     expect(parseWithoutManagedFields(text)).toBeUndefined();
     expect(parseWithoutManagedFields('{"parent":{"metadata":{"name":"p"}}}')).toBeUndefined();
   });

@@ -7,12 +7,20 @@ import { validateStackObject } from '../src/stack/validate';
 import { buildWorkspace, desiredWorkspace } from '../src/stack/workspace';
 import { condition, makeStack, noLookups, NOW, syncRequest, testConfig } from './builders';
 
-const programSource = { kind: 'program' as const, program: 'my-program', configMap: 'my-program-program', digest: 'sha256:' + 'a'.repeat(64) };
+const programSource = {
+  kind: 'program' as const,
+  program: 'my-program',
+  configMap: 'my-program-program',
+  digest: 'sha256:' + 'a'.repeat(64),
+};
 
 describe('memoizeByContent', () => {
   it('answers equal content from the cache and different content anew', () => {
     let calls = 0;
-    const double = memoizeByContent((x: { n: number }) => ({ value: (calls++, x.n * 2) }), (x) => x);
+    const double = memoizeByContent(
+      (x: { n: number }) => ({ value: (calls++, x.n * 2) }),
+      (x) => x,
+    );
     const a = double({ n: 2 });
     expect(double({ n: 2 })).toBe(a); // another object with the same content: a hit
     expect(calls).toBe(1);
@@ -21,7 +29,10 @@ describe('memoizeByContent', () => {
   });
 
   it('returns frozen results, so no caller can change the next answer', () => {
-    const make = memoizeByContent((n: number) => ({ list: [n], nested: { n } }), (n) => n);
+    const make = memoizeByContent(
+      (n: number) => ({ list: [n], nested: { n } }),
+      (n) => n,
+    );
     const r = make(1);
     expect(() => {
       (r.list as number[]).push(2);
@@ -34,7 +45,11 @@ describe('memoizeByContent', () => {
 
   it('is bounded: the least recently used entry is forgotten, and recomputed when asked again', () => {
     let calls = 0;
-    const f = memoizeByContent((n: number) => ({ n, call: ++calls }), (n) => n, 2);
+    const f = memoizeByContent(
+      (n: number) => ({ n, call: ++calls }),
+      (n) => n,
+      2,
+    );
     f(1);
     f(2);
     f(1); // 1 is now more recent than 2
@@ -61,17 +76,38 @@ describe('JSON snapshots', () => {
 
   it('match a value that differs from the snapshotted one in a single place nowhere', () => {
     // Random JSON rarely differs in one place only; this walks every place of a realistic value.
-    const spec = { stack: 'dev', envRefs: { A: { type: 'Literal', literal: { value: '1' } } }, config: { 'aws:region': 'x' }, list: [1, 'two', null, true, { k: [] }] };
+    const spec = {
+      stack: 'dev',
+      envRefs: { A: { type: 'Literal', literal: { value: '1' } } },
+      config: { 'aws:region': 'x' },
+      list: [1, 'two', null, true, { k: [] }],
+    };
     const snapshot = snapshotJson(spec);
     const edits: unknown[] = [];
     const walk = (v: unknown, edit: (n: unknown) => unknown) => {
-      edits.push(edit(v === null ? 0 : typeof v === 'object' ? null : typeof v === 'string' ? `${v}x` : typeof v === 'number' ? v + 1 : !v));
+      edits.push(
+        edit(
+          v === null
+            ? 0
+            : typeof v === 'object'
+              ? null
+              : typeof v === 'string'
+                ? `${v}x`
+                : typeof v === 'number'
+                  ? v + 1
+                  : !v,
+        ),
+      );
       if (Array.isArray(v)) {
         edits.push(edit([...v, 1]), edit(v.slice(1)));
         v.forEach((item, i) => walk(item, (n) => edit(v.map((x, j) => (j === i ? n : x)))));
       } else if (v !== null && typeof v === 'object') {
         const entries = Object.entries(v);
-        edits.push(edit({ ...v, extra: 1 }), edit(Object.fromEntries(entries.slice(1))), edit(Object.fromEntries([...entries].reverse())));
+        edits.push(
+          edit({ ...v, extra: 1 }),
+          edit(Object.fromEntries(entries.slice(1))),
+          edit(Object.fromEntries([...entries].reverse())),
+        );
         for (const [key, item] of entries) {
           walk(item, (n) => edit(Object.fromEntries(entries.map(([k, x]) => [k, k === key ? n : x]))));
           edits.push(edit(Object.fromEntries(entries.map(([k, x]) => [k === key ? `${k}_` : k, x]))));
@@ -116,11 +152,15 @@ describe('JSON snapshots', () => {
 
 describe('pathNestedDeeperThan', () => {
   /** Objects and arrays on the deepest path (a plain recursive reference, for small values). */
-  const depthOf = (v: unknown): number => (v !== null && typeof v === 'object' ? 1 + Math.max(0, ...Object.values(v).map(depthOf)) : 0);
+  const depthOf = (v: unknown): number =>
+    v !== null && typeof v === 'object' ? 1 + Math.max(0, ...Object.values(v).map(depthOf)) : 0;
   /** Follows a reported path (`root.key[0]…`) as far as it is spelt out. */
   const follow = (v: unknown, path: string, root: string): number => {
     let depth = 1;
-    for (const [, key, index] of path.slice(root.length).replace(/…$/, '').matchAll(/\.([^.[]+)|\[(\d+)\]/g)) {
+    for (const [, key, index] of path
+      .slice(root.length)
+      .replace(/…$/, '')
+      .matchAll(/\.([^.[]+)|\[(\d+)\]/g)) {
       v = (v as Record<string, unknown>)[key ?? index!];
       expect(v !== null && typeof v === 'object').toBe(true);
       depth++;
@@ -131,15 +171,23 @@ describe('pathNestedDeeperThan', () => {
   it('finds a place deeper than the limit exactly when there is one, and its path leads there', () => {
     fc.assert(
       // Keys a path spells unambiguously; objects with arrays inside, as fc.object makes them.
-      fc.property(fc.object({ key: fc.stringMatching(/^[a-z]{1,3}$/), maxDepth: 6, values: [fc.integer(), fc.string(), fc.constant(null), fc.boolean()] }), fc.integer({ min: 1, max: 6 }), (value, max) => {
-        const path = pathNestedDeeperThan(value, max, 'spec');
-        expect(path !== undefined).toBe(depthOf(value) > max);
-        if (path !== undefined) {
-          const steps = follow(value, path, 'spec');
-          // The path is cut after eight steps; uncut, it ends just past the limit.
-          expect(path.endsWith('…') ? steps === 8 : steps === max + 1).toBe(true);
-        }
-      }),
+      fc.property(
+        fc.object({
+          key: fc.stringMatching(/^[a-z]{1,3}$/),
+          maxDepth: 6,
+          values: [fc.integer(), fc.string(), fc.constant(null), fc.boolean()],
+        }),
+        fc.integer({ min: 1, max: 6 }),
+        (value, max) => {
+          const path = pathNestedDeeperThan(value, max, 'spec');
+          expect(path !== undefined).toBe(depthOf(value) > max);
+          if (path !== undefined) {
+            const steps = follow(value, path, 'spec');
+            // The path is cut after eight steps; uncut, it ends just past the limit.
+            expect(path.endsWith('…') ? steps === 8 : steps === max + 1).toBe(true);
+          }
+        },
+      ),
       { numRuns: 500 },
     );
   });
@@ -149,20 +197,24 @@ describe('contentTokens', () => {
   it('gives one token to equal values in a slot, and never one token to different values', () => {
     const value = fc.oneof(fc.constantFrom({ a: 1 }, { a: 2 }, { a: 1, b: [1] }), fc.jsonValue({ maxDepth: 2 }));
     fc.assert(
-      fc.property(fc.array(fc.tuple(fc.constantFrom('ns/a', 'ns/b', 'other/a'), value), { maxLength: 30 }), fc.integer({ min: 1, max: 3 }), (calls, max) => {
-        const tokenOf = contentTokens({ max });
-        const seen = new Map<string, string>();
-        let previous: { slot: string; json: string; token: string } | undefined;
-        for (const [slot, v] of calls) {
-          const token = tokenOf(slot, structuredClone(v));
-          const json = JSON.stringify(v);
-          const before = seen.get(token);
-          if (before !== undefined) expect(before).toBe(json);
-          seen.set(token, json);
-          if (previous?.slot === slot && previous.json === json) expect(token).toBe(previous.token);
-          previous = { slot, json, token };
-        }
-      }),
+      fc.property(
+        fc.array(fc.tuple(fc.constantFrom('ns/a', 'ns/b', 'other/a'), value), { maxLength: 30 }),
+        fc.integer({ min: 1, max: 3 }),
+        (calls, max) => {
+          const tokenOf = contentTokens({ max });
+          const seen = new Map<string, string>();
+          let previous: { slot: string; json: string; token: string } | undefined;
+          for (const [slot, v] of calls) {
+            const token = tokenOf(slot, structuredClone(v));
+            const json = JSON.stringify(v);
+            const before = seen.get(token);
+            if (before !== undefined) expect(before).toBe(json);
+            seen.set(token, json);
+            if (previous?.slot === slot && previous.json === json) expect(token).toBe(previous.token);
+            previous = { slot, json, token };
+          }
+        },
+      ),
       { numRuns: 300 },
     );
   });
@@ -218,12 +270,23 @@ describe('syncStack with warm memos', () => {
     fc.assert(
       fc.property(edits, (specs) => {
         for (const [i, e] of specs.entries()) {
-          const stack = makeStack({ config: e.config, workspaceTemplate: { spec: { image: e.image } }, ...(e.invalid ? { projectRepo: 'https://git.test/x', commit: 'a'.repeat(40), branch: 'main' } : {}) } as any, { generation: i + 1 });
+          const stack = makeStack(
+            {
+              config: e.config,
+              workspaceTemplate: { spec: { image: e.image } },
+              ...(e.invalid ? { projectRepo: 'https://git.test/x', commit: 'a'.repeat(40), branch: 'main' } : {}),
+            } as any,
+            { generation: i + 1 },
+          );
           const warm = syncStack(syncRequest(stack), { config: testConfig, now: NOW, lookups: noLookups });
           let cold: unknown;
           jest.isolateModules(() => {
             const fresh = require('../src/stack/sync') as typeof import('../src/stack/sync');
-            cold = fresh.syncStack(syncRequest(structuredClone(stack)), { config: testConfig, now: NOW, lookups: noLookups });
+            cold = fresh.syncStack(syncRequest(structuredClone(stack)), {
+              config: testConfig,
+              now: NOW,
+              lookups: noLookups,
+            });
           });
           expect(JSON.stringify(warm)).toBe(JSON.stringify(cold));
           // Valid edits get a workspace running their image (so a stale memo would show).
@@ -238,15 +301,43 @@ describe('syncStack with warm memos', () => {
 
 describe('the memoised workspace', () => {
   const json = fc.letrec((tie) => ({
-    value: fc.oneof({ depthSize: 'small' }, fc.string({ maxLength: 4 }), fc.integer(), fc.boolean(), fc.array(tie('value'), { maxLength: 2 }), fc.dictionary(fc.string({ maxLength: 4 }), tie('value'), { maxKeys: 2 })),
+    value: fc.oneof(
+      { depthSize: 'small' },
+      fc.string({ maxLength: 4 }),
+      fc.integer(),
+      fc.boolean(),
+      fc.array(tie('value'), { maxLength: 2 }),
+      fc.dictionary(fc.string({ maxLength: 4 }), tie('value'), { maxKeys: 2 }),
+    ),
   })).value;
-  const container = fc.record({ name: fc.constantFrom('pulumi', 'fetch', 'sidecar'), image: fc.constantFrom('a', 'b'), env: fc.array(fc.record({ name: fc.constantFrom('A', 'B'), value: fc.string({ maxLength: 3 }) }), { maxLength: 2 }) });
+  const container = fc.record({
+    name: fc.constantFrom('pulumi', 'fetch', 'sidecar'),
+    image: fc.constantFrom('a', 'b'),
+    env: fc.array(fc.record({ name: fc.constantFrom('A', 'B'), value: fc.string({ maxLength: 3 }) }), { maxLength: 2 }),
+  });
   const template = fc.record(
     {
       image: fc.constantFrom('example.test/agent:1', 'example.test/agent:2'),
       securityProfile: fc.constantFrom('restricted', 'baseline'),
-      env: fc.array(fc.record({ name: fc.constantFrom('X', 'Y', 'PULUMI_ENV'), value: fc.string({ maxLength: 3 }) }), { maxLength: 2 }),
-      podTemplate: fc.record({ metadata: fc.record({ labels: fc.dictionary(fc.constantFrom('a', 'b'), fc.string({ maxLength: 3 }), { maxKeys: 2 }) }), spec: fc.record({ containers: fc.array(container, { maxLength: 2 }), nodeSelector: fc.dictionary(fc.string({ maxLength: 3 }), fc.string({ maxLength: 3 }), { maxKeys: 2 }), extra: json }, { requiredKeys: [] }) }, { requiredKeys: [] }),
+      env: fc.array(fc.record({ name: fc.constantFrom('X', 'Y', 'PULUMI_ENV'), value: fc.string({ maxLength: 3 }) }), {
+        maxLength: 2,
+      }),
+      podTemplate: fc.record(
+        {
+          metadata: fc.record({
+            labels: fc.dictionary(fc.constantFrom('a', 'b'), fc.string({ maxLength: 3 }), { maxKeys: 2 }),
+          }),
+          spec: fc.record(
+            {
+              containers: fc.array(container, { maxLength: 2 }),
+              nodeSelector: fc.dictionary(fc.string({ maxLength: 3 }), fc.string({ maxLength: 3 }), { maxKeys: 2 }),
+              extra: json,
+            },
+            { requiredKeys: [] },
+          ),
+        },
+        { requiredKeys: [] },
+      ),
     },
     { requiredKeys: [] },
   );
@@ -272,10 +363,19 @@ describe('the memoised workspace', () => {
   it('differs when only the source, the name or the namespace differs', () => {
     const stack = makeStack();
     const base = desiredWorkspace(stack, programSource, testConfig);
-    expect(desiredWorkspace(stack, { ...programSource, digest: 'sha256:' + 'b'.repeat(64) }, testConfig).hash).not.toBe(base.hash);
-    expect(desiredWorkspace(makeStack({}, { name: 'other' }), programSource, testConfig).statefulSet.metadata.name).toBe('other-workspace');
-    expect(desiredWorkspace(makeStack({}, { namespace: 'team-b' }), programSource, testConfig).statefulSet.metadata.namespace).toBe('team-b');
-    expect(desiredWorkspace(stack, programSource, { ...testConfig, agentImage: 'example.test/other:1' }).hash).not.toBe(base.hash);
+    expect(desiredWorkspace(stack, { ...programSource, digest: 'sha256:' + 'b'.repeat(64) }, testConfig).hash).not.toBe(
+      base.hash,
+    );
+    expect(
+      desiredWorkspace(makeStack({}, { name: 'other' }), programSource, testConfig).statefulSet.metadata.name,
+    ).toBe('other-workspace');
+    expect(
+      desiredWorkspace(makeStack({}, { namespace: 'team-b' }), programSource, testConfig).statefulSet.metadata
+        .namespace,
+    ).toBe('team-b');
+    expect(desiredWorkspace(stack, programSource, { ...testConfig, agentImage: 'example.test/other:1' }).hash).not.toBe(
+      base.hash,
+    );
   });
 });
 
@@ -283,12 +383,17 @@ describe('responseJson', () => {
   it('gives the bytes JSON.stringify gives, for any response, with frozen and unfrozen children', () => {
     const json = fc.jsonValue({ maxDepth: 3 });
     fc.assert(
-      fc.property(fc.dictionary(fc.string({ maxLength: 5 }), json, { maxKeys: 3 }), fc.array(fc.tuple(json, fc.boolean()), { maxLength: 4 }), fc.option(fc.integer()), (status, kids, resync) => {
-        const children = kids.map(([child, freeze]) => (freeze ? deepFreeze(structuredClone(child)) : child));
-        const response = { status, children, resyncAfterSeconds: resync ?? undefined, finalized: undefined };
-        expect(responseJson(response)).toBe(JSON.stringify(response));
-        expect(responseJson(response)).toBe(JSON.stringify(response)); // and again, from the cache
-      }),
+      fc.property(
+        fc.dictionary(fc.string({ maxLength: 5 }), json, { maxKeys: 3 }),
+        fc.array(fc.tuple(json, fc.boolean()), { maxLength: 4 }),
+        fc.option(fc.integer()),
+        (status, kids, resync) => {
+          const children = kids.map(([child, freeze]) => (freeze ? deepFreeze(structuredClone(child)) : child));
+          const response = { status, children, resyncAfterSeconds: resync ?? undefined, finalized: undefined };
+          expect(responseJson(response)).toBe(JSON.stringify(response));
+          expect(responseJson(response)).toBe(JSON.stringify(response)); // and again, from the cache
+        },
+      ),
       { numRuns: 300 },
     );
   });
@@ -305,8 +410,22 @@ describe('responseJson', () => {
 
 describe('strategicMerge', () => {
   it('changes neither input, and its result shares nothing with the patch', () => {
-    const base = { spec: { containers: [{ name: 'pulumi', env: [{ name: 'A', value: '1' }] }], volumes: [{ name: 'share', emptyDir: {} }] } };
-    const patch = { spec: { containers: [{ name: 'pulumi', env: [{ name: 'B', value: '2' }] }, { name: 'sidecar', args: ['x'] }], nodeSelector: { zone: 'a' }, tolerations: [{ key: 'k' }] } };
+    const base = {
+      spec: {
+        containers: [{ name: 'pulumi', env: [{ name: 'A', value: '1' }] }],
+        volumes: [{ name: 'share', emptyDir: {} }],
+      },
+    };
+    const patch = {
+      spec: {
+        containers: [
+          { name: 'pulumi', env: [{ name: 'B', value: '2' }] },
+          { name: 'sidecar', args: ['x'] },
+        ],
+        nodeSelector: { zone: 'a' },
+        tolerations: [{ key: 'k' }],
+      },
+    };
     const before = { base: structuredClone(base), patch: structuredClone(patch) };
     const merged: any = strategicMerge(base, patch);
     expect(base).toEqual(before.base);

@@ -6,7 +6,13 @@ import { LAST_APPLIED_ANNOTATION } from '../src/lib/k8s';
 import { NOW } from './builders';
 
 function program(spec: Record<string, unknown>, generation = 1, status?: object): any {
-  return { apiVersion: 'pulumi.com/v1', kind: 'Program', metadata: { name: 'random-yaml', namespace: 'team-a', generation }, program: spec, ...(status ? { status } : {}) };
+  return {
+    apiVersion: 'pulumi.com/v1',
+    kind: 'Program',
+    metadata: { name: 'random-yaml', namespace: 'team-a', generation },
+    program: spec,
+    ...(status ? { status } : {}),
+  };
 }
 const full = {
   configuration: { size: { type: 'Number', default: 3 } },
@@ -25,9 +31,17 @@ describe('rendering a Program', () => {
   });
 
   it('gives the same bytes whatever order the maps arrive in', () => {
-    const reordered = { outputs: full.outputs, packages: full.packages, resources: full.resources, variables: full.variables, configuration: full.configuration };
+    const reordered = {
+      outputs: full.outputs,
+      packages: full.packages,
+      resources: full.resources,
+      variables: full.variables,
+      configuration: full.configuration,
+    };
     expect(renderProgram(program(reordered)).digest).toBe(renderProgram(program(full)).digest);
-    expect(renderProgram(program({ ...full, variables: { greeting: 'hi' } })).digest).not.toBe(renderProgram(program(full)).digest);
+    expect(renderProgram(program({ ...full, variables: { greeting: 'hi' } })).digest).not.toBe(
+      renderProgram(program(full)).digest,
+    );
   });
 });
 
@@ -57,7 +71,10 @@ describe('the Program hook', () => {
       size: rendered.size,
       lastUpdateTime: '2026-11-22T10:00:00Z',
     });
-    expect(res.status.conditions?.find((c) => c.type === 'Ready')).toMatchObject({ status: 'True', reason: 'ProcessingCompleted' });
+    expect(res.status.conditions?.find((c) => c.type === 'Ready')).toMatchObject({
+      status: 'True',
+      reason: 'ProcessingCompleted',
+    });
   });
 
   it('keeps lastUpdateTime while the artifact is unchanged (no status hot loop)', () => {
@@ -68,26 +85,61 @@ describe('the Program hook', () => {
 
   it('reports an invalid Program and keeps its last good attachment', () => {
     const good = syncProgram({ object: program(full, 1) }, NOW);
-    const observed = { ...good.attachments[0]!, metadata: { ...good.attachments[0]!.metadata, annotations: { ...good.attachments[0]!.metadata.annotations, [LAST_APPLIED_ANNOTATION]: JSON.stringify(good.attachments[0]) } } };
+    const observed = {
+      ...good.attachments[0]!,
+      metadata: {
+        ...good.attachments[0]!.metadata,
+        annotations: {
+          ...good.attachments[0]!.metadata.annotations,
+          [LAST_APPLIED_ANNOTATION]: JSON.stringify(good.attachments[0]),
+        },
+      },
+    };
     const bad = syncProgram(
-      { object: program({ resources: { pet: { type: '' } } }, 2, good.status), attachments: { 'ConfigMap.v1': { 'team-a/random-yaml-program': observed } } },
+      {
+        object: program({ resources: { pet: { type: '' } } }, 2, good.status),
+        attachments: { 'ConfigMap.v1': { 'team-a/random-yaml-program': observed } },
+      },
       NOW,
     );
     expect(bad.status.artifact).toBeUndefined();
-    expect(bad.status.conditions?.find((c) => c.type === 'Stalled')).toMatchObject({ status: 'True', reason: 'SpecInvalid' });
+    expect(bad.status.conditions?.find((c) => c.type === 'Stalled')).toMatchObject({
+      status: 'True',
+      reason: 'SpecInvalid',
+    });
     expect(bad.status.conditions?.find((c) => c.type === 'Stalled')?.message).toMatch(/program\.resources\.pet\.type/);
     expect(bad.attachments).toEqual([good.attachments[0]]);
   });
 
   it('reports a Program nested deeper than 100 levels instead of failing, and keeps its attachment', () => {
     const good = syncProgram({ object: program(full, 1) }, NOW);
-    const observed = { ...good.attachments[0]!, metadata: { ...good.attachments[0]!.metadata, annotations: { ...good.attachments[0]!.metadata.annotations, [LAST_APPLIED_ANNOTATION]: JSON.stringify(good.attachments[0]) } } };
+    const observed = {
+      ...good.attachments[0]!,
+      metadata: {
+        ...good.attachments[0]!.metadata,
+        annotations: {
+          ...good.attachments[0]!.metadata.annotations,
+          [LAST_APPLIED_ANNOTATION]: JSON.stringify(good.attachments[0]),
+        },
+      },
+    };
     let deep: unknown = 'x';
     for (let i = 0; i < 10_000; i++) deep = { d: deep };
-    const bad = syncProgram({ object: program({ ...full, variables: { deep } }, 2, good.status), attachments: { 'ConfigMap.v1': { 'team-a/random-yaml-program': observed } } }, NOW);
+    const bad = syncProgram(
+      {
+        object: program({ ...full, variables: { deep } }, 2, good.status),
+        attachments: { 'ConfigMap.v1': { 'team-a/random-yaml-program': observed } },
+      },
+      NOW,
+    );
     expect(bad.status.artifact).toBeUndefined();
-    expect(bad.status.conditions?.find((c) => c.type === 'Stalled')).toMatchObject({ status: 'True', reason: 'SpecInvalid' });
-    expect(bad.status.conditions?.find((c) => c.type === 'Stalled')?.message).toMatch(/^program\.variables\.deep\.d\.d\.d\.d\.d… is nested more than 100 levels deep/);
+    expect(bad.status.conditions?.find((c) => c.type === 'Stalled')).toMatchObject({
+      status: 'True',
+      reason: 'SpecInvalid',
+    });
+    expect(bad.status.conditions?.find((c) => c.type === 'Stalled')?.message).toMatch(
+      /^program\.variables\.deep\.d\.d\.d\.d\.d… is nested more than 100 levels deep/,
+    );
     expect(bad.attachments).toEqual([good.attachments[0]]);
   });
 });

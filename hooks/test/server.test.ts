@@ -10,11 +10,19 @@ let close: () => Promise<void>;
 const logs: string[] = [];
 
 beforeAll(async () => {
-  const { app } = buildServer({ ...testConfig, logLevel: 'debug', bodyLimit: 256 * 1024 }, {
-    clock: () => NOW,
-    git: new GitResolver({ timeoutMs: 500, cacheTtlMs: 1000 }),
-    logStream: new Writable({ write(chunk, _enc, cb) { logs.push(String(chunk)); cb(); } }),
-  });
+  const { app } = buildServer(
+    { ...testConfig, logLevel: 'debug', bodyLimit: 256 * 1024 },
+    {
+      clock: () => NOW,
+      git: new GitResolver({ timeoutMs: 500, cacheTtlMs: 1000 }),
+      logStream: new Writable({
+        write(chunk, _enc, cb) {
+          logs.push(String(chunk));
+          cb();
+        },
+      }),
+    },
+  );
   await app.listen({ port: 0, host: '127.0.0.1' });
   base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
   close = () => app.close();
@@ -43,7 +51,15 @@ describe('the hook server', () => {
   it('serves the Stack sync hook', async () => {
     const res = await post('/stack/sync', { controller: {}, ...syncRequest(makeStack()) });
     expect(res.status).toBe(200);
-    expect(res.json.children.map((c: any) => c.kind)).toEqual(['StatefulSet', 'Service', 'ServiceAccount', 'Role', 'RoleBinding', 'Role', 'RoleBinding']);
+    expect(res.json.children.map((c: any) => c.kind)).toEqual([
+      'StatefulSet',
+      'Service',
+      'ServiceAccount',
+      'Role',
+      'RoleBinding',
+      'Role',
+      'RoleBinding',
+    ]);
     expect(res.json.status.conditions[0]).toMatchObject({ type: 'Ready', status: 'False' });
   });
 
@@ -65,7 +81,13 @@ describe('the hook server', () => {
     const c = await post('/stack/customize', { controller: {}, parent: makeStack() });
     expect(c.status).toBe(200);
     expect(c.json.relatedResources[0]).toMatchObject({ resource: 'programs' });
-    const p = await post('/program/sync', { controller: {}, object: { ...makeProgram(), status: {} }, attachments: {}, related: {}, finalizing: false });
+    const p = await post('/program/sync', {
+      controller: {},
+      object: { ...makeProgram(), status: {} },
+      attachments: {},
+      related: {},
+      finalizing: false,
+    });
     expect(p.status).toBe(200);
     expect(p.json.attachments[0].metadata.name).toBe('my-program-program');
   });
@@ -73,7 +95,11 @@ describe('the hook server', () => {
   it.each([
     ['/stack/sync', { controller: {} }, 'parent'],
     ['/stack/sync', { controller: {}, parent: { apiVersion: 'pulumi.com/v1', kind: 'Stack' } }, 'parent.metadata'],
-    ['/stack/sync', { controller: {}, parent: { apiVersion: 'pulumi.com/v1', kind: 'Stack', metadata: { namespace: 'a' } } }, 'parent.metadata.name'],
+    [
+      '/stack/sync',
+      { controller: {}, parent: { apiVersion: 'pulumi.com/v1', kind: 'Stack', metadata: { namespace: 'a' } } },
+      'parent.metadata.name',
+    ],
     ['/stack/sync', { controller: {}, parent: makeStack(), children: [] }, 'children'],
     ['/stack/sync', { controller: {}, parent: makeStack(), finalizing: 'yes' }, 'finalizing'],
     ['/stack/customize', { controller: {} }, 'parent'],
@@ -110,7 +136,12 @@ describe('the hook server', () => {
       branch: 'main',
       gitAuth: { accessToken: { type: 'Secret', secret: { name: 'git', key: 'token' } } },
     } as any);
-    const secret = { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'git', namespace: 'team-a' }, data: { token: Buffer.from('tok-very-secret').toString('base64') } };
+    const secret = {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: 'git', namespace: 'team-a' },
+      data: { token: Buffer.from('tok-very-secret').toString('base64') },
+    };
     const res = await post('/stack/sync', { controller: {}, ...syncRequest(stack, [], [secret as any]) });
     expect(res.status).toBe(200);
     expect(res.json.status.conditions.find((c: any) => c.type === 'Stalled').reason).toBe('SourceUnavailable');
@@ -122,48 +153,89 @@ describe('the hook server', () => {
   });
 
   it('logs with request ids, taking one given by the caller', async () => {
-    await request(`${base}/stack/customize`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-request-id': 'req-42' }, body: JSON.stringify({ controller: {}, parent: makeStack() }) }).then((r) => r.body.dump());
+    await request(`${base}/stack/customize`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-request-id': 'req-42' },
+      body: JSON.stringify({ controller: {}, parent: makeStack() }),
+    }).then((r) => r.body.dump());
     expect(logs.some((l) => l.includes('"requestId":"req-42"'))).toBe(true);
   });
 
   describe('one log line per request', () => {
     /** The lines logged for one request id, parsed; the line is written once the answer is out. */
     async function linesOf(requestId: string, path: string, body: unknown, raw = false) {
-      const res = await request(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-request-id': requestId }, body: raw ? (body as string) : JSON.stringify(body) });
+      const res = await request(`${base}${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-request-id': requestId },
+        body: raw ? (body as string) : JSON.stringify(body),
+      });
       await res.body.dump();
-      const mine = () => logs.flatMap((chunk) => chunk.split('\n')).filter((l) => l.includes(`"requestId":"${requestId}"`));
+      const mine = () =>
+        logs.flatMap((chunk) => chunk.split('\n')).filter((l) => l.includes(`"requestId":"${requestId}"`));
       for (let i = 0; i < 100 && mine().length === 0; i++) await new Promise((r) => setTimeout(r, 10));
       await new Promise((r) => setTimeout(r, 20)); // a second line, if any, would be there by now
       return { status: res.statusCode, lines: mine().map((l) => JSON.parse(l)) };
     }
 
     it('logs a sync as one line with the Stack, its condition and the answer', async () => {
-      const { status, lines } = await linesOf('line-sync', '/stack/sync', { controller: {}, ...syncRequest(makeStack()) });
+      const { status, lines } = await linesOf('line-sync', '/stack/sync', {
+        controller: {},
+        ...syncRequest(makeStack()),
+      });
       expect(status).toBe(200);
       expect(lines).toHaveLength(1);
-      expect(lines[0]).toMatchObject({ msg: 'stack sync', method: 'POST', url: '/stack/sync', statusCode: 200, stack: 'team-a/my-stack', generation: 1, children: 7 });
+      expect(lines[0]).toMatchObject({
+        msg: 'stack sync',
+        method: 'POST',
+        url: '/stack/sync',
+        statusCode: 200,
+        stack: 'team-a/my-stack',
+        generation: 1,
+        children: 7,
+      });
       expect(lines[0].condition).toMatch(/^Reconciling\//);
       expect(typeof lines[0].responseTime).toBe('number');
       expect(lines[0].req).toBeUndefined(); // no headers in the log
     });
 
     it('logs a finalize, a Program sync and a customize as one line each', async () => {
-      const finalize = await linesOf('line-finalize', '/stack/finalize', { controller: {}, ...syncRequest(makeStack({}, { deletionTimestamp: '2026-11-22T09:00:00Z' }), [], [makeProgram()], true) });
+      const finalize = await linesOf('line-finalize', '/stack/finalize', {
+        controller: {},
+        ...syncRequest(makeStack({}, { deletionTimestamp: '2026-11-22T09:00:00Z' }), [], [makeProgram()], true),
+      });
       expect(finalize.lines).toHaveLength(1);
       expect(finalize.lines[0]).toMatchObject({ msg: 'stack finalize', statusCode: 200, finalized: true });
-      const program = await linesOf('line-program', '/program/sync', { controller: {}, object: { ...makeProgram(), status: {} }, attachments: {}, related: {}, finalizing: false });
+      const program = await linesOf('line-program', '/program/sync', {
+        controller: {},
+        object: { ...makeProgram(), status: {} },
+        attachments: {},
+        related: {},
+        finalizing: false,
+      });
       expect(program.lines).toHaveLength(1);
-      expect(program.lines[0]).toMatchObject({ msg: 'program sync', url: '/program/sync', statusCode: 200, program: 'team-a/my-program' });
+      expect(program.lines[0]).toMatchObject({
+        msg: 'program sync',
+        url: '/program/sync',
+        statusCode: 200,
+        program: 'team-a/my-program',
+      });
       const customize = await linesOf('line-customize', '/stack/customize', { controller: {}, parent: makeStack() });
       expect(customize.lines).toHaveLength(1);
       expect(customize.lines[0]).toMatchObject({ msg: 'request completed', url: '/stack/customize', statusCode: 200 });
     });
 
     it('logs a rejected request as one line naming the field', async () => {
-      const invalid = await linesOf('line-400', '/stack/sync', { controller: {}, parent: { apiVersion: 'pulumi.com/v1', kind: 'Stack', metadata: { namespace: 'a' } } });
+      const invalid = await linesOf('line-400', '/stack/sync', {
+        controller: {},
+        parent: { apiVersion: 'pulumi.com/v1', kind: 'Stack', metadata: { namespace: 'a' } },
+      });
       expect(invalid.status).toBe(400);
       expect(invalid.lines).toHaveLength(1);
-      expect(invalid.lines[0]).toMatchObject({ msg: 'rejected malformed hook request', statusCode: 400, field: 'parent.metadata.name' });
+      expect(invalid.lines[0]).toMatchObject({
+        msg: 'rejected malformed hook request',
+        statusCode: 400,
+        field: 'parent.metadata.name',
+      });
       const notJson = await linesOf('line-not-json', '/stack/sync', '{"parent": ', true);
       expect(notJson.status).toBe(400);
       expect(notJson.lines).toHaveLength(1);
@@ -172,7 +244,8 @@ describe('the hook server', () => {
 
     it('does not log probes and metrics scrapes', async () => {
       const before = logs.length;
-      for (const path of ['/healthz', '/readyz', '/metrics']) await request(`${base}${path}`, { headers: { 'x-request-id': 'line-probe' } }).then((r) => r.body.dump());
+      for (const path of ['/healthz', '/readyz', '/metrics'])
+        await request(`${base}${path}`, { headers: { 'x-request-id': 'line-probe' } }).then((r) => r.body.dump());
       await new Promise((r) => setTimeout(r, 50));
       expect(logs.slice(before).filter((l) => l.includes('line-probe'))).toEqual([]);
     });

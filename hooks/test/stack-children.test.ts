@@ -5,10 +5,28 @@ import type { KObject } from '../src/lib/k8s';
 import { syncStack } from '../src/stack/sync';
 import { buildWorkspace } from '../src/stack/workspace';
 import { buildJob } from '../src/stack/job';
-import { applyChildren, condition, find, jobsOf, makeProgram, makeStack, noLookups, NOW, syncRequest, testConfig, withStatus, workspaceBecomesReady } from './builders';
+import {
+  applyChildren,
+  condition,
+  find,
+  jobsOf,
+  makeProgram,
+  makeStack,
+  noLookups,
+  NOW,
+  syncRequest,
+  testConfig,
+  withStatus,
+  workspaceBecomesReady,
+} from './builders';
 
 const ctx = { config: testConfig, now: NOW, lookups: noLookups };
-const programSource = { kind: 'program' as const, program: 'my-program', configMap: 'my-program-program', digest: 'sha256:' + 'a'.repeat(64) };
+const programSource = {
+  kind: 'program' as const,
+  program: 'my-program',
+  configMap: 'my-program-program',
+  digest: 'sha256:' + 'a'.repeat(64),
+};
 
 function podOf(spec: Parameters<typeof makeStack>[0]) {
   return buildWorkspace(makeStack(spec), programSource, testConfig).statefulSet.spec.template;
@@ -28,7 +46,10 @@ describe('the workspace StatefulSet and Service', () => {
     expect(sts.spec.serviceName).toBe('my-stack-workspace');
     expect(sts.spec.replicas).toBe(1);
     expect(sts.metadata.labels).toEqual({ 'pulumi.com/stack-name': 'my-stack', 'pulumi.com/component': 'stack' });
-    expect(sts.spec.selector.matchLabels).toEqual({ 'auto.pulumi.com/component': 'workspace', 'auto.pulumi.com/workspace-name': 'my-stack' });
+    expect(sts.spec.selector.matchLabels).toEqual({
+      'auto.pulumi.com/component': 'workspace',
+      'auto.pulumi.com/workspace-name': 'my-stack',
+    });
     const svc = find(res, 'Service')!;
     expect(svc.spec).toEqual({
       clusterIP: 'None',
@@ -39,9 +60,18 @@ describe('the workspace StatefulSet and Service', () => {
 
   it('run as the restricted Pod Security profile by default', () => {
     const pod = podOf({});
-    expect(pod.spec.securityContext).toEqual({ runAsNonRoot: true, runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000, seccompProfile: { type: 'RuntimeDefault' } });
+    expect(pod.spec.securityContext).toEqual({
+      runAsNonRoot: true,
+      runAsUser: 1000,
+      runAsGroup: 1000,
+      fsGroup: 1000,
+      seccompProfile: { type: 'RuntimeDefault' },
+    });
     for (const c of [...pod.spec.initContainers, ...pod.spec.containers]) {
-      expect(c.securityContext).toEqual({ allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'], add: ['NET_BIND_SERVICE'] } });
+      expect(c.securityContext).toEqual({
+        allowPrivilegeEscalation: false,
+        capabilities: { drop: ['ALL'], add: ['NET_BIND_SERVICE'] },
+      });
     }
     expect(pod.spec.terminationGracePeriodSeconds).toBe(600);
   });
@@ -106,10 +136,18 @@ describe('the workspace StatefulSet and Service', () => {
       config: [
         { key: 'aws:region', value: 'us-west-2', secret: false },
         { key: 'nested', value: { a: [1, 2] }, secret: false },
-        { key: 'settings', valueFrom: { path: '/var/run/configmaps/stacks.pulumi.com/configmaps/app-config/settings.json', json: true }, secret: false },
+        {
+          key: 'settings',
+          valueFrom: { path: '/var/run/configmaps/stacks.pulumi.com/configmaps/app-config/settings.json', json: true },
+          secret: false,
+        },
         { key: 'legacy', value: 'inline-secret', secret: true },
         { key: 'apiKey', value: 'lit', secret: true },
-        { key: 'password', valueFrom: { path: '/var/run/secrets/stacks.pulumi.com/secrets/db/password' }, secret: true },
+        {
+          key: 'password',
+          valueFrom: { path: '/var/run/secrets/stacks.pulumi.com/secrets/db/password' },
+          secret: true,
+        },
       ],
     });
     expect(pod.spec.volumes).toEqual(
@@ -121,20 +159,32 @@ describe('the workspace StatefulSet and Service', () => {
     expect(c.volumeMounts).toEqual(
       expect.arrayContaining([
         { name: 'secret-db', mountPath: '/var/run/secrets/stacks.pulumi.com/secrets/db', readOnly: true },
-        { name: 'configmap-app-config', mountPath: '/var/run/configmaps/stacks.pulumi.com/configmaps/app-config', readOnly: true },
+        {
+          name: 'configmap-app-config',
+          mountPath: '/var/run/configmaps/stacks.pulumi.com/configmaps/app-config',
+          readOnly: true,
+        },
       ]),
     );
   });
 
   it('honour useLocalStackOnly, secretsProvider and environment', () => {
     const stack = JSON.parse(
-      envOf(pulumiContainer(podOf({ useLocalStackOnly: true, secretsProvider: 'passphrase', environment: ['org/env'] } as any)), 'PULUMI_WORKSPACE_STACK').value,
+      envOf(
+        pulumiContainer(
+          podOf({ useLocalStackOnly: true, secretsProvider: 'passphrase', environment: ['org/env'] } as any),
+        ),
+        'PULUMI_WORKSPACE_STACK',
+      ).value,
     );
     expect(stack).toMatchObject({ create: false, secretsProvider: 'passphrase', environment: ['org/env'] });
   });
 
   it('add envs and envSecrets as envFrom', () => {
-    expect(pulumiContainer(podOf({ envs: ['cm1'], envSecrets: ['s1'] } as any)).envFrom).toEqual([{ configMapRef: { name: 'cm1' } }, { secretRef: { name: 's1' } }]);
+    expect(pulumiContainer(podOf({ envs: ['cm1'], envSecrets: ['s1'] } as any)).envFrom).toEqual([
+      { configMapRef: { name: 'cm1' } },
+      { secretRef: { name: 's1' } },
+    ]);
   });
 
   it('merge workspaceTemplate like a strategic merge patch', () => {
@@ -154,7 +204,10 @@ describe('the workspace StatefulSet and Service', () => {
               nodeSelector: { disk: 'ssd' },
               volumes: [{ name: 'cache', emptyDir: {} }],
               initContainers: [{ name: 'setup', image: 'busybox', command: ['sh', '-c', 'echo A=1 >> $PULUMI_ENV'] }],
-              containers: [{ name: 'pulumi', volumeMounts: [{ name: 'cache', mountPath: '/cache' }] }, { name: 'sidecar', image: 'busybox' }],
+              containers: [
+                { name: 'pulumi', volumeMounts: [{ name: 'cache', mountPath: '/cache' }] },
+                { name: 'sidecar', image: 'busybox' },
+              ],
             },
           },
         },
@@ -173,12 +226,17 @@ describe('the workspace StatefulSet and Service', () => {
     expect(envOf(c, 'PULUMI_LOG_LEVEL')).toEqual({ name: 'PULUMI_LOG_LEVEL', value: '3' });
     expect(pod.spec.volumes.map((v: any) => v.name)).toContain('cache');
     // Every container, the user's too, gets upstream's dynamic env file.
-    for (const x of [...pod.spec.initContainers, ...pod.spec.containers]) expect(envOf(x, 'PULUMI_ENV')).toEqual({ name: 'PULUMI_ENV', value: '/share/.env' });
+    for (const x of [...pod.spec.initContainers, ...pod.spec.containers])
+      expect(envOf(x, 'PULUMI_ENV')).toEqual({ name: 'PULUMI_ENV', value: '/share/.env' });
   });
 
   it('change the template hash whenever the pod would change', () => {
     const a = buildWorkspace(makeStack(), programSource, testConfig);
-    const b = buildWorkspace(makeStack({ envRefs: { X: { type: 'Literal', literal: { value: '1' } } } } as any), programSource, testConfig);
+    const b = buildWorkspace(
+      makeStack({ envRefs: { X: { type: 'Literal', literal: { value: '1' } } } } as any),
+      programSource,
+      testConfig,
+    );
     const c = buildWorkspace(makeStack(), programSource, testConfig);
     expect(a.hash).toMatch(/^[0-9a-f]{16}$/);
     expect(a.hash).not.toBe(b.hash);
@@ -210,9 +268,16 @@ describe('the workspace StatefulSet and Service', () => {
   });
 
   it('map the legacy gitAuthSecret to every key, optional', () => {
-    const stack = makeStack({ programRef: undefined, projectRepo: 'https://git.example.test/r.git', commit: 'b'.repeat(40), gitAuthSecret: 'legacy' } as any);
+    const stack = makeStack({
+      programRef: undefined,
+      projectRepo: 'https://git.example.test/r.git',
+      commit: 'b'.repeat(40),
+      gitAuthSecret: 'legacy',
+    } as any);
     const fetch = find(syncStack(syncRequest(stack, [], []), ctx), 'StatefulSet')!.spec.template.spec.initContainers[0];
-    const refs = fetch.env.filter((e: any) => e.valueFrom?.secretKeyRef).map((e: any) => [e.name, e.valueFrom.secretKeyRef.key, e.valueFrom.secretKeyRef.optional]);
+    const refs = fetch.env
+      .filter((e: any) => e.valueFrom?.secretKeyRef)
+      .map((e: any) => [e.name, e.valueFrom.secretKeyRef.key, e.valueFrom.secretKeyRef.optional]);
     expect(refs).toEqual([
       ['GIT_SSH_PRIVATE_KEY', 'sshPrivateKey', true],
       ['GIT_PASSWORD', 'password', true],
@@ -222,12 +287,26 @@ describe('the workspace StatefulSet and Service', () => {
   });
 
   it('fetch Flux artifacts by URL and digest', () => {
-    const stack = makeStack({ programRef: undefined, fluxSource: { sourceRef: { apiVersion: 'source.toolkit.fluxcd.io/v1', kind: 'GitRepository', name: 'repo' }, dir: 'stacks/dev' } } as any);
+    const stack = makeStack({
+      programRef: undefined,
+      fluxSource: {
+        sourceRef: { apiVersion: 'source.toolkit.fluxcd.io/v1', kind: 'GitRepository', name: 'repo' },
+        dir: 'stacks/dev',
+      },
+    } as any);
     const repo = {
       apiVersion: 'source.toolkit.fluxcd.io/v1',
       kind: 'GitRepository',
       metadata: { name: 'repo', namespace: 'team-a' },
-      status: { artifact: { url: 'http://source-controller/repo.tar.gz', revision: 'main@sha1:' + 'c'.repeat(40), digest: 'sha256:' + 'd'.repeat(64), path: 'x', lastUpdateTime: '2026-11-22T09:00:00Z' } },
+      status: {
+        artifact: {
+          url: 'http://source-controller/repo.tar.gz',
+          revision: 'main@sha1:' + 'c'.repeat(40),
+          digest: 'sha256:' + 'd'.repeat(64),
+          path: 'x',
+          lastUpdateTime: '2026-11-22T09:00:00Z',
+        },
+      },
     };
     const fluxCtx = { ...ctx, config: { ...testConfig, fluxMaxUntarSizeBytes: '1000' } };
     const r1 = syncStack(syncRequest(stack, [], [repo]), fluxCtx);
@@ -241,7 +320,9 @@ describe('the workspace StatefulSet and Service', () => {
       { name: 'PULUMI_ENV', value: '/share/.env' },
     ]);
     // The fetch container can report a failure on the workspace StatefulSet, for its template.
-    expect(fetch.env.map((e: any) => e.name)).toEqual(expect.arrayContaining(['POD_NAMESPACE', 'PULUMI_WORKSPACE_HASH', 'PULUMI_WORKSPACE_NAME']));
+    expect(fetch.env.map((e: any) => e.name)).toEqual(
+      expect.arrayContaining(['POD_NAMESPACE', 'PULUMI_WORKSPACE_HASH', 'PULUMI_WORKSPACE_NAME']),
+    );
     const ready = workspaceBecomesReady(applyChildren([], r1.children));
     const r2 = syncStack(syncRequest(withStatus(stack, r1), ready, [repo]), fluxCtx);
     expect(r2.status.currentUpdate?.commit).toBe('main@sha1:' + 'c'.repeat(40));
@@ -252,7 +333,13 @@ describe('the operation Job', () => {
   const id = { generation: 3, reconcileRequest: 'r1', commit: 'abc', previous: 'my-stack-up-00000000' };
 
   it('runs the agent with the operation, the workspace URL and an audience-scoped token', () => {
-    const job = buildJob(makeStack({ targets: ['urn:a'], targetDependents: true, refresh: true } as any), 'up', 'New stack generation: 3', id, testConfig);
+    const job = buildJob(
+      makeStack({ targets: ['urn:a'], targetDependents: true, refresh: true } as any),
+      'up',
+      'New stack generation: 3',
+      id,
+      testConfig,
+    );
     expect(job.metadata.name).toMatch(/^my-stack-up-[0-9a-f]{8}$/);
     expect(job.spec.backoffLimit).toBe(0);
     expect(job.spec.ttlSecondsAfterFinished).toBe(86400);
@@ -260,9 +347,20 @@ describe('the operation Job', () => {
     expect(pod.restartPolicy).toBe('Never');
     const c = pod.containers[0];
     expect(c.command).toEqual(['pko-agent', 'update']);
-    expect(JSON.parse(c.env[0].value)).toEqual({ type: 'up', stack: 'dev', message: 'New stack generation: 3', target: ['urn:a'], targetDependents: true, refresh: true });
+    expect(JSON.parse(c.env[0].value)).toEqual({
+      type: 'up',
+      stack: 'dev',
+      message: 'New stack generation: 3',
+      target: ['urn:a'],
+      targetDependents: true,
+      refresh: true,
+    });
     expect(c.env[1]).toEqual({ name: 'PULUMI_WORKSPACE_URL', value: 'http://my-stack-workspace.team-a.svc:50051' });
-    expect(pod.volumes[0].projected.sources[0].serviceAccountToken).toEqual({ audience: 'my-stack.team-a', expirationSeconds: 3600, path: 'token' });
+    expect(pod.volumes[0].projected.sources[0].serviceAccountToken).toEqual({
+      audience: 'my-stack.team-a',
+      expirationSeconds: 3600,
+      path: 'token',
+    });
     expect(job.metadata.annotations).toEqual({
       'pulumi.com/update-generation': '3',
       'pulumi.com/update-reconcile-request': 'r1',
@@ -273,7 +371,12 @@ describe('the operation Job', () => {
 
   it('applies updateTemplate: TTL, operation options and metadata', () => {
     const job = buildJob(
-      makeStack({ updateTemplate: { metadata: { labels: { team: 'a' } }, spec: { ttlAfterCompleted: '1h', parallel: 4, expectNoChanges: true, message: 'custom' } } } as any),
+      makeStack({
+        updateTemplate: {
+          metadata: { labels: { team: 'a' } },
+          spec: { ttlAfterCompleted: '1h', parallel: 4, expectNoChanges: true, message: 'custom' },
+        },
+      } as any),
       'up',
       'Initial stack update',
       id,
@@ -281,7 +384,13 @@ describe('the operation Job', () => {
     );
     expect(job.spec.ttlSecondsAfterFinished).toBe(3600);
     expect(job.metadata.labels!.team).toBe('a');
-    expect(JSON.parse(job.spec.template.spec.containers[0].env[0].value)).toEqual({ type: 'up', stack: 'dev', message: 'custom', parallel: 4, expectNoChanges: true });
+    expect(JSON.parse(job.spec.template.spec.containers[0].env[0].value)).toEqual({
+      type: 'up',
+      stack: 'dev',
+      message: 'custom',
+      parallel: 4,
+      expectNoChanges: true,
+    });
   });
 
   it('gets a new name for every attempt and the same name for the same attempt', () => {
@@ -299,15 +408,27 @@ describe('the operation Job', () => {
 
   it('carries destroy options only on destroy', () => {
     const stack = makeStack({ runProgram: true, targets: ['urn:x'] } as any);
-    expect(JSON.parse(buildJob(stack, 'destroy', 'm', id, testConfig).spec.template.spec.containers[0].env[0].value)).toEqual({ type: 'destroy', stack: 'dev', message: 'm', runProgram: true });
+    expect(
+      JSON.parse(buildJob(stack, 'destroy', 'm', id, testConfig).spec.template.spec.containers[0].env[0].value),
+    ).toEqual({ type: 'destroy', stack: 'dev', message: 'm', runProgram: true });
   });
 });
 
 describe('the first sync of a Stack with many kinds of child', () => {
   it('returns only the kinds the controller declares', () => {
-    const controller = yaml.load(readFileSync(join(__dirname, '..', '..', 'manifests', 'metacontroller', 'stack-controller.yaml'), 'utf8')) as any;
+    const controller = yaml.load(
+      readFileSync(join(__dirname, '..', '..', 'manifests', 'metacontroller', 'stack-controller.yaml'), 'utf8'),
+    ) as any;
     const declared = controller.spec.childResources.map((r: any) => `${r.apiVersion}/${r.resource}`);
-    const plural: Record<string, string> = { StatefulSet: 'statefulsets', Service: 'services', Job: 'jobs', ConfigMap: 'configmaps', ServiceAccount: 'serviceaccounts', Role: 'roles', RoleBinding: 'rolebindings' };
+    const plural: Record<string, string> = {
+      StatefulSet: 'statefulsets',
+      Service: 'services',
+      Job: 'jobs',
+      ConfigMap: 'configmaps',
+      ServiceAccount: 'serviceaccounts',
+      Role: 'roles',
+      RoleBinding: 'rolebindings',
+    };
     const res = syncStack(syncRequest(makeStack(), [], [makeProgram()]), ctx);
     for (const c of res.children) expect(declared).toContain(`${c.apiVersion}/${plural[c.kind]}`);
     expect(jobsOf(res)).toHaveLength(0);
@@ -315,8 +436,10 @@ describe('the first sync of a Stack with many kinds of child', () => {
 });
 
 describe("the Stack's identities", () => {
-  const kinds = (children: KObject[]) => children.filter((c) => ['ServiceAccount', 'Role', 'RoleBinding'].includes(c.kind));
-  const role = (res: { children: KObject[] }, name: string) => res.children.find((c) => c.kind === 'Role' && c.metadata.name === name)!;
+  const kinds = (children: KObject[]) =>
+    children.filter((c) => ['ServiceAccount', 'Role', 'RoleBinding'].includes(c.kind));
+  const role = (res: { children: KObject[] }, name: string) =>
+    res.children.find((c) => c.kind === 'Role' && c.metadata.name === name)!;
 
   it("give the workspace's account its own StatefulSet only, and the Jobs an account of their own", () => {
     const res = syncStack(syncRequest(makeStack({ serviceAccountName: 'deployer' })), ctx);
@@ -327,10 +450,18 @@ describe("the Stack's identities", () => {
       'Role/my-stack-update',
       'RoleBinding/my-stack-update',
     ]);
-    expect((role(res, 'my-stack-workspace') as any).rules).toEqual([{ apiGroups: ['apps'], resources: ['statefulsets'], verbs: ['patch'], resourceNames: ['my-stack-workspace'] }]);
-    const wsBinding = res.children.find((c) => c.kind === 'RoleBinding' && c.metadata.name === 'my-stack-workspace') as any;
+    expect((role(res, 'my-stack-workspace') as any).rules).toEqual([
+      { apiGroups: ['apps'], resources: ['statefulsets'], verbs: ['patch'], resourceNames: ['my-stack-workspace'] },
+    ]);
+    const wsBinding = res.children.find(
+      (c) => c.kind === 'RoleBinding' && c.metadata.name === 'my-stack-workspace',
+    ) as any;
     expect(wsBinding.subjects).toEqual([{ kind: 'ServiceAccount', name: 'deployer', namespace: 'team-a' }]);
-    expect(wsBinding.roleRef).toEqual({ apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'my-stack-workspace' });
+    expect(wsBinding.roleRef).toEqual({
+      apiGroup: 'rbac.authorization.k8s.io',
+      kind: 'Role',
+      name: 'my-stack-workspace',
+    });
     // No Job yet: the update account may call this workspace and create Secrets, and patch no Job at all.
     expect((role(res, 'my-stack-update') as any).rules).toEqual([
       { apiGroups: ['auto.pulumi.com'], resources: ['workspaces/rpc'], verbs: ['use'], resourceNames: ['my-stack'] },
@@ -345,7 +476,12 @@ describe("the Stack's identities", () => {
     const r2 = syncStack(syncRequest(withStatus(stack, r1), cluster), ctx);
     const job = jobsOf(r2)[0]!;
     expect(job.spec.template.spec.serviceAccountName).toBe('my-stack-update');
-    expect((role(r2, 'my-stack-update') as any).rules[1]).toEqual({ apiGroups: ['batch'], resources: ['jobs'], verbs: ['patch'], resourceNames: [job.metadata.name] });
+    expect((role(r2, 'my-stack-update') as any).rules[1]).toEqual({
+      apiGroups: ['batch'],
+      resources: ['jobs'],
+      verbs: ['patch'],
+      resourceNames: [job.metadata.name],
+    });
     // The workspace still runs as the Stack's account.
     expect(find(r2, 'StatefulSet')!.spec.template.spec.serviceAccountName).toBe('default');
   });
@@ -354,9 +490,16 @@ describe("the Stack's identities", () => {
     const stack = makeStack({ serviceAccountName: 'deployer' });
     const r1 = syncStack(syncRequest(stack), ctx);
     const cluster = applyChildren([], r1.children);
-    const broken = makeStack({ serviceAccountName: 'deployer', commit: 'abc', branch: 'main', projectRepo: 'https://g.test/r.git', programRef: undefined } as any);
+    const broken = makeStack({
+      serviceAccountName: 'deployer',
+      commit: 'abc',
+      branch: 'main',
+      projectRepo: 'https://g.test/r.git',
+      programRef: undefined,
+    } as any);
     const res = syncStack(syncRequest(broken, cluster), ctx);
-    const byName = (cs: KObject[]) => [...kinds(cs)].sort((a, b) => `${a.kind}/${a.metadata.name}`.localeCompare(`${b.kind}/${b.metadata.name}`));
+    const byName = (cs: KObject[]) =>
+      [...kinds(cs)].sort((a, b) => `${a.kind}/${a.metadata.name}`.localeCompare(`${b.kind}/${b.metadata.name}`));
     expect(byName(res.children)).toEqual(byName(r1.children));
     expect(condition(res.status, 'Stalled')).toMatchObject({ reason: 'SpecInvalid' });
   });

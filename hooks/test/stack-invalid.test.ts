@@ -3,7 +3,20 @@ import { syncStack } from '../src/stack/sync';
 import { customizeStack } from '../src/stack/customize';
 import { validateStackObject } from '../src/stack/validate';
 import type { KObject } from '../src/lib/k8s';
-import { applyChildren, condition, find, jobsOf, makeProgram, makeStack, noLookups, NOW, syncRequest, testConfig, withStatus, workspaceBecomesReady } from './builders';
+import {
+  applyChildren,
+  condition,
+  find,
+  jobsOf,
+  makeProgram,
+  makeStack,
+  noLookups,
+  NOW,
+  syncRequest,
+  testConfig,
+  withStatus,
+  workspaceBecomesReady,
+} from './builders';
 
 const ctx = { config: testConfig, now: NOW, lookups: noLookups };
 
@@ -18,8 +31,23 @@ function withChildren() {
     c.kind === 'Job'
       ? {
           ...c,
-          metadata: { ...c.metadata, annotations: { ...c.metadata.annotations, 'pulumi.com/update-result': JSON.stringify({ state: 'succeeded', type: 'up', message: 'ok', endTime: '2026-11-22T10:01:00Z' }) } },
-          status: { succeeded: 1, completionTime: '2026-11-22T10:01:00Z', conditions: [{ type: 'Complete', status: 'True' }] },
+          metadata: {
+            ...c.metadata,
+            annotations: {
+              ...c.metadata.annotations,
+              'pulumi.com/update-result': JSON.stringify({
+                state: 'succeeded',
+                type: 'up',
+                message: 'ok',
+                endTime: '2026-11-22T10:01:00Z',
+              }),
+            },
+          },
+          status: {
+            succeeded: 1,
+            completionTime: '2026-11-22T10:01:00Z',
+            conditions: [{ type: 'Complete', status: 'True' }],
+          },
         }
       : c,
   );
@@ -35,24 +63,80 @@ function nested(depth: number): unknown {
 }
 
 const cases: [string, Record<string, unknown>, RegExp][] = [
-  ['commit and branch both set', { programRef: undefined, projectRepo: 'https://g.test/r.git', commit: 'a'.repeat(40), branch: 'main' }, /only one of "commit" or "branch"/],
-  ['neither commit nor branch', { programRef: undefined, projectRepo: 'https://g.test/r.git' }, /missing "commit" or "branch"/],
+  [
+    'commit and branch both set',
+    { programRef: undefined, projectRepo: 'https://g.test/r.git', commit: 'a'.repeat(40), branch: 'main' },
+    /only one of "commit" or "branch"/,
+  ],
+  [
+    'neither commit nor branch',
+    { programRef: undefined, projectRepo: 'https://g.test/r.git' },
+    /missing "commit" or "branch"/,
+  ],
   ['git without projectRepo', { programRef: undefined, branch: 'main' }, /spec\.projectRepo: missing "projectRepo"/],
-  ['a cross-namespace Secret', { envRefs: { X: { type: 'Secret', secret: { namespace: 'other', name: 's', key: 'k' } } } }, /spec\.envRefs\.X: cross-namespace refs are not allowed/],
-  ['an Env ref', { secretsRef: { k: { type: 'Env', env: { name: 'HOME' } } } }, /spec\.secretsRef\.k: ref type "Env" is deprecated/],
+  [
+    'a cross-namespace Secret',
+    { envRefs: { X: { type: 'Secret', secret: { namespace: 'other', name: 's', key: 'k' } } } },
+    /spec\.envRefs\.X: cross-namespace refs are not allowed/,
+  ],
+  [
+    'an Env ref',
+    { secretsRef: { k: { type: 'Env', env: { name: 'HOME' } } } },
+    /spec\.secretsRef\.k: ref type "Env" is deprecated/,
+  ],
   ['an FS ref', { envRefs: { K: { type: 'FS', filesystem: { path: '/x' } } } }, /ref type "FS" is deprecated/],
-  ['a Literal git credential', { programRef: undefined, projectRepo: 'https://g.test/r.git', branch: 'main', gitAuth: { accessToken: { type: 'Literal', literal: { value: 't' } } } }, /spec\.gitAuth\.accessToken: "Literal" selectors are no longer supported/],
-  ['an empty gitAuth', { programRef: undefined, projectRepo: 'https://g.test/r.git', branch: 'main', gitAuth: {} }, /gitAuth config must specify exactly one of/],
-  ['an unknown Flux kind', { programRef: undefined, fluxSource: { sourceRef: { apiVersion: 'source.toolkit.fluxcd.io/v1', kind: 'HelmRelease', name: 'x' } } }, /unknown Flux source kind "HelmRelease"/],
-  ['a non-Flux apiVersion', { programRef: undefined, fluxSource: { sourceRef: { apiVersion: 'apps/v1', kind: 'GitRepository', name: 'x' } } }, /is not a Flux source API version/],
-  ['a bad duration', { prerequisites: [{ name: 'a', requirement: { succeededWithinDuration: 'soon' } }] }, /succeededWithinDuration: "soon" is not a duration/],
-  ['a bad env var name', { envRefs: { 'BAD NAME': { type: 'Literal', literal: { value: 'x' } } } }, /"BAD NAME" is not a valid environment variable name/],
+  [
+    'a Literal git credential',
+    {
+      programRef: undefined,
+      projectRepo: 'https://g.test/r.git',
+      branch: 'main',
+      gitAuth: { accessToken: { type: 'Literal', literal: { value: 't' } } },
+    },
+    /spec\.gitAuth\.accessToken: "Literal" selectors are no longer supported/,
+  ],
+  [
+    'an empty gitAuth',
+    { programRef: undefined, projectRepo: 'https://g.test/r.git', branch: 'main', gitAuth: {} },
+    /gitAuth config must specify exactly one of/,
+  ],
+  [
+    'an unknown Flux kind',
+    {
+      programRef: undefined,
+      fluxSource: { sourceRef: { apiVersion: 'source.toolkit.fluxcd.io/v1', kind: 'HelmRelease', name: 'x' } },
+    },
+    /unknown Flux source kind "HelmRelease"/,
+  ],
+  [
+    'a non-Flux apiVersion',
+    { programRef: undefined, fluxSource: { sourceRef: { apiVersion: 'apps/v1', kind: 'GitRepository', name: 'x' } } },
+    /is not a Flux source API version/,
+  ],
+  [
+    'a bad duration',
+    { prerequisites: [{ name: 'a', requirement: { succeededWithinDuration: 'soon' } }] },
+    /succeededWithinDuration: "soon" is not a duration/,
+  ],
+  [
+    'a bad env var name',
+    { envRefs: { 'BAD NAME': { type: 'Literal', literal: { value: 'x' } } } },
+    /"BAD NAME" is not a valid environment variable name/,
+  ],
   ['a wrong type', { refresh: 'yes' }, /spec\.refresh/],
   ['a bad reclaim policy', { workspaceReclaimPolicy: 'Sometimes' }, /spec\.workspaceReclaimPolicy must be one of/],
   ['a bad security profile', { workspaceTemplate: { spec: { securityProfile: 'privileged' } } }, /securityProfile/],
   // Deep enough to overflow any recursive walk of the spec, and far past what the API server allows.
-  ['a config value nested 10,000 levels deep', { config: { deep: nested(10_000) } }, /^spec\.config\.deep\[0\]\[0\]\[0\]\[0\]\[0\]… is nested more than 100 levels deep/],
-  ['a workspaceTemplate nested 101 levels deep', { workspaceTemplate: { metadata: { annotations: {} }, spec: { podTemplate: { x: nested(97) } } } }, /^spec\.workspaceTemplate\.spec\.podTemplate\.x\[0\]\[0\]\[0\]… is nested more than 100 levels deep/],
+  [
+    'a config value nested 10,000 levels deep',
+    { config: { deep: nested(10_000) } },
+    /^spec\.config\.deep\[0\]\[0\]\[0\]\[0\]\[0\]… is nested more than 100 levels deep/,
+  ],
+  [
+    'a workspaceTemplate nested 101 levels deep',
+    { workspaceTemplate: { metadata: { annotations: {} }, spec: { podTemplate: { x: nested(97) } } } },
+    /^spec\.workspaceTemplate\.spec\.podTemplate\.x\[0\]\[0\]\[0\]… is nested more than 100 levels deep/,
+  ],
 ];
 
 describe('an invalid Stack', () => {
@@ -66,15 +150,29 @@ describe('an invalid Stack', () => {
 
   it.each(cases)('with %s keeps every child exactly as last applied', (_name, spec) => {
     const { stack, cluster } = withChildren();
-    const broken = { ...stack, metadata: { ...stack.metadata!, generation: 2 }, spec: { ...stack.spec, ...(spec as any) } };
+    const broken = {
+      ...stack,
+      metadata: { ...stack.metadata!, generation: 2 },
+      spec: { ...stack.spec, ...(spec as any) },
+    };
     const res = syncStack(syncRequest(broken, cluster), ctx);
-    expect(res.children.map((c) => `${c.kind}/${c.metadata.name}`).sort()).toEqual(cluster.map((c) => `${c.kind}/${c.metadata.name}`).sort());
+    expect(res.children.map((c) => `${c.kind}/${c.metadata.name}`).sort()).toEqual(
+      cluster.map((c) => `${c.kind}/${c.metadata.name}`).sort(),
+    );
     for (const child of res.children) {
       const observed = cluster.find((c) => c.kind === child.kind && c.metadata.name === child.metadata.name)!;
       const lastApplied = observed.metadata.annotations?.['metacontroller.k8s.io/last-applied-configuration'];
       if (child.kind === 'Job') {
         // OnDelete: never updated, so only its identity and labels (what Metacontroller checks) are returned.
-        expect(child).toEqual({ apiVersion: 'batch/v1', kind: 'Job', metadata: { name: observed.metadata.name, namespace: observed.metadata.namespace, labels: observed.metadata.labels } });
+        expect(child).toEqual({
+          apiVersion: 'batch/v1',
+          kind: 'Job',
+          metadata: {
+            name: observed.metadata.name,
+            namespace: observed.metadata.namespace,
+            labels: observed.metadata.labels,
+          },
+        });
       } else {
         expect(lastApplied).toBeDefined();
         expect(child).toEqual(JSON.parse(lastApplied!));
@@ -112,7 +210,10 @@ describe('an unavailable source', () => {
   it('a missing Program is Stalled/SourceUnavailable, retried in 30 s, children kept', () => {
     const { stack, cluster } = withChildren();
     const res = syncStack(syncRequest(stack, cluster, []), ctx);
-    expect(condition(res.status, 'Stalled')).toMatchObject({ reason: 'SourceUnavailable', message: 'unable to retrieve program for stack: Program team-a/my-program not found' });
+    expect(condition(res.status, 'Stalled')).toMatchObject({
+      reason: 'SourceUnavailable',
+      message: 'unable to retrieve program for stack: Program team-a/my-program not found',
+    });
     expect(res.resyncAfterSeconds).toBe(30);
     expect(res.children).toHaveLength(cluster.length);
   });
@@ -120,28 +221,53 @@ describe('an unavailable source', () => {
   it('a Program without an artifact is Stalled/SourceUnavailable', () => {
     const program = { ...makeProgram(), status: {} };
     const res = syncStack(syncRequest(makeStack(), [], [program]), ctx);
-    expect(condition(res.status, 'Stalled')).toMatchObject({ reason: 'SourceUnavailable', message: 'Program team-a/my-program has no artifact' });
+    expect(condition(res.status, 'Stalled')).toMatchObject({
+      reason: 'SourceUnavailable',
+      message: 'Program team-a/my-program has no artifact',
+    });
   });
 
   it('a Flux source without an artifact is Stalled/SourceUnavailable', () => {
-    const stack = makeStack({ programRef: undefined, fluxSource: { sourceRef: { apiVersion: 'source.toolkit.fluxcd.io/v1', kind: 'OCIRepository', name: 'oci' } } } as any);
-    const oci = { apiVersion: 'source.toolkit.fluxcd.io/v1', kind: 'OCIRepository', metadata: { name: 'oci', namespace: 'team-a' }, status: {} };
-    expect(condition(syncStack(syncRequest(stack, [], [oci]), ctx).status, 'Stalled')?.message).toBe('Flux source OCIRepository team-a/oci has no artifact');
-    expect(condition(syncStack(syncRequest(stack, [], []), ctx).status, 'Stalled')?.message).toMatch(/unable to retrieve Flux source OCIRepository team-a\/oci/);
+    const stack = makeStack({
+      programRef: undefined,
+      fluxSource: { sourceRef: { apiVersion: 'source.toolkit.fluxcd.io/v1', kind: 'OCIRepository', name: 'oci' } },
+    } as any);
+    const oci = {
+      apiVersion: 'source.toolkit.fluxcd.io/v1',
+      kind: 'OCIRepository',
+      metadata: { name: 'oci', namespace: 'team-a' },
+      status: {},
+    };
+    expect(condition(syncStack(syncRequest(stack, [], [oci]), ctx).status, 'Stalled')?.message).toBe(
+      'Flux source OCIRepository team-a/oci has no artifact',
+    );
+    expect(condition(syncStack(syncRequest(stack, [], []), ctx).status, 'Stalled')?.message).toMatch(
+      /unable to retrieve Flux source OCIRepository team-a\/oci/,
+    );
   });
 
   it('a branch that cannot be resolved is Stalled/SourceUnavailable with the lookup error', () => {
     const stack = makeStack({ programRef: undefined, projectRepo: 'https://g.test/r.git', branch: 'main' } as any);
-    const lookups = new Map([['https://g.test/r.git#main', { error: 'timed out after 2000 ms resolving "main" in https://g.test/r.git' }]]);
+    const lookups = new Map([
+      ['https://g.test/r.git#main', { error: 'timed out after 2000 ms resolving "main" in https://g.test/r.git' }],
+    ]);
     const res = syncStack(syncRequest(stack, [], []), { ...ctx, lookups });
-    expect(condition(res.status, 'Stalled')).toMatchObject({ reason: 'SourceUnavailable', message: 'timed out after 2000 ms resolving "main" in https://g.test/r.git' });
+    expect(condition(res.status, 'Stalled')).toMatchObject({
+      reason: 'SourceUnavailable',
+      message: 'timed out after 2000 ms resolving "main" in https://g.test/r.git',
+    });
     expect(res.resyncAfterSeconds).toBe(30);
   });
 });
 
 describe('branch tracking', () => {
   it('runs at the resolved commit and polls every resync period', () => {
-    const stack = makeStack({ programRef: undefined, projectRepo: 'https://g.test/r.git', branch: 'main', resyncFrequencySeconds: 90 } as any);
+    const stack = makeStack({
+      programRef: undefined,
+      projectRepo: 'https://g.test/r.git',
+      branch: 'main',
+      resyncFrequencySeconds: 90,
+    } as any);
     const sha1 = '1'.repeat(40);
     const sha2 = '2'.repeat(40);
     const look = (sha: string) => ({ ...ctx, lookups: new Map([['https://g.test/r.git#main', { sha }]]) });
@@ -152,7 +278,21 @@ describe('branch tracking', () => {
     expect(r2.status.currentUpdate?.commit).toBe(sha1);
     const c2 = applyChildren(c1, r2.children).map((c) =>
       c.kind === 'Job'
-        ? { ...c, metadata: { ...c.metadata, annotations: { ...c.metadata.annotations, 'pulumi.com/update-result': JSON.stringify({ state: 'succeeded', type: 'up', message: 'ok', endTime: '2026-11-22T10:01:00Z' }) } } }
+        ? {
+            ...c,
+            metadata: {
+              ...c.metadata,
+              annotations: {
+                ...c.metadata.annotations,
+                'pulumi.com/update-result': JSON.stringify({
+                  state: 'succeeded',
+                  type: 'up',
+                  message: 'ok',
+                  endTime: '2026-11-22T10:01:00Z',
+                }),
+              },
+            },
+          }
         : c,
     );
     const r3 = syncStack(syncRequest(withStatus(stack, r2), c2), look(sha1));
@@ -160,7 +300,10 @@ describe('branch tracking', () => {
     expect(r3.resyncAfterSeconds).toBe(90);
     // A push: the next poll sees a new commit and rolls the workspace to it.
     const r4 = syncStack(syncRequest(withStatus(stack, r3), applyChildren(c2, r3.children)), look(sha2));
-    expect(find(r4, 'StatefulSet')!.spec.template.spec.initContainers[0].env).toContainEqual({ name: 'GIT_REVISION', value: sha2 });
+    expect(find(r4, 'StatefulSet')!.spec.template.spec.initContainers[0].env).toContainEqual({
+      name: 'GIT_REVISION',
+      value: sha2,
+    });
     expect(condition(r4.status, 'Reconciling')?.message).toBe('waiting for workspace readiness');
   });
 });
@@ -172,38 +315,107 @@ describe('customize', () => {
       relatedResources: [
         { apiVersion: 'pulumi.com/v1', resource: 'programs', namespace: 'team-a', names: ['my-program'] },
         { apiVersion: 'pulumi.com/v1', resource: 'stacks', namespace: 'team-a', names: ['a', 'b'] },
-        { apiVersion: 'v1', resource: 'configmaps', namespace: 'team-a', labelSelector: { matchLabels: { 'pulumi.com/refresh-requested-for': 'my-stack' } } },
+        {
+          apiVersion: 'v1',
+          resource: 'configmaps',
+          namespace: 'team-a',
+          labelSelector: { matchLabels: { 'pulumi.com/refresh-requested-for': 'my-stack' } },
+        },
       ],
     });
   });
 
   it('asks for the Flux source by kind', () => {
-    const stack = makeStack({ programRef: undefined, fluxSource: { sourceRef: { apiVersion: 'source.toolkit.fluxcd.io/v1beta2', kind: 'Bucket', name: 'b' } } } as any);
-    expect(customizeStack(stack).relatedResources[0]).toEqual({ apiVersion: 'source.toolkit.fluxcd.io/v1beta2', resource: 'buckets', namespace: 'team-a', names: ['b'] });
+    const stack = makeStack({
+      programRef: undefined,
+      fluxSource: { sourceRef: { apiVersion: 'source.toolkit.fluxcd.io/v1beta2', kind: 'Bucket', name: 'b' } },
+    } as any);
+    expect(customizeStack(stack).relatedResources[0]).toEqual({
+      apiVersion: 'source.toolkit.fluxcd.io/v1beta2',
+      resource: 'buckets',
+      namespace: 'team-a',
+      names: ['b'],
+    });
   });
 
   it('asks for git credentials only to resolve a branch', () => {
-    const auth = { gitAuth: { basicAuth: { userName: { type: 'Secret', secret: { name: 'u', key: 'user' } }, password: { type: 'Secret', secret: { name: 'p', key: 'pw' } } } } };
-    const branch = makeStack({ programRef: undefined, projectRepo: 'https://g.test/r.git', branch: 'main', ...auth } as any);
-    const pinned = makeStack({ programRef: undefined, projectRepo: 'https://g.test/r.git', commit: 'a'.repeat(40), ...auth } as any);
-    expect(customizeStack(branch).relatedResources).toContainEqual({ apiVersion: 'v1', resource: 'secrets', namespace: 'team-a', names: ['p', 'u'] });
+    const auth = {
+      gitAuth: {
+        basicAuth: {
+          userName: { type: 'Secret', secret: { name: 'u', key: 'user' } },
+          password: { type: 'Secret', secret: { name: 'p', key: 'pw' } },
+        },
+      },
+    };
+    const branch = makeStack({
+      programRef: undefined,
+      projectRepo: 'https://g.test/r.git',
+      branch: 'main',
+      ...auth,
+    } as any);
+    const pinned = makeStack({
+      programRef: undefined,
+      projectRepo: 'https://g.test/r.git',
+      commit: 'a'.repeat(40),
+      ...auth,
+    } as any);
+    expect(customizeStack(branch).relatedResources).toContainEqual({
+      apiVersion: 'v1',
+      resource: 'secrets',
+      namespace: 'team-a',
+      names: ['p', 'u'],
+    });
     expect(customizeStack(pinned).relatedResources.some((r) => r.resource === 'secrets')).toBe(false);
   });
 
   it('asks for nothing it cannot use when the spec is broken', () => {
-    const stack = makeStack({ programRef: undefined, fluxSource: { sourceRef: { apiVersion: 'v1', kind: 'Nope', name: 'x' } } } as any);
+    const stack = makeStack({
+      programRef: undefined,
+      fluxSource: { sourceRef: { apiVersion: 'v1', kind: 'Nope', name: 'x' } },
+    } as any);
     expect(customizeStack(stack).relatedResources.map((r) => r.resource)).toEqual(['configmaps']);
   });
 });
 
 describe('any Stack', () => {
   const json = fc.letrec((tie) => ({
-    value: fc.oneof({ depthSize: 'small' }, fc.string(), fc.integer(), fc.boolean(), fc.constant(null), fc.array(tie('value'), { maxLength: 3 }), fc.dictionary(fc.string(), tie('value'), { maxKeys: 3 })),
+    value: fc.oneof(
+      { depthSize: 'small' },
+      fc.string(),
+      fc.integer(),
+      fc.boolean(),
+      fc.constant(null),
+      fc.array(tie('value'), { maxLength: 3 }),
+      fc.dictionary(fc.string(), tie('value'), { maxKeys: 3 }),
+    ),
   })).value;
   const specField = fc.constantFrom(
-    'stack', 'projectRepo', 'branch', 'commit', 'repoDir', 'gitAuth', 'gitAuthSecret', 'fluxSource', 'programRef', 'envRefs', 'secretsRef', 'config',
-    'configRef', 'secrets', 'envs', 'envSecrets', 'prerequisites', 'workspaceTemplate', 'updateTemplate', 'destroyOnFinalize', 'preview',
-    'workspaceReclaimPolicy', 'resyncFrequencySeconds', 'retryMaxBackoffDurationSeconds', 'targets', 'environment',
+    'stack',
+    'projectRepo',
+    'branch',
+    'commit',
+    'repoDir',
+    'gitAuth',
+    'gitAuthSecret',
+    'fluxSource',
+    'programRef',
+    'envRefs',
+    'secretsRef',
+    'config',
+    'configRef',
+    'secrets',
+    'envs',
+    'envSecrets',
+    'prerequisites',
+    'workspaceTemplate',
+    'updateTemplate',
+    'destroyOnFinalize',
+    'preview',
+    'workspaceReclaimPolicy',
+    'resyncFrequencySeconds',
+    'retryMaxBackoffDurationSeconds',
+    'targets',
+    'environment',
   );
 
   it('never makes the hooks throw, and always reports a Ready condition', () => {
@@ -215,7 +427,9 @@ describe('any Stack', () => {
         expect(condition(res.status, 'Ready')).toBeDefined();
         customizeStack(stack);
         // Deterministic for any input.
-        expect(JSON.stringify(syncStack(syncRequest(stack, [], [makeProgram()], finalizing), ctx))).toBe(JSON.stringify(res));
+        expect(JSON.stringify(syncStack(syncRequest(stack, [], [makeProgram()], finalizing), ctx))).toBe(
+          JSON.stringify(res),
+        );
       }),
       { numRuns: 300 },
     );

@@ -41,7 +41,11 @@ describe('a Program Stack from creation to Ready', () => {
     expect(find(res, 'Service', 'my-stack-workspace')).toBeDefined();
     expect(jobsOf(res)).toHaveLength(0);
     expect(condition(res.status, 'Ready')).toMatchObject({ status: 'False', reason: 'NotReadyInProgress' });
-    expect(condition(res.status, 'Reconciling')).toMatchObject({ status: 'True', reason: 'StackProcessing', message: 'waiting for workspace readiness' });
+    expect(condition(res.status, 'Reconciling')).toMatchObject({
+      status: 'True',
+      reason: 'StackProcessing',
+      message: 'waiting for workspace readiness',
+    });
     expect(condition(res.status, 'Stalled')).toBeUndefined();
     expect(res.status.observedGeneration).toBe(1);
   });
@@ -50,21 +54,35 @@ describe('a Program Stack from creation to Ready', () => {
     const { r2, job } = toFirstJob();
     expect(jobsOf(r2)).toHaveLength(1);
     expect(job.metadata.name).toMatch(/^my-stack-up-[0-9a-f]{8}$/);
-    const op = JSON.parse(job.spec.template.spec.containers[0].env.find((e: any) => e.name === 'PULUMI_OPERATION').value);
+    const op = JSON.parse(
+      job.spec.template.spec.containers[0].env.find((e: any) => e.name === 'PULUMI_OPERATION').value,
+    );
     expect(op).toEqual({ type: 'up', stack: 'dev', message: 'Initial stack update' });
-    expect(r2.status.currentUpdate).toEqual({ generation: 1, reconcileRequest: '', name: job.metadata.name, commit: '1' });
-    expect(condition(r2.status, 'Reconciling')).toMatchObject({ reason: 'StackProcessing', message: 'stack is being processed' });
+    expect(r2.status.currentUpdate).toEqual({
+      generation: 1,
+      reconcileRequest: '',
+      name: job.metadata.name,
+      commit: '1',
+    });
+    expect(condition(r2.status, 'Reconciling')).toMatchObject({
+      reason: 'StackProcessing',
+      message: 'stack is being processed',
+    });
   });
 
   it('waits while the Job runs, without touching the workspace even if the spec changes', () => {
     const { stack, cluster } = toFirstJob();
-    const edited = { ...stack, metadata: { ...stack.metadata!, generation: 2 }, spec: { ...stack.spec, envRefs: { FOO: { type: 'Literal', literal: { value: 'bar' } } } } };
+    const edited = {
+      ...stack,
+      metadata: { ...stack.metadata!, generation: 2 },
+      spec: { ...stack.spec, envRefs: { FOO: { type: 'Literal', literal: { value: 'bar' } } } },
+    };
     const res = syncStack(syncRequest(edited, cluster), ctx());
     const sts = find(res, 'StatefulSet')!;
     const observedSts = cluster.find((c) => c.kind === 'StatefulSet')!;
-    expect(sts).toEqual(JSON.parse(observedSts.metadata.annotations![
-      'metacontroller.k8s.io/last-applied-configuration'
-    ]!));
+    expect(sts).toEqual(
+      JSON.parse(observedSts.metadata.annotations!['metacontroller.k8s.io/last-applied-configuration']!),
+    );
     expect(jobsOf(res)).toHaveLength(1);
     expect(condition(res.status, 'Reconciling')?.message).toBe('stack is being processed');
   });
@@ -133,7 +151,10 @@ describe('a Program Stack from creation to Ready', () => {
     // The workspace template changed (new digest): wait for it to roll out before running.
     expect(jobsOf(r2).filter((j) => !done.some((d) => d.metadata.name === j.metadata.name))).toHaveLength(0);
     const sts = find(r2, 'StatefulSet')!;
-    expect(sts.spec.template.spec.initContainers[0].env).toContainEqual({ name: 'PROGRAM_DIGEST', value: 'sha256:' + 'b'.repeat(64) });
+    expect(sts.spec.template.spec.initContainers[0].env).toContainEqual({
+      name: 'PROGRAM_DIGEST',
+      value: 'sha256:' + 'b'.repeat(64),
+    });
     const cluster3 = workspaceBecomesReady(applyChildren(done, r2.children));
     const r3 = syncStack(syncRequest(withStatus(s1, r2), cluster3, [program2]), ctx());
     const newJob = jobsOf(r3).find((j) => j.metadata.name !== job.metadata.name)!;
@@ -154,11 +175,30 @@ describe('a Program Stack from creation to Ready', () => {
     const { stack, cluster, job } = toFirstJob();
     const failed = cluster.map((c) =>
       c.kind === 'Job'
-        ? { ...c, status: { failed: 1, conditions: [{ type: 'Failed', status: 'True', reason: 'BackoffLimitExceeded', message: 'Job has reached the specified backoff limit', lastTransitionTime: '2026-11-22T10:00:30Z' }] } }
+        ? {
+            ...c,
+            status: {
+              failed: 1,
+              conditions: [
+                {
+                  type: 'Failed',
+                  status: 'True',
+                  reason: 'BackoffLimitExceeded',
+                  message: 'Job has reached the specified backoff limit',
+                  lastTransitionTime: '2026-11-22T10:00:30Z',
+                },
+              ],
+            },
+          }
         : c,
     );
     const res = syncStack(syncRequest(stack, failed), ctx());
-    expect(res.status.lastUpdate).toMatchObject({ name: job.metadata.name, state: 'failed', failures: 0, lastResyncTime: '2026-11-22T10:00:30Z' });
+    expect(res.status.lastUpdate).toMatchObject({
+      name: job.metadata.name,
+      state: 'failed',
+      failures: 0,
+      lastResyncTime: '2026-11-22T10:00:30Z',
+    });
     expect(res.status.lastUpdate?.message).toContain('BackoffLimitExceeded');
   });
 });
@@ -199,7 +239,9 @@ describe('failures, backoff and the failure budget', () => {
       t += cooldown * 1000;
       const retry = syncStack(syncRequest(stack, cluster), ctx(new Date(t)));
       const next = jobsOf(retry).find((j) => !cluster.some((c) => c.metadata.name === j.metadata.name))!;
-      expect(JSON.parse(next.spec.template.spec.containers[0].env[0].value).message).toBe(`Backoff time elapsed: ${shown}`);
+      expect(JSON.parse(next.spec.template.spec.containers[0].env[0].value).message).toBe(
+        `Backoff time elapsed: ${shown}`,
+      );
       stack = withStatus(stack, retry);
       cluster = applyChildren(cluster, retry.children);
       jobName = next.metadata.name;
@@ -212,10 +254,15 @@ describe('failures, backoff and the failure budget', () => {
       { failures: 3, reconciling: undefined, stalled: 'UpdateFailed', resync: undefined },
     ]);
     const stalled = syncStack(syncRequest(stack, cluster), ctx(new Date(t + 24 * 3600 * 1000)));
-    expect(condition(stalled.status, 'Stalled')?.message).toBe('up failed 4 times; not retrying until the spec or source changes');
+    expect(condition(stalled.status, 'Stalled')?.message).toBe(
+      'up failed 4 times; not retrying until the spec or source changes',
+    );
     expect(jobsOf(stalled)).toHaveLength(jobsOf({ children: cluster }).length);
     // The reconciliation-request annotation forces a new attempt and resets the counter.
-    const forced = { ...stack, metadata: { ...stack.metadata!, annotations: { [Annotations.reconciliationRequest]: 'now' } } };
+    const forced = {
+      ...stack,
+      metadata: { ...stack.metadata!, annotations: { [Annotations.reconciliationRequest]: 'now' } },
+    };
     const r = syncStack(syncRequest(forced, cluster), ctx(new Date(t + 1000)));
     const newJob = jobsOf(r).find((j) => !cluster.some((c) => c.metadata.name === j.metadata.name))!;
     expect(JSON.parse(newJob.spec.template.spec.containers[0].env[0].value).message).toBe('Sync request: "now"');
@@ -240,7 +287,10 @@ describe('failures, backoff and the failure budget', () => {
   it('retries at once on a new commit after a failure, without resetting the counter', () => {
     const { stack, cluster, job } = toFirstJob();
     const after = failOnce(stack, cluster, job.metadata.name, '2026-11-22T10:01:00Z');
-    const res = syncStack(syncRequest(after.stack, after.cluster, [makeProgram('my-program', 2, 'sha256:' + 'c'.repeat(64))]), ctx(new Date('2026-11-22T10:01:01Z')));
+    const res = syncStack(
+      syncRequest(after.stack, after.cluster, [makeProgram('my-program', 2, 'sha256:' + 'c'.repeat(64))]),
+      ctx(new Date('2026-11-22T10:01:01Z')),
+    );
     // Not waiting for the cooldown: the workspace rolls for the new revision.
     expect(condition(res.status, 'Reconciling')?.message).toBe('waiting for workspace readiness');
   });
@@ -249,7 +299,10 @@ describe('failures, backoff and the failure budget', () => {
     const { stack, cluster, job } = toFirstJob(makeStack({ preview: true }));
     expect(job.metadata.labels!['auto.pulumi.com/update-type']).toBe('preview');
     const after = failOnce(stack, cluster, job.metadata.name, '2026-11-22T10:01:00Z');
-    expect(condition(after.res.status, 'Reconciling')).toMatchObject({ reason: 'PreviewFailed', message: 'preview failed (1 attempt(s))' });
+    expect(condition(after.res.status, 'Reconciling')).toMatchObject({
+      reason: 'PreviewFailed',
+      message: 'preview failed (1 attempt(s))',
+    });
   });
 });
 
@@ -306,14 +359,21 @@ describe('workspace failures', () => {
     const r1 = syncStack(syncRequest(stack), ctx());
     const failing = workspaceFails(applyChildren([], r1.children), 'InstallationFailed', 'npm install exited with 1');
     const res = syncStack(syncRequest(withStatus(stack, r1), failing), ctx());
-    expect(condition(res.status, 'Stalled')).toMatchObject({ reason: 'WorkspaceFailed', message: 'InstallationFailed: npm install exited with 1' });
+    expect(condition(res.status, 'Stalled')).toMatchObject({
+      reason: 'WorkspaceFailed',
+      message: 'InstallationFailed: npm install exited with 1',
+    });
     expect(find(res, 'StatefulSet')).toBeDefined();
   });
 
   it('maps IncompatibleConfiguration to PulumiVersionTooLow', () => {
     const stack = makeStack();
     const r1 = syncStack(syncRequest(stack), ctx());
-    const failing = workspaceFails(applyChildren([], r1.children), 'IncompatibleConfiguration', 'structured config needs Pulumi 3.202.0');
+    const failing = workspaceFails(
+      applyChildren([], r1.children),
+      'IncompatibleConfiguration',
+      'structured config needs Pulumi 3.202.0',
+    );
     const res = syncStack(syncRequest(withStatus(stack, r1), failing), ctx());
     expect(condition(res.status, 'Stalled')?.reason).toBe('PulumiVersionTooLow');
   });
@@ -323,7 +383,20 @@ describe('workspace failures', () => {
     const r1 = syncStack(syncRequest(stack), ctx());
     const cluster = applyChildren([], r1.children).map((c) =>
       c.kind === 'StatefulSet'
-        ? { ...c, metadata: { ...c.metadata, annotations: { ...c.metadata.annotations, [Annotations.workspaceStatus]: JSON.stringify({ hash: 'old', state: 'Failed', reason: 'InstallationFailed' }) } } }
+        ? {
+            ...c,
+            metadata: {
+              ...c.metadata,
+              annotations: {
+                ...c.metadata.annotations,
+                [Annotations.workspaceStatus]: JSON.stringify({
+                  hash: 'old',
+                  state: 'Failed',
+                  reason: 'InstallationFailed',
+                }),
+              },
+            },
+          }
         : c,
     );
     const res = syncStack(syncRequest(withStatus(stack, r1), cluster), ctx());
@@ -334,11 +407,21 @@ describe('workspace failures', () => {
 describe('deletion', () => {
   function readyStack(spec: Parameters<typeof makeStack>[0]) {
     const { stack, cluster, job } = toFirstJob(makeStack(spec));
-    const done = jobFinishes(cluster, job.metadata.name, { state: 'succeeded', projectInfo: { name: 'my-program', runtime: 'yaml' } });
+    const done = jobFinishes(cluster, job.metadata.name, {
+      state: 'succeeded',
+      projectInfo: { name: 'my-program', runtime: 'yaml' },
+    });
     const r = syncStack(syncRequest(stack, done), ctx());
     return { stack: withStatus(stack, r), cluster: applyChildren(done, r.children) };
   }
-  const deleting = (s: ReturnType<typeof readyStack>['stack']) => ({ ...s, metadata: { ...s.metadata!, generation: (s.metadata!.generation as number) + 1, deletionTimestamp: '2026-11-22T10:05:00Z' } });
+  const deleting = (s: ReturnType<typeof readyStack>['stack']) => ({
+    ...s,
+    metadata: {
+      ...s.metadata!,
+      generation: (s.metadata!.generation as number) + 1,
+      deletionTimestamp: '2026-11-22T10:05:00Z',
+    },
+  });
 
   it('finalizes at once without destroyOnFinalize', () => {
     const { stack, cluster } = readyStack({});
@@ -360,21 +443,45 @@ describe('deletion', () => {
     expect(r1.finalized).toBe(false);
     const fetch = find(r1, 'StatefulSet')!.spec.template.spec.initContainers[0];
     expect(fetch.command).toEqual(['pko-agent', 'fetch', 'project-info']);
-    expect(fetch.env).toEqual(expect.arrayContaining([{ name: 'PROJECT_NAME', value: 'my-program' }, { name: 'PROJECT_RUNTIME', value: 'yaml' }]));
+    expect(fetch.env).toEqual(
+      expect.arrayContaining([
+        { name: 'PROJECT_NAME', value: 'my-program' },
+        { name: 'PROJECT_RUNTIME', value: 'yaml' },
+      ]),
+    );
     const ready = workspaceBecomesReady(applyChildren(cluster, r1.children));
     const r2 = syncStack(syncRequest(withStatus(del, r1), ready, [], true), ctx());
     const destroy = jobsOf(r2).find((j) => j.metadata.labels!['auto.pulumi.com/update-type'] === 'destroy')!;
     expect(destroy).toBeDefined();
-    expect(JSON.parse(destroy.spec.template.spec.containers[0].env[0].value)).toEqual({ type: 'destroy', stack: 'dev', message: 'Stack marked for deletion' });
+    expect(JSON.parse(destroy.spec.template.spec.containers[0].env[0].value)).toEqual({
+      type: 'destroy',
+      stack: 'dev',
+      message: 'Stack marked for deletion',
+    });
     expect(r2.finalized).toBe(false);
     const s2 = withStatus(del, r2);
     const c2 = applyChildren(ready, r2.children);
     // A failed destroy keeps the finalizer and says why.
-    const failed = syncStack(syncRequest(s2, jobFinishes(c2, destroy.metadata.name, { state: 'failed', message: 'destroy failed: resource in use' }), [], true), ctx());
+    const failed = syncStack(
+      syncRequest(
+        s2,
+        jobFinishes(c2, destroy.metadata.name, { state: 'failed', message: 'destroy failed: resource in use' }),
+        [],
+        true,
+      ),
+      ctx(),
+    );
     expect(failed.finalized).toBe(false);
-    expect(failed.status.lastUpdate).toMatchObject({ type: 'destroy', state: 'failed', message: 'destroy failed: resource in use' });
+    expect(failed.status.lastUpdate).toMatchObject({
+      type: 'destroy',
+      state: 'failed',
+      message: 'destroy failed: resource in use',
+    });
     // A successful one releases it.
-    const ok = syncStack(syncRequest(s2, jobFinishes(c2, destroy.metadata.name, { state: 'succeeded' }), [], true), ctx());
+    const ok = syncStack(
+      syncRequest(s2, jobFinishes(c2, destroy.metadata.name, { state: 'succeeded' }), [], true),
+      ctx(),
+    );
     expect(ok.finalized).toBe(true);
     expect(ok.status.lastUpdate).toMatchObject({ type: 'destroy', state: 'succeeded' });
   });
@@ -383,17 +490,28 @@ describe('deletion', () => {
     const stack = makeStack({ destroyOnFinalize: true });
     const r1 = syncStack(syncRequest(stack), ctx());
     const failing = workspaceFails(applyChildren([], r1.children), 'InstallationFailed', 'boom');
-    const del = { ...withStatus(stack, r1), metadata: { ...stack.metadata!, deletionTimestamp: '2026-11-22T10:05:00Z' } };
+    const del = {
+      ...withStatus(stack, r1),
+      metadata: { ...stack.metadata!, deletionTimestamp: '2026-11-22T10:05:00Z' },
+    };
     const res = syncStack(syncRequest(del, failing, [makeProgram()], true), ctx());
     expect(res.finalized).toBe(true);
   });
 
   const terminatingNamespace = (name = 'team-a') =>
-    ({ apiVersion: 'v1', kind: 'Namespace', metadata: { name, deletionTimestamp: '2026-11-22T10:04:00Z' }, status: { phase: 'Terminating' } }) as KObject;
+    ({
+      apiVersion: 'v1',
+      kind: 'Namespace',
+      metadata: { name, deletionTimestamp: '2026-11-22T10:04:00Z' },
+      status: { phase: 'Terminating' },
+    }) as KObject;
 
   it('asks to see its Namespace only when a destroy runs on deletion', () => {
-    const rules = (spec: Parameters<typeof makeStack>[0]) => customizeStack(makeStack(spec)).relatedResources.filter((r) => r.resource === 'namespaces');
-    expect(rules({ destroyOnFinalize: true })).toEqual([{ apiVersion: 'v1', resource: 'namespaces', names: ['team-a'] }]);
+    const rules = (spec: Parameters<typeof makeStack>[0]) =>
+      customizeStack(makeStack(spec)).relatedResources.filter((r) => r.resource === 'namespaces');
+    expect(rules({ destroyOnFinalize: true })).toEqual([
+      { apiVersion: 'v1', resource: 'namespaces', names: ['team-a'] },
+    ]);
     expect(rules({})).toEqual([]);
   });
 
@@ -404,7 +522,9 @@ describe('deletion', () => {
     const res = syncStack(syncRequest(deleting(stack), gone, [makeProgram(), terminatingNamespace()], true), ctx());
     expect(res.finalized).toBe(false);
     expect(condition(res.status, 'Stalled')).toMatchObject({ status: 'True', reason: 'NamespaceTerminating' });
-    expect(condition(res.status, 'Stalled')!.message).toContain(`kubectl patch stack my-stack -n team-a --type=merge -p '{"metadata":{"finalizers":[]}}'`);
+    expect(condition(res.status, 'Stalled')!.message).toContain(
+      `kubectl patch stack my-stack -n team-a --type=merge -p '{"metadata":{"finalizers":[]}}'`,
+    );
     expect(res.resyncAfterSeconds).toBe(30);
     expect(jobsOf(res).map((j) => j.metadata.name)).toEqual(jobsOf({ children: gone }).map((j) => j.metadata.name));
   });
@@ -412,12 +532,18 @@ describe('deletion', () => {
   it('is not stalled by another namespace terminating, nor while its workspace still runs the destroy', () => {
     const { stack, cluster } = readyStack({ destroyOnFinalize: true });
     const gone = cluster.filter((c) => c.kind !== 'StatefulSet' && c.kind !== 'Service');
-    const other = syncStack(syncRequest(deleting(stack), gone, [makeProgram(), terminatingNamespace('team-b')], true), ctx());
+    const other = syncStack(
+      syncRequest(deleting(stack), gone, [makeProgram(), terminatingNamespace('team-b')], true),
+      ctx(),
+    );
     expect(condition(other.status, 'Stalled')).toBeUndefined();
     // The source-less destroy's workspace was up before the namespace began terminating.
     const r1 = syncStack(syncRequest(deleting(stack), cluster, [makeProgram()], true), ctx());
     const rolled = workspaceBecomesReady(applyChildren(cluster, r1.children));
-    const running = syncStack(syncRequest(withStatus(deleting(stack), r1), rolled, [makeProgram(), terminatingNamespace()], true), ctx());
+    const running = syncStack(
+      syncRequest(withStatus(deleting(stack), r1), rolled, [makeProgram(), terminatingNamespace()], true),
+      ctx(),
+    );
     expect(condition(running.status, 'Stalled')).toBeUndefined();
     expect(jobsOf(running).some((j) => j.metadata.labels!['auto.pulumi.com/update-type'] === 'destroy')).toBe(true);
   });

@@ -1,10 +1,27 @@
 import { syncStack } from '../src/stack/sync';
 import type { KObject } from '../src/lib/k8s';
-import { applyChildren, condition, find, jobsOf, makeProgram, makeStack, noLookups, NOW, syncRequest, testConfig, withStatus, workspaceBecomesReady } from './builders';
+import {
+  applyChildren,
+  condition,
+  find,
+  jobsOf,
+  makeProgram,
+  makeStack,
+  noLookups,
+  NOW,
+  syncRequest,
+  testConfig,
+  withStatus,
+  workspaceBecomesReady,
+} from './builders';
 
 const ctx = (now = NOW) => ({ config: testConfig, now, lookups: noLookups });
 
-function prerequisite(name: string, lastUpdate: Record<string, unknown> | undefined, meta: Record<string, unknown> = {}): KObject {
+function prerequisite(
+  name: string,
+  lastUpdate: Record<string, unknown> | undefined,
+  meta: Record<string, unknown> = {},
+): KObject {
   return {
     apiVersion: 'pulumi.com/v1',
     kind: 'Stack',
@@ -13,17 +30,40 @@ function prerequisite(name: string, lastUpdate: Record<string, unknown> | undefi
     status: lastUpdate ? { lastUpdate } : {},
   };
 }
-const succeeded = { generation: 2, reconcileRequest: '', name: 'base-up-12345678', type: 'up', state: 'succeeded', lastResyncTime: '2026-11-22T09:30:00Z' };
+const succeeded = {
+  generation: 2,
+  reconcileRequest: '',
+  name: 'base-up-12345678',
+  type: 'up',
+  state: 'succeeded',
+  lastResyncTime: '2026-11-22T09:30:00Z',
+};
 
 describe('prerequisites', () => {
   const dependent = makeStack({ prerequisites: [{ name: 'base' }] } as any);
 
   it.each([
     ['missing', [], 'prerequisite not satisfied for "base": stacks.pulumi.com "base" not found'],
-    ['never run', [prerequisite('base', undefined)], 'prerequisite not satisfied for "base": prerequisite has not run to completion'],
-    ['out of date generation', [prerequisite('base', { ...succeeded, generation: 1 })], 'prerequisite not satisfied for "base": prerequisite has not run to completion'],
-    ['pending a request', [prerequisite('base', succeeded, { annotations: { 'pulumi.com/reconciliation-request': 'x' } })], 'prerequisite not satisfied for "base": prerequisite has not run to completion'],
-    ['failed', [prerequisite('base', { ...succeeded, state: 'failed' })], 'prerequisite not satisfied for "base": prerequisite failed'],
+    [
+      'never run',
+      [prerequisite('base', undefined)],
+      'prerequisite not satisfied for "base": prerequisite has not run to completion',
+    ],
+    [
+      'out of date generation',
+      [prerequisite('base', { ...succeeded, generation: 1 })],
+      'prerequisite not satisfied for "base": prerequisite has not run to completion',
+    ],
+    [
+      'pending a request',
+      [prerequisite('base', succeeded, { annotations: { 'pulumi.com/reconciliation-request': 'x' } })],
+      'prerequisite not satisfied for "base": prerequisite has not run to completion',
+    ],
+    [
+      'failed',
+      [prerequisite('base', { ...succeeded, state: 'failed' })],
+      'prerequisite not satisfied for "base": prerequisite failed',
+    ],
   ])('block the update while the prerequisite is %s', (_case, related, message) => {
     const res = syncStack(syncRequest(dependent, [], [makeProgram(), ...related]), ctx());
     expect(condition(res.status, 'Reconciling')).toMatchObject({ reason: 'PrerequisiteNotSatisfied', message });
@@ -44,13 +84,17 @@ describe('prerequisites', () => {
   });
 
   it('are not evaluated while deleting', () => {
-    const stack = makeStack({ prerequisites: [{ name: 'gone' }], destroyOnFinalize: true } as any, { deletionTimestamp: '2026-11-22T10:00:00Z' });
+    const stack = makeStack({ prerequisites: [{ name: 'gone' }], destroyOnFinalize: true } as any, {
+      deletionTimestamp: '2026-11-22T10:00:00Z',
+    });
     const res = syncStack(syncRequest(stack, [], [makeProgram()], true), ctx());
     expect(condition(res.status, 'Reconciling')?.reason).toBe('StackProcessing');
   });
 
   describe('with succeededWithinDuration', () => {
-    const fresh = makeStack({ prerequisites: [{ name: 'base', requirement: { succeededWithinDuration: '1h' } }] } as any);
+    const fresh = makeStack({
+      prerequisites: [{ name: 'base', requirement: { succeededWithinDuration: '1h' } }],
+    } as any);
 
     it('accept a recent success', () => {
       const res = syncStack(syncRequest(fresh, [], [makeProgram(), prerequisite('base', succeeded)]), ctx());
@@ -67,12 +111,18 @@ describe('prerequisites', () => {
       expect(request.data).toEqual({ after: 'after-base-up-12345678', requestedBy: 'my-stack' });
 
       // The prerequisite sees the request as a related object and runs an update.
-      const base = makeStack({}, { name: 'base', generation: 2 }, { lastUpdate: { ...succeeded, lastSuccessfulCommit: '1', lastAttemptedCommit: '1', failures: 0 } as any });
+      const base = makeStack(
+        {},
+        { name: 'base', generation: 2 },
+        { lastUpdate: { ...succeeded, lastSuccessfulCommit: '1', lastAttemptedCommit: '1', failures: 0 } as any },
+      );
       const r1 = syncStack(syncRequest(base, [], [makeProgram(), request]), later);
       const ready = workspaceBecomesReady(applyChildren([], r1.children));
       const r2 = syncStack(syncRequest(withStatus(base, r1), ready, [makeProgram(), request]), later);
       const job = jobsOf(r2)[0]!;
-      expect(JSON.parse(job.spec.template.spec.containers[0].env[0].value).message).toBe('Sync request: "after-base-up-12345678" from "my-stack"');
+      expect(JSON.parse(job.spec.template.spec.containers[0].env[0].value).message).toBe(
+        'Sync request: "after-base-up-12345678" from "my-stack"',
+      );
       // Without the request, the same prerequisite is in sync.
       const idle = syncStack(syncRequest(withStatus(base, r1), ready, [makeProgram()]), later);
       expect(jobsOf(idle)).toHaveLength(0);

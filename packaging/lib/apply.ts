@@ -40,24 +40,28 @@ export class ApiClient {
       const payload = body === undefined ? undefined : JSON.stringify(body);
       const headers: Record<string, string> = { accept: 'application/json', authorization: `Bearer ${this.token}` };
       if (payload !== undefined) headers['content-type'] = contentType;
-      const req = https.request(new URL(path, this.server), { method, headers, ca: this.ca, timeout: 30_000 }, (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => {
-          const text = Buffer.concat(chunks).toString('utf8');
-          const warnings: string[] = [];
-          for (let i = 0; i < res.rawHeaders.length; i += 2) {
-            if (res.rawHeaders[i]!.toLowerCase() === 'warning') warnings.push(res.rawHeaders[i + 1]!);
-          }
-          let parsed: unknown = text;
-          try {
-            parsed = text ? JSON.parse(text) : undefined;
-          } catch {
-            /* not JSON */
-          }
-          resolve({ status: res.statusCode ?? 0, body: parsed, warnings });
-        });
-      });
+      const req = https.request(
+        new URL(path, this.server),
+        { method, headers, ca: this.ca, timeout: 30_000 },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('end', () => {
+            const text = Buffer.concat(chunks).toString('utf8');
+            const warnings: string[] = [];
+            for (let i = 0; i < res.rawHeaders.length; i += 2) {
+              if (res.rawHeaders[i]!.toLowerCase() === 'warning') warnings.push(res.rawHeaders[i + 1]!);
+            }
+            let parsed: unknown = text;
+            try {
+              parsed = text ? JSON.parse(text) : undefined;
+            } catch {
+              /* not JSON */
+            }
+            resolve({ status: res.statusCode ?? 0, body: parsed, warnings });
+          });
+        },
+      );
       req.on('error', reject);
       req.on('timeout', () => req.destroy(new Error(`timeout: ${method} ${path}`)));
       req.end(payload);
@@ -75,7 +79,8 @@ export class ApiClient {
     add('v1', (await this.request('GET', '/api/v1')).body);
     const groups = (await this.request('GET', '/apis')).body;
     for (const g of groups.groups ?? []) {
-      for (const v of g.versions ?? []) add(v.groupVersion, (await this.request('GET', `/apis/${v.groupVersion}`)).body);
+      for (const v of g.versions ?? [])
+        add(v.groupVersion, (await this.request('GET', `/apis/${v.groupVersion}`)).body);
     }
     this.discovery = next;
   }
@@ -100,8 +105,16 @@ export class ApiClient {
   async apply(o: K8sObject, opts: ApplyOptions = {}): Promise<ApiResult> {
     const query = new URLSearchParams({ fieldManager: FIELD_MANAGER, force: 'true', fieldValidation: 'Strict' });
     if (opts.dryRun) query.set('dryRun', 'All');
-    const body = opts.namespace && !o.metadata.namespace && (await this.resourceOf(o.apiVersion, o.kind)).namespaced ? { ...o, metadata: { ...o.metadata, namespace: opts.namespace } } : o;
-    return this.request('PATCH', `${await this.path(o, opts.namespace)}?${query}`, body, 'application/apply-patch+yaml');
+    const body =
+      opts.namespace && !o.metadata.namespace && (await this.resourceOf(o.apiVersion, o.kind)).namespaced
+        ? { ...o, metadata: { ...o.metadata, namespace: opts.namespace } }
+        : o;
+    return this.request(
+      'PATCH',
+      `${await this.path(o, opts.namespace)}?${query}`,
+      body,
+      'application/apply-patch+yaml',
+    );
   }
 
   /** Polls until fn returns a value (not undefined) or the timeout passes. */
@@ -112,8 +125,13 @@ export class ApiClient {
   /** Waits until a CRD is Established and its kind shows up in discovery. */
   async waitForCrd(crd: K8sObject): Promise<void> {
     await this.eventually(`CRD ${crd.metadata.name} established`, async () => {
-      const r = await this.request('GET', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd.metadata.name}`);
-      return (r.body?.status?.conditions ?? []).some((c: any) => c.type === 'Established' && c.status === 'True') ? true : undefined;
+      const r = await this.request(
+        'GET',
+        `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd.metadata.name}`,
+      );
+      return (r.body?.status?.conditions ?? []).some((c: any) => c.type === 'Established' && c.status === 'True')
+        ? true
+        : undefined;
     });
     const spec = crd.spec as { group: string; names: { kind: string }; versions: { name: string; served: boolean }[] };
     for (const v of spec.versions.filter((x) => x.served)) {

@@ -110,25 +110,30 @@ function words(s: string): string[] {
 function execForm(args: string): string[] {
   if (args.startsWith('[')) {
     const parsed: unknown = JSON.parse(args);
-    if (!Array.isArray(parsed) || !parsed.every((x) => typeof x === 'string')) throw new Error(`not a JSON string array: ${args}`);
+    if (!Array.isArray(parsed) || !parsed.every((x) => typeof x === 'string'))
+      throw new Error(`not a JSON string array: ${args}`);
     return parsed as string[];
   }
   return ['/bin/sh', '-c', args];
 }
 
 function substitute(s: string, vars: Record<string, string | undefined>, line: number): string {
-  return s.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)(:?[-+][^}]*)?\}|\$([A-Za-z_][A-Za-z0-9_]*)/g, (_all, braced: string | undefined, mod: string | undefined, bare: string | undefined) => {
-    const name = (braced ?? bare)!;
-    const v = vars[name];
-    if (mod) {
-      const op = mod.replace(/^:/, '')[0];
-      const word = mod.replace(/^:?[-+]/, '');
-      if (op === '-') return v === undefined || v === '' ? word : v;
-      return v === undefined || v === '' ? '' : word;
-    }
-    if (v === undefined) throw new Error(`Dockerfile line ${line}: \${${name}} has no value (declare ARG ${name} with a default)`);
-    return v;
-  });
+  return s.replace(
+    /\$\{([A-Za-z_][A-Za-z0-9_]*)(:?[-+][^}]*)?\}|\$([A-Za-z_][A-Za-z0-9_]*)/g,
+    (_all, braced: string | undefined, mod: string | undefined, bare: string | undefined) => {
+      const name = (braced ?? bare)!;
+      const v = vars[name];
+      if (mod) {
+        const op = mod.replace(/^:/, '')[0];
+        const word = mod.replace(/^:?[-+]/, '');
+        if (op === '-') return v === undefined || v === '' ? word : v;
+        return v === undefined || v === '' ? '' : word;
+      }
+      if (v === undefined)
+        throw new Error(`Dockerfile line ${line}: \${${name}} has no value (declare ARG ${name} with a default)`);
+      return v;
+    },
+  );
 }
 
 /** KEY=value pairs (ENV, LABEL, ARG); the legacy `ENV KEY value` form is rejected. */
@@ -147,7 +152,10 @@ export function parseDockerfile(text: string): Dockerfile {
   const stages: Stage[] = [];
   let stage: Stage | undefined;
   for (const ins of instructions(text)) {
-    if (!KNOWN.has(ins.keyword)) throw new Error(`Dockerfile line ${ins.line}: instruction ${ins.keyword} is not understood by packaging/lib/dockerfile.ts`);
+    if (!KNOWN.has(ins.keyword))
+      throw new Error(
+        `Dockerfile line ${ins.line}: instruction ${ins.keyword} is not understood by packaging/lib/dockerfile.ts`,
+      );
     if (ins.keyword === 'ARG') {
       const [name, def] = ins.args.split('=', 2) as [string, string | undefined];
       if (!stage) {
@@ -198,7 +206,9 @@ export function parseDockerfile(text: string): Dockerfile {
         }
         const parts = ins.args.includes('[') && w[0]?.startsWith('[') ? execForm(w.join(' ')) : w;
         if (parts.length < 2) throw new Error(`Dockerfile line ${ins.line}: COPY needs a source and a destination`);
-        for (const k of Object.keys(flags)) if (!['from', 'chown', 'chmod'].includes(k)) throw new Error(`Dockerfile line ${ins.line}: COPY --${k} is not understood`);
+        for (const k of Object.keys(flags))
+          if (!['from', 'chown', 'chmod'].includes(k))
+            throw new Error(`Dockerfile line ${ins.line}: COPY --${k} is not understood`);
         const rawDest = substitute(parts[parts.length - 1]!, vars, ins.line);
         const sources = parts.slice(0, -1).map((s) => substitute(s, vars, ins.line));
         const copy: CopyInstruction = {
@@ -217,7 +227,8 @@ export function parseDockerfile(text: string): Dockerfile {
         stage.runs.push({ command: ins.args, line: ins.line });
         break;
       case 'ENV':
-        for (const [k, v] of pairs(ins.args, ins.line)) stage.env[k] = substitute(v, { ...stage.args, ...stage.env }, ins.line);
+        for (const [k, v] of pairs(ins.args, ins.line))
+          stage.env[k] = substitute(v, { ...stage.args, ...stage.env }, ins.line);
         break;
       case 'USER':
         stage.user = substitute(ins.args, vars, ins.line);
@@ -282,7 +293,8 @@ export function copiedEntries(stage: Stage): ImageEntry[] {
       const target = c.destIsDir ? path.posix.join(c.dest, path.posix.basename(clean)) : c.dest;
       // `COPY dir/ dest/` copies the contents of dir into dest: the directory itself maps to dest.
       const imagePath = c.destIsDir && src.endsWith('/') ? c.dest : target;
-      const origin: ImageEntry['origin'] = c.from === undefined ? { kind: 'context', path: clean } : { kind: 'stage', stage: c.from, path: clean };
+      const origin: ImageEntry['origin'] =
+        c.from === undefined ? { kind: 'context', path: clean } : { kind: 'stage', stage: c.from, path: clean };
       out.push({ imagePath, origin, line: c.line });
     }
   }

@@ -69,7 +69,11 @@ export function isExcluded(patterns: Pattern[], rel: string): boolean {
 /** Every file of the build context (relative paths), walking the directory tree under `root`. */
 export function contextFiles(root: string, dockerignore: string): string[] {
   const patterns = parseDockerignore(dockerignore);
-  const mayReinclude = (dir: string) => patterns.some((p) => p.negate && (p.source.slice(1).trim().replace(/^\/+/, '').startsWith(`${dir}/`) || p.source.includes('**')));
+  const mayReinclude = (dir: string) =>
+    patterns.some(
+      (p) =>
+        p.negate && (p.source.slice(1).trim().replace(/^\/+/, '').startsWith(`${dir}/`) || p.source.includes('**')),
+    );
   const out: string[] = [];
   const walk = (rel: string) => {
     const abs = path.join(root, rel);

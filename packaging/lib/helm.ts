@@ -35,12 +35,20 @@ export async function helm(args: string[]): Promise<HelmResult> {
     return { code: 0, stdout: r.stdout, stderr: r.stderr };
   } catch (e) {
     const err = e as { code?: number; stdout?: string; stderr?: string; message: string };
-    return { code: typeof err.code === 'number' ? err.code : 1, stdout: err.stdout ?? '', stderr: err.stderr ?? err.message };
+    return {
+      code: typeof err.code === 'number' ? err.code : 1,
+      stdout: err.stdout ?? '',
+      stderr: err.stderr ?? err.message,
+    };
   }
 }
 
 /** `helm template <release> charts/pulumi-operator -n <namespace> [args]`, parsed; throws on failure. */
-export async function helmTemplate(release: string, namespace: string, args: string[] = []): Promise<{ text: string; objects: K8sObject[] }> {
+export async function helmTemplate(
+  release: string,
+  namespace: string,
+  args: string[] = [],
+): Promise<{ text: string; objects: K8sObject[] }> {
   const r = await helm(['template', release, CHART_DIR, '--namespace', namespace, ...args]);
   if (r.code !== 0) throw new Error(`helm template failed (exit ${r.code}):\n${r.stderr}`);
   return { text: r.stdout, objects: loadObjects(r.stdout, 'helm template output') };

@@ -7,7 +7,11 @@ export interface HttpResult {
   text: string;
 }
 
-export function httpRequest(url: string, body?: string, method = body === undefined ? 'GET' : 'POST'): Promise<HttpResult> {
+export function httpRequest(
+  url: string,
+  body?: string,
+  method = body === undefined ? 'GET' : 'POST',
+): Promise<HttpResult> {
   return new Promise((resolve, reject) => {
     const headers: Record<string, string> = body === undefined ? {} : { 'content-type': 'application/json' };
     const req = http.request(url, { method, headers, timeout: 5000 }, (res) => {

@@ -19,7 +19,15 @@ const run = promisify(execFile);
 
 /** Files a stage's base image provides that our images rely on. */
 const BASE_IMAGE_FILES: Record<string, string[]> = {
-  node: ['/bin/sh', '/usr/bin/env', '/usr/local/bin/node', '/usr/local/bin/npm', '/usr/local/bin/npx', '/usr/local/bin/corepack', '/home/node'],
+  node: [
+    '/bin/sh',
+    '/usr/bin/env',
+    '/usr/local/bin/node',
+    '/usr/local/bin/npm',
+    '/usr/local/bin/npx',
+    '/usr/local/bin/corepack',
+    '/home/node',
+  ],
   debian: ['/bin/sh', '/usr/bin/env', '/usr/bin/sha256sum', '/usr/bin/install', '/bin/tar'],
 };
 
@@ -67,7 +75,12 @@ function removedPaths(stage: Stage): string[] {
 }
 
 function matchesGlob(glob: string, p: string): boolean {
-  const re = new RegExp(`^${glob.split('*').map((s) => s.replace(/[.+?^${}()|[\]\\/]/g, '\\$&')).join('[^/]*')}(/.*)?$`);
+  const re = new RegExp(
+    `^${glob
+      .split('*')
+      .map((s) => s.replace(/[.+?^${}()|[\]\\/]/g, '\\$&'))
+      .join('[^/]*')}(/.*)?$`,
+  );
   return re.test(p);
 }
 
@@ -102,7 +115,8 @@ export async function emulateBuildStage(df: Dockerfile, dockerignore: string): P
         for (const src of copy.sources) {
           const clean = src.replace(/\/+$/, '');
           const files = context.filter((f) => f === clean || f.startsWith(`${clean}/`));
-          if (files.length === 0) throw new Error(`build stage line ${copy.line}: "${src}" is not in the build context`);
+          if (files.length === 0)
+            throw new Error(`build stage line ${copy.line}: "${src}" is not in the build context`);
           const isDir = !(files.length === 1 && files[0] === clean);
           for (const f of files) {
             // A directory source copies its contents (Docker never copies the directory itself).
@@ -119,11 +133,16 @@ export async function emulateBuildStage(df: Dockerfile, dockerignore: string): P
       } else if (instruction.keyword === 'RUN') {
         const cmd = instruction.args.trim();
         if (/^npm ci(\s+--no-audit|\s+--no-fund)*$/.test(cmd)) {
-          if (!fs.existsSync(path.join(hostWorkdir, 'package-lock.json'))) throw new Error('build stage: npm ci runs before package-lock.json is copied');
+          if (!fs.existsSync(path.join(hostWorkdir, 'package-lock.json')))
+            throw new Error('build stage: npm ci runs before package-lock.json is copied');
           fs.symlinkSync(path.join(ROOT, 'node_modules'), path.join(hostWorkdir, 'node_modules'), 'dir');
         } else if (cmd === 'npm run build') {
           try {
-            const r = await run('npm', ['run', 'build', '--silent'], { cwd: hostWorkdir, maxBuffer: 64 * 1024 * 1024, env: { ...process.env, npm_config_update_notifier: 'false' } });
+            const r = await run('npm', ['run', 'build', '--silent'], {
+              cwd: hostWorkdir,
+              maxBuffer: 64 * 1024 * 1024,
+              env: { ...process.env, npm_config_update_notifier: 'false' },
+            });
             buildOutput = `${r.stdout}${r.stderr}`;
           } catch (e) {
             const err = e as { stdout?: string; stderr?: string; message: string };
@@ -144,7 +163,9 @@ export async function emulateBuildStage(df: Dockerfile, dockerignore: string): P
 
 /** Production packages of package-lock.json: what `npm ci --omit=dev` installs. */
 export function productionPackages(): Set<string> {
-  const lock = JSON.parse(fs.readFileSync(path.join(ROOT, 'package-lock.json'), 'utf8')) as { packages: Record<string, { dev?: boolean }> };
+  const lock = JSON.parse(fs.readFileSync(path.join(ROOT, 'package-lock.json'), 'utf8')) as {
+    packages: Record<string, { dev?: boolean }>;
+  };
   const out = new Set<string>();
   for (const [key, meta] of Object.entries(lock.packages)) {
     if (!key.startsWith('node_modules/') || meta.dev === true) continue;
@@ -172,9 +193,14 @@ export class ImageFs {
   ) {
     this.stage = stageNamed(df, target);
     this.entries = copiedEntries(this.stage);
-    const baseKind = this.stage.base.startsWith('node:') ? 'node' : this.stage.base.startsWith('debian:') ? 'debian' : undefined;
+    const baseKind = this.stage.base.startsWith('node:')
+      ? 'node'
+      : this.stage.base.startsWith('debian:')
+        ? 'debian'
+        : undefined;
     for (const f of baseKind ? BASE_IMAGE_FILES[baseKind]! : []) this.known.set(f, `base image ${this.stage.base}`);
-    for (const pkg of aptPackages(this.stage)) for (const f of APT_FILES[pkg] ?? []) this.known.set(f, `apt package ${pkg}`);
+    for (const pkg of aptPackages(this.stage))
+      for (const f of APT_FILES[pkg] ?? []) this.known.set(f, `apt package ${pkg}`);
     this.removed = removedPaths(this.stage);
   }
 
@@ -184,7 +210,8 @@ export class ImageFs {
 
   resolve(imagePath: string): Resolved {
     const p = path.posix.normalize(imagePath);
-    if (this.removed.some((g) => matchesGlob(g, p))) return { kind: 'missing', why: `${p} is removed by a RUN rm -rf in stage ${this.stage.name}` };
+    if (this.removed.some((g) => matchesGlob(g, p)))
+      return { kind: 'missing', why: `${p} is removed by a RUN rm -rf in stage ${this.stage.name}` };
     // The last COPY that covers the path wins.
     for (const e of [...this.entries].reverse()) {
       if (p !== e.imagePath && !p.startsWith(`${e.imagePath}/`)) continue;
@@ -192,7 +219,11 @@ export class ImageFs {
       if (e.origin.kind === 'context') {
         const rel = `${e.origin.path}${rest}`;
         const inContext = this.build.context.some((f) => f === rel || f.startsWith(`${rel}/`));
-        if (!inContext) return { kind: 'missing', why: `${p} comes from ${rel} in the build context (line ${e.line}), which is not there` };
+        if (!inContext)
+          return {
+            kind: 'missing',
+            why: `${p} comes from ${rel} in the build context (line ${e.line}), which is not there`,
+          };
         return { kind: 'host', hostPath: path.join(ROOT, rel), what: `${rel} (build context)` };
       }
       return this.resolveInStage(e.origin.stage, `${e.origin.path}${rest}`, p, e.line);
@@ -207,21 +238,33 @@ export class ImageFs {
     if (stageName === 'build') {
       const host = path.join(this.build.root, stagePath);
       if (fs.existsSync(host)) return { kind: 'host', hostPath: host, what: `${stagePath} of the build stage` };
-      return { kind: 'missing', why: `${imagePath} is copied from ${stagePath} of the build stage (line ${line}), which the build does not produce` };
+      return {
+        kind: 'missing',
+        why: `${imagePath} is copied from ${stagePath} of the build stage (line ${line}), which the build does not produce`,
+      };
     }
     if (stageName === 'prod-deps') {
       const m = /^\/app\/node_modules(?:\/((?:@[^/]+\/)?[^/]+))?/.exec(stagePath);
       if (!m) return { kind: 'missing', why: `${stagePath} of stage prod-deps is not node_modules` };
       if (m[1] === undefined) return { kind: 'known', executable: false, what: 'production node_modules' };
-      if (!productionPackages().has(m[1])) return { kind: 'missing', why: `${m[1]} is not a production dependency (npm ci --omit=dev leaves it out)` };
-      return { kind: 'host', hostPath: path.join(ROOT, 'node_modules', stagePath.slice('/app/node_modules/'.length)), what: `production package ${m[1]}` };
+      if (!productionPackages().has(m[1]))
+        return { kind: 'missing', why: `${m[1]} is not a production dependency (npm ci --omit=dev leaves it out)` };
+      return {
+        kind: 'host',
+        hostPath: path.join(ROOT, 'node_modules', stagePath.slice('/app/node_modules/'.length)),
+        what: `production package ${m[1]}`,
+      };
     }
     if (stageName === 'pulumi') {
       const bins = pulumiBinaries(from);
       if (stagePath === '/pulumi/bin') return { kind: 'known', executable: false, what: 'Pulumi binaries' };
       const name = stagePath.startsWith('/pulumi/bin/') ? stagePath.slice('/pulumi/bin/'.length) : '';
-      if (bins.includes(name)) return { kind: 'known', executable: true, what: `Pulumi ${name} from the release tarball` };
-      return { kind: 'missing', why: `${stagePath} is not among the Pulumi binaries the pulumi stage installs (${bins.join(', ')})` };
+      if (bins.includes(name))
+        return { kind: 'known', executable: true, what: `Pulumi ${name} from the release tarball` };
+      return {
+        kind: 'missing',
+        why: `${stagePath} is not among the Pulumi binaries the pulumi stage installs (${bins.join(', ')})`,
+      };
     }
     return { kind: 'missing', why: `stage ${stageName} is not emulated` };
   }
@@ -230,16 +273,21 @@ export class ImageFs {
   isExecutable(imagePath: string): { ok: boolean; why: string } {
     const r = this.resolve(imagePath);
     if (r.kind === 'missing') return { ok: false, why: r.why };
-    if (r.kind === 'known') return r.executable ? { ok: true, why: r.what } : { ok: false, why: `${imagePath} (${r.what}) is not an executable` };
+    if (r.kind === 'known')
+      return r.executable
+        ? { ok: true, why: r.what }
+        : { ok: false, why: `${imagePath} (${r.what}) is not an executable` };
     const st = fs.statSync(r.hostPath);
     if (!st.isFile()) return { ok: false, why: `${imagePath} (${r.what}) is not a file` };
-    if ((st.mode & 0o111) === 0) return { ok: false, why: `${imagePath} (${r.what}) is not executable (mode ${(st.mode & 0o777).toString(8)})` };
+    if ((st.mode & 0o111) === 0)
+      return { ok: false, why: `${imagePath} (${r.what}) is not executable (mode ${(st.mode & 0o777).toString(8)})` };
     return { ok: true, why: r.what };
   }
 
   /** Resolves a command name the way execvp does, on the image's PATH. */
   which(command: string, pathDirs: string[]): { imagePath?: string; tried: string[] } {
-    if (command.includes('/')) return this.isExecutable(command).ok ? { imagePath: command, tried: [command] } : { tried: [command] };
+    if (command.includes('/'))
+      return this.isExecutable(command).ok ? { imagePath: command, tried: [command] } : { tried: [command] };
     const tried: string[] = [];
     for (const dir of pathDirs) {
       const candidate = path.posix.join(dir, command);

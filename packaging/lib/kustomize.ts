@@ -33,7 +33,10 @@ export function kustomizationDocuments(dir: string): ManifestDocument[] {
   const k = yaml.load(fs.readFileSync(file, 'utf8')) as Record<string, unknown>;
   const rel = path.relative(ROOT, file);
   for (const key of Object.keys(k)) {
-    if (!ALLOWED_KEYS.has(key)) throw new Error(`${rel}: "${key}" is not supported (only resources: build-install.ts must produce what kustomize does)`);
+    if (!ALLOWED_KEYS.has(key))
+      throw new Error(
+        `${rel}: "${key}" is not supported (only resources: build-install.ts must produce what kustomize does)`,
+      );
   }
   if (k.kind !== 'Kustomization') throw new Error(`${rel}: kind must be Kustomization`);
   const out: ManifestDocument[] = [];

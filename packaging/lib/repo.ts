@@ -31,7 +31,13 @@ export function readRepoFile(rel: string): string {
 export interface K8sObject {
   apiVersion: string;
   kind: string;
-  metadata: { name: string; namespace?: string; labels?: Record<string, string>; annotations?: Record<string, string>; [k: string]: unknown };
+  metadata: {
+    name: string;
+    namespace?: string;
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+    [k: string]: unknown;
+  };
   [key: string]: unknown;
 }
 
@@ -43,7 +49,12 @@ export function loadAll(text: string): unknown[] {
 export function loadObjects(text: string, what = 'YAML'): K8sObject[] {
   return loadAll(text).map((d, i) => {
     const o = d as Partial<K8sObject>;
-    if (typeof o !== 'object' || typeof o.apiVersion !== 'string' || typeof o.kind !== 'string' || typeof o.metadata?.name !== 'string') {
+    if (
+      typeof o !== 'object' ||
+      typeof o.apiVersion !== 'string' ||
+      typeof o.kind !== 'string' ||
+      typeof o.metadata?.name !== 'string'
+    ) {
       throw new Error(`${what}: document ${i + 1} is not a Kubernetes object (apiVersion, kind, metadata.name)`);
     }
     return o as K8sObject;

@@ -13,7 +13,11 @@ export interface FetchLayout {
 }
 
 export function layout(env: NodeJS.ProcessEnv = process.env): FetchLayout {
-  return { share: hostPath(Paths.share, env), source: hostPath(Paths.source, env), workspace: hostPath(Paths.workspace, env) };
+  return {
+    share: hostPath(Paths.share, env),
+    source: hostPath(Paths.source, env),
+    workspace: hostPath(Paths.workspace, env),
+  };
 }
 
 /** A failure of one source: "fetch <kind>: <what>: <cause>". */
@@ -54,7 +58,8 @@ export function linkWorkspace(kind: string, what: string, l: FetchLayout, dir: s
   }
   const realSource = fs.realpathSync(l.source);
   const rel = path.relative(realSource, real);
-  if (rel.startsWith('..') || path.isAbsolute(rel)) throw fetchError(kind, what, `directory "${sub}" leads outside the source`);
+  if (rel.startsWith('..') || path.isAbsolute(rel))
+    throw fetchError(kind, what, `directory "${sub}" leads outside the source`);
   if (!fs.statSync(real).isDirectory()) throw fetchError(kind, what, `"${sub}" is not a directory`);
   if (!['Pulumi.yaml', 'Pulumi.yml', 'Pulumi.json'].some((f) => fs.existsSync(path.join(real, f)))) {
     throw fetchError(kind, what, `no Pulumi.yaml in ${sub === '' ? 'the root directory' : `directory "${sub}"`}`);

@@ -28,7 +28,12 @@ export function fluxSettingsFromEnv(env: NodeJS.ProcessEnv = process.env): FluxS
   if (max !== undefined && max !== '') {
     const n = Number(max);
     if (!Number.isInteger(n) || n < -1) {
-      throw fetchError('flux', redactUrl(url), `${Env.fluxMaxUntarSize} must be an integer ≥ -1, not "${max}"`, 'SpecInvalid');
+      throw fetchError(
+        'flux',
+        redactUrl(url),
+        `${Env.fluxMaxUntarSize} must be an integer ≥ -1, not "${max}"`,
+        'SpecInvalid',
+      );
     }
     s.maxBytes = n;
   }
@@ -54,7 +59,12 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 
 /** Downloads to `file`, hashing as it goes; at most `maxBytes` (-1: no limit). Returns the hex digest. */
 async function download(url: string, file: string, algorithm: string, maxBytes: number): Promise<string> {
-  const res = await request(url, { method: 'GET', headersTimeout: 60_000, bodyTimeout: 60_000, dispatcher: downloader() });
+  const res = await request(url, {
+    method: 'GET',
+    headersTimeout: 60_000,
+    bodyTimeout: 60_000,
+    dispatcher: downloader(),
+  });
   if (res.statusCode !== 200) {
     await res.body.dump().catch(() => undefined);
     const err = new Error(`HTTP ${res.statusCode}`);
@@ -116,7 +126,12 @@ export async function fetchFlux(s: FluxSettings, l: FetchLayout = layout()): Pro
       }
     }
     if (actual !== expected.hex) {
-      throw fetchError('flux', what, `digest mismatch: expected ${expected.algorithm}:${expected.hex}, got ${expected.algorithm}:${actual}`, 'DigestMismatch');
+      throw fetchError(
+        'flux',
+        what,
+        `digest mismatch: expected ${expected.algorithm}:${expected.hex}, got ${expected.algorithm}:${actual}`,
+        'DigestMismatch',
+      );
     }
     fs.rmSync(l.source, { recursive: true, force: true });
     try {
@@ -124,7 +139,8 @@ export async function fetchFlux(s: FluxSettings, l: FetchLayout = layout()): Pro
       logger.info('flux artifact extracted', { url: what, entries: stats.entries, bytes: stats.bytes });
     } catch (e) {
       fs.rmSync(l.source, { recursive: true, force: true });
-      if (e instanceof UnsafeArchiveError) throw fetchError('flux', what, `unsafe archive rejected: ${e.message}`, 'UnsafeArchive');
+      if (e instanceof UnsafeArchiveError)
+        throw fetchError('flux', what, `unsafe archive rejected: ${e.message}`, 'UnsafeArchive');
       throw fetchError('flux', what, `cannot extract the artifact (${errorMessage(e)})`);
     }
     return { projectDir: linkWorkspace('flux', what, l, s.dir) };

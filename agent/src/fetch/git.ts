@@ -55,7 +55,8 @@ export function gitSettingsFromEnv(env: NodeJS.ProcessEnv = process.env): GitSet
     }
     s.gitHubApp = { appId, installationId, privateKey };
   }
-  for (const secret of [s.sshPrivateKey, s.password, s.token, s.gitHubApp?.privateKey]) if (secret) redactor.add(secret);
+  for (const secret of [s.sshPrivateKey, s.password, s.token, s.gitHubApp?.privateKey])
+    if (secret) redactor.add(secret);
   return s;
 }
 
@@ -168,20 +169,41 @@ function runGit(args: string[], cwd: string, env: Record<string, string>): Promi
     child.stdout.on('data', (c: Buffer) => out.push(c));
     child.stderr.on('data', (c: Buffer) => err.push(c));
     child.on('error', (e) => resolve({ code: 127, stdout: '', stderr: `cannot run git: ${e.message}` }));
-    child.on('close', (code) => resolve({ code: code ?? 1, stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8') }));
+    child.on('close', (code) =>
+      resolve({
+        code: code ?? 1,
+        stdout: Buffer.concat(out).toString('utf8'),
+        stderr: Buffer.concat(err).toString('utf8'),
+      }),
+    );
   });
 }
 
 const GIT_FAILURES: [RegExp, (auth: GitAuth['kind']) => string][] = [
-  [/Permission denied \(publickey|incorrect passphrase|Load key .*:|invalid format|error in libcrypto/i, () => 'bad SSH credentials'],
+  [
+    /Permission denied \(publickey|incorrect passphrase|Load key .*:|invalid format|error in libcrypto/i,
+    () => 'bad SSH credentials',
+  ],
   [/Host key verification failed/i, () => 'SSH host key verification failed'],
   [
     /Authentication failed|could not read (Username|Password)|terminal prompts disabled|Invalid username or password|returned error: 40[13]|HTTP Basic: Access denied/i,
-    (auth) => (auth === 'none' ? 'the repository requires credentials (authentication failed)' : 'bad credentials (authentication failed)'),
+    (auth) =>
+      auth === 'none'
+        ? 'the repository requires credentials (authentication failed)'
+        : 'bad credentials (authentication failed)',
   ],
-  [/Repository not found|repository '.*' not found|returned error: 404|does not appear to be a git repository|not found: did you run git update-server-info/i, () => 'repository not found'],
-  [/not our ref|couldn't find remote ref|unadvertised object|no such remote ref|reference is not a tree|unknown revision|did not match any|bad object/i, () => 'ref not found'],
-  [/Could not resolve host|Connection refused|Failed to connect|Connection timed out|timed out|Network is unreachable|No route to host|SSL|certificate|Could not read from remote repository/i, () => 'cannot reach the repository'],
+  [
+    /Repository not found|repository '.*' not found|returned error: 404|does not appear to be a git repository|not found: did you run git update-server-info/i,
+    () => 'repository not found',
+  ],
+  [
+    /not our ref|couldn't find remote ref|unadvertised object|no such remote ref|reference is not a tree|unknown revision|did not match any|bad object/i,
+    () => 'ref not found',
+  ],
+  [
+    /Could not resolve host|Connection refused|Failed to connect|Connection timed out|timed out|Network is unreachable|No route to host|SSL|certificate|Could not read from remote repository/i,
+    () => 'cannot reach the repository',
+  ],
 ];
 
 /** Turns git's stderr into a cause a human can act on, with the line of git's output that tells. */
@@ -215,7 +237,10 @@ async function headOf(repo: string, env: Record<string, string>): Promise<string
  * Checks out `revision` of the repository into `<source>` and links the workspace to `<source>/<dir>`.
  * A checkout already at that commit (an init container run again in the same pod) is kept.
  */
-export async function fetchGit(s: GitSettings, l: FetchLayout = layout()): Promise<{ commit: string; projectDir: string }> {
+export async function fetchGit(
+  s: GitSettings,
+  l: FetchLayout = layout(),
+): Promise<{ commit: string; projectDir: string }> {
   const what = redactUrl(s.url);
   const base = baseEnv();
   const pinned = FULL_SHA.test(s.revision);
@@ -241,10 +266,15 @@ export async function fetchGit(s: GitSettings, l: FetchLayout = layout()): Promi
       const cause = classifyGitError(fetched.stderr, auth.kind);
       if (!pinned || !cause.startsWith('ref not found')) throw fetchError('git', what, cause);
       // Servers that refuse to serve a commit by its SHA: fetch every branch and tag, then look for it.
-      fetched = await runGit(['fetch', '-q', 'origin', '+refs/heads/*:refs/remotes/origin/*', '+refs/tags/*:refs/tags/*'], l.source, env);
+      fetched = await runGit(
+        ['fetch', '-q', 'origin', '+refs/heads/*:refs/remotes/origin/*', '+refs/tags/*:refs/tags/*'],
+        l.source,
+        env,
+      );
       if (fetched.code !== 0) throw fetchError('git', what, classifyGitError(fetched.stderr, auth.kind));
       const has = await runGit(['cat-file', '-e', `${s.revision}^{commit}`], l.source, env);
-      if (has.code !== 0) throw fetchError('git', what, `ref not found (commit ${s.revision} is not in the repository)`);
+      if (has.code !== 0)
+        throw fetchError('git', what, `ref not found (commit ${s.revision} is not in the repository)`);
       checkout = s.revision;
     }
     const co = await runGit(['-c', 'advice.detachedHead=false', 'checkout', '-q', '--force', checkout], l.source, env);

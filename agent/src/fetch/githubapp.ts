@@ -60,7 +60,10 @@ export async function installationToken(
   }
   if (res.statusCode !== 201 || typeof body.token !== 'string') {
     const why = typeof body.message === 'string' ? `: ${body.message}` : '';
-    const cause = res.statusCode === 401 || res.statusCode === 403 ? 'bad GitHub App credentials' : 'GitHub App token exchange failed';
+    const cause =
+      res.statusCode === 401 || res.statusCode === 403
+        ? 'bad GitHub App credentials'
+        : 'GitHub App token exchange failed';
     throw new Error(`${cause} (HTTP ${res.statusCode}${why})`);
   }
   return body.token;

@@ -34,7 +34,11 @@ export function fetchProgram(env: NodeJS.ProcessEnv = process.env, l: FetchLayou
   try {
     bytes = fs.readFileSync(file);
   } catch (e) {
-    throw fetchError('program', fileEnv, `cannot read the Program's rendered project (${(e as NodeJS.ErrnoException).code ?? errorMessage(e)}); the ConfigMap may not exist yet`);
+    throw fetchError(
+      'program',
+      fileEnv,
+      `cannot read the Program's rendered project (${(e as NodeJS.ErrnoException).code ?? errorMessage(e)}); the ConfigMap may not exist yet`,
+    );
   }
   const actual = crypto.createHash(expected.algorithm).update(bytes).digest('hex');
   if (actual !== expected.hex) {
@@ -55,7 +59,12 @@ export function fetchProjectInfo(env: NodeJS.ProcessEnv = process.env, l: FetchL
   const name = env[Env.projectName];
   const runtime = env[Env.projectRuntime];
   if (!name || !runtime) {
-    throw fetchError('project-info', name ?? '(no name)', `${Env.projectName} and ${Env.projectRuntime} must both be set`, 'SpecInvalid');
+    throw fetchError(
+      'project-info',
+      name ?? '(no name)',
+      `${Env.projectName} and ${Env.projectRuntime} must both be set`,
+      'SpecInvalid',
+    );
   }
   resetDir(l.workspace);
   fs.writeFileSync(path.join(l.workspace, 'Pulumi.yaml'), yaml.dump({ name, runtime }));
@@ -101,6 +110,10 @@ export async function runFetch(kind: string, env: NodeJS.ProcessEnv = process.en
       fetchLocal(env, l);
       return;
     default:
-      throw new AgentError(`fetch: unknown source kind "${kind}" (expected one of ${FETCH_KINDS.join(', ')})`, 'SpecInvalid', 2);
+      throw new AgentError(
+        `fetch: unknown source kind "${kind}" (expected one of ${FETCH_KINDS.join(', ')})`,
+        'SpecInvalid',
+        2,
+      );
   }
 }

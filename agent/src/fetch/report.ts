@@ -11,7 +11,11 @@ import { StatusReporter } from '../serve/status';
  * that is missing or not at the expected digest is not reported: it only means the kubelet does
  * not hold the current ConfigMap yet, which the init container's retry resolves.
  */
-export async function reportFetchFailure(kind: string, err: unknown, env: NodeJS.ProcessEnv = process.env): Promise<void> {
+export async function reportFetchFailure(
+  kind: string,
+  err: unknown,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<void> {
   const name = env[Env.workspaceName];
   const namespace = env[Env.podNamespace];
   const hash = env[Env.workspaceHash];

@@ -27,7 +27,10 @@ function isAbsoluteAny(p: string): boolean {
 }
 
 function normalizeEntry(p: string): string {
-  return path.posix.normalize(p.replace(/\\/g, '/')).replace(/^\.\/+/, '').replace(/\/+$/, '');
+  return path.posix
+    .normalize(p.replace(/\\/g, '/'))
+    .replace(/^\.\/+/, '')
+    .replace(/\/+$/, '');
 }
 
 class Counter extends Transform {
@@ -101,7 +104,8 @@ export async function scanArchive(file: string, maxBytes: number): Promise<{ ent
           }
         } else {
           total += entry.size;
-          if (maxBytes >= 0 && total > maxBytes) problems.push(`the archive expands beyond the size limit of ${maxBytes} bytes`);
+          if (maxBytes >= 0 && total > maxBytes)
+            problems.push(`the archive expands beyond the size limit of ${maxBytes} bytes`);
         }
       }
       entry.resume();
@@ -116,7 +120,10 @@ export async function scanArchive(file: string, maxBytes: number): Promise<{ ent
   if (await isGzip(file)) stages.push(zlib.createGunzip());
   stages.push(new Counter(streamLimit));
   try {
-    await pipeline([fs.createReadStream(file), ...stages, parser] as unknown as [NodeJS.ReadableStream, NodeJS.WritableStream]);
+    await pipeline([fs.createReadStream(file), ...stages, parser] as unknown as [
+      NodeJS.ReadableStream,
+      NodeJS.WritableStream,
+    ]);
   } catch (e) {
     if (e instanceof UnsafeArchiveError) throw e;
     throw new UnsafeArchiveError(`not a valid tar archive (${(e as Error).message})`);
@@ -135,7 +142,9 @@ export async function scanArchive(file: string, maxBytes: number): Promise<{ ent
   // A link's target, resolved from the link's directory, must stay inside and must not go through
   // another link of the archive (a `..` after a link would climb from the link's real target).
   for (const l of links) {
-    const parts = [...path.posix.dirname(l.path).split('/'), ...l.target.replace(/\\/g, '/').split('/')].filter((x) => x !== '' && x !== '.');
+    const parts = [...path.posix.dirname(l.path).split('/'), ...l.target.replace(/\\/g, '/').split('/')].filter(
+      (x) => x !== '' && x !== '.',
+    );
     const stack: string[] = [];
     for (let i = 0; i < parts.length; i++) {
       const part = parts[i]!;
@@ -149,7 +158,9 @@ export async function scanArchive(file: string, maxBytes: number): Promise<{ ent
       }
       stack.push(part);
       if (i < parts.length - 1 && symlinks.has(stack.join('/'))) {
-        problems.push(`symbolic link "${l.entry}" -> "${l.target}" goes through the symbolic link "${stack.join('/')}"`);
+        problems.push(
+          `symbolic link "${l.entry}" -> "${l.target}" goes through the symbolic link "${stack.join('/')}"`,
+        );
         break;
       }
     }
@@ -192,7 +203,9 @@ export function checkSymlinks(root: string): void {
           resolved = realish(path.resolve(fs.realpathSync(dir), target));
         }
         if (!isInside(realRoot, resolved)) {
-          throw new UnsafeArchiveError(`symbolic link "${path.relative(root, p)}" -> "${target}" points outside the target directory`);
+          throw new UnsafeArchiveError(
+            `symbolic link "${path.relative(root, p)}" -> "${target}" points outside the target directory`,
+          );
         }
       } else if (d.isDirectory()) {
         walk(p);
@@ -203,7 +216,11 @@ export function checkSymlinks(root: string): void {
 }
 
 /** Checks, then extracts a (gzipped) tar archive into `target` (created; must not hold anything else). */
-export async function safeExtract(file: string, target: string, maxBytes: number): Promise<{ entries: number; bytes: number }> {
+export async function safeExtract(
+  file: string,
+  target: string,
+  maxBytes: number,
+): Promise<{ entries: number; bytes: number }> {
   const stats = await scanArchive(file, maxBytes);
   fs.mkdirSync(target, { recursive: true });
   await tar.x({ file, cwd: target, strict: true, preservePaths: false, preserveOwner: false, noChmod: false });

@@ -1,7 +1,10 @@
 import { AgentError } from './errors';
 
 /** `--name value` and `--name=value` flags; anything else is positional. */
-export function parseFlags(argv: string[], known: readonly string[]): { flags: Record<string, string>; positional: string[] } {
+export function parseFlags(
+  argv: string[],
+  known: readonly string[],
+): { flags: Record<string, string>; positional: string[] } {
   const flags: Record<string, string> = {};
   const positional: string[] = [];
   for (let i = 0; i < argv.length; i++) {
@@ -12,7 +15,12 @@ export function parseFlags(argv: string[], known: readonly string[]): { flags: R
     }
     const eq = a.indexOf('=');
     const name = eq >= 0 ? a.slice(2, eq) : a.slice(2);
-    if (!known.includes(name)) throw new AgentError(`unknown flag --${name} (known: ${known.map((k) => `--${k}`).join(', ') || 'none'})`, 'InvalidArguments', 2);
+    if (!known.includes(name))
+      throw new AgentError(
+        `unknown flag --${name} (known: ${known.map((k) => `--${k}`).join(', ') || 'none'})`,
+        'InvalidArguments',
+        2,
+      );
     if (eq >= 0) flags[name] = a.slice(eq + 1);
     else {
       const v = argv[i + 1];

@@ -67,7 +67,11 @@ export function apiErrorMessage(e: unknown): string {
       } catch {
         message = body.slice(0, 300);
       }
-    } else if (typeof body === 'object' && body !== null && typeof (body as { message?: unknown }).message === 'string') {
+    } else if (
+      typeof body === 'object' &&
+      body !== null &&
+      typeof (body as { message?: unknown }).message === 'string'
+    ) {
       message = (body as { message: string }).message;
     }
     return `HTTP ${code}${message ? `: ${message}` : ''}`;

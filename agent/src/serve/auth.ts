@@ -4,11 +4,16 @@ import { apiErrorMessage, apiStatus, k8sModule } from '../lib/kube';
 import { logger } from '../lib/log';
 
 /** Upstream's rule: verb `use` on `workspaces/rpc` in group auto.pulumi.com. */
-export const RPC_ACCESS = { verb: 'use', group: 'auto.pulumi.com', version: 'v1alpha1', resource: 'workspaces', subresource: 'rpc' } as const;
+export const RPC_ACCESS = {
+  verb: 'use',
+  group: 'auto.pulumi.com',
+  version: 'v1alpha1',
+  resource: 'workspaces',
+  subresource: 'rpc',
+} as const;
 
 export type AuthDecision =
-  | { ok: true; user: string }
-  | { ok: false; status: 401 | 403; reason: string; message: string };
+  { ok: true; user: string } | { ok: false; status: 401 | 403; reason: string; message: string };
 
 export interface Authorizer {
   check(authorization: string | undefined): Promise<AuthDecision>;
@@ -92,7 +97,13 @@ export class KubeAuthorizer implements Authorizer {
 
   async check(authorization: string | undefined): Promise<AuthDecision> {
     const m = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '');
-    if (!m) return { ok: false, status: 401, reason: 'Unauthenticated', message: 'unauthenticated: a bearer token is required' };
+    if (!m)
+      return {
+        ok: false,
+        status: 401,
+        reason: 'Unauthenticated',
+        message: 'unauthenticated: a bearer token is required',
+      };
     const token = m[1]!;
     const key = crypto.createHash('sha256').update(token).digest('hex');
     let outcome = this.tokens.get(key);
@@ -102,15 +113,24 @@ export class KubeAuthorizer implements Authorizer {
       } catch (e) {
         const code = apiStatus(e);
         if (code === 403) {
-          logger.error('TokenReview is forbidden for this pod: bind the ClusterRole system:auth-delegator to its ServiceAccount', { error: apiErrorMessage(e) });
+          logger.error(
+            'TokenReview is forbidden for this pod: bind the ClusterRole system:auth-delegator to its ServiceAccount',
+            { error: apiErrorMessage(e) },
+          );
         } else {
           logger.error('TokenReview failed', { error: apiErrorMessage(e) });
         }
-        return { ok: false, status: 401, reason: 'Unauthenticated', message: 'unauthenticated: TokenReview API is unavailable' };
+        return {
+          ok: false,
+          status: 401,
+          reason: 'Unauthenticated',
+          message: 'unauthenticated: TokenReview API is unavailable',
+        };
       }
       this.tokens.set(key, outcome, outcome.ok ? 3600_000 : 60_000);
     }
-    if (!outcome.ok) return { ok: false, status: 401, reason: 'Unauthenticated', message: `unauthenticated: ${outcome.message}` };
+    if (!outcome.ok)
+      return { ok: false, status: 401, reason: 'Unauthenticated', message: `unauthenticated: ${outcome.message}` };
     const user = outcome.user;
     const accessKey = `${key}`;
     let decision = this.access.get(accessKey);
@@ -119,27 +139,47 @@ export class KubeAuthorizer implements Authorizer {
         decision = await this.authorize(user);
       } catch (e) {
         if (apiStatus(e) === 403) {
-          logger.error('SubjectAccessReview is forbidden for this pod: bind the ClusterRole system:auth-delegator to its ServiceAccount', { error: apiErrorMessage(e) });
+          logger.error(
+            'SubjectAccessReview is forbidden for this pod: bind the ClusterRole system:auth-delegator to its ServiceAccount',
+            { error: apiErrorMessage(e) },
+          );
         } else {
           logger.error('SubjectAccessReview failed', { error: apiErrorMessage(e) });
         }
-        return { ok: false, status: 401, reason: 'Unauthenticated', message: 'unauthenticated: SubjectAccessReview API is unavailable' };
+        return {
+          ok: false,
+          status: 401,
+          reason: 'Unauthenticated',
+          message: 'unauthenticated: SubjectAccessReview API is unavailable',
+        };
       }
       this.access.set(accessKey, decision, decision.allowed ? 300_000 : 5_000);
     }
     if (!decision.allowed) {
       const what = `${RPC_ACCESS.verb} ${RPC_ACCESS.resource}/${RPC_ACCESS.subresource} "${this.o.name}" in namespace "${this.o.namespace}" (group ${RPC_ACCESS.group})`;
-      return { ok: false, status: 403, reason: 'PermissionDenied', message: `forbidden: ${user.username} may not ${what}${decision.reason ? `: ${decision.reason}` : ''}` };
+      return {
+        ok: false,
+        status: 403,
+        reason: 'PermissionDenied',
+        message: `forbidden: ${user.username} may not ${what}${decision.reason ? `: ${decision.reason}` : ''}`,
+      };
     }
     return { ok: true, user: user.username };
   }
 
   private async review(token: string): Promise<TokenOutcome> {
     const res = await retry(() =>
-      this.authn.createTokenReview({ body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec: { token, audiences: this.o.audiences } } }),
+      this.authn.createTokenReview({
+        body: {
+          apiVersion: 'authentication.k8s.io/v1',
+          kind: 'TokenReview',
+          spec: { token, audiences: this.o.audiences },
+        },
+      }),
     );
     const st = res.status;
-    if (!st?.authenticated || !st.user?.username) return { ok: false, message: st?.error ? st.error : 'the token is not valid for this workspace' };
+    if (!st?.authenticated || !st.user?.username)
+      return { ok: false, message: st?.error ? st.error : 'the token is not valid for this workspace' };
     if (this.o.audiences.length && !(st.audiences ?? []).some((a) => this.o.audiences.includes(a))) {
       return { ok: false, message: 'the token is not meant for this workspace (audience)' };
     }
@@ -158,7 +198,11 @@ export class KubeAuthorizer implements Authorizer {
     if (user.uid) spec.uid = user.uid;
     if (user.groups) spec.groups = user.groups;
     if (user.extra) spec.extra = user.extra;
-    const res = await retry(() => this.authz.createSubjectAccessReview({ body: { apiVersion: 'authorization.k8s.io/v1', kind: 'SubjectAccessReview', spec } }));
+    const res = await retry(() =>
+      this.authz.createSubjectAccessReview({
+        body: { apiVersion: 'authorization.k8s.io/v1', kind: 'SubjectAccessReview', spec },
+      }),
+    );
     return { allowed: res.status?.allowed === true && res.status.denied !== true, reason: res.status?.reason ?? '' };
   }
 }

@@ -22,17 +22,25 @@ export function qualifyKey(key: string, project: string): string {
 
 /** Whether any item needs structured config (a non-string inline value, or valueFrom.json). */
 export function hasStructuredConfig(items: ConfigItem[]): boolean {
-  return items.some((i) => i.valueFrom?.json === true || (i.valueFrom === undefined && i.value !== undefined && typeof i.value !== 'string'));
+  return items.some(
+    (i) =>
+      i.valueFrom?.json === true || (i.valueFrom === undefined && i.value !== undefined && typeof i.value !== 'string'),
+  );
 }
 
 /**
  * Reads every item's value (inline, a mounted file, or an env var), as upstream's SetAllConfig.
  * A later item with the same key replaces an earlier one.
  */
-export function resolveConfig(items: ConfigItem[], project: string, env: NodeJS.ProcessEnv = process.env): ResolvedConfig[] {
+export function resolveConfig(
+  items: ConfigItem[],
+  project: string,
+  env: NodeJS.ProcessEnv = process.env,
+): ResolvedConfig[] {
   const byKey = new Map<string, ResolvedConfig>();
   for (const item of items) {
-    if (typeof item.key !== 'string' || item.key === '') throw new AgentError('a config item has no key', 'InitializationFailed');
+    if (typeof item.key !== 'string' || item.key === '')
+      throw new AgentError('a config item has no key', 'InitializationFailed');
     const key = qualifyKey(item.key, project);
     let raw: unknown;
     let json = false;
@@ -42,11 +50,18 @@ export function resolveConfig(items: ConfigItem[], project: string, env: NodeJS.
         try {
           raw = fs.readFileSync(hostPath(item.valueFrom.path, env), 'utf8');
         } catch (e) {
-          throw new AgentError(`config "${item.key}": cannot read ${item.valueFrom.path} (${(e as NodeJS.ErrnoException).code ?? 'error'})`, 'InitializationFailed');
+          throw new AgentError(
+            `config "${item.key}": cannot read ${item.valueFrom.path} (${(e as NodeJS.ErrnoException).code ?? 'error'})`,
+            'InitializationFailed',
+          );
         }
       } else if (item.valueFrom.env) {
         const v = env[item.valueFrom.env];
-        if (v === undefined) throw new AgentError(`config "${item.key}": environment variable ${item.valueFrom.env} is not set`, 'InitializationFailed');
+        if (v === undefined)
+          throw new AgentError(
+            `config "${item.key}": environment variable ${item.valueFrom.env} is not set`,
+            'InitializationFailed',
+          );
         raw = v;
       } else {
         throw new AgentError(`config "${item.key}": valueFrom needs a path or an env`, 'InitializationFailed');
@@ -56,7 +71,10 @@ export function resolveConfig(items: ConfigItem[], project: string, env: NodeJS.
           raw = JSON.parse(raw as string);
         } catch {
           // Never echo the content: it may be a secret.
-          throw new AgentError(`config "${item.key}": ${item.valueFrom.path ?? item.valueFrom.env} is not valid JSON`, 'InitializationFailed');
+          throw new AgentError(
+            `config "${item.key}": ${item.valueFrom.path ?? item.valueFrom.env} is not valid JSON`,
+            'InitializationFailed',
+          );
         }
       }
     } else {
@@ -80,7 +98,12 @@ export function configJson(items: ResolvedConfig[]): string {
 
 /** Compares dotted versions (`v3.248.0`, `3.202.0-dev`): negative, zero or positive. */
 export function compareVersions(a: string, b: string): number {
-  const parse = (v: string): number[] => v.replace(/^v/, '').split(/[-+]/)[0]!.split('.').map((x) => Number(x) || 0);
+  const parse = (v: string): number[] =>
+    v
+      .replace(/^v/, '')
+      .split(/[-+]/)[0]!
+      .split('.')
+      .map((x) => Number(x) || 0);
   const pa = parse(a);
   const pb = parse(b);
   for (let i = 0; i < 3; i++) {

@@ -17,7 +17,8 @@ import { Workspace } from './workspace';
 export const SERVE_FLAGS = ['port', 'host', 'auth-mode', 'workspace', 'env-file'] as const;
 
 function parseStackSpec(raw: string | undefined): WorkspaceStackSpec {
-  if (!raw) throw new AgentError(`${Env.workspaceStack} is not set: it names the stack and its config`, 'InvalidArguments', 2);
+  if (!raw)
+    throw new AgentError(`${Env.workspaceStack} is not set: it names the stack and its config`, 'InvalidArguments', 2);
   let v: unknown;
   try {
     v = JSON.parse(raw);
@@ -28,8 +29,15 @@ function parseStackSpec(raw: string | undefined): WorkspaceStackSpec {
   if (typeof s !== 'object' || s === null || typeof s.name !== 'string' || s.name === '') {
     throw new AgentError(`${Env.workspaceStack} must be an object with a stack "name"`, 'InvalidArguments', 2);
   }
-  if (s.config !== undefined && !Array.isArray(s.config)) throw new AgentError(`${Env.workspaceStack}: "config" must be a list`, 'InvalidArguments', 2);
-  return { name: s.name, create: s.create !== false, config: s.config ?? [], ...(s.secretsProvider ? { secretsProvider: s.secretsProvider } : {}), ...(s.environment ? { environment: s.environment } : {}) };
+  if (s.config !== undefined && !Array.isArray(s.config))
+    throw new AgentError(`${Env.workspaceStack}: "config" must be a list`, 'InvalidArguments', 2);
+  return {
+    name: s.name,
+    create: s.create !== false,
+    config: s.config ?? [],
+    ...(s.secretsProvider ? { secretsProvider: s.secretsProvider } : {}),
+    ...(s.environment ? { environment: s.environment } : {}),
+  };
 }
 
 /**
@@ -42,10 +50,12 @@ export async function serveCommand(argv: string[]): Promise<number> {
   const { flags } = parseFlags(argv, SERVE_FLAGS);
   const env = process.env;
   const port = Number(flags.port ?? env.PKO_AGENT_PORT ?? WORKSPACE_PORT);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new AgentError(`invalid port "${flags.port ?? env.PKO_AGENT_PORT}"`, 'InvalidArguments', 2);
+  if (!Number.isInteger(port) || port < 0 || port > 65535)
+    throw new AgentError(`invalid port "${flags.port ?? env.PKO_AGENT_PORT}"`, 'InvalidArguments', 2);
   const host = flags.host ?? env.PKO_AGENT_HOST ?? '0.0.0.0';
   const authMode = flags['auth-mode'] ?? env.PKO_AGENT_AUTH_MODE ?? 'kube';
-  if (authMode !== 'none' && authMode !== 'kube') throw new AgentError(`--auth-mode must be none or kube, not "${authMode}"`, 'InvalidArguments', 2);
+  if (authMode !== 'none' && authMode !== 'kube')
+    throw new AgentError(`--auth-mode must be none or kube, not "${authMode}"`, 'InvalidArguments', 2);
 
   // Upstream's dynamic env file: variables an init container appended (never overriding the pod's).
   const envFile = hostPath(flags['env-file'] ?? (env[Env.pulumiEnv] || Paths.envFile));
@@ -65,15 +75,22 @@ export async function serveCommand(argv: string[]): Promise<number> {
       logger.warn('no Kubernetes access: the workspace status is not reported', { error: errorMessage(e) });
     }
   }
-  const reporter = new StatusReporter(kubeConfig && workspaceName && namespace ? { kubeConfig, namespace, name: workspaceName } : undefined);
-  if (!reporter.enabled) logger.info('workspace status reporting is off (needs POD_NAMESPACE, PULUMI_WORKSPACE_NAME and Kubernetes access)');
+  const reporter = new StatusReporter(
+    kubeConfig && workspaceName && namespace ? { kubeConfig, namespace, name: workspaceName } : undefined,
+  );
+  if (!reporter.enabled)
+    logger.info('workspace status reporting is off (needs POD_NAMESPACE, PULUMI_WORKSPACE_NAME and Kubernetes access)');
 
   let authorizer: Authorizer = allowAll;
   if (authMode === 'kube') {
     const audience = env[Env.workspaceAudience];
     const name = env[Env.stackName];
     if (!audience || !namespace || !name) {
-      throw new AgentError(`--auth-mode kube needs ${Env.workspaceAudience}, ${Env.podNamespace} and ${Env.stackName}`, 'InvalidArguments', 2);
+      throw new AgentError(
+        `--auth-mode kube needs ${Env.workspaceAudience}, ${Env.podNamespace} and ${Env.stackName}`,
+        'InvalidArguments',
+        2,
+      );
     }
     authorizer = new KubeAuthorizer({ kubeConfig: kubeConfig!, audiences: [audience], namespace, name });
   } else {
@@ -97,7 +114,12 @@ export async function serveCommand(argv: string[]): Promise<number> {
   });
   const addr = server.address();
   const actualPort = typeof addr === 'object' && addr ? addr.port : port;
-  logger.info('workspace server listening', { address: `${host}:${actualPort}`, auth: authMode, stack: stack.name, dir: workDir });
+  logger.info('workspace server listening', {
+    address: `${host}:${actualPort}`,
+    auth: authMode,
+    stack: stack.name,
+    dir: workDir,
+  });
   // For tests and local use: the chosen port when --port 0.
   if (env.PKO_AGENT_PORT_FILE) fs.writeFileSync(env.PKO_AGENT_PORT_FILE, String(actualPort));
 
@@ -129,6 +151,8 @@ export async function serveCommand(argv: string[]): Promise<number> {
     process.on('SIGTERM', onSignal);
     process.on('SIGINT', onSignal);
   });
-  void workspace.initialize().catch((e) => logger.error('workspace initialisation crashed', { error: errorMessage(e) }));
+  void workspace
+    .initialize()
+    .catch((e) => logger.error('workspace initialisation crashed', { error: errorMessage(e) }));
   return exited;
 }

@@ -63,7 +63,17 @@ export function operationArgs(req: OperationRequest, stack: string, eventLog: st
   }
   if (req.message) a.push('--message', req.message);
   if (req.parallel !== undefined && req.parallel > 0) a.push('--parallel', String(req.parallel));
-  a.push('--stack', stack, '--color', 'never', '--exec-kind', 'auto.local', '--event-log', eventLog, '--non-interactive');
+  a.push(
+    '--stack',
+    stack,
+    '--color',
+    'never',
+    '--exec-kind',
+    'auto.local',
+    '--event-log',
+    eventLog,
+    '--non-interactive',
+  );
   if (logLevel > 0) a.push('--logtostderr', '--logflow', '--verbose', String(logLevel), '--debug');
   return a;
 }
@@ -185,7 +195,8 @@ function failureDetail(diagnostics: string[], stderr: string, stdout: string): s
 }
 
 function classify(text: string): string | undefined {
-  if (/Conflict: Another update is currently in progress|the stack is currently locked/i.test(text)) return 'UpdateConflict';
+  if (/Conflict: Another update is currently in progress|the stack is currently locked/i.test(text))
+    return 'UpdateConflict';
   if (/invalid access token/i.test(text)) return 'InvalidAccessToken';
   return undefined;
 }
@@ -235,7 +246,8 @@ async function readOutputs(
 ): Promise<{ outputs: Record<string, OutputValue> } | { error: string }> {
   if (fromEvent && !hasSignature(fromEvent.outputs)) {
     const outputs: Record<string, OutputValue> = {};
-    for (const key of Object.keys(fromEvent.outputs).sort()) outputs[key] = { value: fromEvent.outputs[key], secret: false };
+    for (const key of Object.keys(fromEvent.outputs).sort())
+      outputs[key] = { value: fromEvent.outputs[key], secret: false };
     return { outputs };
   }
   if (fromEvent && ctx.state) {
@@ -304,8 +316,10 @@ export async function runOperation(ctx: OperationContext, o: RunOperationOptions
     if (diag && diag.severity === 'error' && typeof diag.message === 'string') diagnostics.push(diag.message);
     const sum = event.summaryEvent as { resourceChanges?: Record<string, number> } | undefined;
     if (sum) summary = sum;
-    const outs = event.resOutputsEvent as { metadata?: { type?: string; urn?: string; new?: { outputs?: Record<string, unknown> } } } | undefined;
-    if (outs?.metadata?.type === STACK_TYPE && outs.metadata.new?.outputs) stackOutputsEvent = { outputs: outs.metadata.new.outputs, urn: outs.metadata.urn ?? '' };
+    const outs = event.resOutputsEvent as
+      { metadata?: { type?: string; urn?: string; new?: { outputs?: Record<string, unknown> } } } | undefined;
+    if (outs?.metadata?.type === STACK_TYPE && outs.metadata.new?.outputs)
+      stackOutputsEvent = { outputs: outs.metadata.new.outputs, urn: outs.metadata.urn ?? '' };
     emit({ kind: 'event', event: r.redactValue(event) });
   });
   tail.start();
@@ -330,28 +344,62 @@ export async function runOperation(ctx: OperationContext, o: RunOperationOptions
       // rest (a destroy that deleted one of two resources "succeeds"): an interrupted operation
       // is never reported as done.
       const described = describeChanges(changes, req.type === 'preview');
-      const detail = run.code === 0 ? `Pulumi stopped after the steps in flight${described ? ` (${described})` : ''}` : failureDetail(diagnostics, run.stderr, run.stdout);
-      result = { ...base, state: 'failed', reason: 'Aborted', message: `${req.type} was interrupted (${why}): ${detail}`, endTime: '' };
+      const detail =
+        run.code === 0
+          ? `Pulumi stopped after the steps in flight${described ? ` (${described})` : ''}`
+          : failureDetail(diagnostics, run.stderr, run.stdout);
+      result = {
+        ...base,
+        state: 'failed',
+        reason: 'Aborted',
+        message: `${req.type} was interrupted (${why}): ${detail}`,
+        endTime: '',
+      };
     } else if (run.code === 0) {
       const described = describeChanges(changes, req.type === 'preview');
-      result = { ...base, state: 'succeeded', message: `${req.type} succeeded${described ? ` (${described})` : ''}`, endTime: '' };
+      result = {
+        ...base,
+        state: 'succeeded',
+        message: `${req.type} succeeded${described ? ` (${described})` : ''}`,
+        endTime: '',
+      };
       if (req.type === 'up') {
         const outs = await readOutputs(ctx, stackOutputsEvent, started);
         if ('error' in outs) {
-          result = { ...base, state: 'failed', reason: 'UpdateFailed', message: `up succeeded but ${outs.error}`, endTime: '' };
+          result = {
+            ...base,
+            state: 'failed',
+            reason: 'UpdateFailed',
+            message: `up succeeded but ${outs.error}`,
+            endTime: '',
+          };
         } else {
           result.outputs = outs.outputs;
         }
       }
     } else {
       const detail = failureDetail(diagnostics, run.stderr, run.stdout);
-      result = { ...base, state: 'failed', reason: classify(`${detail}\n${run.stderr}`) ?? 'UpdateFailed', message: `${req.type} failed: ${detail}`, endTime: '' };
+      result = {
+        ...base,
+        state: 'failed',
+        reason: classify(`${detail}\n${run.stderr}`) ?? 'UpdateFailed',
+        message: `${req.type} failed: ${detail}`,
+        endTime: '',
+      };
     }
     if (permalink) result.permalink = permalink;
     if (changes) result.resourceChanges = changes;
   } catch (e) {
     await tail.stop().catch(() => undefined);
-    result = { id: o.id, type: req.type, startTime, state: 'failed', reason: 'UpdateFailed', message: `${req.type} failed: ${(e as Error).message}`, endTime: '' };
+    result = {
+      id: o.id,
+      type: req.type,
+      startTime,
+      state: 'failed',
+      reason: 'UpdateFailed',
+      message: `${req.type} failed: ${(e as Error).message}`,
+      endTime: '',
+    };
     if (ctx.projectInfo) result.projectInfo = ctx.projectInfo;
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });

@@ -113,7 +113,11 @@ export function runPulumi(opts: RunOptions): Promise<RunResult> {
       const sep = args.indexOf('--');
       args.splice(sep >= 0 ? sep : args.length, 0, '--non-interactive');
     }
-    const env = { ...process.env, ...opts.env, PULUMI_SKIP_UPDATE_CHECK: process.env.PULUMI_SKIP_UPDATE_CHECK ?? 'true' };
+    const env = {
+      ...process.env,
+      ...opts.env,
+      PULUMI_SKIP_UPDATE_CHECK: process.env.PULUMI_SKIP_UPDATE_CHECK ?? 'true',
+    };
     const child = spawn(pulumiBinary(env), args, { cwd: opts.cwd, env, stdio: ['pipe', 'pipe', 'pipe'] });
     running.add(child);
     let interrupted = false;

@@ -75,7 +75,12 @@ export function createWorkspaceServer(o: ServerOptions): WorkspaceServer {
 
     if (p === `${API_PREFIX}/workspace` && method === 'GET') {
       const cur = ws.busy;
-      const info: WorkspaceInfo = { ...ws.status(), stack: ws.stackName, busy: cur !== undefined, installs: ws.installs };
+      const info: WorkspaceInfo = {
+        ...ws.status(),
+        stack: ws.stackName,
+        busy: cur !== undefined,
+        installs: ws.installs,
+      };
       if (cur) info.operation = { id: cur.id, type: cur.type, startTime: cur.startTime };
       return send(res, 200, info);
     }
@@ -83,7 +88,8 @@ export function createWorkspaceServer(o: ServerOptions): WorkspaceServer {
     const cancel = new RegExp(`^${API_PREFIX}/operations/([^/]+)/cancel$`).exec(p);
     if (cancel && method === 'POST') {
       const id = decodeURIComponent(cancel[1]!);
-      if (!ws.cancel(id, `cancelled by ${decision.user}`)) return fail(res, 404, 'NotFound', `operation ${id} is not running`);
+      if (!ws.cancel(id, `cancelled by ${decision.user}`))
+        return fail(res, 404, 'NotFound', `operation ${id} is not running`);
       return send(res, 202, { id, cancelling: true });
     }
 
@@ -100,10 +106,21 @@ export function createWorkspaceServer(o: ServerOptions): WorkspaceServer {
       if (draining) return fail(res, 503, 'ShuttingDown', 'the workspace is shutting down');
       const st = ws.status();
       if (st.state !== 'Ready') {
-        return fail(res, 503, 'WorkspaceNotReady', `the workspace is not ready: ${st.state}${st.reason ? ` (${st.reason})` : ''}${st.message ? `: ${st.message}` : ''}`);
+        return fail(
+          res,
+          503,
+          'WorkspaceNotReady',
+          `the workspace is not ready: ${st.state}${st.reason ? ` (${st.reason})` : ''}${st.message ? `: ${st.message}` : ''}`,
+        );
       }
       const cur = ws.busy;
-      if (cur) return fail(res, 409, 'UpdateConflict', `another operation is running (${cur.type} ${cur.id}, since ${cur.startTime})`);
+      if (cur)
+        return fail(
+          res,
+          409,
+          'UpdateConflict',
+          `another operation is running (${cur.type} ${cur.id}, since ${cur.startTime})`,
+        );
 
       let finished = false;
       const write = (line: StreamLine): void => {

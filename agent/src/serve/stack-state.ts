@@ -133,7 +133,13 @@ async function derive(saltState: string, passphrase: string): Promise<Buffer | u
  * layout from `.pulumi/meta.yaml` (version 1: `stacks/<project>/<stack>`, 0: `stacks/<stack>`), the
  * most recently written of `.json`, `.json.gz`, `.json.zst`. Undefined when it cannot be told.
  */
-export function diyStateFile(backendUrl: string, project: string | undefined, stack: string, cwd: string, home = os.homedir()): string | undefined {
+export function diyStateFile(
+  backendUrl: string,
+  project: string | undefined,
+  stack: string,
+  cwd: string,
+  home = os.homedir(),
+): string | undefined {
   if (!backendUrl.startsWith('file://')) return undefined;
   let dir = backendUrl.slice('file://'.length).split('?')[0]!;
   if (dir === '~') dir = home;
@@ -196,7 +202,8 @@ function reveal(event: Json, state: Json, key: Buffer, where: string, depth = 0)
   if (depth > MAX_DEPTH) throw new Mismatch(`${where}: nested too deeply`);
   if (isObject(event) && SIG_KEY in event) {
     if (event[SIG_KEY] !== SECRET_SIG) throw new Mismatch(`${where}: a special value other than a secret`);
-    if (!isObject(state) || state[SIG_KEY] !== SECRET_SIG || typeof state.ciphertext !== 'string') throw new Mismatch(`${where}: not a secret in the state`);
+    if (!isObject(state) || state[SIG_KEY] !== SECRET_SIG || typeof state.ciphertext !== 'string')
+      throw new Mismatch(`${where}: not a secret in the state`);
     const plaintext = decryptV1(key, state.ciphertext);
     if (plaintext === undefined) throw new Mismatch(`${where}: cannot decrypt`);
     let value: Json;
@@ -215,7 +222,8 @@ function reveal(event: Json, state: Json, key: Buffer, where: string, depth = 0)
   if (isObject(event)) {
     if (!isObject(state) || SIG_KEY in state) throw new Mismatch(`${where}: differs from the state`);
     const keys = Object.keys(event);
-    if (keys.length !== Object.keys(state).length || keys.some((k) => !(k in state))) throw new Mismatch(`${where}: differs from the state`);
+    if (keys.length !== Object.keys(state).length || keys.some((k) => !(k in state)))
+      throw new Mismatch(`${where}: differs from the state`);
     return Object.fromEntries(keys.map((k) => [k, reveal(event[k], state[k], key, where, depth + 1)]));
   }
   if (event !== state) throw new Mismatch(`${where}: differs from the state`);
@@ -228,17 +236,29 @@ export type Revealed = { outputs: Record<string, Json> } | { reason: string };
  * The stack outputs of `deployment` with plaintext secrets, checked against the engine event's
  * (blinded) outputs of the stack resource `stackUrn`. `notBefore`: when the operation started.
  */
-export function revealOutputs(eventOutputs: Record<string, Json>, stackUrn: string, deployment: Deployment, key: Buffer, notBefore: Date): Revealed {
+export function revealOutputs(
+  eventOutputs: Record<string, Json>,
+  stackUrn: string,
+  deployment: Deployment,
+  key: Buffer,
+  notBefore: Date,
+): Revealed {
   const written = Date.parse(deployment.manifest?.time ?? '');
   if (!(written >= Math.floor(notBefore.getTime()))) return { reason: 'the state was not written by this operation' };
   const stack = (deployment.resources ?? []).filter((r) => r.type === STACK_TYPE && r.urn === stackUrn && !r.delete);
-  if (stack.length !== 1 || !isObject(stack[0]!.outputs)) return { reason: 'the state has no single stack resource of that URN with outputs' };
+  if (stack.length !== 1 || !isObject(stack[0]!.outputs))
+    return { reason: 'the state has no single stack resource of that URN with outputs' };
   try {
     const state = stack[0]!.outputs;
     const keys = Object.keys(eventOutputs);
-    if (keys.length !== Object.keys(state).length || keys.some((k) => !(k in state))) return { reason: 'the state has other output names' };
+    if (keys.length !== Object.keys(state).length || keys.some((k) => !(k in state)))
+      return { reason: 'the state has other output names' };
     // Output names are not secret (the events show them); values never go into a reason.
-    return { outputs: Object.fromEntries(keys.map((k) => [k, reveal(eventOutputs[k], state[k], key, `output ${JSON.stringify(k)}`)])) };
+    return {
+      outputs: Object.fromEntries(
+        keys.map((k) => [k, reveal(eventOutputs[k], state[k], key, `output ${JSON.stringify(k)}`)]),
+      ),
+    };
   } catch (e) {
     if (e instanceof Mismatch) return { reason: e.message };
     throw e;
@@ -286,7 +306,10 @@ export class StackStateReader {
     if (file) deployment = readStateFile(file);
     if (!deployment) {
       source = 'stack export';
-      const r = await runPulumi({ args: ['stack', 'export', '--stack', req.stack, '--non-interactive'], cwd: req.workDir });
+      const r = await runPulumi({
+        args: ['stack', 'export', '--stack', req.stack, '--non-interactive'],
+        cwd: req.workDir,
+      });
       if (r.code !== 0) return { reason: 'pulumi stack export failed' };
       try {
         deployment = asDeployment((JSON.parse(r.stdout) as { deployment?: unknown }).deployment);

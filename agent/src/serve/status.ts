@@ -59,7 +59,11 @@ export class StatusReporter {
     let ok = false;
     try {
       await this.apps.patchNamespacedStatefulSet(
-        { name: this.target.name, namespace: this.target.namespace, body: annotationsPatch({ [Annotations.workspaceStatus]: body }) },
+        {
+          name: this.target.name,
+          namespace: this.target.namespace,
+          body: annotationsPatch({ [Annotations.workspaceStatus]: body }),
+        },
         mergePatchOptions(),
       );
       this.written = body;

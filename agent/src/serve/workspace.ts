@@ -5,7 +5,14 @@ import type { OperationResult, StreamLine } from '../api';
 import { AgentError, errorMessage, oneLine, truncate } from '../lib/errors';
 import { logger } from '../lib/log';
 import type { Redactor } from '../lib/redact';
-import { compareVersions, configJson, hasStructuredConfig, resolveConfig, STRUCTURED_CONFIG_MIN_VERSION, type ResolvedConfig } from './config';
+import {
+  compareVersions,
+  configJson,
+  hasStructuredConfig,
+  resolveConfig,
+  STRUCTURED_CONFIG_MIN_VERSION,
+  type ResolvedConfig,
+} from './config';
 import { runOperation } from './operation';
 import { runPulumi, type RunResult } from './pulumi';
 import { StackStateReader } from './stack-state';
@@ -42,7 +49,10 @@ function cliError(r: RunResult): string {
     .map((l) => l.trim())
     .filter((l) => l !== '');
   const errors = lines.filter((l) => /^error:/i.test(l));
-  return truncate(oneLine((errors.length ? errors : lines.slice(-5)).join('; ')) || `exit code ${String(r.code)}`, 2000);
+  return truncate(
+    oneLine((errors.length ? errors : lines.slice(-5)).join('; ')) || `exit code ${String(r.code)}`,
+    2000,
+  );
 }
 
 /**
@@ -114,7 +124,10 @@ export class Workspace {
         const reason = err.reason ?? 'InitializationFailed';
         this.set('Failed', reason, err.message);
         if (reason === 'IncompatibleConfiguration') return;
-        logger.warn('workspace initialisation failed; will retry', { reason, retryInSeconds: Math.round(delay / 1000) });
+        logger.warn('workspace initialisation failed; will retry', {
+          reason,
+          retryInSeconds: Math.round(delay / 1000),
+        });
         await sleep(delay, this.stopping.signal);
         delay = Math.min(delay * 2, maxDelay);
       }
@@ -124,9 +137,15 @@ export class Workspace {
   private async open(): Promise<void> {
     let ws: LocalWorkspace;
     try {
-      ws = await LocalWorkspace.create({ workDir: this.o.workDir, ...(this.o.stack.secretsProvider ? { secretsProvider: this.o.stack.secretsProvider } : {}) });
+      ws = await LocalWorkspace.create({
+        workDir: this.o.workDir,
+        ...(this.o.stack.secretsProvider ? { secretsProvider: this.o.stack.secretsProvider } : {}),
+      });
     } catch (e) {
-      throw new AgentError(`cannot open the Pulumi workspace at ${this.o.workDir}: ${errorMessage(e)}`, 'InitializationFailed');
+      throw new AgentError(
+        `cannot open the Pulumi workspace at ${this.o.workDir}: ${errorMessage(e)}`,
+        'InitializationFailed',
+      );
     }
     this.pulumiVersion = ws.pulumiVersion;
     try {
@@ -134,7 +153,10 @@ export class Workspace {
       const runtime = typeof settings.runtime === 'string' ? settings.runtime : (settings.runtime?.name ?? '');
       this.projectInfo = { name: settings.name, runtime };
     } catch (e) {
-      throw new AgentError(`cannot read the project (Pulumi.yaml) in ${this.o.workDir}: ${errorMessage(e)}`, 'InitializationFailed');
+      throw new AgentError(
+        `cannot read the project (Pulumi.yaml) in ${this.o.workDir}: ${errorMessage(e)}`,
+        'InitializationFailed',
+      );
     }
     // Read (and register as secrets) every config value before anything can print one.
     const items = this.o.stack.config ?? [];
@@ -147,7 +169,12 @@ export class Workspace {
       );
     }
     this.ws = ws;
-    logger.info('workspace opened', { dir: this.o.workDir, project: this.projectInfo.name, runtime: this.projectInfo.runtime, pulumi: this.pulumiVersion });
+    logger.info('workspace opened', {
+      dir: this.o.workDir,
+      project: this.projectInfo.name,
+      runtime: this.projectInfo.runtime,
+      pulumi: this.pulumiVersion,
+    });
   }
 
   private async install(): Promise<void> {
@@ -178,13 +205,24 @@ export class Workspace {
     } catch (e) {
       const text = errorMessage(e);
       const missing = /no stack named|not found|does not exist/i.test(text);
-      if (!missing) throw new AgentError(`cannot select stack ${name}: ${truncate(this.o.redactor.redact(text), 2000)}`, 'InitializationFailed');
-      if (!this.o.stack.create) throw new AgentError(`stack ${name} not found (it is not created because useLocalStackOnly is set)`, 'InitializationFailed');
+      if (!missing)
+        throw new AgentError(
+          `cannot select stack ${name}: ${truncate(this.o.redactor.redact(text), 2000)}`,
+          'InitializationFailed',
+        );
+      if (!this.o.stack.create)
+        throw new AgentError(
+          `stack ${name} not found (it is not created because useLocalStackOnly is set)`,
+          'InitializationFailed',
+        );
       try {
         await ws.createStack(name);
         logger.info('stack created', { stack: name });
       } catch (e2) {
-        throw new AgentError(`cannot create stack ${name}: ${truncate(this.o.redactor.redact(errorMessage(e2)), 2000)}`, 'InitializationFailed');
+        throw new AgentError(
+          `cannot create stack ${name}: ${truncate(this.o.redactor.redact(errorMessage(e2)), 2000)}`,
+          'InitializationFailed',
+        );
       }
     }
     await this.applyConfig();
@@ -193,7 +231,10 @@ export class Workspace {
       try {
         await ws.addEnvironments(name, ...envs);
       } catch (e) {
-        throw new AgentError(`cannot add environments ${envs.join(', ')}: ${truncate(errorMessage(e), 2000)}`, 'InitializationFailed');
+        throw new AgentError(
+          `cannot add environments ${envs.join(', ')}: ${truncate(errorMessage(e), 2000)}`,
+          'InitializationFailed',
+        );
       }
     }
     this.stackReady = true;
@@ -216,13 +257,24 @@ export class Workspace {
       if (structured) args.push('--json', configJson(batch));
       else for (const c of batch) args.push('--plaintext', `${c.key}=${String(c.value)}`);
       const r = await this.cli(args);
-      if (r.code !== 0) throw new AgentError(`cannot set the stack config: ${this.o.redactor.redact(cliError(r))}`, 'InitializationFailed');
+      if (r.code !== 0)
+        throw new AgentError(
+          `cannot set the stack config: ${this.o.redactor.redact(cliError(r))}`,
+          'InitializationFailed',
+        );
     }
     for (const c of secretStrings) {
       const r = await this.cli(['config', 'set', '--secret', '--raw', '--stack', stack, '--', c.key], String(c.value));
-      if (r.code !== 0) throw new AgentError(`cannot set the secret config ${c.key}: ${this.o.redactor.redact(cliError(r))}`, 'InitializationFailed');
+      if (r.code !== 0)
+        throw new AgentError(
+          `cannot set the secret config ${c.key}: ${this.o.redactor.redact(cliError(r))}`,
+          'InitializationFailed',
+        );
     }
-    if (this.config.length) logger.info('stack config applied', { keys: this.config.map((c) => c.key + (c.secret ? ' (secret)' : '')).join(', ') });
+    if (this.config.length)
+      logger.info('stack config applied', {
+        keys: this.config.map((c) => c.key + (c.secret ? ' (secret)' : '')).join(', '),
+      });
   }
 
   /** Starts an operation; the caller checked readiness and that nothing else runs. */
@@ -230,7 +282,13 @@ export class Workspace {
     const id = `op-${Date.now().toString(36)}-${crypto.randomBytes(3).toString('hex')}`;
     const abort = new AbortController();
     const startTime = new Date().toISOString();
-    const running: Running = { id, type: req.type, startTime, abort, done: Promise.resolve(undefined as unknown as OperationResult) };
+    const running: Running = {
+      id,
+      type: req.type,
+      startTime,
+      abort,
+      done: Promise.resolve(undefined as unknown as OperationResult),
+    };
     emit({ kind: 'started', id, type: req.type, stack: this.stackName, startTime });
     running.done = (async (): Promise<OperationResult> => {
       try {
@@ -239,7 +297,15 @@ export class Workspace {
             await this.initStack();
           } catch (e) {
             const now = new Date().toISOString();
-            return { id, type: req.type, state: 'failed', reason: 'InitializationFailed', message: this.o.redactor.redact(errorMessage(e)), startTime, endTime: now };
+            return {
+              id,
+              type: req.type,
+              state: 'failed',
+              reason: 'InitializationFailed',
+              message: this.o.redactor.redact(errorMessage(e)),
+              startTime,
+              endTime: now,
+            };
           }
         }
         logger.info('operation started', { id, type: req.type, stack: this.stackName });
@@ -255,7 +321,13 @@ export class Workspace {
           { id, req, emit, signal: abort.signal, abortReason: () => running.reason },
         );
         if (req.type === 'destroy' && req.remove && result.state === 'succeeded') this.stackReady = false;
-        logger.info('operation finished', { id, type: req.type, state: result.state, reason: result.reason, message: result.message });
+        logger.info('operation finished', {
+          id,
+          type: req.type,
+          state: result.state,
+          reason: result.reason,
+          message: result.message,
+        });
         return result;
       } finally {
         if (this.current === running) this.current = undefined;

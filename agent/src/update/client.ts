@@ -23,7 +23,12 @@ export async function waitForWorkspace(
   for (;;) {
     if (signal.aborted) return { ready: false, why: 'interrupted' };
     try {
-      const res = await request(`${base(url)}/readyz`, { method: 'GET', headersTimeout: 5000, bodyTimeout: 5000, signal });
+      const res = await request(`${base(url)}/readyz`, {
+        method: 'GET',
+        headersTimeout: 5000,
+        bodyTimeout: 5000,
+        signal,
+      });
       const text = await res.body.text();
       if (res.statusCode === 200) return { ready: true };
       try {
@@ -72,10 +77,15 @@ export async function runRemoteOperation(
     });
     if (res.statusCode !== 200) {
       const text = await res.body.text();
-      let error: ApiError = { code: res.statusCode, reason: 'Unknown', message: text.slice(0, 500) || `HTTP ${res.statusCode}` };
+      let error: ApiError = {
+        code: res.statusCode,
+        reason: 'Unknown',
+        message: text.slice(0, 500) || `HTTP ${res.statusCode}`,
+      };
       try {
         const parsed = JSON.parse(text) as Partial<ApiError>;
-        if (typeof parsed.message === 'string') error = { code: res.statusCode, reason: parsed.reason ?? 'Unknown', message: parsed.message };
+        if (typeof parsed.message === 'string')
+          error = { code: res.statusCode, reason: parsed.reason ?? 'Unknown', message: parsed.message };
       } catch {
         /* not JSON */
       }
@@ -107,7 +117,11 @@ export async function runRemoteOperation(
     if (result) return { kind: 'result', result };
     return { kind: 'broken', message: 'the workspace closed the stream without a result', ...(id ? { id } : {}) };
   } catch (e) {
-    return { kind: 'broken', message: `the connection to the workspace failed: ${errorMessage(e)}`, ...(id ? { id } : {}) };
+    return {
+      kind: 'broken',
+      message: `the connection to the workspace failed: ${errorMessage(e)}`,
+      ...(id ? { id } : {}),
+    };
   }
 }
 

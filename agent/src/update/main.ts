@@ -87,7 +87,9 @@ async function createOutputsSecret(r: Reporter, outputs: Record<string, OutputVa
   };
   const core = r.kc.makeApiClient(k8sModule().CoreV1Api);
   try {
-    await withRetries(`creating Secret ${r.namespace}/${name}`, () => core.createNamespacedSecret({ namespace: r.namespace, body }));
+    await withRetries(`creating Secret ${r.namespace}/${name}`, () =>
+      core.createNamespacedSecret({ namespace: r.namespace, body }),
+    );
   } catch (e) {
     // Already there: an earlier attempt of this same Job wrote it (immutable, same content).
     if (!(e instanceof AgentError && /HTTP 409/.test(e.message))) throw e;
@@ -99,12 +101,21 @@ async function writeResult(r: Reporter, result: UpdateResult): Promise<void> {
   const batch = r.kc.makeApiClient(k8sModule().BatchV1Api);
   const value = redactor.redact(formatUpdateResult(result));
   await withRetries(`writing the result on Job ${r.namespace}/${r.job}`, () =>
-    batch.patchNamespacedJob({ name: r.job, namespace: r.namespace, body: annotationsPatch({ [Annotations.updateResult]: value }) }, mergePatchOptions()),
+    batch.patchNamespacedJob(
+      { name: r.job, namespace: r.namespace, body: annotationsPatch({ [Annotations.updateResult]: value }) },
+      mergePatchOptions(),
+    ),
   );
 }
 
 function toUpdateResult(op: OperationRequest, res: OperationResult): UpdateResult {
-  const u: UpdateResult = { state: res.state, type: op.type, message: res.message, startTime: res.startTime, endTime: res.endTime };
+  const u: UpdateResult = {
+    state: res.state,
+    type: op.type,
+    message: res.message,
+    startTime: res.startTime,
+    endTime: res.endTime,
+  };
   if (res.reason) u.reason = res.reason;
   if (res.permalink) u.permalink = res.permalink;
   if (res.projectInfo) u.projectInfo = res.projectInfo;
@@ -148,7 +159,12 @@ export async function updateCommand(): Promise<number> {
   const url = env[Env.workspaceUrl];
   const job = env[Env.jobName];
   const namespace = env[Env.podNamespace];
-  if (!url || !job || !namespace) throw new AgentError(`${Env.workspaceUrl}, ${Env.jobName} and ${Env.podNamespace} must be set`, 'InvalidArguments', 2);
+  if (!url || !job || !namespace)
+    throw new AgentError(
+      `${Env.workspaceUrl}, ${Env.jobName} and ${Env.podNamespace} must be set`,
+      'InvalidArguments',
+      2,
+    );
   const reporter: Reporter = { kc: loadKubeConfig(env), namespace, job, stack: env[Env.stackName] ?? op.stack };
   const startTime = new Date().toISOString();
 
@@ -172,7 +188,14 @@ export async function updateCommand(): Promise<number> {
     } else {
       say(`[pko-agent] second ${sig}: writing an Aborted result and exiting`);
       interrupt.abort();
-      void writeResult(reporter, { state: 'failed', type: op.type, reason: 'Aborted', message: `the ${op.type} was aborted (${sig})`, startTime, endTime: new Date().toISOString() })
+      void writeResult(reporter, {
+        state: 'failed',
+        type: op.type,
+        reason: 'Aborted',
+        message: `the ${op.type} was aborted (${sig})`,
+        startTime,
+        endTime: new Date().toISOString(),
+      })
         .catch(() => undefined)
         .finally(() => hardExit?.(1));
     }
@@ -203,7 +226,9 @@ export async function updateCommand(): Promise<number> {
         state: 'failed',
         type: op.type,
         reason: aborted ? 'Aborted' : 'WorkspaceUnavailable',
-        message: aborted ? `the ${op.type} was aborted before it started` : `the workspace at ${url} did not become ready: ${ready.why}`,
+        message: aborted
+          ? `the ${op.type} was aborted before it started`
+          : `the workspace at ${url} did not become ready: ${ready.why}`,
         startTime,
         endTime: now(),
       };
@@ -230,7 +255,14 @@ export async function updateCommand(): Promise<number> {
         if (op.type === 'up' && res.state === 'succeeded') outputs = res.outputs ?? {};
       } else if (outcome.kind === 'refused') {
         const reason = REFUSAL_REASONS[outcome.status] ?? 'WorkspaceUnavailable';
-        result = { state: 'failed', type: op.type, reason, message: `the workspace refused the ${op.type}: ${outcome.error.message}`, startTime, endTime: now() };
+        result = {
+          state: 'failed',
+          type: op.type,
+          reason,
+          message: `the workspace refused the ${op.type}: ${outcome.error.message}`,
+          startTime,
+          endTime: now(),
+        };
       } else {
         const aborted = signals > 0;
         result = {
@@ -247,7 +279,12 @@ export async function updateCommand(): Promise<number> {
       try {
         result.outputsSecret = await createOutputsSecret(reporter, outputs);
       } catch (e) {
-        result = { ...result, state: 'failed', reason: 'UpdateFailed', message: `the up succeeded, but the outputs Secret could not be written: ${errorMessage(e)}` };
+        result = {
+          ...result,
+          state: 'failed',
+          reason: 'UpdateFailed',
+          message: `the up succeeded, but the outputs Secret could not be written: ${errorMessage(e)}`,
+        };
         delete result.outputs;
       }
     }
@@ -259,7 +296,9 @@ export async function updateCommand(): Promise<number> {
     }
     try {
       await writeResult(reporter, result);
-      say(`[pko-agent] result written on Job ${namespace}/${job}${result.outputsSecret ? ` (outputs in Secret ${result.outputsSecret})` : ''}`);
+      say(
+        `[pko-agent] result written on Job ${namespace}/${job}${result.outputsSecret ? ` (outputs in Secret ${result.outputsSecret})` : ''}`,
+      );
     } catch (e) {
       say(`[pko-agent] cannot write the result on Job ${namespace}/${job}: ${errorMessage(e)}`);
       return 1;

@@ -37,7 +37,10 @@ export function goJson(v: unknown): string {
               .map((k) => [k, sorted(x[k])]),
           )
         : x;
-  return JSON.stringify(sorted(v)).replace(/[<>&\u2028\u2029]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  return JSON.stringify(sorted(v)).replace(
+    /[<>&\u2028\u2029]/g,
+    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
+  );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -51,14 +54,22 @@ export function merge(observed: JsonMap, lastApplied: JsonMap | null, desired: J
   return mergeValue('', clone(observed), lastApplied, desired) as JsonMap;
 }
 
-function mergeValue(path: string, dest: Json | undefined, last: Json | undefined, des: Json | undefined): Json | undefined {
+function mergeValue(
+  path: string,
+  dest: Json | undefined,
+  last: Json | undefined,
+  des: Json | undefined,
+): Json | undefined {
   if (isMap(dest)) {
-    if (last != null && !isMap(last)) throw new Error(`lastApplied${path}: expecting map[string]interface, got ${typeof last}`);
-    if (des != null && !isMap(des)) throw new Error(`desired${path}: expecting map[string]interface, got ${typeof des}`);
+    if (last != null && !isMap(last))
+      throw new Error(`lastApplied${path}: expecting map[string]interface, got ${typeof last}`);
+    if (des != null && !isMap(des))
+      throw new Error(`desired${path}: expecting map[string]interface, got ${typeof des}`);
     return mergeObject(path, dest, (last ?? null) as JsonMap | null, (des ?? null) as JsonMap | null);
   }
   if (Array.isArray(dest)) {
-    if (last != null && !Array.isArray(last)) throw new Error(`lastApplied${path}: expecting []interface, got ${typeof last}`);
+    if (last != null && !Array.isArray(last))
+      throw new Error(`lastApplied${path}: expecting []interface, got ${typeof last}`);
     if (des != null && !Array.isArray(des)) throw new Error(`desired${path}: expecting []interface, got ${typeof des}`);
     const lastList = (last ?? []) as Json[];
     const desList = (des ?? []) as Json[];
@@ -159,8 +170,13 @@ export function setLastApplied(obj: KObject, lastApplied: unknown): void {
 export function applyUpdate(observed: KObject, desiredIn: KObject): KObject {
   const lastApplied = getLastApplied(observed);
   const desired = clone(desiredIn);
-  if (desired.metadata.annotations && LAST_APPLIED in desired.metadata.annotations) delete desired.metadata.annotations[LAST_APPLIED];
-  const merged = merge(observed as unknown as JsonMap, lastApplied, desired as unknown as JsonMap) as unknown as KObject;
+  if (desired.metadata.annotations && LAST_APPLIED in desired.metadata.annotations)
+    delete desired.metadata.annotations[LAST_APPLIED];
+  const merged = merge(
+    observed as unknown as JsonMap,
+    lastApplied,
+    desired as unknown as JsonMap,
+  ) as unknown as KObject;
   if (!isMap(merged.metadata)) (merged as { metadata: unknown }).metadata = {};
   for (const f of SYSTEM_METADATA) {
     if (f in observed.metadata) merged.metadata[f] = clone(observed.metadata[f]);
@@ -181,7 +197,10 @@ export interface LabelSelector {
 }
 
 /** Whether labels match; a missing selector matches everything, as Metacontroller treats it. */
-export function selectorMatches(sel: LabelSelector | null | undefined, labels: Record<string, string> | undefined): boolean {
+export function selectorMatches(
+  sel: LabelSelector | null | undefined,
+  labels: Record<string, string> | undefined,
+): boolean {
   if (!sel) return true;
   const l = labels ?? {};
   for (const [k, v] of Object.entries(sel.matchLabels ?? {})) if (l[k] !== v) return false;
@@ -208,4 +227,5 @@ export function selectorMatches(sel: LabelSelector | null | undefined, labels: R
   return true;
 }
 
-export const selectorEmpty = (sel: LabelSelector): boolean => Object.keys(sel.matchLabels ?? {}).length === 0 && (sel.matchExpressions ?? []).length === 0;
+export const selectorEmpty = (sel: LabelSelector): boolean =>
+  Object.keys(sel.matchLabels ?? {}).length === 0 && (sel.matchExpressions ?? []).length === 0;

@@ -6,7 +6,17 @@
 import type { Agent } from 'undici';
 import { applyUpdate, clone, deepEqual, type LabelSelector, selectorMatches, setLastApplied } from './apply';
 import type { Informer } from './informer';
-import { groupOf, isAlreadyExists, isConflict, isNotFound, type KObject, type Kube, type OwnerReference, type Resource, unless } from './kube';
+import {
+  groupOf,
+  isAlreadyExists,
+  isConflict,
+  isNotFound,
+  type KObject,
+  type Kube,
+  type OwnerReference,
+  type Resource,
+  unless,
+} from './kube';
 import { type HookSpec, type HookUrl, TooManyRequests, Webhook } from './webhook';
 
 /** Shared by every hosted controller of one driver. */
@@ -25,7 +35,8 @@ export type ObjMap = Map<string, Map<string, KObject>>;
 
 export const typeKey = (apiVersion: string, kind: string): string => `${kind}.${apiVersion}`;
 /** UniformObjectMap key: `namespace/name` for namespaced objects, `name` otherwise. */
-export const qualifiedName = (o: KObject): string => (o.metadata.namespace ? `${o.metadata.namespace}/${o.metadata.name}` : o.metadata.name);
+export const qualifiedName = (o: KObject): string =>
+  o.metadata.namespace ? `${o.metadata.namespace}/${o.metadata.name}` : o.metadata.name;
 
 export function initGroup(m: ObjMap, apiVersion: string, kind: string): Map<string, KObject> {
   const k = typeKey(apiVersion, kind);
@@ -56,7 +67,8 @@ export function toRequestMap(m: ObjMap, parent: KObject, version: string): Recor
   return out;
 }
 
-export const controllerRefOf = (o: KObject): OwnerReference | undefined => o.metadata.ownerReferences?.find((r) => r.controller === true);
+export const controllerRefOf = (o: KObject): OwnerReference | undefined =>
+  o.metadata.ownerReferences?.find((r) => r.controller === true);
 
 export const makeControllerRef = (parent: KObject): OwnerReference => ({
   apiVersion: parent.apiVersion,
@@ -81,7 +93,13 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
  * GET + mutate + PUT with the live resourceVersion, retried on conflict (client-go
  * retry.DefaultBackoff: 4 tries, 10 ms × 5^n); a replaced object (other UID) is NotFound.
  */
-export async function atomicUpdate(kube: Kube, r: Resource, orig: KObject, mutate: (o: KObject) => boolean, sub?: 'status'): Promise<KObject> {
+export async function atomicUpdate(
+  kube: Kube,
+  r: Resource,
+  orig: KObject,
+  mutate: (o: KObject) => boolean,
+  sub?: 'status',
+): Promise<KObject> {
   for (let attempt = 0; ; attempt++) {
     const cur = await kube.get(r, orig.metadata.namespace, orig.metadata.name);
     cur.apiVersion = r.apiVersion;
@@ -102,7 +120,13 @@ export async function atomicUpdate(kube: Kube, r: Resource, orig: KObject, mutat
 export const isNotFoundLike = (e: unknown): boolean => isNotFound(e) || (e as { code?: number }).code === 404;
 
 /** finalizer.Manager.SyncObject (§1.10): add before anything else, or remove when unused. */
-export async function syncFinalizer(kube: Kube, r: Resource, obj: KObject, name: string, enabled: boolean): Promise<KObject> {
+export async function syncFinalizer(
+  kube: Kube,
+  r: Resource,
+  obj: KObject,
+  name: string,
+  enabled: boolean,
+): Promise<KObject> {
   if (hasFinalizer(obj, name) === enabled) return obj;
   if (enabled && obj.metadata.deletionTimestamp) return obj;
   return atomicUpdate(kube, r, obj, (o) => {
@@ -156,7 +180,9 @@ export async function manageChildren(
     const r = await resourceOf(group);
     for (const [qn, d] of r ? group : []) {
       const o = observed.get(tk)?.get(qn);
-      const done = o ? updateChild(env, r!, o, d, methodOf(groupOf(d.apiVersion), d.kind)) : createChild(env, r!, parent, d);
+      const done = o
+        ? updateChild(env, r!, o, d, methodOf(groupOf(d.apiVersion), d.kind))
+        : createChild(env, r!, parent, d);
       await done.catch((e: Error) => errs.push(e));
     }
   }
@@ -175,13 +201,21 @@ async function createChild(env: Env, r: Resource, parent: KObject, desired: KObj
 }
 
 /** DynamicApply.Apply on an existing child: no write when the merge changes nothing (§1.11, §5). */
-async function updateChild(env: Env, r: Resource, observed: KObject, desired: KObject, method: UpdateMethod): Promise<void> {
+async function updateChild(
+  env: Env,
+  r: Resource,
+  observed: KObject,
+  desired: KObject,
+  method: UpdateMethod,
+): Promise<void> {
   const merged = applyUpdate(observed, desired);
   if (deepEqual(merged, observed) || observed.metadata.deletionTimestamp || method === 'OnDelete') return;
   if (method === 'Recreate' || method === 'RollingRecreate') {
     // Deleted now, created again by a later sync.
     env.log(`deleting ${observed.kind} ${qualifiedName(observed)} to recreate it`);
-    await env.kube.delete(r, observed.metadata.namespace, observed.metadata.name, observed.metadata.uid).catch(unless(isNotFound));
+    await env.kube
+      .delete(r, observed.metadata.namespace, observed.metadata.name, observed.metadata.uid)
+      .catch(unless(isNotFound));
   } else {
     env.log(`updating ${observed.kind} ${qualifiedName(observed)} in place`);
     await env.kube.update(r, merged).catch(unless(isNotFound, isConflict));
@@ -253,10 +287,18 @@ export class Customize {
     const key = `${parent.metadata.uid}/${parent.metadata.generation ?? 0}`;
     const hit = this.cache.get(key);
     if (hit && hit.expires > Date.now()) return hit;
-    const res = await this.hook.call({ controller: this.controller, parent }, { relatedResources: 'array' }).catch((e: Error) => {
-      throw e instanceof TooManyRequests ? e : new Error(`customize hook failed (version=${this.hook!.version}): ${e.message}`);
-    });
-    const result = { rules: (res.relatedResources ?? []) as RelatedRule[], version: this.hook.version, expires: Date.now() + CUSTOMIZE_TTL_MS };
+    const res = await this.hook
+      .call({ controller: this.controller, parent }, { relatedResources: 'array' })
+      .catch((e: Error) => {
+        throw e instanceof TooManyRequests
+          ? e
+          : new Error(`customize hook failed (version=${this.hook!.version}): ${e.message}`);
+      });
+    const result = {
+      rules: (res.relatedResources ?? []) as RelatedRule[],
+      version: this.hook.version,
+      expires: Date.now() + CUSTOMIZE_TTL_MS,
+    };
     this.cache.set(key, result);
     return result;
   }
@@ -279,9 +321,12 @@ export class Customize {
   /** determineSelectionType; namespaceSelector rules (§3) are not implemented by the driver. */
   private static selectionType(rule: RelatedRule): 'labels' | 'nsAndLabels' | 'nsAndNames' {
     const hasNames = (rule.names ?? []).length > 0;
-    if (rule.namespaceSelector) throw new Error(`related rule: namespaceSelector is not implemented by the driver: ${JSON.stringify(rule)}`);
+    if (rule.namespaceSelector)
+      throw new Error(`related rule: namespaceSelector is not implemented by the driver: ${JSON.stringify(rule)}`);
     if (hasNames && rule.labelSelector) {
-      throw new Error(`related rule cannot have both names and labelSelector/namespaceSelector specified: ${JSON.stringify(rule)}`);
+      throw new Error(
+        `related rule cannot have both names and labelSelector/namespaceSelector specified: ${JSON.stringify(rule)}`,
+      );
     }
     if (rule.labelSelector && rule.namespace) return 'nsAndLabels';
     return rule.namespace || hasNames ? 'nsAndNames' : 'labels';
@@ -292,10 +337,18 @@ export class Customize {
    * one). A v1 customize hook with a namespaced parent sees its own namespace only: always when
    * matching an event, and for label rules when listing (§3).
    */
-  private static selects(rule: RelatedRule, r: Resource, v1Scoped: boolean, parent: KObject, o: KObject, event: boolean): boolean {
+  private static selects(
+    rule: RelatedRule,
+    r: Resource,
+    v1Scoped: boolean,
+    parent: KObject,
+    o: KObject,
+    event: boolean,
+  ): boolean {
     const type = Customize.selectionType(rule);
     const rns = o.metadata.namespace ?? '';
-    if (v1Scoped && r.namespaced && rns !== (parent.metadata.namespace ?? '') && (event || type === 'labels')) return false;
+    if (v1Scoped && r.namespaced && rns !== (parent.metadata.namespace ?? '') && (event || type === 'labels'))
+      return false;
     if (type !== 'labels' && r.namespaced && rule.namespace && rns !== rule.namespace) return false;
     if (type === 'nsAndNames') return (rule.names ?? []).length === 0 || rule.names!.includes(o.metadata.name);
     return selectorMatches(rule.labelSelector, o.metadata.labels);
@@ -312,11 +365,20 @@ export class Customize {
       const inf = this.informerFor(r);
       if (!inf.hasSynced) throw new RelatedNotSynced();
       const pns = parent.metadata.namespace ?? '';
-      if (v1Scoped && r.namespaced && Customize.selectionType(rule) !== 'labels' && rule.namespace && rule.namespace !== pns) {
-        throw new Error(`requested related object namespace ${rule.namespace} differs from parent object namespace ${pns}`);
+      if (
+        v1Scoped &&
+        r.namespaced &&
+        Customize.selectionType(rule) !== 'labels' &&
+        rule.namespace &&
+        rule.namespace !== pns
+      ) {
+        throw new Error(
+          `requested related object namespace ${rule.namespace} differs from parent object namespace ${pns}`,
+        );
       }
       const group = initGroup(out, r.apiVersion, r.kind);
-      for (const o of inf.list()) if (Customize.selects(rule, r, v1Scoped, parent, o, false)) group.set(qualifiedName(o), o);
+      for (const o of inf.list())
+        if (Customize.selects(rule, r, v1Scoped, parent, o, false)) group.set(qualifiedName(o), o);
     }
     return out;
   }
@@ -334,7 +396,8 @@ export class Customize {
             for (const rule of res.rules) {
               const r = await this.env.kube.resolve(rule.apiVersion, { resource: rule.resource });
               const ofRule = (rel: KObject): boolean => rel.apiVersion === rule.apiVersion && rel.kind === r.kind;
-              if (related.some((rel) => ofRule(rel) && Customize.selects(rule, r, v1Scoped, parent, rel, true))) hit = true;
+              if (related.some((rel) => ofRule(rel) && Customize.selects(rule, r, v1Scoped, parent, rel, true)))
+                hit = true;
             }
             if (hit) this.enqueue(parent);
           } catch {

@@ -108,7 +108,12 @@ export class Kube {
     return { headers };
   }
 
-  async request<T = KObject>(method: string, path: string, body?: unknown, contentType = 'application/json'): Promise<T> {
+  async request<T = KObject>(
+    method: string,
+    path: string,
+    body?: unknown,
+    contentType = 'application/json',
+  ): Promise<T> {
     if (this.closed) throw new Error('client closed');
     const { headers } = await this.options();
     headers.accept = 'application/json';
@@ -129,7 +134,11 @@ export class Kube {
       parsed = { message: text };
     }
     if (res.statusCode >= 300) {
-      throw new ApiError(res.statusCode, String(parsed?.reason ?? ''), `${method} ${path}: ${res.statusCode} ${parsed?.message ?? text}`);
+      throw new ApiError(
+        res.statusCode,
+        String(parsed?.reason ?? ''),
+        `${method} ${path}: ${res.statusCode} ${parsed?.message ?? text}`,
+      );
     }
     return parsed as T;
   }
@@ -148,7 +157,10 @@ export class Kube {
   private async resources(apiVersion: string, refresh: boolean): Promise<Resource[]> {
     let p = this.discovery.get(apiVersion);
     if (!p || refresh) {
-      p = this.request<{ resources: { name: string; kind: string; namespaced: boolean }[] }>('GET', Kube.basePath(apiVersion)).then((list) => {
+      p = this.request<{ resources: { name: string; kind: string; namespaced: boolean }[] }>(
+        'GET',
+        Kube.basePath(apiVersion),
+      ).then((list) => {
         const names = new Set(list.resources.map((r) => r.name));
         return list.resources
           .filter((r) => !r.name.includes('/'))
@@ -169,14 +181,18 @@ export class Kube {
 
   /** Discovery lookup by resource (plural) or by kind; re-reads discovery once on a miss (§6.3). */
   async resolve(apiVersion: string, by: { resource: string } | { kind: string }): Promise<Resource> {
-    const find = (rs: Resource[]): Resource | undefined => rs.find((r) => ('resource' in by ? r.resource === by.resource : r.kind === by.kind));
+    const find = (rs: Resource[]): Resource | undefined =>
+      rs.find((r) => ('resource' in by ? r.resource === by.resource : r.kind === by.kind));
     let found: Resource | undefined;
     try {
       found = find(await this.resources(apiVersion, false)) ?? find(await this.resources(apiVersion, true));
     } catch (e) {
       if (!isNotFound(e)) throw e;
     }
-    if (!found) throw new Error(`discovery: can't find ${'resource' in by ? `resource ${by.resource}` : `kind ${by.kind}`} in apiVersion ${apiVersion}`);
+    if (!found)
+      throw new Error(
+        `discovery: can't find ${'resource' in by ? `resource ${by.resource}` : `kind ${by.kind}`} in apiVersion ${apiVersion}`,
+      );
     return found;
   }
 
@@ -207,7 +223,10 @@ export class Kube {
     let cont = '';
     for (;;) {
       const q = `?limit=500${cont ? `&continue=${encodeURIComponent(cont)}` : ''}`;
-      const page = await this.request<{ items: KObject[]; metadata: { resourceVersion: string; continue?: string } }>('GET', Kube.path(r) + q);
+      const page = await this.request<{ items: KObject[]; metadata: { resourceVersion: string; continue?: string } }>(
+        'GET',
+        Kube.path(r) + q,
+      );
       for (const it of page.items) items.push({ ...it, apiVersion: r.apiVersion, kind: r.kind });
       if (!page.metadata.continue) return { items, resourceVersion: page.metadata.resourceVersion };
       cont = page.metadata.continue;
@@ -232,7 +251,11 @@ export class Kube {
       });
       if (res.statusCode !== 200) {
         const text = await res.body.text();
-        throw new ApiError(res.statusCode, res.statusCode === 410 ? 'Expired' : '', `watch ${Kube.path(r)}: ${res.statusCode} ${text}`);
+        throw new ApiError(
+          res.statusCode,
+          res.statusCode === 410 ? 'Expired' : '',
+          `watch ${Kube.path(r)}: ${res.statusCode} ${text}`,
+        );
       }
       let buf = '';
       for await (const chunk of res.body) {
@@ -263,14 +286,40 @@ export class Kube {
     const seen = this.events.get(key);
     if (seen) {
       const patch = { count: ++seen.count, lastTimestamp: now };
-      return void (await this.request('PATCH', `/api/v1/namespaces/${ns}/events/${seen.name}`, patch, 'application/merge-patch+json'));
+      return void (await this.request(
+        'PATCH',
+        `/api/v1/namespaces/${ns}/events/${seen.name}`,
+        patch,
+        'application/merge-patch+json',
+      ));
     }
     const { apiVersion, kind, metadata: m } = obj;
     const name = `${m.name}.${(BigInt(Date.now()) * 1_000_000n).toString(16)}`;
-    const involvedObject = { apiVersion, kind, name: m.name, namespace: m.namespace, uid: m.uid, resourceVersion: m.resourceVersion };
+    const involvedObject = {
+      apiVersion,
+      kind,
+      name: m.name,
+      namespace: m.namespace,
+      uid: m.uid,
+      resourceVersion: m.resourceVersion,
+    };
     const source = { component: 'metacontroller' };
-    const event = { apiVersion: 'v1', kind: 'Event', metadata: { name, namespace: ns }, involvedObject, type, reason, message, source };
-    await this.request('POST', `/api/v1/namespaces/${ns}/events`, { ...event, firstTimestamp: now, lastTimestamp: now, count: 1 });
+    const event = {
+      apiVersion: 'v1',
+      kind: 'Event',
+      metadata: { name, namespace: ns },
+      involvedObject,
+      type,
+      reason,
+      message,
+      source,
+    };
+    await this.request('POST', `/api/v1/namespaces/${ns}/events`, {
+      ...event,
+      firstTimestamp: now,
+      lastTimestamp: now,
+      count: 1,
+    });
     this.events.set(key, { name, ns, count: 1 });
   }
 

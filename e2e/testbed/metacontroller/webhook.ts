@@ -76,7 +76,8 @@ export class Webhook {
   ) {
     const w = spec.webhook;
     if (!w) throw new Error(`${type} hook: only webhook hooks are supported`);
-    for (const f of UNSUPPORTED) if (w[f] !== undefined) throw new Error(`${type} hook: webhook.${f} is not supported by the driver`);
+    for (const f of UNSUPPORTED)
+      if (w[f] !== undefined) throw new Error(`${type} hook: webhook.${f} is not supported by the driver`);
     this.url = webhookUrl(w, hookUrl);
     this.version = spec.version ?? 'v1';
     const t = w.timeout === undefined ? undefined : parseDuration(w.timeout);
@@ -107,7 +108,9 @@ export class Webhook {
     if (statusCode === 429) {
       const ra = Array.isArray(retryAfter) ? retryAfter[0] : retryAfter;
       const date = ra !== undefined && /[a-z]/i.test(ra) ? Date.parse(ra) : NaN;
-      throw new TooManyRequests(Number.isNaN(date) ? parseInt(ra ?? '0', 10) || 0 : Math.ceil((date - Date.now()) / 1000));
+      throw new TooManyRequests(
+        Number.isNaN(date) ? parseInt(ra ?? '0', 10) || 0 : Math.ceil((date - Date.now()) / 1000),
+      );
     }
     if (statusCode !== 200) throw new Error(`unsupported status code: ${statusCode} body: ${text}`);
     return this.decode(text, shape);
@@ -125,7 +128,8 @@ export class Webhook {
       return fail((e as Error).message);
     }
     if (v === null) return {};
-    if (typeof v !== 'object' || Array.isArray(v)) return fail(`cannot unmarshal ${Array.isArray(v) ? 'array' : typeof v} into Go value of type struct`);
+    if (typeof v !== 'object' || Array.isArray(v))
+      return fail(`cannot unmarshal ${Array.isArray(v) ? 'array' : typeof v} into Go value of type struct`);
     const out = v as Record<string, unknown>;
     const unknown: string[] = [];
     for (const [k, val] of Object.entries(out)) {
@@ -141,7 +145,9 @@ export class Webhook {
           : t === 'object'
             ? typeof val === 'object' && !Array.isArray(val)
             : t === 'stringMap'
-              ? typeof val === 'object' && !Array.isArray(val) && Object.values(val as object).every((x) => x === null || typeof x === 'string')
+              ? typeof val === 'object' &&
+                !Array.isArray(val) &&
+                Object.values(val as object).every((x) => x === null || typeof x === 'string')
               : typeof val === t;
       if (!ok) fail(`field ${k}: unexpected ${JSON.stringify(val).slice(0, 80)}`);
     }

@@ -49,7 +49,8 @@ export interface WatchEvent<T> {
   object: T;
 }
 
-export type ContentType = 'application/json' | 'application/merge-patch+json' | 'application/strategic-merge-patch+json';
+export type ContentType =
+  'application/json' | 'application/merge-patch+json' | 'application/strategic-merge-patch+json';
 
 export class Api {
   readonly server: URL;
@@ -61,7 +62,10 @@ export class Api {
     const cluster = kc.getCurrentCluster();
     if (!cluster) throw new Error('pod runner: the KubeConfig has no current cluster');
     this.server = new URL(cluster.server);
-    this.agent = this.server.protocol === 'https:' ? new https.Agent({ keepAlive: true, maxSockets: 32 }) : new http.Agent({ keepAlive: true, maxSockets: 32 });
+    this.agent =
+      this.server.protocol === 'https:'
+        ? new https.Agent({ keepAlive: true, maxSockets: 32 })
+        : new http.Agent({ keepAlive: true, maxSockets: 32 });
   }
 
   /** PEM of the cluster's CA, if the KubeConfig names one. */
@@ -114,7 +118,12 @@ export class Api {
     });
   }
 
-  async request<T = unknown>(method: string, path: string, body?: unknown, contentType: ContentType = 'application/json'): Promise<T> {
+  async request<T = unknown>(
+    method: string,
+    path: string,
+    body?: unknown,
+    contentType: ContentType = 'application/json',
+  ): Promise<T> {
     const payload = body === undefined ? undefined : JSON.stringify(body);
     const headers: Record<string, string> = { accept: 'application/json' };
     if (payload !== undefined) {
@@ -167,7 +176,9 @@ export class Api {
           if (r.statusCode !== 200) {
             const chunks: Buffer[] = [];
             r.on('data', (c: Buffer) => chunks.push(c));
-            r.on('end', () => reject(new ApiError(r.statusCode ?? 0, 'GET', path, Buffer.concat(chunks).toString('utf8'))));
+            r.on('end', () =>
+              reject(new ApiError(r.statusCode ?? 0, 'GET', path, Buffer.concat(chunks).toString('utf8'))),
+            );
             r.on('error', reject);
             return;
           }

@@ -57,7 +57,18 @@ export function expand(input: string, mapping: Mapping): string {
 // Quantities (resource.Quantity), enough for resourceFieldRef.
 
 const BINARY: Record<string, number> = { Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, Pi: 2 ** 50, Ei: 2 ** 60 };
-const DECIMAL: Record<string, number> = { n: 1e-9, u: 1e-6, m: 1e-3, '': 1, k: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15, E: 1e18 };
+const DECIMAL: Record<string, number> = {
+  n: 1e-9,
+  u: 1e-6,
+  m: 1e-3,
+  '': 1,
+  k: 1e3,
+  M: 1e6,
+  G: 1e9,
+  T: 1e12,
+  P: 1e15,
+  E: 1e18,
+};
 
 /** The value of a quantity string in base units (cores, bytes). */
 export function parseQuantity(q: string | number): number {
@@ -88,13 +99,24 @@ export function nodeCapacity(): Record<string, string> {
 }
 
 /** kubelet's ExtractContainerResourceValue with node allocatable for unset limits. */
-export function resourceFieldValue(sel: V1ResourceFieldSelector, container: V1Container | undefined, capacity: Record<string, string>): string {
+export function resourceFieldValue(
+  sel: V1ResourceFieldSelector,
+  container: V1Container | undefined,
+  capacity: Record<string, string>,
+): string {
   const [kind, resource] = sel.resource.split(/\.(.*)/s) as [string, string | undefined];
-  if ((kind !== 'limits' && kind !== 'requests') || resource === undefined) throw new Error(`unsupported resource ${sel.resource}`);
+  if ((kind !== 'limits' && kind !== 'requests') || resource === undefined)
+    throw new Error(`unsupported resource ${sel.resource}`);
   const limits = (container?.resources?.limits ?? {}) as Record<string, string>;
   const requests = (container?.resources?.requests ?? {}) as Record<string, string>;
   let raw: string | undefined = kind === 'limits' ? limits[resource] : requests[resource];
-  if (raw === undefined) raw = kind === 'limits' ? capacity[resource] : resource === 'cpu' || resource === 'memory' || resource === 'ephemeral-storage' ? '0' : undefined;
+  if (raw === undefined)
+    raw =
+      kind === 'limits'
+        ? capacity[resource]
+        : resource === 'cpu' || resource === 'memory' || resource === 'ephemeral-storage'
+          ? '0'
+          : undefined;
   if (raw === undefined) throw new Error(`unsupported resource ${sel.resource}`);
   const divisor = parseQuantity(sel.divisor === undefined || sel.divisor === '' ? '1' : String(sel.divisor));
   if (divisor === 0) throw new Error('divisor is zero');
@@ -109,7 +131,11 @@ export function resourceFieldValue(sel: V1ResourceFieldSelector, container: V1Co
 // ---------------------------------------------------------------------------------------------
 // Downward API
 
-export function fieldRefValue(sel: V1ObjectFieldSelector, pod: V1Pod, opts: { nodeName: string; forVolume?: boolean }): string {
+export function fieldRefValue(
+  sel: V1ObjectFieldSelector,
+  pod: V1Pod,
+  opts: { nodeName: string; forVolume?: boolean },
+): string {
   const path = sel.fieldPath;
   const md = pod.metadata ?? {};
   const keyed = /^metadata\.(labels|annotations)\['(.*)'\]$/s.exec(path);
@@ -222,7 +248,9 @@ export async function containerEnv(ctx: EnvContext): Promise<[string, string][]>
         value = fieldRefValue(vf.fieldRef, pod, { nodeName: ctx.nodeName });
       } else if (vf.resourceFieldRef) {
         const target = vf.resourceFieldRef.containerName
-          ? [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])].find((c) => c.name === vf.resourceFieldRef!.containerName)
+          ? [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])].find(
+              (c) => c.name === vf.resourceFieldRef!.containerName,
+            )
           : container;
         value = resourceFieldValue(vf.resourceFieldRef, target, ctx.capacity);
       } else if (vf.configMapKeyRef) {
@@ -257,7 +285,8 @@ export async function containerEnv(ctx: EnvContext): Promise<[string, string][]>
   }
 
   const out: [string, string][] = order.map((k) => [k, tmp[k]!]);
-  for (const [k, v] of Object.entries(ctx.serviceEnv)) if (!Object.prototype.hasOwnProperty.call(tmp, k)) out.push([k, v]);
+  for (const [k, v] of Object.entries(ctx.serviceEnv))
+    if (!Object.prototype.hasOwnProperty.call(tmp, k)) out.push([k, v]);
   return out;
 }
 

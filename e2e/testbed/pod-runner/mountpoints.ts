@@ -46,7 +46,8 @@ export const DEFAULT_PROTECTED_PATHS: readonly string[] = [
 
 const FORBIDDEN_TREES = ['/proc', '/sys', '/dev'];
 
-const isWithin = (child: string, parent: string): boolean => child === parent || (parent === '/' ? child.startsWith('/') : child.startsWith(`${parent}/`));
+const isWithin = (child: string, parent: string): boolean =>
+  child === parent || (parent === '/' ? child.startsWith('/') : child.startsWith(`${parent}/`));
 
 /** The path with its longest existing prefix resolved through symlinks. */
 export function resolveExistingPrefix(p: string): string {
@@ -66,7 +67,11 @@ export function resolveExistingPrefix(p: string): string {
 }
 
 /** Why `target` may not be a mount target, or undefined when it may. */
-export function mountTargetProblem(target: string, protectedPaths: readonly string[], ownDirs: readonly string[]): string | undefined {
+export function mountTargetProblem(
+  target: string,
+  protectedPaths: readonly string[],
+  ownDirs: readonly string[],
+): string | undefined {
   if (!path.isAbsolute(target)) return `mount path ${target} is not absolute`;
   const candidates = [...new Set([path.resolve(target), resolveExistingPrefix(target)])];
   for (const c of candidates) {
@@ -76,7 +81,8 @@ export function mountTargetProblem(target: string, protectedPaths: readonly stri
       if (isWithin(pr, c)) return `mount path ${target} would cover the host directory ${pr}`;
     }
     for (const own of ownDirs) {
-      if (isWithin(c, own) || isWithin(own, c)) return `mount path ${target} overlaps the pod runner's directory ${own}`;
+      if (isWithin(c, own) || isWithin(own, c))
+        return `mount path ${target} overlaps the pod runner's directory ${own}`;
     }
   }
   return undefined;
@@ -100,7 +106,8 @@ let watchdog: ChildProcess | undefined;
 function persist(): void {
   const lines: string[] = [];
   for (const o of owners.values()) if (!o.keep) lines.push(`workdir ${o.workDir}`);
-  for (const c of [...created.values()].sort((a, b) => b.path.length - a.path.length)) lines.push(`${c.kind} ${c.path}`);
+  for (const c of [...created.values()].sort((a, b) => b.path.length - a.path.length))
+    lines.push(`${c.kind} ${c.path}`);
   try {
     fs.writeFileSync(stateFile, lines.length ? `${lines.join('\n')}\n` : '');
   } catch {
@@ -126,7 +133,10 @@ const WATCHDOG = [
 
 function startWatchdog(): void {
   if (watchdog) return;
-  watchdog = spawn('/bin/sh', ['-c', WATCHDOG, 'pko-pod-runner-watchdog', String(process.pid), stateFile], { stdio: 'ignore', detached: true });
+  watchdog = spawn('/bin/sh', ['-c', WATCHDOG, 'pko-pod-runner-watchdog', String(process.pid), stateFile], {
+    stdio: 'ignore',
+    detached: true,
+  });
   watchdog.unref();
 }
 

@@ -47,7 +47,15 @@ export interface RunnerContext {
 type Waiting = { waiting: { reason: string; message?: string } };
 type Running = { running: { startedAt: string } };
 type Terminated = {
-  terminated: { exitCode: number; reason: string; message?: string; startedAt?: string; finishedAt: string; containerID?: string; signal?: number };
+  terminated: {
+    exitCode: number;
+    reason: string;
+    message?: string;
+    startedAt?: string;
+    finishedAt: string;
+    containerID?: string;
+    signal?: number;
+  };
 };
 type State = Waiting | Running | Terminated;
 
@@ -189,7 +197,9 @@ export class PodWorker {
       (c) => new ContainerRun(c, c.restartPolicy === 'Always' ? 'sidecar' : 'init', 'PodInitializing', ctx),
     );
     const hasInit = this.inits.length > 0;
-    this.mains = (this.pod.spec?.containers ?? []).map((c) => new ContainerRun(c, 'main', hasInit ? 'PodInitializing' : 'ContainerCreating', ctx));
+    this.mains = (this.pod.spec?.containers ?? []).map(
+      (c) => new ContainerRun(c, 'main', hasInit ? 'PodInitializing' : 'ContainerCreating', ctx),
+    );
     this.done = new Promise((r) => (this.resolveDone = r));
   }
 
@@ -298,7 +308,10 @@ export class PodWorker {
     this.pushStatus();
     const deadline = this.pod.spec?.activeDeadlineSeconds;
     if (deadline !== undefined && deadline !== null) {
-      const t = setTimeout(() => void this.failPod('DeadlineExceeded', 'Pod was active on the node longer than the specified deadline'), deadline * 1000);
+      const t = setTimeout(
+        () => void this.failPod('DeadlineExceeded', 'Pod was active on the node longer than the specified deadline'),
+        deadline * 1000,
+      );
       this.timers.add(t);
     }
 
@@ -364,10 +377,12 @@ export class PodWorker {
     for (const c of containers) {
       const targets = (c.volumeMounts ?? []).map((m) => m.mountPath);
       const img = this.ctx.image(c.image ?? '');
-      if (typeof img !== 'string') targets.push(...Object.keys(img.binds ?? {}), ...Object.keys(img.writableDirs ?? {}));
+      if (typeof img !== 'string')
+        targets.push(...Object.keys(img.binds ?? {}), ...Object.keys(img.writableDirs ?? {}));
       for (const t of targets) {
         const problem = mountTargetProblem(t, this.ctx.protectedPaths, this.ctx.ownDirs);
-        if (problem) return { reason: 'UnsafeMountPath', message: `pod runner refuses container ${c.name}: ${problem}` };
+        if (problem)
+          return { reason: 'UnsafeMountPath', message: `pod runner refuses container ${c.name}: ${problem}` };
       }
     }
     if (this.pod.spec?.ephemeralContainers?.length) this.ctx.log(`pod ${this.key}: ephemeral containers are ignored`);
@@ -408,7 +423,14 @@ export class PodWorker {
       if (this.stopping) return;
       if (outcome === 'retry') continue;
       const t = c.terminated!;
-      const policy = c.kind === 'sidecar' ? 'Always' : c.kind === 'init' ? (this.restartPolicy === 'Never' ? 'Never' : 'OnFailure') : this.restartPolicy;
+      const policy =
+        c.kind === 'sidecar'
+          ? 'Always'
+          : c.kind === 'init'
+            ? this.restartPolicy === 'Never'
+              ? 'Never'
+              : 'OnFailure'
+            : this.restartPolicy;
       if (policy === 'Never' || (policy === 'OnFailure' && t.exitCode === 0)) return;
       if (c.kind === 'main' && this.pod.metadata?.deletionTimestamp) return;
       const wait = c.backoff.delay(Date.parse(t.finishedAt));
@@ -438,14 +460,23 @@ export class PodWorker {
     const csc = c.securityContext ?? {};
     const explicitUser = csc.runAsUser ?? psc.runAsUser;
     const uid = explicitUser ?? image.user ?? 0;
-    const gid = csc.runAsGroup ?? psc.runAsGroup ?? (explicitUser !== undefined && explicitUser !== null ? 0 : image.group ?? 0);
+    const gid =
+      csc.runAsGroup ??
+      psc.runAsGroup ??
+      (explicitUser !== undefined && explicitUser !== null ? 0 : (image.group ?? 0));
     const nonRoot = csc.runAsNonRoot ?? psc.runAsNonRoot;
     if (nonRoot) {
       const who = `(pod: "${this.name}_${this.namespace}(${this.uid})", container: ${c.name})`;
       if (explicitUser === 0) throw new ContainerConfigError(`container's runAsUser breaks non-root policy ${who}`);
-      if ((explicitUser === undefined || explicitUser === null) && uid === 0) throw new ContainerConfigError(`container has runAsNonRoot and image will run as root ${who}`);
+      if ((explicitUser === undefined || explicitUser === null) && uid === 0)
+        throw new ContainerConfigError(`container has runAsNonRoot and image will run as root ${who}`);
     }
-    const groups = [...new Set([...(psc.fsGroup !== undefined && psc.fsGroup !== null ? [psc.fsGroup] : []), ...(psc.supplementalGroups ?? [])])];
+    const groups = [
+      ...new Set([
+        ...(psc.fsGroup !== undefined && psc.fsGroup !== null ? [psc.fsGroup] : []),
+        ...(psc.supplementalGroups ?? []),
+      ]),
+    ];
     let boundingSet: string | undefined;
     if (!csc.privileged) {
       const drop = (csc.capabilities?.drop ?? []).map((x) => x.toLowerCase().replace(/^cap_/, ''));
@@ -460,11 +491,18 @@ export class PodWorker {
     return { uid, gid, groups, boundingSet, noNewPrivs: csc.allowPrivilegeEscalation === false };
   }
 
-  private async buildMounts(c: V1Container, image: ImageConfig, env: Record<string, string>, creds: Credentials, dir: string): Promise<BindMount[]> {
+  private async buildMounts(
+    c: V1Container,
+    image: ImageConfig,
+    env: Record<string, string>,
+    creds: Credentials,
+    dir: string,
+  ): Promise<BindMount[]> {
     const mounts: BindMount[] = [];
     for (const [target, b] of Object.entries(image.binds ?? {})) {
       const bind = typeof b === 'string' ? { hostPath: b } : b;
-      if (!fs.existsSync(bind.hostPath)) throw new ContainerConfigError(`image bind source ${bind.hostPath} does not exist`);
+      if (!fs.existsSync(bind.hostPath))
+        throw new ContainerConfigError(`image bind source ${bind.hostPath} does not exist`);
       mounts.push({ source: bind.hostPath, target, readOnly: bind.readOnly ?? true });
     }
     for (const [target, w] of Object.entries(image.writableDirs ?? {})) {
@@ -478,23 +516,30 @@ export class PodWorker {
     fs.writeFileSync(hosts, await this.ctx.hostsFile(this.pod), { mode: 0o644 });
     mounts.push({ source: hosts, target: '/etc/hosts', readOnly: false });
 
-    const vms = [...(c.volumeMounts ?? [])].sort((a, b) => path.resolve(a.mountPath).split('/').length - path.resolve(b.mountPath).split('/').length);
+    const vms = [...(c.volumeMounts ?? [])].sort(
+      (a, b) => path.resolve(a.mountPath).split('/').length - path.resolve(b.mountPath).split('/').length,
+    );
     for (const vm of vms) {
       const vol = this.volumes.prepared.get(vm.name);
       if (!vol) throw new ContainerConfigError(`cannot find volume "${vm.name}" to mount into container "${c.name}"`);
       let source = vol.hostPath;
       const sub = vm.subPath || (vm.subPathExpr ? expand(vm.subPathExpr, mappingFor(env)) : '');
       if (sub) {
-        if (path.isAbsolute(sub) || sub.split('/').includes('..')) throw new ContainerConfigError(`invalid subPath ${sub}`);
+        if (path.isAbsolute(sub) || sub.split('/').includes('..'))
+          throw new ContainerConfigError(`invalid subPath ${sub}`);
         source = path.join(vol.hostPath, sub);
         if (!fs.existsSync(source)) {
-          if (!vol.writable) throw new ContainerConfigError(`failed to prepare subPath for volumeMount "${vm.name}" of container "${c.name}": ${sub} does not exist`);
+          if (!vol.writable)
+            throw new ContainerConfigError(
+              `failed to prepare subPath for volumeMount "${vm.name}" of container "${c.name}": ${sub} does not exist`,
+            );
           fs.mkdirSync(source, { recursive: true, mode: 0o755 });
           fs.chmodSync(source, 0o777);
         }
         const real = fs.realpathSync(source);
         const root = fs.realpathSync(vol.hostPath);
-        if (real !== root && !real.startsWith(`${root}/`)) throw new ContainerConfigError(`subPath ${sub} escapes volume "${vm.name}"`);
+        if (real !== root && !real.startsWith(`${root}/`))
+          throw new ContainerConfigError(`subPath ${sub} escapes volume "${vm.name}"`);
         source = real;
       }
       mounts.push({ source, target: path.resolve(vm.mountPath), readOnly: Boolean(vm.readOnly) || vol.alwaysReadOnly });
@@ -573,7 +618,8 @@ export class PodWorker {
           },
         },
       });
-      const basePath = image.basePath ?? process.env.PATH ?? '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+      const basePath =
+        image.basePath ?? process.env.PATH ?? '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
       env = {
         PATH: [...(image.path ?? []), basePath].filter((x) => x !== '').join(':'),
         HOSTNAME: hostname,
@@ -581,14 +627,20 @@ export class PodWorker {
         ...(image.env ?? {}),
       };
       for (const [k, v] of list) env[k] = v;
-      const command = spec.command?.length ? spec.command : image.entrypoint ?? [];
-      const args = spec.command?.length ? spec.args ?? [] : spec.args?.length ? spec.args : image.cmd ?? [];
+      const command = spec.command?.length ? spec.command : (image.entrypoint ?? []);
+      const args = spec.command?.length ? (spec.args ?? []) : spec.args?.length ? spec.args : (image.cmd ?? []);
       argv = [...expandCommand(command, env), ...expandCommand(args, env)];
-      if (argv.length === 0) throw new ContainerConfigError('no command specified (the image has no ENTRYPOINT/CMD in the pod runner registry)');
+      if (argv.length === 0)
+        throw new ContainerConfigError(
+          'no command specified (the image has no ENTRYPOINT/CMD in the pod runner registry)',
+        );
       workingDir = spec.workingDir || image.workingDir || '/';
       mounts = await this.buildMounts(spec, image, env, creds, containerDir);
       // A working dir outside every mount and missing on the host is created (and remembered).
-      if (!mounts.some((m) => workingDir === m.target || workingDir.startsWith(`${m.target}/`)) && !fs.existsSync(workingDir)) {
+      if (
+        !mounts.some((m) => workingDir === m.target || workingDir.startsWith(`${m.target}/`)) &&
+        !fs.existsSync(workingDir)
+      ) {
         ensureHostMountPoint(workingDir, 'dir');
       }
     } catch (e) {
@@ -628,7 +680,13 @@ export class PodWorker {
     });
     c.proc = proc;
     c.everStarted = true;
-    this.ctx.event(this.pod, 'Normal', 'Pulled', `Container image "${spec.image ?? ''}" already present on machine`, this.fieldPath(c));
+    this.ctx.event(
+      this.pod,
+      'Normal',
+      'Pulled',
+      `Container image "${spec.image ?? ''}" already present on machine`,
+      this.fieldPath(c),
+    );
     this.ctx.event(this.pod, 'Normal', 'Created', `Created container ${spec.name}`, this.fieldPath(c));
     const pid = await proc.started;
     if (pid !== undefined) {
@@ -654,7 +712,16 @@ export class PodWorker {
     c.started = false;
     const finishedAt = now();
     if (exit.startError !== undefined) {
-      c.state = { terminated: { exitCode: 128, reason: 'StartError', message: exit.startError, startedAt: '1970-01-01T00:00:00Z', finishedAt, containerID: c.containerID } };
+      c.state = {
+        terminated: {
+          exitCode: 128,
+          reason: 'StartError',
+          message: exit.startError,
+          startedAt: '1970-01-01T00:00:00Z',
+          finishedAt,
+          containerID: c.containerID,
+        },
+      };
       this.ctx.event(this.pod, 'Warning', 'Failed', `Error: ${exit.startError}`, this.fieldPath(c));
       this.ctx.log(`pod ${this.key} container ${spec.name}: StartError: ${exit.startError}`);
     } else {
@@ -682,16 +749,28 @@ export class PodWorker {
   // -------------------------------------------------------------------------------------------
   // Probes and handlers
 
-  private async runHandler(h: V1LifecycleHandler, c: ContainerRun, proc: ContainerProcess, timeoutMs: number): Promise<ProbeResult> {
+  private async runHandler(
+    h: V1LifecycleHandler,
+    c: ContainerRun,
+    proc: ContainerProcess,
+    timeoutMs: number,
+  ): Promise<ProbeResult> {
     const t = Number.isFinite(timeoutMs) ? Math.max(timeoutMs, 1) : 2 ** 31 - 1;
     if (h.exec) {
       const r = await proc.exec(h.exec.command ?? [], t);
-      return { ok: r.exitCode === 0 && !r.timedOut, message: `exec ${JSON.stringify(h.exec.command)} exited ${r.exitCode}: ${r.output.trim()}` };
+      return {
+        ok: r.exitCode === 0 && !r.timedOut,
+        message: `exec ${JSON.stringify(h.exec.command)} exited ${r.exitCode}: ${r.output.trim()}`,
+      };
     }
     if (h.httpGet) return httpGet(h.httpGet, c.spec, Math.min(t, 2 ** 31 - 1));
     if (h.tcpSocket) {
       try {
-        return await tcpSocket(h.tcpSocket.host || POD_IP, resolvePort(h.tcpSocket.port as number | string, c.spec), Math.min(t, 30_000));
+        return await tcpSocket(
+          h.tcpSocket.host || POD_IP,
+          resolvePort(h.tcpSocket.port as number | string, c.spec),
+          Math.min(t, 30_000),
+        );
       } catch (e) {
         return { ok: false, message: (e as Error).message };
       }
@@ -723,7 +802,11 @@ export class PodWorker {
     const readiness = c.spec.readinessProbe;
     const liveness = c.spec.livenessProbe;
 
-    const loop = (probe: V1Probe, kind: 'Startup' | 'Readiness' | 'Liveness', onResult: (ok: boolean, changedTo?: boolean) => boolean): void => {
+    const loop = (
+      probe: V1Probe,
+      kind: 'Startup' | 'Readiness' | 'Liveness',
+      onResult: (ok: boolean, changedTo?: boolean) => boolean,
+    ): void => {
       const t = probeTimings(probe);
       let successes = 0;
       let failures = 0;
@@ -769,8 +852,18 @@ export class PodWorker {
       if (liveness) {
         loop(liveness, 'Liveness', (_ok, changed) => {
           if (changed === false) {
-            this.ctx.event(this.pod, 'Normal', 'Killing', `Container ${c.name} failed liveness probe, will be restarted`, this.fieldPath(c));
-            void this.killContainer(c, Date.now() + (liveness.terminationGracePeriodSeconds ?? this.pod.spec?.terminationGracePeriodSeconds ?? 30) * 1000);
+            this.ctx.event(
+              this.pod,
+              'Normal',
+              'Killing',
+              `Container ${c.name} failed liveness probe, will be restarted`,
+              this.fieldPath(c),
+            );
+            void this.killContainer(
+              c,
+              Date.now() +
+                (liveness.terminationGracePeriodSeconds ?? this.pod.spec?.terminationGracePeriodSeconds ?? 30) * 1000,
+            );
             return false;
           }
           return true;
@@ -785,8 +878,18 @@ export class PodWorker {
           return false;
         }
         if (changed === false) {
-          this.ctx.event(this.pod, 'Normal', 'Killing', `Container ${c.name} failed startup probe, will be restarted`, this.fieldPath(c));
-          void this.killContainer(c, Date.now() + (startup.terminationGracePeriodSeconds ?? this.pod.spec?.terminationGracePeriodSeconds ?? 30) * 1000);
+          this.ctx.event(
+            this.pod,
+            'Normal',
+            'Killing',
+            `Container ${c.name} failed startup probe, will be restarted`,
+            this.fieldPath(c),
+          );
+          void this.killContainer(
+            c,
+            Date.now() +
+              (startup.terminationGracePeriodSeconds ?? this.pod.spec?.terminationGracePeriodSeconds ?? 30) * 1000,
+          );
           return false;
         }
         return true;
@@ -804,7 +907,11 @@ export class PodWorker {
     const exited = proc.exited.then(() => true);
     if (runPreStop && c.spec.lifecycle?.preStop && localDeadline() > Date.now()) {
       const budget = localDeadline() - Date.now();
-      await Promise.race([this.runHandler(c.spec.lifecycle.preStop, c, proc, budget), exited, this.waitUntil(localDeadline)]);
+      await Promise.race([
+        this.runHandler(c.spec.lifecycle.preStop, c, proc, budget),
+        exited,
+        this.waitUntil(localDeadline),
+      ]);
     }
     if (!proc.running) return;
     if (localDeadline() > Date.now()) {
@@ -864,7 +971,9 @@ export class PodWorker {
     this.setStopping();
     const all = [...this.inits, ...this.mains];
     if (!this.silent && this.killDeadline > Date.now()) {
-      for (const c of all) if (c.proc?.running) this.ctx.event(this.pod, 'Normal', 'Killing', `Stopping container ${c.name}`, this.fieldPath(c));
+      for (const c of all)
+        if (c.proc?.running)
+          this.ctx.event(this.pod, 'Normal', 'Killing', `Stopping container ${c.name}`, this.fieldPath(c));
     }
     // Regular containers first, then sidecars in reverse order (kubelet).
     await Promise.all(this.mains.map((c) => this.killContainer(c, this.killDeadline, !this.silent)));
@@ -882,7 +991,12 @@ export class PodWorker {
     if (!this.silent) {
       if (this.phase !== 'Succeeded' && this.phase !== 'Failed') {
         const mainsDone = this.mains.filter((c) => c.terminated);
-        this.phase = mainsDone.length === this.mains.length && mainsDone.every((c) => c.terminated!.exitCode === 0) && this.initDone ? 'Succeeded' : 'Failed';
+        this.phase =
+          mainsDone.length === this.mains.length &&
+          mainsDone.every((c) => c.terminated!.exitCode === 0) &&
+          this.initDone
+            ? 'Succeeded'
+            : 'Failed';
       }
       this.pushStatus();
       await this.flushStatus();
@@ -902,7 +1016,8 @@ export class PodWorker {
         preconditions: { uid: this.uid },
       });
     } catch (e) {
-      if (!isNotFound(e) && !(e instanceof Error && /HTTP 409/.test(e.message))) this.ctx.log(`pod ${this.key}: final delete: ${(e as Error).message}`);
+      if (!isNotFound(e) && !(e instanceof Error && /HTTP 409/.test(e.message)))
+        this.ctx.log(`pod ${this.key}: final delete: ${(e as Error).message}`);
     }
   }
 
@@ -982,7 +1097,9 @@ export class PodWorker {
     const phase = this.computePhase();
     const terminal = phase === 'Succeeded' || phase === 'Failed';
     const sidecars = this.inits.filter((c) => c.kind === 'sidecar');
-    const incompleteInit = this.inits.filter((c) => (c.kind === 'sidecar' ? !c.started : c.terminated?.exitCode !== 0)).map((c) => c.name);
+    const incompleteInit = this.inits
+      .filter((c) => (c.kind === 'sidecar' ? !c.started : c.terminated?.exitCode !== 0))
+      .map((c) => c.name);
     const initialized = this.initDone || incompleteInit.length === 0;
     const unready = [...sidecars, ...this.mains].filter((c) => !(c.ready && c.running)).map((c) => c.name);
     const containersReady = !terminal && this.initDone && unready.length === 0;
@@ -992,17 +1109,32 @@ export class PodWorker {
     const unreadyMsg = `containers with unready status: [${unready.join(' ')}]`;
     const conditions = [
       this.condition('PodReadyToStartContainers', this.sandboxReady && !terminal),
-      this.condition('Initialized', initialized, 'ContainersNotInitialized', `containers with incomplete status: [${incompleteInit.join(' ')}]`),
+      this.condition(
+        'Initialized',
+        initialized,
+        'ContainersNotInitialized',
+        `containers with incomplete status: [${incompleteInit.join(' ')}]`,
+      ),
       this.condition(
         'Ready',
         containersReady && missingGates.length === 0,
         terminal ? 'PodCompleted' : !containersReady ? 'ContainersNotReady' : 'ReadinessGatesNotReady',
-        terminal ? undefined : !containersReady ? unreadyMsg : `corresponding condition of pod readiness gate "${missingGates.join('", "')}" does not exist.`,
+        terminal
+          ? undefined
+          : !containersReady
+            ? unreadyMsg
+            : `corresponding condition of pod readiness gate "${missingGates.join('", "')}" does not exist.`,
       ),
-      this.condition('ContainersReady', containersReady, terminal ? 'PodCompleted' : 'ContainersNotReady', terminal ? undefined : unreadyMsg),
+      this.condition(
+        'ContainersReady',
+        containersReady,
+        terminal ? 'PodCompleted' : 'ContainersNotReady',
+        terminal ? undefined : unreadyMsg,
+      ),
     ];
     // The binding sets PodScheduled; the kubelet only adds it when missing (a pod created with nodeName).
-    if (!podConditions.some((c) => c.type === 'PodScheduled' && c.status === 'True')) conditions.push(this.condition('PodScheduled', true));
+    if (!podConditions.some((c) => c.type === 'PodScheduled' && c.status === 'True'))
+      conditions.push(this.condition('PodScheduled', true));
     const status: Record<string, unknown> = {
       phase,
       conditions,
@@ -1033,7 +1165,12 @@ export class PodWorker {
         const body = JSON.stringify(status);
         if (body === this.lastWritten) continue;
         try {
-          await this.ctx.api.request('PATCH', p`/api/v1/namespaces/${this.namespace}/pods/${this.name}/status`, { status }, 'application/strategic-merge-patch+json');
+          await this.ctx.api.request(
+            'PATCH',
+            p`/api/v1/namespaces/${this.namespace}/pods/${this.name}/status`,
+            { status },
+            'application/strategic-merge-patch+json',
+          );
           this.lastWritten = body;
           failures = 0;
         } catch (e) {

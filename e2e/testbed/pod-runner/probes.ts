@@ -42,14 +42,25 @@ export function httpGet(action: V1HTTPGetAction, container: V1Container, timeout
     const headers: Record<string, string> = { 'user-agent': 'kube-probe/1.36', accept: '*/*' };
     for (const h of action.httpHeaders ?? []) headers[h.name.toLowerCase()] = h.value;
     const pathPart = action.path ? (action.path.startsWith('/') ? action.path : `/${action.path}`) : '/';
-    const opts: https.RequestOptions = { host, port, path: pathPart, method: 'GET', headers, timeout: timeoutMs, agent: false, rejectUnauthorized: false };
+    const opts: https.RequestOptions = {
+      host,
+      port,
+      path: pathPart,
+      method: 'GET',
+      headers,
+      timeout: timeoutMs,
+      agent: false,
+      rejectUnauthorized: false,
+    };
     const req = (scheme === 'HTTPS' ? https : http).request(opts, (res) => {
       res.resume();
       const code = res.statusCode ?? 0;
       resolve({ ok: code >= 200 && code < 400, message: `HTTP probe ${pathPart} on ${host}:${port}: status ${code}` });
     });
     req.on('timeout', () => req.destroy(new Error(`timeout after ${timeoutMs} ms`)));
-    req.on('error', (e) => resolve({ ok: false, message: `Get "${scheme.toLowerCase()}://${host}:${port}${pathPart}": ${e.message}` }));
+    req.on('error', (e) =>
+      resolve({ ok: false, message: `Get "${scheme.toLowerCase()}://${host}:${port}${pathPart}": ${e.message}` }),
+    );
     req.end();
   });
 }
@@ -94,7 +105,12 @@ export function grpcCheck(host: string, port: number, service: string, timeoutMs
     frame.writeUInt8(0, 0);
     frame.writeUInt32BE(msg.length, 1);
     msg.copy(frame, 5);
-    const req = client.request({ ':method': 'POST', ':path': '/grpc.health.v1.Health/Check', 'content-type': 'application/grpc', te: 'trailers' });
+    const req = client.request({
+      ':method': 'POST',
+      ':path': '/grpc.health.v1.Health/Check',
+      'content-type': 'application/grpc',
+      te: 'trailers',
+    });
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     let grpcStatus: string | undefined;
@@ -114,7 +130,11 @@ export function grpcCheck(host: string, port: number, service: string, timeoutMs
       // HealthCheckResponse { status = 1 (enum) } → 0x08 <status>
       const payload = body.subarray(5);
       const status = payload.length >= 2 && payload[0] === 0x08 ? payload[1] : 0;
-      done(status === 1 ? { ok: true, message: '' } : { ok: false, message: `service unhealthy (responded with status ${status})` });
+      done(
+        status === 1
+          ? { ok: true, message: '' }
+          : { ok: false, message: `service unhealthy (responded with status ${status})` },
+      );
     });
     req.end(frame);
   });
@@ -125,7 +145,11 @@ export async function runProbe(probe: V1Probe, target: ProbeTarget): Promise<Pro
   try {
     if (probe.httpGet) return await httpGet(probe.httpGet, target.container, timeoutMs);
     if (probe.tcpSocket) {
-      return await tcpSocket(probe.tcpSocket.host || POD_IP, resolvePort(probe.tcpSocket.port as number | string, target.container), timeoutMs);
+      return await tcpSocket(
+        probe.tcpSocket.host || POD_IP,
+        resolvePort(probe.tcpSocket.port as number | string, target.container),
+        timeoutMs,
+      );
     }
     if (probe.grpc) return await grpcCheck(POD_IP, probe.grpc.port, probe.grpc.service ?? '', timeoutMs);
     if (probe.exec) {
@@ -140,7 +164,12 @@ export async function runProbe(probe: V1Probe, target: ProbeTarget): Promise<Pro
 }
 
 /** The probe's timings with the API's defaults. */
-export function probeTimings(probe: V1Probe): { initialDelayMs: number; periodMs: number; successThreshold: number; failureThreshold: number } {
+export function probeTimings(probe: V1Probe): {
+  initialDelayMs: number;
+  periodMs: number;
+  successThreshold: number;
+  failureThreshold: number;
+} {
   return {
     initialDelayMs: (probe.initialDelaySeconds ?? 0) * 1000,
     periodMs: (probe.periodSeconds ?? 10) * 1000,

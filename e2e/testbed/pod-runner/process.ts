@@ -46,7 +46,13 @@ function which(name: string, dirs: string[]): string | undefined {
 }
 
 export function findHostTools(): HostTools {
-  const dirs = ['/usr/bin', '/bin', '/usr/sbin', '/sbin', ...(process.env.PATH ?? '').split(':').filter((d) => d !== '')];
+  const dirs = [
+    '/usr/bin',
+    '/bin',
+    '/usr/sbin',
+    '/sbin',
+    ...(process.env.PATH ?? '').split(':').filter((d) => d !== ''),
+  ];
   const out: Partial<HostTools> = {};
   const missing: string[] = [];
   for (const t of ['setpriv', 'unshare', 'nsenter', 'mount', 'mkdir', 'sh'] as const) {
@@ -55,7 +61,8 @@ export function findHostTools(): HostTools {
     else out[t] = f;
   }
   if (missing.length) throw new Error(`pod runner: missing host tools (util-linux, coreutils): ${missing.join(', ')}`);
-  if (process.getuid?.() !== 0) throw new Error('pod runner: must run as root (mount namespaces, bind mounts, setpriv)');
+  if (process.getuid?.() !== 0)
+    throw new Error('pod runner: must run as root (mount namespaces, bind mounts, setpriv)');
   return out as HostTools;
 }
 
@@ -123,7 +130,10 @@ function reaperScript(tools: HostTools, spec: LaunchSpec): string {
       `if [ -d ${s} ]; then [ -d ${t} ] || ${shq(tools.mkdir)} -p ${t} 2>/dev/null; else [ -e ${t} ] || { ${shq(tools.mkdir)} -p "$(dirname ${t})" && : > ${t}; } 2>/dev/null; fi`,
       `${shq(tools.mount)} --bind ${s} ${t} 2>/dev/null || fail ${shq(`cannot bind-mount ${m.source} at ${m.target}`)}`,
     );
-    if (m.readOnly) init.push(`${shq(tools.mount)} -o remount,bind,ro ${t} 2>/dev/null || fail ${shq(`cannot remount ${m.target} read-only`)}`);
+    if (m.readOnly)
+      init.push(
+        `${shq(tools.mount)} -o remount,bind,ro ${t} 2>/dev/null || fail ${shq(`cannot remount ${m.target} read-only`)}`,
+      );
   }
   init.push(
     `${shq(tools.mount)} -t proc proc /proc 2>/dev/null || fail 'cannot mount /proc'`,
@@ -147,7 +157,17 @@ function reaperScript(tools: HostTools, spec: LaunchSpec): string {
   ].join('\n');
 }
 
-const SIGNALS: Record<string, number> = { SIGHUP: 1, SIGINT: 2, SIGQUIT: 3, SIGABRT: 6, SIGKILL: 9, SIGSEGV: 11, SIGPIPE: 13, SIGALRM: 14, SIGTERM: 15 };
+const SIGNALS: Record<string, number> = {
+  SIGHUP: 1,
+  SIGINT: 2,
+  SIGQUIT: 3,
+  SIGABRT: 6,
+  SIGKILL: 9,
+  SIGSEGV: 11,
+  SIGPIPE: 13,
+  SIGALRM: 14,
+  SIGTERM: 15,
+};
 
 export class ContainerProcess {
   readonly reaper: ChildProcess;
@@ -166,7 +186,23 @@ export class ContainerProcess {
     const stream = spec.onOutput !== undefined;
     this.reaper = spawn(
       tools.setpriv,
-      ['--pdeathsig', 'KILL', '--', tools.unshare, '--mount', '--uts', '--pid', '--propagation', 'private', '--', tools.sh, '-c', reaperScript(tools, spec), 'pko-reaper', ...spec.argv],
+      [
+        '--pdeathsig',
+        'KILL',
+        '--',
+        tools.unshare,
+        '--mount',
+        '--uts',
+        '--pid',
+        '--propagation',
+        'private',
+        '--',
+        tools.sh,
+        '-c',
+        reaperScript(tools, spec),
+        'pko-reaper',
+        ...spec.argv,
+      ],
       {
         cwd: '/',
         env: spec.env,
@@ -286,14 +322,19 @@ function execIn(
   argv: string[],
   timeoutMs: number,
 ): Promise<{ exitCode: number; output: string; timedOut: boolean }> {
-  if (initPid === undefined) return Promise.resolve({ exitCode: 126, output: 'container is not running', timedOut: false });
+  if (initPid === undefined)
+    return Promise.resolve({ exitCode: 126, output: 'container is not running', timedOut: false });
   const script = `cd ${shq(spec.workingDir)} 2>/dev/null || cd /; exec ${setprivArgs(tools, spec.creds).map(shq).join(' ')} "$@"`;
   return new Promise((resolve) => {
-    const child = spawn(tools.nsenter, ['--target', String(initPid), '--mount', '--uts', '--pid', '--', tools.sh, '-c', script, 'pko-exec', ...argv], {
-      env: spec.env,
-      detached: true,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child = spawn(
+      tools.nsenter,
+      ['--target', String(initPid), '--mount', '--uts', '--pid', '--', tools.sh, '-c', script, 'pko-exec', ...argv],
+      {
+        env: spec.env,
+        detached: true,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     const chunks: Buffer[] = [];
     let size = 0;
     const collect = (c: Buffer): void => {

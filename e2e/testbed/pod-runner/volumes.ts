@@ -70,7 +70,8 @@ function validateRelPath(rel: string): void {
   }
 }
 
-const effectiveMode = (f: FileProjection, gid: number | undefined): number => (gid !== undefined ? f.mode | 0o440 : f.mode);
+const effectiveMode = (f: FileProjection, gid: number | undefined): number =>
+  gid !== undefined ? f.mode | 0o440 : f.mode;
 
 function currentPayloadMatches(dir: string, payload: Map<string, FileProjection>, gid: number | undefined): boolean {
   let target: string;
@@ -174,7 +175,8 @@ export function atomicWrite(dir: string, payload: Map<string, FileProjection>, g
       /* gone */
     }
   }
-  if (oldTarget !== undefined && oldTarget !== tsName) fs.rmSync(path.join(dir, oldTarget), { recursive: true, force: true });
+  if (oldTarget !== undefined && oldTarget !== tsName)
+    fs.rmSync(path.join(dir, oldTarget), { recursive: true, force: true });
   return true;
 }
 
@@ -209,7 +211,12 @@ interface TokenState {
 const API_DATA_KINDS = new Set(['configMap', 'secret', 'downwardAPI', 'projected']);
 
 function volumeKind(v: V1Volume): string {
-  const kinds = Object.keys(v).filter((k) => k !== 'name' && (v as unknown as Record<string, unknown>)[k] !== undefined && (v as unknown as Record<string, unknown>)[k] !== null);
+  const kinds = Object.keys(v).filter(
+    (k) =>
+      k !== 'name' &&
+      (v as unknown as Record<string, unknown>)[k] !== undefined &&
+      (v as unknown as Record<string, unknown>)[k] !== null,
+  );
   return kinds[0] ?? 'emptyDir';
 }
 
@@ -303,7 +310,8 @@ export class PodVolumes {
         return { name: v.name, hostPath: cdir, kind, alwaysReadOnly: false, writable: true };
       }
       default:
-        if (!API_DATA_KINDS.has(kind)) throw new VolumeError(`pod runner: volume type ${kind} (volume "${v.name}") is not supported`);
+        if (!API_DATA_KINDS.has(kind))
+          throw new VolumeError(`pod runner: volume type ${kind} (volume "${v.name}") is not supported`);
         await this.writeApiData(v);
         return { name: v.name, hostPath: dir, kind, alwaysReadOnly: true, writable: false };
     }
@@ -325,7 +333,14 @@ export class PodVolumes {
         if (src.optional) return out;
         throw new VolumeError(`configmap "${src.name ?? ''}" not found`);
       }
-      this.project(out, data, src.items, src.defaultMode ?? 0o644, src.optional ?? false, `configmap "${src.name ?? ''}"`);
+      this.project(
+        out,
+        data,
+        src.items,
+        src.defaultMode ?? 0o644,
+        src.optional ?? false,
+        `configmap "${src.name ?? ''}"`,
+      );
     } else if (v.secret) {
       const src = v.secret;
       const data = await readSecret(this.ctx.api, this.ns, src.secretName ?? '');
@@ -333,7 +348,14 @@ export class PodVolumes {
         if (src.optional) return out;
         throw new VolumeError(`secret "${src.secretName ?? ''}" not found`);
       }
-      this.project(out, data, src.items, src.defaultMode ?? 0o644, src.optional ?? false, `secret "${src.secretName ?? ''}"`);
+      this.project(
+        out,
+        data,
+        src.items,
+        src.defaultMode ?? 0o644,
+        src.optional ?? false,
+        `secret "${src.secretName ?? ''}"`,
+      );
     } else if (v.downwardAPI) {
       this.downward(out, v.downwardAPI.items, v.downwardAPI.defaultMode ?? 0o644);
     } else if (v.projected) {
@@ -343,7 +365,10 @@ export class PodVolumes {
         else if (s.secret) await this.projectedSecret(out, s.secret, defaultMode);
         else if (s.downwardAPI) this.downward(out, s.downwardAPI.items, defaultMode);
         else if (s.serviceAccountToken) await this.token(out, `${v.name}/${i}`, s.serviceAccountToken, defaultMode);
-        else throw new VolumeError(`pod runner: projected source ${Object.keys(s).join(',')} (volume "${v.name}") is not supported`);
+        else
+          throw new VolumeError(
+            `pod runner: projected source ${Object.keys(s).join(',')} (volume "${v.name}") is not supported`,
+          );
       }
     }
     return out;
@@ -371,7 +396,11 @@ export class PodVolumes {
     }
   }
 
-  private async projectedConfigMap(out: Map<string, FileProjection>, src: V1ConfigMapProjection, defaultMode: number): Promise<void> {
+  private async projectedConfigMap(
+    out: Map<string, FileProjection>,
+    src: V1ConfigMapProjection,
+    defaultMode: number,
+  ): Promise<void> {
     const data = await readConfigMap(this.ctx.api, this.ns, src.name ?? '');
     if (!data) {
       if (src.optional) return;
@@ -380,7 +409,11 @@ export class PodVolumes {
     this.project(out, data, src.items, defaultMode, src.optional ?? false, `configmap "${src.name ?? ''}"`);
   }
 
-  private async projectedSecret(out: Map<string, FileProjection>, src: V1SecretProjection, defaultMode: number): Promise<void> {
+  private async projectedSecret(
+    out: Map<string, FileProjection>,
+    src: V1SecretProjection,
+    defaultMode: number,
+  ): Promise<void> {
     const data = await readSecret(this.ctx.api, this.ns, src.name ?? '');
     if (!data) {
       if (src.optional) return;
@@ -389,7 +422,11 @@ export class PodVolumes {
     this.project(out, data, src.items, defaultMode, src.optional ?? false, `secret "${src.name ?? ''}"`);
   }
 
-  private downward(out: Map<string, FileProjection>, items: V1DownwardAPIVolumeFile[] | undefined, defaultMode: number): void {
+  private downward(
+    out: Map<string, FileProjection>,
+    items: V1DownwardAPIVolumeFile[] | undefined,
+    defaultMode: number,
+  ): void {
     const pod = this.pod;
     for (const it of items ?? []) {
       let value: string;
@@ -407,7 +444,12 @@ export class PodVolumes {
     }
   }
 
-  private async token(out: Map<string, FileProjection>, key: string, src: V1ServiceAccountTokenProjection, defaultMode: number): Promise<void> {
+  private async token(
+    out: Map<string, FileProjection>,
+    key: string,
+    src: V1ServiceAccountTokenProjection,
+    defaultMode: number,
+  ): Promise<void> {
     const now = Date.now();
     let state = this.tokens.get(key);
     // kubelet: refresh when older than 80% of its lifetime.
@@ -432,12 +474,18 @@ export class PodVolumes {
       }
       const token = tr.status?.token;
       if (!token) throw new VolumeError('failed to fetch token: empty TokenRequest status');
-      const exp = tr.status?.expirationTimestamp ? Date.parse(tr.status.expirationTimestamp) : now + (src.expirationSeconds ?? 3600) * 1000;
+      const exp = tr.status?.expirationTimestamp
+        ? Date.parse(tr.status.expirationTimestamp)
+        : now + (src.expirationSeconds ?? 3600) * 1000;
       state = { token, issuedAt: now, expiresAt: exp };
       this.tokens.set(key, state);
     }
     const fsUser = commonRunAsUser(this.pod);
     const mode = fsUser !== undefined || this.fsGroup !== undefined ? 0o600 : defaultMode;
-    out.set(src.path, { data: Buffer.from(state.token, 'utf8'), mode, ...(fsUser !== undefined ? { uid: fsUser } : {}) });
+    out.set(src.path, {
+      data: Buffer.from(state.token, 'utf8'),
+      mode,
+      ...(fsUser !== undefined ? { uid: fsUser } : {}),
+    });
   }
 }

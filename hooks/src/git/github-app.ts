@@ -57,7 +57,9 @@ export async function installationToken(
   }
   if (res.statusCode !== 201 || typeof body.token !== 'string') {
     const why = typeof body.message === 'string' ? `: ${body.message.slice(0, 200)}` : '';
-    throw new Error(`the GitHub App installation token exchange at ${url} failed (HTTP ${res.statusCode}${why}): check gitAuth.githubApp`);
+    throw new Error(
+      `the GitHub App installation token exchange at ${url} failed (HTTP ${res.statusCode}${why}): check gitAuth.githubApp`,
+    );
   }
   const expires = typeof body.expires_at === 'string' ? Date.parse(body.expires_at) : NaN;
   return { token: body.token, expiresAtMs: Number.isFinite(expires) ? expires : opts.nowMs + 60 * 60 * 1000 };

@@ -49,7 +49,12 @@ export function parseAdvertisement(body: Buffer): Map<string, string> {
 /** Upstream's matching: a full ref name, else a branch, else a tag (peeled for annotated tags). */
 export function matchRef(refs: Map<string, string>, ref: string): string | undefined {
   if (ref.startsWith('refs/')) return refs.get(`${ref}^{}`) ?? refs.get(ref);
-  return refs.get(`refs/heads/${ref}`) ?? refs.get(`refs/tags/${ref}^{}`) ?? refs.get(`refs/tags/${ref}`) ?? (ref === 'HEAD' ? refs.get('HEAD') : undefined);
+  return (
+    refs.get(`refs/heads/${ref}`) ??
+    refs.get(`refs/tags/${ref}^{}`) ??
+    refs.get(`refs/tags/${ref}`) ??
+    (ref === 'HEAD' ? refs.get('HEAD') : undefined)
+  );
 }
 
 export interface GitResolverOptions {
@@ -75,7 +80,9 @@ export class GitResolver {
 
   constructor(private readonly options: GitResolverOptions) {
     this.now = options.now ?? Date.now;
-    this.dispatcher = new Agent({ connectTimeout: options.timeoutMs }).compose(interceptors.redirect({ maxRedirections: 3 }));
+    this.dispatcher = new Agent({ connectTimeout: options.timeoutMs }).compose(
+      interceptors.redirect({ maxRedirections: 3 }),
+    );
   }
 
   close(): Promise<void> {
@@ -85,7 +92,9 @@ export class GitResolver {
   resolve(req: RefLookupRequest): Promise<RefLookup> {
     if (req.unsupported) return Promise.resolve({ error: req.unsupported });
     const app = req.githubApp ? [req.githubApp.appId, req.githubApp.installationId, req.githubApp.privateKey] : [];
-    const key = createHash('sha256').update(JSON.stringify([req.url, req.ref, req.username ?? '', req.password ?? '', ...app])).digest('hex');
+    const key = createHash('sha256')
+      .update(JSON.stringify([req.url, req.ref, req.username ?? '', req.password ?? '', ...app]))
+      .digest('hex');
     const hit = this.cache.get(key);
     const t = this.now();
     if (hit && hit.expires > t) return hit.value;
@@ -105,7 +114,9 @@ export class GitResolver {
   }
 
   private githubAppToken(creds: GitHubAppCredentials, signal: AbortSignal): Promise<string> {
-    const key = createHash('sha256').update(JSON.stringify([creds.appId, creds.installationId, creds.privateKey])).digest('hex');
+    const key = createHash('sha256')
+      .update(JSON.stringify([creds.appId, creds.installationId, creds.privateKey]))
+      .digest('hex');
     const t = this.now();
     const hit = this.appTokens.get(key);
     if (hit && hit.expiresAtMs - 5 * 60_000 > t) return hit.token;
@@ -135,7 +146,10 @@ export class GitResolver {
     }
     url.searchParams.set('service', 'git-upload-pack');
     const headers: Record<string, string> = { 'user-agent': 'git/2.0 (pulumi-mc-operator)', accept: '*/*' };
-    const userinfo = url.username || url.password ? { username: decodeURIComponent(url.username), password: decodeURIComponent(url.password) } : undefined;
+    const userinfo =
+      url.username || url.password
+        ? { username: decodeURIComponent(url.username), password: decodeURIComponent(url.password) }
+        : undefined;
     url.username = '';
     url.password = '';
     let username = req.username ?? userinfo?.username;
@@ -149,9 +163,13 @@ export class GitResolver {
       } catch (err) {
         const e = err as Error & { code?: string };
         if (e.name === 'TimeoutError' || e.name === 'AbortError') {
-          return { error: `timed out after ${this.options.timeoutMs} ms getting a GitHub App installation token to resolve "${req.ref}" in ${shown}` };
+          return {
+            error: `timed out after ${this.options.timeoutMs} ms getting a GitHub App installation token to resolve "${req.ref}" in ${shown}`,
+          };
         }
-        return { error: `cannot resolve "${req.ref}" in ${shown}: ${e.code && !e.message.includes('GitHub App') ? `cannot reach the GitHub API (${e.code})` : e.message}` };
+        return {
+          error: `cannot resolve "${req.ref}" in ${shown}: ${e.code && !e.message.includes('GitHub App') ? `cannot reach the GitHub API (${e.code})` : e.message}`,
+        };
       }
     }
     if (username !== undefined || password !== undefined) {
@@ -161,7 +179,9 @@ export class GitResolver {
       const res = await request(url, { method: 'GET', headers, signal, dispatcher: this.dispatcher });
       if (res.statusCode === 401 || res.statusCode === 403) {
         await res.body.dump();
-        return { error: `authentication failed reading ${shown} (HTTP ${res.statusCode}): check the git credentials in spec.gitAuth` };
+        return {
+          error: `authentication failed reading ${shown} (HTTP ${res.statusCode}): check the git credentials in spec.gitAuth`,
+        };
       }
       if (res.statusCode === 404) {
         await res.body.dump();

@@ -106,7 +106,10 @@ export function asRetained(observed: KObject): KObject {
 }
 
 /** A condition from an object's status.conditions. */
-export function conditionOf(obj: KObject | undefined, type: string): { status?: string; reason?: string; message?: string; lastTransitionTime?: string } | undefined {
+export function conditionOf(
+  obj: KObject | undefined,
+  type: string,
+): { status?: string; reason?: string; message?: string; lastTransitionTime?: string } | undefined {
   const conds: unknown = obj?.status?.conditions;
   if (!Array.isArray(conds)) return undefined;
   return conds.find((c) => isRecord(c) && c.type === type) as any;

@@ -59,7 +59,8 @@ const STRING = String.raw`"[^"\\\x00-\x1f]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[
  */
 const ARRAY = (() => {
   let object = String.raw`\{\}`;
-  for (let depth = 1; depth <= MAX_DEPTH; depth++) object = String.raw`\{(?:${STRING}:(?:${STRING}|${object})(?:,(?=")|(?=\})))*\}`;
+  for (let depth = 1; depth <= MAX_DEPTH; depth++)
+    object = String.raw`\{(?:${STRING}:(?:${STRING}|${object})(?:,(?=")|(?=\})))*\}`;
   return new RegExp(String.raw`\[(?:${object}(?:,(?=\{)|(?=\])))*\]`, 'y');
 })();
 

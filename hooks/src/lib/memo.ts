@@ -9,7 +9,11 @@ import { deepFreeze } from './json';
  * than corrupt the next answer. Bounded (least recently used entries go first), so memory stays
  * flat however many Stacks there are. This is not state: forgetting an entry changes no answer.
  */
-export function memoizeByContent<A extends unknown[], R>(fn: (...args: A) => R, keyOf: (...args: A) => unknown, max = 2048): (...args: A) => R {
+export function memoizeByContent<A extends unknown[], R>(
+  fn: (...args: A) => R,
+  keyOf: (...args: A) => unknown,
+  max = 2048,
+): (...args: A) => R {
   const cache = new LRUCache<string, { value: R }>({ max });
   return (...args: A): R => {
     const k = keyOf(...args);
@@ -46,7 +50,10 @@ export function responseJson(response: object): string {
   const parts: string[] = [];
   for (const [key, value] of Object.entries(response)) {
     if (value === undefined || typeof value === 'function') continue;
-    const json = key === 'children' && Array.isArray(value) ? `[${value.map((c) => (c === undefined ? 'null' : jsonOf(c))).join(',')}]` : JSON.stringify(value);
+    const json =
+      key === 'children' && Array.isArray(value)
+        ? `[${value.map((c) => (c === undefined ? 'null' : jsonOf(c))).join(',')}]`
+        : JSON.stringify(value);
     parts.push(`${JSON.stringify(key)}:${json}`);
   }
   return `{${parts.join(',')}}`;
@@ -139,8 +146,13 @@ function isPlainObject(value: object): boolean {
  * the matching of any later value.
  */
 export function contentTokens(options?: { max?: number }): (slot: string, value: unknown) => string;
-export function contentTokens(options: { max?: number; admit: (value: unknown) => boolean }): (slot: string, value: unknown) => string | undefined;
-export function contentTokens(options: { max?: number; admit?: (value: unknown) => boolean } = {}): (slot: string, value: unknown) => string | undefined {
+export function contentTokens(options: {
+  max?: number;
+  admit: (value: unknown) => boolean;
+}): (slot: string, value: unknown) => string | undefined;
+export function contentTokens(
+  options: { max?: number; admit?: (value: unknown) => boolean } = {},
+): (slot: string, value: unknown) => string | undefined {
   const slots = new LRUCache<string, { snapshot: JsonSnapshot; token: string }>({ max: options.max ?? 2048 });
   let issued = 0;
   return (slot, value) => {

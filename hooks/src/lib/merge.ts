@@ -53,7 +53,8 @@ function mergeValue(base: unknown, patch: unknown, field: string | undefined): u
   }
   if (Array.isArray(patch)) {
     const key = field !== undefined ? MERGE_KEYS[field] : undefined;
-    if (key === undefined || !Array.isArray(base)) return patch.filter((p) => !(isRecord(p) && p.$patch === 'delete')).map(copyOf);
+    if (key === undefined || !Array.isArray(base))
+      return patch.filter((p) => !(isRecord(p) && p.$patch === 'delete')).map(copyOf);
     const out = [...base];
     for (const item of patch) {
       if (!isRecord(item) || item[key] === undefined) {

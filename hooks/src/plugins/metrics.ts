@@ -131,7 +131,14 @@ export function instrument(app: FastifyInstance, metrics: HookMetrics): void {
     if (!hook) return;
     metrics.observeDuration(hook, reply.elapsedTime / 1000);
     if (reply.statusCode >= 400) {
-      const reason = reply.statusCode === 400 ? 'bad_request' : reply.statusCode === 413 ? 'payload_too_large' : reply.statusCode >= 500 ? 'internal' : `http_${reply.statusCode}`;
+      const reason =
+        reply.statusCode === 400
+          ? 'bad_request'
+          : reply.statusCode === 413
+            ? 'payload_too_large'
+            : reply.statusCode >= 500
+              ? 'internal'
+              : `http_${reply.statusCode}`;
       metrics.errors.inc({ hook, reason });
     }
   });

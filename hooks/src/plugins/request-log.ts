@@ -37,7 +37,12 @@ export class OneLinePerRequest extends LogController {
     if (error) return super.requestCompleted(error, request, reply);
     if (this.isLogDisabled(request)) return;
     const line = request.hookLog;
-    const fields: Record<string, unknown> = { method: request.method, url: request.url, statusCode: reply.statusCode, responseTime: reply.elapsedTime };
+    const fields: Record<string, unknown> = {
+      method: request.method,
+      url: request.url,
+      statusCode: reply.statusCode,
+      responseTime: reply.elapsedTime,
+    };
     // Object.assign, not `{ ...fields, ...line.fields }`: with that double spread here, V8 (Node 20)
     // promoted about one request's objects to the old generation at every scavenge, and the
     // resulting full collections every 2-3 s were the hook's latency tail (docs/benchmarks.md).

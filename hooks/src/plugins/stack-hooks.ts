@@ -31,9 +31,13 @@ interface SyncBody {
  * I/O is the bounded, cached git lookup; the rest is syncStack, a pure function.
  */
 export async function stackHooks(app: FastifyInstance, opts: StackHooksOptions): Promise<void> {
-  app.post<{ Body: { parent: Stack } }>('/customize', { schema: { body: requestSchemas.customize } }, async (request) => {
-    return customizeStack(request.body.parent);
-  });
+  app.post<{ Body: { parent: Stack } }>(
+    '/customize',
+    { schema: { body: requestSchemas.customize } },
+    async (request) => {
+      return customizeStack(request.body.parent);
+    },
+  );
 
   const sync = async (body: SyncBody, finalizing: boolean, request: FastifyRequest) => {
     const lookups = new Map<string, RefLookup>();
@@ -44,7 +48,13 @@ export async function stackHooks(app: FastifyInstance, opts: StackHooksOptions):
     if (body.related) req.related = body.related;
     const response = syncStack(req, { config: opts.config, now: opts.clock(), lookups });
     const meta = body.parent.metadata;
-    if (meta?.name) opts.metrics.observeStack(String(meta.namespace ?? ''), String(meta.name), response.status.lastUpdate?.state, response.finalized === true);
+    if (meta?.name)
+      opts.metrics.observeStack(
+        String(meta.namespace ?? ''),
+        String(meta.name),
+        response.status.lastUpdate?.state,
+        response.finalized === true,
+      );
     const ready = response.status.conditions?.find((c) => c.type !== 'Ready' && c.status === 'True');
     request.hookLog = {
       message: finalizing ? 'stack finalize' : 'stack sync',
@@ -65,10 +75,14 @@ export async function stackHooks(app: FastifyInstance, opts: StackHooksOptions):
     const response = await sync(request.body, request.body.finalizing === true, request);
     return reply.type(JSON_TYPE).send(responseJson(response));
   });
-  app.post<{ Body: SyncBody }>('/finalize', { schema: { body: requestSchemas.compositeSync } }, async (request, reply) => {
-    const response = await sync(request.body, true, request);
-    return reply.type(JSON_TYPE).send(responseJson(response));
-  });
+  app.post<{ Body: SyncBody }>(
+    '/finalize',
+    { schema: { body: requestSchemas.compositeSync } },
+    async (request, reply) => {
+      const response = await sync(request.body, true, request);
+      return reply.type(JSON_TYPE).send(responseJson(response));
+    },
+  );
 }
 
 /** The git lookup this request needs; none when the spec is too broken to say (validation reports it). */

@@ -40,7 +40,12 @@ export function syncProgram(req: ProgramSyncRequest, now: Date): ProgramSyncResp
   if (message !== undefined) {
     const status: ProgramStatus = {
       observedGeneration: generation,
-      conditions: applyMark(previous.conditions, { kind: 'stalled', reason: 'SpecInvalid', message }, generation, now) as ProgramStatus['conditions'],
+      conditions: applyMark(
+        previous.conditions,
+        { kind: 'stalled', reason: 'SpecInvalid', message },
+        generation,
+        now,
+      ) as ProgramStatus['conditions'],
     };
     return { status, attachments: observed ? [asLastApplied(observed)] : [] };
   }
@@ -50,14 +55,22 @@ export function syncProgram(req: ProgramSyncRequest, now: Date): ProgramSyncResp
   const unchanged = previous.artifact?.revision === revision && previous.artifact?.digest === rendered.digest;
   const status: ProgramStatus = {
     observedGeneration: generation,
-    conditions: applyMark(previous.conditions, { kind: 'ready', message: 'the program has been rendered' }, generation, now) as ProgramStatus['conditions'],
+    conditions: applyMark(
+      previous.conditions,
+      { kind: 'ready', message: 'the program has been rendered' },
+      generation,
+      now,
+    ) as ProgramStatus['conditions'],
     artifact: {
       path: `programs/${namespace}/${name}/${revision}`,
       url: `configmap://${namespace}/${cmName}/Pulumi.yaml`,
       revision,
       digest: rendered.digest,
       size: rendered.size,
-      lastUpdateTime: unchanged && previous.artifact?.lastUpdateTime ? previous.artifact.lastUpdateTime : now.toISOString().replace(/\.\d{3}Z$/, 'Z'),
+      lastUpdateTime:
+        unchanged && previous.artifact?.lastUpdateTime
+          ? previous.artifact.lastUpdateTime
+          : now.toISOString().replace(/\.\d{3}Z$/, 'Z'),
     },
   };
   const configMap: KObject = {

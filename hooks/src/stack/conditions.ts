@@ -49,7 +49,10 @@ export function applyMark(observed: unknown, mark: Mark, generation: number | un
       status,
       reason,
       message,
-      lastTransitionTime: existing && existing.status === status ? existing.lastTransitionTime : now.toISOString().replace(/\.\d{3}Z$/, 'Z'),
+      lastTransitionTime:
+        existing && existing.status === status
+          ? existing.lastTransitionTime
+          : now.toISOString().replace(/\.\d{3}Z$/, 'Z'),
     };
     if (generation !== undefined) next.observedGeneration = generation;
     conditions = existing ? conditions.map((c) => (c.type === type ? next : c)) : [...conditions, next];
@@ -61,7 +64,12 @@ export function applyMark(observed: unknown, mark: Mark, generation: number | un
     case 'ready':
       remove('Reconciling');
       remove('Stalled');
-      set('Ready', 'True', Reasons.ProcessingCompleted, mark.message ?? 'the stack has been processed and is up to date');
+      set(
+        'Ready',
+        'True',
+        Reasons.ProcessingCompleted,
+        mark.message ?? 'the stack has been processed and is up to date',
+      );
       break;
     case 'reconciling':
       remove('Stalled');

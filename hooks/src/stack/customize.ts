@@ -23,7 +23,12 @@ export function customizeStack(stack: Stack): { relatedResources: RelatedResourc
   const ns = stack.metadata?.namespace as string;
   const name = stack.metadata?.name as string;
   const rules: RelatedResourceRule[] = [];
-  const refreshRequests: RelatedResourceRule = { apiVersion: 'v1', resource: 'configmaps', namespace: ns, labelSelector: { matchLabels: { [REFRESH_LABEL]: name } } };
+  const refreshRequests: RelatedResourceRule = {
+    apiVersion: 'v1',
+    resource: 'configmaps',
+    namespace: ns,
+    labelSelector: { matchLabels: { [REFRESH_LABEL]: name } },
+  };
   // A Stack that fails its schema will be Stalled by sync whatever its related objects are.
   if (!validateStack(stack).ok) return { relatedResources: name ? [refreshRequests] : [] };
   const spec = stack.spec;
@@ -36,8 +41,11 @@ export function customizeStack(stack: Stack): { relatedResources: RelatedResourc
   } else if (!hasGitSource(spec) && spec.programRef?.name) {
     rules.push({ apiVersion: GROUP_VERSION, resource: 'programs', namespace: ns, names: [spec.programRef.name] });
   }
-  const prerequisites = [...new Set((spec.prerequisites ?? []).map((p) => p?.name).filter((n): n is string => !!n))].sort();
-  if (prerequisites.length) rules.push({ apiVersion: GROUP_VERSION, resource: 'stacks', namespace: ns, names: prerequisites });
+  const prerequisites = [
+    ...new Set((spec.prerequisites ?? []).map((p) => p?.name).filter((n): n is string => !!n)),
+  ].sort();
+  if (prerequisites.length)
+    rules.push({ apiVersion: GROUP_VERSION, resource: 'stacks', namespace: ns, names: prerequisites });
   const secrets = hasGitSource(spec) ? secretsForLookup(spec) : [];
   if (secrets.length) rules.push({ apiVersion: 'v1', resource: 'secrets', namespace: ns, names: secrets });
   // A destroy on deletion needs a workspace; seeing the namespace lets sync say why none can start

@@ -16,7 +16,10 @@ export function resyncFrequencyMs(stack: Stack): number {
 
 /** min(10 s · 3^failures, cap); the first step is 10 s even when the cap is lower (upstream's edge). */
 export function cooldownMs(stack: Stack, failures: number): number {
-  const cap = (stack.spec.retryMaxBackoffDurationSeconds ?? 0) > 0 ? stack.spec.retryMaxBackoffDurationSeconds! * 1000 : DEFAULT_BACKOFF_CAP_MS;
+  const cap =
+    (stack.spec.retryMaxBackoffDurationSeconds ?? 0) > 0
+      ? stack.spec.retryMaxBackoffDurationSeconds! * 1000
+      : DEFAULT_BACKOFF_CAP_MS;
   const step = BACKOFF_BASE_MS * Math.pow(BACKOFF_FACTOR, Math.max(0, failures));
   return failures <= 0 ? BACKOFF_BASE_MS : Math.min(step, cap);
 }
@@ -32,9 +35,7 @@ export interface DecisionInput {
   refreshRequestedBy: string[];
 }
 
-export type Decision =
-  | { synced: true; requeueAfterMs?: number }
-  | { synced: false; message: string };
+export type Decision = { synced: true; requeueAfterMs?: number } | { synced: false; message: string };
 
 function since(now: Date, time: string | undefined): number {
   const t = time ? Date.parse(time) : NaN;
@@ -51,27 +52,35 @@ export function decideSync(input: DecisionInput): Decision {
   if (last.generation !== generation) {
     return { synced: false, message: deleting ? 'Stack marked for deletion' : `New stack generation: ${generation}` };
   }
-  if ((last.reconcileRequest ?? '') !== (request ?? '')) return { synced: false, message: `Sync request: "${request ?? ''}"` };
+  if ((last.reconcileRequest ?? '') !== (request ?? ''))
+    return { synced: false, message: `Sync request: "${request ?? ''}"` };
 
   if (last.state === 'succeeded') {
-    if (deleting) return last.type === 'destroy' ? { synced: true } : { synced: false, message: 'Stack marked for deletion' };
-    if ((last.lastSuccessfulCommit ?? '') !== commit) return { synced: false, message: `New commit detected: "${commit}"` };
+    if (deleting)
+      return last.type === 'destroy' ? { synced: true } : { synced: false, message: 'Stack marked for deletion' };
+    if ((last.lastSuccessfulCommit ?? '') !== commit)
+      return { synced: false, message: `New commit detected: "${commit}"` };
     const freq = resyncFrequencyMs(stack);
     if (stack.spec.continueResyncOnCommitMatch && since(now, last.lastResyncTime) >= freq) {
       return { synced: false, message: `Resync time elapsed: ${formatDuration(freq)}` };
     }
     if (input.refreshRequestedBy.length > 0) {
-      return { synced: false, message: `Sync request: "after-${last.name}" from ${input.refreshRequestedBy.map((n) => `"${n}"`).join(', ')}` };
+      return {
+        synced: false,
+        message: `Sync request: "after-${last.name}" from ${input.refreshRequestedBy.map((n) => `"${n}"`).join(', ')}`,
+      };
     }
     return { synced: true, requeueAfterMs: requeueAfter(input) };
   }
 
   // Last operation failed.
-  if ((last.lastAttemptedCommit ?? '') !== commit) return { synced: false, message: `New commit detected: "${commit}"` };
+  if ((last.lastAttemptedCommit ?? '') !== commit)
+    return { synced: false, message: `New commit detected: "${commit}"` };
   const failures = last.failures ?? 0;
   if (failures >= MAX_UPDATE_FAILURES) return { synced: true, requeueAfterMs: requeueAfter(input) };
   const cooldown = cooldownMs(stack, failures);
-  if (since(now, last.lastResyncTime) >= cooldown) return { synced: false, message: `Backoff time elapsed: ${formatDuration(cooldown)}` };
+  if (since(now, last.lastResyncTime) >= cooldown)
+    return { synced: false, message: `Backoff time elapsed: ${formatDuration(cooldown)}` };
   return { synced: true, requeueAfterMs: requeueAfter(input) };
 }
 
@@ -86,7 +95,8 @@ function requeueAfter(input: DecisionInput): number | undefined {
   if (last?.state === 'failed' && (last.failures ?? 0) < MAX_UPDATE_FAILURES && !input.deleting) {
     terms.push(cooldownMs(stack, last.failures ?? 0) - elapsed);
   }
-  if (last?.state === 'succeeded' && stack.spec.continueResyncOnCommitMatch) terms.push(resyncFrequencyMs(stack) - elapsed);
+  if (last?.state === 'succeeded' && stack.spec.continueResyncOnCommitMatch)
+    terms.push(resyncFrequencyMs(stack) - elapsed);
   if (stack.spec.branch) terms.push(resyncFrequencyMs(stack));
   if (terms.length === 0) return undefined;
   return Math.max(MIN_REQUEUE_MS, Math.min(...terms.map((t) => (Number.isFinite(t) ? t : MIN_REQUEUE_MS))));

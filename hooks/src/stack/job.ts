@@ -96,7 +96,13 @@ export function operationFor(stack: Stack, type: OperationType, message: string)
 }
 
 /** The Job that runs one operation through the workspace and reports on itself. */
-export function buildJob(stack: Stack, type: OperationType, message: string, id: UpdateIdentity, config: HookConfig): KObject {
+export function buildJob(
+  stack: Stack,
+  type: OperationType,
+  message: string,
+  id: UpdateIdentity,
+  config: HookConfig,
+): KObject {
   const spec = stack.spec;
   const name = stack.metadata!.name as string;
   const namespace = stack.metadata!.namespace as string;
@@ -121,7 +127,9 @@ export function buildJob(stack: Stack, type: OperationType, message: string, id:
   };
   if (config.agentImagePullPolicy) runner.imagePullPolicy = config.agentImagePullPolicy;
   const template: V1PodTemplateSpec = {
-    metadata: { labels: { [Labels.stackName]: name, [Labels.workspaceComponent]: 'update', [Labels.updateType]: type } },
+    metadata: {
+      labels: { [Labels.stackName]: name, [Labels.workspaceComponent]: 'update', [Labels.updateType]: type },
+    },
     spec: {
       // Its own identity (rbac.ts): allowed to call this Stack's workspace and report on its own Job.
       serviceAccountName: updateServiceAccountName(name),
@@ -134,7 +142,15 @@ export function buildJob(stack: Stack, type: OperationType, message: string, id:
         {
           name: 'workspace-token',
           projected: {
-            sources: [{ serviceAccountToken: { audience: workspaceAudience(name, namespace), expirationSeconds: 3600, path: 'token' } }],
+            sources: [
+              {
+                serviceAccountToken: {
+                  audience: workspaceAudience(name, namespace),
+                  expirationSeconds: 3600,
+                  path: 'token',
+                },
+              },
+            ],
           },
         },
       ],
@@ -161,11 +177,17 @@ export function buildJob(stack: Stack, type: OperationType, message: string, id:
       template,
     },
   };
-  const userMeta = spec.updateTemplate?.metadata as { labels?: Record<string, string>; annotations?: Record<string, string> } | undefined;
+  const userMeta = spec.updateTemplate?.metadata as
+    { labels?: Record<string, string>; annotations?: Record<string, string> } | undefined;
   if (userMeta) {
     obj = strategicMerge(obj, { metadata: { labels: userMeta.labels, annotations: userMeta.annotations } });
     // Our keys win: they identify the Job.
-    obj.metadata.labels = { ...obj.metadata.labels, [Labels.stackName]: name, [Labels.workspaceComponent]: 'update', [Labels.updateType]: type };
+    obj.metadata.labels = {
+      ...obj.metadata.labels,
+      [Labels.stackName]: name,
+      [Labels.workspaceComponent]: 'update',
+      [Labels.updateType]: type,
+    };
   }
   return obj;
 }
@@ -194,7 +216,10 @@ const outcomes = new WeakMap<KObject, JobOutcome | null>();
  * results again, and parsing them was a tenth of a steady-state sync. Bounded by total size; the
  * parsed results are frozen because they are shared.
  */
-const parsedResults = new LRUCache<string, { result: UpdateResult | undefined }>({ maxSize: 16 * 1024 * 1024, sizeCalculation: (_v, raw) => Math.max(1, raw.length) });
+const parsedResults = new LRUCache<string, { result: UpdateResult | undefined }>({
+  maxSize: 16 * 1024 * 1024,
+  sizeCalculation: (_v, raw) => Math.max(1, raw.length),
+});
 
 function resultOf(raw: string | undefined): UpdateResult | undefined {
   if (raw === undefined) return undefined;
@@ -211,18 +236,29 @@ function readJobOutcome(job: KObject): JobOutcome | undefined {
   const result = resultOf(job.metadata.annotations?.[Annotations.updateResult]);
   const failed = conditionOf(job, 'Failed');
   const complete = conditionOf(job, 'Complete');
-  const jobEnd = (job.status?.completionTime as string | undefined) ?? failed?.lastTransitionTime ?? complete?.lastTransitionTime;
+  const jobEnd =
+    (job.status?.completionTime as string | undefined) ?? failed?.lastTransitionTime ?? complete?.lastTransitionTime;
   if (result) return { result, endTime: result.endTime ?? jobEnd };
   if (failed?.status === 'True') {
     const why = [failed.reason, failed.message].filter(Boolean).join(': ');
     return {
-      result: { state: 'failed', type, reason: 'JobFailed', message: `the ${type} Job failed before reporting a result${why ? ` (${why})` : ''}` },
+      result: {
+        state: 'failed',
+        type,
+        reason: 'JobFailed',
+        message: `the ${type} Job failed before reporting a result${why ? ` (${why})` : ''}`,
+      },
       endTime: jobEnd,
     };
   }
   if (complete?.status === 'True') {
     return {
-      result: { state: 'failed', type, reason: 'NoResult', message: `the ${type} Job completed without reporting a result` },
+      result: {
+        state: 'failed',
+        type,
+        reason: 'NoResult',
+        message: `the ${type} Job completed without reporting a result`,
+      },
       endTime: jobEnd,
     };
   }

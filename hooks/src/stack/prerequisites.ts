@@ -51,7 +51,10 @@ export function checkPrerequisites(stack: Stack, related: ObjectMap | undefined,
     if (within !== undefined) {
       const ended = Date.parse(last.lastResyncTime ?? '');
       if (Number.isNaN(ended) || now.getTime() - ended > parseDuration(within)!) {
-        failures.push({ name: p.name, error: `prerequisite is out of date (last succeeded at ${last.lastResyncTime ?? 'an unknown time'}, needed within ${within})` });
+        failures.push({
+          name: p.name,
+          error: `prerequisite is out of date (last succeeded at ${last.lastResyncTime ?? 'an unknown time'}, needed within ${within})`,
+        });
         refreshRequests.push({
           apiVersion: 'v1',
           kind: 'ConfigMap',
@@ -69,7 +72,9 @@ export function checkPrerequisites(stack: Stack, related: ObjectMap | undefined,
     failures.length === 1
       ? [`prerequisite not satisfied for "${failures[0]!.name}": ${failures[0]!.error}`]
       : failures.length > 1
-        ? [`multiple prerequisites were not satisfied ${failures.map((f) => f.name).join(', ')}: ${failures.map((f) => `${f.name}: ${f.error}`).join('; ')}`]
+        ? [
+            `multiple prerequisites were not satisfied ${failures.map((f) => f.name).join(', ')}: ${failures.map((f) => `${f.name}: ${f.error}`).join('; ')}`,
+          ]
         : [];
   return { unmet, refreshRequests };
 }

@@ -27,15 +27,31 @@ const RBAC_GROUP = 'rbac.authorization.k8s.io';
 
 /** stackRbac, memoised: the same few objects on every sync of a Stack (their JSON is then reused too). */
 export const desiredStackRbac = memoizeByContent(
-  (stack: string, namespace: string, workspaceServiceAccount: string, jobNames: string[]) => stackRbac(stack, namespace, workspaceServiceAccount, jobNames),
-  (stack: string, namespace: string, workspaceServiceAccount: string, jobNames: string[]) => [stack, namespace, workspaceServiceAccount, jobNames],
+  (stack: string, namespace: string, workspaceServiceAccount: string, jobNames: string[]) =>
+    stackRbac(stack, namespace, workspaceServiceAccount, jobNames),
+  (stack: string, namespace: string, workspaceServiceAccount: string, jobNames: string[]) => [
+    stack,
+    namespace,
+    workspaceServiceAccount,
+    jobNames,
+  ],
 );
 
-export function stackRbac(stack: string, namespace: string, workspaceServiceAccount: string, jobNames: string[]): KObject[] {
+export function stackRbac(
+  stack: string,
+  namespace: string,
+  workspaceServiceAccount: string,
+  jobNames: string[],
+): KObject[] {
   const labels = (): Record<string, string> => ({ ...stackLabels(stack, 'rbac') });
   const ws = workspaceName(stack);
   const update = updateServiceAccountName(stack);
-  const role = (name: string, rules: unknown[]): KObject => ({ apiVersion: `${RBAC_GROUP}/v1`, kind: 'Role', metadata: { name, namespace, labels: labels() }, rules });
+  const role = (name: string, rules: unknown[]): KObject => ({
+    apiVersion: `${RBAC_GROUP}/v1`,
+    kind: 'Role',
+    metadata: { name, namespace, labels: labels() },
+    rules,
+  });
   const binding = (name: string, subject: string): KObject => ({
     apiVersion: `${RBAC_GROUP}/v1`,
     kind: 'RoleBinding',
@@ -50,7 +66,8 @@ export function stackRbac(stack: string, namespace: string, workspaceServiceAcco
     { apiGroups: [''], resources: ['secrets'], verbs: ['create'] },
   ];
   // An empty resourceNames list would mean "every Job": only name Jobs that exist.
-  if (jobs.length > 0) updateRules.splice(1, 0, { apiGroups: ['batch'], resources: ['jobs'], verbs: ['patch'], resourceNames: jobs });
+  if (jobs.length > 0)
+    updateRules.splice(1, 0, { apiGroups: ['batch'], resources: ['jobs'], verbs: ['patch'], resourceNames: jobs });
   return [
     { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: update, namespace, labels: labels() } },
     role(ws, [{ apiGroups: ['apps'], resources: ['statefulsets'], verbs: ['patch'], resourceNames: [ws] }]),

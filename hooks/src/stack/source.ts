@@ -20,8 +20,7 @@ export type WorkspaceSource =
   | { kind: 'none' };
 
 export type SourceResolution =
-  | { ok: true; commit: string; source: WorkspaceSource }
-  | { ok: false; reason: string; message: string };
+  { ok: true; commit: string; source: WorkspaceSource } | { ok: false; reason: string; message: string };
 
 /** The result of resolving a git ref, produced by the (I/O) lookup phase before the pure sync. */
 export type RefLookup = { sha: string } | { error: string };
@@ -125,11 +124,23 @@ export function planRefLookup(stack: Stack, related: ObjectMap | undefined): Ref
   const env = Object.fromEntries(gitAuthEnv(spec).map((e) => [e.env, secretValue(related, ns, e.secret, e.key)]));
   if (env.GIT_SSH_PRIVATE_KEY !== undefined && env.GIT_TOKEN === undefined && env.GIT_USERNAME === undefined) {
     req.unsupported = `resolving "${ref}" with SSH credentials is not supported by the hooks; set spec.commit to a full commit SHA, or use gitAuth.accessToken or gitAuth.basicAuth`;
-  } else if (env.GIT_GITHUB_APP_ID !== undefined || env.GIT_GITHUB_APP_INSTALLATION_ID !== undefined || env.GIT_GITHUB_APP_PRIVATE_KEY !== undefined) {
-    if (env.GIT_GITHUB_APP_ID === undefined || env.GIT_GITHUB_APP_INSTALLATION_ID === undefined || env.GIT_GITHUB_APP_PRIVATE_KEY === undefined) {
+  } else if (
+    env.GIT_GITHUB_APP_ID !== undefined ||
+    env.GIT_GITHUB_APP_INSTALLATION_ID !== undefined ||
+    env.GIT_GITHUB_APP_PRIVATE_KEY !== undefined
+  ) {
+    if (
+      env.GIT_GITHUB_APP_ID === undefined ||
+      env.GIT_GITHUB_APP_INSTALLATION_ID === undefined ||
+      env.GIT_GITHUB_APP_PRIVATE_KEY === undefined
+    ) {
       req.unsupported = `resolving "${ref}" needs gitAuth.githubApp's appID, installationID and privateKey: a referenced Secret or key is missing`;
     } else {
-      req.githubApp = { appId: env.GIT_GITHUB_APP_ID, installationId: env.GIT_GITHUB_APP_INSTALLATION_ID, privateKey: env.GIT_GITHUB_APP_PRIVATE_KEY };
+      req.githubApp = {
+        appId: env.GIT_GITHUB_APP_ID,
+        installationId: env.GIT_GITHUB_APP_INSTALLATION_ID,
+        privateKey: env.GIT_GITHUB_APP_PRIVATE_KEY,
+      };
     }
   } else if (env.GIT_TOKEN !== undefined) {
     req.username = 'git';
@@ -163,11 +174,22 @@ export function resolveSource(
     let revision = spec.commit!;
     if (ref !== undefined) {
       const found = lookups.get(refLookupKey(url, ref));
-      if (!found) return { ok: false, reason: Reasons.SourceUnavailable, message: `the commit of "${ref}" in ${url} is not known yet` };
+      if (!found)
+        return {
+          ok: false,
+          reason: Reasons.SourceUnavailable,
+          message: `the commit of "${ref}" in ${url} is not known yet`,
+        };
       if ('error' in found) return { ok: false, reason: Reasons.SourceUnavailable, message: found.error };
       revision = found.sha;
     }
-    const source: WorkspaceSource = { kind: 'git', url, revision, shallow: spec.shallow === true, auth: gitAuthEnv(spec) };
+    const source: WorkspaceSource = {
+      kind: 'git',
+      url,
+      revision,
+      shallow: spec.shallow === true,
+      auth: gitAuthEnv(spec),
+    };
     if (spec.repoDir) source.dir = spec.repoDir;
     return { ok: true, commit: revision, source };
   }
@@ -175,10 +197,19 @@ export function resolveSource(
     const { kind, name, apiVersion } = spec.fluxSource.sourceRef;
     const obj = findObject(related, kind, apiVersion, ns, name);
     if (!obj) {
-      return { ok: false, reason: Reasons.SourceUnavailable, message: `unable to retrieve Flux source ${kind} ${ns}/${name}: not found` };
+      return {
+        ok: false,
+        reason: Reasons.SourceUnavailable,
+        message: `unable to retrieve Flux source ${kind} ${ns}/${name}: not found`,
+      };
     }
     const artifact = artifactOf(obj);
-    if (!artifact) return { ok: false, reason: Reasons.SourceUnavailable, message: `Flux source ${kind} ${ns}/${name} has no artifact` };
+    if (!artifact)
+      return {
+        ok: false,
+        reason: Reasons.SourceUnavailable,
+        message: `Flux source ${kind} ${ns}/${name} has no artifact`,
+      };
     const source: WorkspaceSource = { kind: 'flux', url: artifact.url, digest: artifact.digest };
     if (spec.fluxSource.dir) source.dir = spec.fluxSource.dir;
     return { ok: true, commit: artifact.revision, source };
@@ -187,10 +218,16 @@ export function resolveSource(
     const name = spec.programRef.name;
     const program = findObject(related, 'Program', GROUP_VERSION, ns, name);
     if (!program) {
-      return { ok: false, reason: Reasons.SourceUnavailable, message: `unable to retrieve program for stack: Program ${ns}/${name} not found` };
+      return {
+        ok: false,
+        reason: Reasons.SourceUnavailable,
+        message: `unable to retrieve program for stack: Program ${ns}/${name} not found`,
+      };
     }
     const artifact = artifactOf(program);
-    const invalid = (program.status?.conditions as any[] | undefined)?.find((c) => c?.type === 'Stalled' && c?.status === 'True');
+    const invalid = (program.status?.conditions as any[] | undefined)?.find(
+      (c) => c?.type === 'Stalled' && c?.status === 'True',
+    );
     if (!artifact || invalid) {
       const why = invalid?.message ? `: ${invalid.message}` : '';
       return { ok: false, reason: Reasons.SourceUnavailable, message: `Program ${ns}/${name} has no artifact${why}` };
@@ -209,7 +246,8 @@ export function resolveSource(
 function artifactOf(obj: KObject): { url: string; revision: string; digest: string } | undefined {
   const a = obj.status?.artifact;
   if (!a || typeof a.url !== 'string' || typeof a.revision !== 'string') return undefined;
-  const digest = typeof a.digest === 'string' ? a.digest : typeof a.checksum === 'string' ? `sha256:${a.checksum}` : undefined;
+  const digest =
+    typeof a.digest === 'string' ? a.digest : typeof a.checksum === 'string' ? `sha256:${a.checksum}` : undefined;
   if (digest === undefined) return undefined;
   return { url: a.url, revision: a.revision, digest };
 }

@@ -88,7 +88,8 @@ function absorb(status: StackStatus, job: KObject, id: UpdateIdentity, outcome: 
   const prev = status.lastUpdate;
   const { result } = outcome;
   const succeeded = result.state === 'succeeded';
-  const sameAttempt = prev !== undefined && prev.generation === id.generation && (prev.reconcileRequest ?? '') === id.reconcileRequest;
+  const sameAttempt =
+    prev !== undefined && prev.generation === id.generation && (prev.reconcileRequest ?? '') === id.reconcileRequest;
   const last: StackUpdateState = {
     generation: id.generation,
     reconcileRequest: id.reconcileRequest,
@@ -97,14 +98,18 @@ function absorb(status: StackStatus, job: KObject, id: UpdateIdentity, outcome: 
     state: result.state,
     message: result.message,
     lastAttemptedCommit: id.commit,
-    lastSuccessfulCommit: succeeded ? id.commit : prev?.lastSuccessfulCommit ?? '',
+    lastSuccessfulCommit: succeeded ? id.commit : (prev?.lastSuccessfulCommit ?? ''),
     lastResyncTime: outcome.endTime ?? rfc3339(now),
     failures: succeeded ? 0 : sameAttempt ? (prev!.failures ?? 0) + 1 : 0,
   };
   if (result.permalink) last.permalink = result.permalink;
   status.lastUpdate = last;
   if (succeeded && result.type === 'up' && result.outputs && !result.outputsOmitted) {
-    status.outputs = Object.fromEntries(Object.keys(result.outputs).sort().map((k) => [k, result.outputs![k]]));
+    status.outputs = Object.fromEntries(
+      Object.keys(result.outputs)
+        .sort()
+        .map((k) => [k, result.outputs![k]]),
+    );
   }
   if (succeeded && result.projectInfo) status.projectInfo = { ...result.projectInfo };
   delete status.currentUpdate;
@@ -121,7 +126,12 @@ function resultMark(last: StackUpdateState | undefined): Mark {
       message: `${last.type} failed ${failures + 1} times; not retrying until the spec or source changes`,
     };
   }
-  if (last.type === 'preview') return { kind: 'reconciling', reason: Reasons.PreviewFailed, message: `preview failed (${failures + 1} attempt(s))` };
+  if (last.type === 'preview')
+    return {
+      kind: 'reconciling',
+      reason: Reasons.PreviewFailed,
+      message: `preview failed (${failures + 1} attempt(s))`,
+    };
   return { kind: 'reconciling', reason: Reasons.RetryingAfterFailure, message: `${failures + 1} update failure(s)` };
 }
 
@@ -173,7 +183,12 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
   // The Stack's identities (rbac.ts) come with what it is given, allowed on exactly its Jobs.
   const withIdentities = (children: KObject[]): KObject[] => [
     ...children,
-    ...desiredStackRbac(name, stack.metadata!.namespace as string, workspaceServiceAccount(stack.spec), children.filter((c) => c.kind === 'Job').map((c) => c.metadata.name)),
+    ...desiredStackRbac(
+      name,
+      stack.metadata!.namespace as string,
+      workspaceServiceAccount(stack.spec),
+      children.filter((c) => c.kind === 'Job').map((c) => c.metadata.name),
+    ),
   ];
   const keepAll = (): KObject[] => [
     ...[observed.statefulSet, observed.service].filter((o): o is KObject => o !== undefined).map(asLastApplied),
@@ -186,7 +201,10 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
   const lastName = status.lastUpdate?.name ?? '';
   const current = observed.jobs.find((job) => {
     const id = identityOf(job);
-    return job.metadata.name === status.currentUpdate?.name || (id !== undefined && id.previous === lastName && job.metadata.name !== lastName);
+    return (
+      job.metadata.name === status.currentUpdate?.name ||
+      (id !== undefined && id.previous === lastName && job.metadata.name !== lastName)
+    );
   });
   if (current) {
     const id = identityOf(current);
@@ -194,14 +212,22 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
     if (id && outcome) {
       absorb(status, current, id, outcome, now);
     } else if (id) {
-      status.currentUpdate = { generation: id.generation, reconcileRequest: id.reconcileRequest, name: current.metadata.name, commit: id.commit };
+      status.currentUpdate = {
+        generation: id.generation,
+        reconcileRequest: id.reconcileRequest,
+        name: current.metadata.name,
+        commit: id.commit,
+      };
     }
   }
   if (!current) delete status.currentUpdate;
   const running = observed.jobs.filter((j) => jobOutcome(j) === undefined);
   if (running.length > 0) {
     // One operation at a time. The workspace stays exactly as it is, so nothing rolls the pod under it.
-    return respond({ kind: 'reconciling', reason: Reasons.StackProcessing, message: 'stack is being processed' }, keepAll());
+    return respond(
+      { kind: 'reconciling', reason: Reasons.StackProcessing, message: 'stack is being processed' },
+      keepAll(),
+    );
   }
 
   // 2. Deleting without destroy: nothing to run (upstream marks the Stack Ready and releases it).
@@ -227,7 +253,9 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
   const sourceLessDestroy = deleting && spec.runProgram !== true && status.projectInfo !== undefined;
   const source = resolveSource(stack, req.related, ctx.lookups, sourceLessDestroy);
   if (!source.ok) {
-    return respond({ kind: 'stalled', reason: source.reason, message: source.message }, keepAll(), { resyncAfterSeconds: SOURCE_RETRY_SECONDS });
+    return respond({ kind: 'stalled', reason: source.reason, message: source.message }, keepAll(), {
+      resyncAfterSeconds: SOURCE_RETRY_SECONDS,
+    });
   }
 
   // 5. In sync? (upstream's isSynced order)
@@ -254,7 +282,9 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
   if (!deleting) {
     const pre = checkPrerequisites(stack, req.related, now);
     if (pre.unmet.length > 0) {
-      const kept = [observed.statefulSet, observed.service].filter((o): o is KObject => o !== undefined).map(asLastApplied);
+      const kept = [observed.statefulSet, observed.service]
+        .filter((o): o is KObject => o !== undefined)
+        .map(asLastApplied);
       return respond(
         { kind: 'reconciling', reason: Reasons.PrerequisiteNotSatisfied, message: pre.unmet.join('; ') },
         withIdentities([...kept, ...keptJobs, ...pre.refreshRequests]),
@@ -270,26 +300,47 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
       // Never deployed and the workspace cannot start: nothing to destroy (upstream releases the Stack).
       return respond({ kind: 'ready' }, withIdentities(children), { finalized: true });
     }
-    const reason = readiness.reason === 'IncompatibleConfiguration' ? Reasons.PulumiVersionTooLow : Reasons.WorkspaceFailed;
+    const reason =
+      readiness.reason === 'IncompatibleConfiguration' ? Reasons.PulumiVersionTooLow : Reasons.WorkspaceFailed;
     return respond({ kind: 'stalled', reason, message: readiness.message }, withIdentities(children));
   }
   if (readiness.state === 'waiting') {
     if (deleting && namespaceTerminating(stack, req.related)) {
       // No workspace can be created in a namespace being deleted, so the destroy cannot run.
-      if (status.lastUpdate === undefined) return respond({ kind: 'ready' }, withIdentities(children), { finalized: true });
-      return respond({ kind: 'stalled', reason: Reasons.NamespaceTerminating, message: namespaceTerminatingMessage(name, stack.metadata?.namespace as string) }, withIdentities(children), {
-        resyncAfterSeconds: SOURCE_RETRY_SECONDS,
-      });
+      if (status.lastUpdate === undefined)
+        return respond({ kind: 'ready' }, withIdentities(children), { finalized: true });
+      return respond(
+        {
+          kind: 'stalled',
+          reason: Reasons.NamespaceTerminating,
+          message: namespaceTerminatingMessage(name, stack.metadata?.namespace as string),
+        },
+        withIdentities(children),
+        {
+          resyncAfterSeconds: SOURCE_RETRY_SECONDS,
+        },
+      );
     }
-    return respond({ kind: 'reconciling', reason: Reasons.StackProcessing, message: readiness.message }, withIdentities(children));
+    return respond(
+      { kind: 'reconciling', reason: Reasons.StackProcessing, message: readiness.message },
+      withIdentities(children),
+    );
   }
 
   // 8. Start the operation; the next sync sees it running.
   const type: OperationType = deleting ? 'destroy' : spec.preview ? 'preview' : 'up';
-  const id: UpdateIdentity = { generation, reconcileRequest: request, commit: source.commit, previous: status.lastUpdate?.name ?? '' };
+  const id: UpdateIdentity = {
+    generation,
+    reconcileRequest: request,
+    commit: source.commit,
+    previous: status.lastUpdate?.name ?? '',
+  };
   const job = buildJob(stack, type, decision.message, id, config);
   status.currentUpdate = { generation, reconcileRequest: request, name: job.metadata.name, commit: source.commit };
-  return respond({ kind: 'reconciling', reason: Reasons.StackProcessing, message: 'stack is being processed' }, withIdentities([...children, job]));
+  return respond(
+    { kind: 'reconciling', reason: Reasons.StackProcessing, message: 'stack is being processed' },
+    withIdentities([...children, job]),
+  );
 }
 
 export { jobName, jobType };

@@ -33,7 +33,10 @@ export function hasGitSource(spec: StackSpec): boolean {
  * Empty when the Stack is valid. Checks the schema (the API server may not have: an older CRD,
  * or a request made up by hand) and then upstream's controller-side rules.
  */
-export function validateStackObject(stack: Stack, specKey: string = JSON.stringify(stack.spec) ?? ''): readonly string[] {
+export function validateStackObject(
+  stack: Stack,
+  specKey: string = JSON.stringify(stack.spec) ?? '',
+): readonly string[] {
   return validateStackContent(stack, specKey);
 }
 
@@ -52,7 +55,8 @@ const validateStackContent = memoizeByContent(
       metadata: { name: stack.metadata?.name, namespace: stack.metadata?.namespace },
       spec: stack.spec,
     } as Stack),
-  (stack: Stack, specKey: string) => `${JSON.stringify([stack.apiVersion, stack.kind, stack.metadata?.name, stack.metadata?.namespace])}\n${specKey}`,
+  (stack: Stack, specKey: string) =>
+    `${JSON.stringify([stack.apiVersion, stack.kind, stack.metadata?.name, stack.metadata?.namespace])}\n${specKey}`,
 );
 
 function checkStack(stack: Stack): string[] {
@@ -76,7 +80,9 @@ function checkStack(stack: Stack): string[] {
       }
       case 'Literal':
         if (secretOnly) {
-          problems.push(`${field}: "Literal" selectors are no longer supported in v2, please use a secret reference instead`);
+          problems.push(
+            `${field}: "Literal" selectors are no longer supported in v2, please use a secret reference instead`,
+          );
         } else if (ref.literal?.value === undefined) {
           problems.push(`${field}: a Literal reference needs literal.value`);
         }
@@ -145,7 +151,9 @@ function checkStack(stack: Stack): string[] {
   for (const [i, p] of (spec.prerequisites ?? []).entries()) {
     const d = p.requirement?.succeededWithinDuration;
     if (d !== undefined && (parseDuration(d) === undefined || parseDuration(d)! < 0)) {
-      problems.push(`spec.prerequisites[${i}].requirement.succeededWithinDuration: "${d}" is not a duration like "1h" or "30m"`);
+      problems.push(
+        `spec.prerequisites[${i}].requirement.succeededWithinDuration: "${d}" is not a duration like "1h" or "30m"`,
+      );
     }
   }
   const ttl = spec.updateTemplate?.spec?.ttlAfterCompleted;
@@ -154,7 +162,9 @@ function checkStack(stack: Stack): string[] {
   }
   const profile = spec.workspaceTemplate?.spec?.securityProfile;
   if (profile !== undefined && profile !== 'restricted' && profile !== 'baseline') {
-    problems.push(`spec.workspaceTemplate.spec.securityProfile: "${profile}" is not a profile; use "restricted" or "baseline"`);
+    problems.push(
+      `spec.workspaceTemplate.spec.securityProfile: "${profile}" is not a profile; use "restricted" or "baseline"`,
+    );
   }
   return problems;
 }

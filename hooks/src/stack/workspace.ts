@@ -1,4 +1,11 @@
-import type { V1Container, V1EnvFromSource, V1EnvVar, V1PodTemplateSpec, V1Volume, V1VolumeMount } from '@kubernetes/client-node';
+import type {
+  V1Container,
+  V1EnvFromSource,
+  V1EnvVar,
+  V1PodTemplateSpec,
+  V1Volume,
+  V1VolumeMount,
+} from '@kubernetes/client-node';
 import type { Stack, StackSpec } from '../../../schemas/generated/types';
 import {
   AGENT_COMMAND,
@@ -73,11 +80,16 @@ function literalEnv(name: string, value: string): V1EnvVar {
  * configRef (ConfigMap files), secrets, secretsRef (Secret files), each group sorted by key.
  * Secret-sourced values reach the pod only as mounted files.
  */
-export function workspaceStack(spec: StackSpec): { stack: WorkspaceStackSpec; volumes: V1Volume[]; mounts: V1VolumeMount[] } {
+export function workspaceStack(spec: StackSpec): {
+  stack: WorkspaceStackSpec;
+  volumes: V1Volume[];
+  mounts: V1VolumeMount[];
+} {
   const config: ConfigItem[] = [];
   const volumes = new Map<string, V1Volume>();
   const mounts = new Map<string, V1VolumeMount>();
-  for (const [key, value] of sorted(spec.config as Record<string, unknown> | undefined)) config.push({ key, value, secret: false });
+  for (const [key, value] of sorted(spec.config as Record<string, unknown> | undefined))
+    config.push({ key, value, secret: false });
   for (const [key, ref] of sorted(spec.configRef)) {
     const volume = `configmap-${ref.name}`;
     const dir = `${Paths.configMaps}/${ref.name}`;
@@ -110,11 +122,15 @@ function pulumiEnv(spec: StackSpec): V1EnvVar[] {
   const env: V1EnvVar[] = [];
   if (spec.backend) env.push(literalEnv('PULUMI_BACKEND_URL', spec.backend));
   if (spec.accessTokenSecret) {
-    env.push({ name: 'PULUMI_ACCESS_TOKEN', valueFrom: { secretKeyRef: { name: spec.accessTokenSecret, key: 'accessToken' } } });
+    env.push({
+      name: 'PULUMI_ACCESS_TOKEN',
+      valueFrom: { secretKeyRef: { name: spec.accessTokenSecret, key: 'accessToken' } },
+    });
   }
   for (const [name, ref] of sorted(spec.envRefs)) {
     if (ref.type === 'Literal') env.push(literalEnv(name, ref.literal?.value ?? ''));
-    else if (ref.type === 'Secret' && ref.secret) env.push({ name, valueFrom: { secretKeyRef: { name: ref.secret.name, key: ref.secret.key } } });
+    else if (ref.type === 'Secret' && ref.secret)
+      env.push({ name, valueFrom: { secretKeyRef: { name: ref.secret.name, key: ref.secret.key } } });
   }
   return env;
 }
@@ -127,7 +143,11 @@ function envFrom(spec: StackSpec): V1EnvFromSource[] {
 }
 
 /** The init container that puts the project at /share/workspace, per source kind. */
-function fetchContainer(source: WorkspaceSource, config: HookConfig, workspaceNameOf: string): { container?: V1Container; volumes: V1Volume[] } {
+function fetchContainer(
+  source: WorkspaceSource,
+  config: HookConfig,
+  workspaceNameOf: string,
+): { container?: V1Container; volumes: V1Volume[] } {
   const env: V1EnvVar[] = [];
   const mounts: V1VolumeMount[] = [{ ...SHARE_MOUNT }];
   const volumes: V1Volume[] = [];
@@ -142,7 +162,8 @@ function fetchContainer(source: WorkspaceSource, config: HookConfig, workspaceNa
         env.push({ name: a.env, valueFrom: { secretKeyRef: ref } });
       }
       // The same GitHub API the hooks use to resolve the branch (GitHub Enterprise).
-      if (config.githubApiUrl && source.auth.some((a) => a.env === 'GIT_GITHUB_APP_ID')) env.push(literalEnv(Env.githubApiUrl, config.githubApiUrl));
+      if (config.githubApiUrl && source.auth.some((a) => a.env === 'GIT_GITHUB_APP_ID'))
+        env.push(literalEnv(Env.githubApiUrl, config.githubApiUrl));
       break;
     case 'flux':
       env.push(literalEnv(Env.fluxUrl, source.url), literalEnv(Env.fluxDigest, source.digest));
@@ -150,7 +171,10 @@ function fetchContainer(source: WorkspaceSource, config: HookConfig, workspaceNa
       if (config.fluxMaxUntarSizeBytes) env.push(literalEnv(Env.fluxMaxUntarSize, config.fluxMaxUntarSizeBytes));
       break;
     case 'program':
-      env.push(literalEnv(Env.programFile, `${Paths.programDir}/Pulumi.yaml`), literalEnv(Env.programDigest, source.digest));
+      env.push(
+        literalEnv(Env.programFile, `${Paths.programDir}/Pulumi.yaml`),
+        literalEnv(Env.programDigest, source.digest),
+      );
       volumes.push({ name: 'program', configMap: { name: source.configMap } });
       mounts.push({ name: 'program', mountPath: Paths.programDir, readOnly: true });
       break;
@@ -182,7 +206,10 @@ function workspaceIdentityEnv(wsName: string): V1EnvVar[] {
   return [
     { name: Env.podNamespace, valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.namespace' } } },
     { name: Env.podName, valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.name' } } },
-    { name: Env.workspaceHash, valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: `metadata.annotations['${Annotations.workspaceHash}']` } } },
+    {
+      name: Env.workspaceHash,
+      valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: `metadata.annotations['${Annotations.workspaceHash}']` } },
+    },
     { name: Env.workspaceName, value: wsName },
   ];
 }
@@ -202,12 +229,18 @@ export interface DesiredWorkspace {
  * the spec standing in it as its JSON or a content token (see validate.ts).
  */
 const memoisedWorkspace = memoizeByContent(
-  (stack: Stack, source: WorkspaceSource, config: HookConfig, _specKey: string) => buildWorkspace(stack, source, config),
+  (stack: Stack, source: WorkspaceSource, config: HookConfig, _specKey: string) =>
+    buildWorkspace(stack, source, config),
   (stack: Stack, source: WorkspaceSource, config: HookConfig, specKey: string) =>
     `${JSON.stringify([stack.metadata?.name, stack.metadata?.namespace, source])}\n${configJson(config)}\n${specKey}`,
 );
 
-export function desiredWorkspace(stack: Stack, source: WorkspaceSource, config: HookConfig, specKey: string = JSON.stringify(stack.spec) ?? ''): DesiredWorkspace {
+export function desiredWorkspace(
+  stack: Stack,
+  source: WorkspaceSource,
+  config: HookConfig,
+  specKey: string = JSON.stringify(stack.spec) ?? '',
+): DesiredWorkspace {
   return memoisedWorkspace(stack, source, config, specKey);
 }
 
@@ -240,7 +273,8 @@ export function buildWorkspace(stack: Stack, source: WorkspaceSource, config: Ho
     { name: Env.workspaceAudience, value: workspaceAudience(name, namespace) },
     { name: Env.workspaceStack, value: stableStringify(wsStack) },
   ];
-  if (template?.spec?.pulumiLogLevel) env.push({ name: Env.pulumiLogLevel, value: String(template.spec.pulumiLogLevel) });
+  if (template?.spec?.pulumiLogLevel)
+    env.push({ name: Env.pulumiLogLevel, value: String(template.spec.pulumiLogLevel) });
 
   const pulumi: V1Container = {
     name: 'pulumi',
@@ -253,7 +287,8 @@ export function buildWorkspace(stack: Stack, source: WorkspaceSource, config: Ho
     readinessProbe: { httpGet: { path: '/readyz', port: WORKSPACE_PORT }, periodSeconds: 5 },
     resources: (template?.spec?.resources as V1Container['resources']) ?? { requests: { cpu: '100m', memory: '64Mi' } },
   };
-  const pullPolicy = template?.spec?.imagePullPolicy ?? (template?.spec?.image ? undefined : config.agentImagePullPolicy);
+  const pullPolicy =
+    template?.spec?.imagePullPolicy ?? (template?.spec?.image ? undefined : config.agentImagePullPolicy);
   if (pullPolicy) pulumi.imagePullPolicy = pullPolicy;
   for (const e of (template?.spec?.env ?? []) as V1EnvVar[]) {
     const i = pulumi.env!.findIndex((x) => x.name === e.name);
@@ -275,7 +310,8 @@ export function buildWorkspace(stack: Stack, source: WorkspaceSource, config: Ho
   };
   if (restricted) {
     pod.spec!.securityContext = { ...RESTRICTED_POD_SECURITY };
-    for (const c of [...pod.spec!.initContainers!, ...pod.spec!.containers]) c.securityContext = structuredClone(RESTRICTED_CONTAINER_SECURITY);
+    for (const c of [...pod.spec!.initContainers!, ...pod.spec!.containers])
+      c.securityContext = structuredClone(RESTRICTED_CONTAINER_SECURITY);
   }
   const userPod = template?.spec?.podTemplate as V1PodTemplateSpec | undefined;
   if (userPod) {
@@ -295,7 +331,10 @@ export function buildWorkspace(stack: Stack, source: WorkspaceSource, config: Ho
   const hash = shortHash(pod, 16);
   pod.metadata.annotations = { ...pod.metadata.annotations, [Annotations.workspaceHash]: hash };
 
-  const metaLabels = { ...(template?.metadata?.labels as Record<string, string> | undefined), ...stackLabels(name, 'stack') };
+  const metaLabels = {
+    ...(template?.metadata?.labels as Record<string, string> | undefined),
+    ...stackLabels(name, 'stack'),
+  };
   const metaAnnotations = template?.metadata?.annotations as Record<string, string> | undefined;
   const statefulSet: KObject = {
     apiVersion: 'apps/v1',
@@ -311,7 +350,8 @@ export function buildWorkspace(stack: Stack, source: WorkspaceSource, config: Ho
   };
   if (metaAnnotations && Object.keys(metaAnnotations).length) statefulSet.metadata.annotations = { ...metaAnnotations };
 
-  const serviceMeta = template?.spec?.serviceTemplate?.metadata as { labels?: Record<string, string>; annotations?: Record<string, string> } | undefined;
+  const serviceMeta = template?.spec?.serviceTemplate?.metadata as
+    { labels?: Record<string, string>; annotations?: Record<string, string> } | undefined;
   const service: KObject = {
     apiVersion: 'v1',
     kind: 'Service',
@@ -322,14 +362,13 @@ export function buildWorkspace(stack: Stack, source: WorkspaceSource, config: Ho
       ports: [{ name: 'http', port: WORKSPACE_PORT, targetPort: WORKSPACE_PORT, protocol: 'TCP' }],
     },
   };
-  if (serviceMeta?.annotations && Object.keys(serviceMeta.annotations).length) service.metadata.annotations = { ...serviceMeta.annotations };
+  if (serviceMeta?.annotations && Object.keys(serviceMeta.annotations).length)
+    service.metadata.annotations = { ...serviceMeta.annotations };
   return { statefulSet, service, hash };
 }
 
 export type WorkspaceReadiness =
-  | { state: 'ready' }
-  | { state: 'waiting'; message: string }
-  | { state: 'failed'; reason: string; message: string };
+  { state: 'ready' } | { state: 'waiting'; message: string } | { state: 'failed'; reason: string; message: string };
 
 /**
  * Whether the observed workspace runs the desired template and its agent is ready for operations.
