@@ -24,7 +24,6 @@ let artifacts: ArtifactServer;
 
 const FLUX_GROUP = 'source.toolkit.fluxcd.io';
 const FLUX_VERSION = 'v1';
-const STACKS = { group: 'pulumi.com', version: 'v1', plural: 'stacks' } as const;
 const GITREPOS = { group: FLUX_GROUP, version: FLUX_VERSION, plural: 'gitrepositories' } as const;
 
 /**

@@ -6,12 +6,11 @@
  */
 import * as k8s from '@kubernetes/client-node';
 import { Agent, request } from 'undici';
-import { e2eStackSpec, e2eSuite, eventually, type Operator, stackCondition } from './harness';
+import { e2eStackSpec, e2eSuite, eventually, type Operator } from './harness';
 
 let op: Operator;
 const getStack = (ns: string, name: string) => op.getStack(ns, name);
 const readyStack = (...args: Parameters<Operator['readyStack']>) => op.readyStack(...args);
-const condition = stackCondition;
 
 const { timings } = e2eSuite('program-stack', undefined, (started) => (op = started));
 

@@ -177,7 +177,7 @@ describe('security', () => {
       ],
       ['cross-secret', { secretsRef: { apiToken: elsewhere } }, 'spec.secretsRef.apiToken'],
     ];
-    for (const [name, spec, field] of cases) {
+    for (const [name, spec] of cases) {
       await op.objects.create({
         apiVersion: 'pulumi.com/v1',
         kind: 'Stack',

@@ -7,7 +7,6 @@
 import type { AddressInfo } from 'node:net';
 import { isDeepStrictEqual } from 'node:util';
 import * as yaml from 'js-yaml';
-import { RPC_ACCESS } from '../agent/src/serve/auth';
 import { Annotations } from '../contract';
 import { configFromEnv, DEFAULT_AGENT_IMAGE } from '../hooks/src/config';
 import { buildServer } from '../hooks/src/server';
