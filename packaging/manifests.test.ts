@@ -6,7 +6,6 @@
  */
 import type { AddressInfo } from 'node:net';
 import { isDeepStrictEqual } from 'node:util';
-import type { V1PodSpec } from '@kubernetes/client-node';
 import * as yaml from 'js-yaml';
 import { Annotations } from '../contract';
 import { configFromEnv, DEFAULT_AGENT_IMAGE } from '../hooks/src/config';
@@ -18,7 +17,17 @@ import { INSTALL_FILE, renderInstall } from './build-install';
 import { numericUser, parseDockerfile, stageNamed } from './lib/dockerfile';
 import { httpRequest } from './lib/http';
 import { kustomizationDocuments } from './lib/kustomize';
-import { findObject, isKind, loadObjects, objectKey, readRepoFile, repoPath, required } from './lib/repo';
+import {
+  findObject,
+  isKind,
+  isRecord,
+  loadObjects,
+  objectKey,
+  podSpecOf,
+  readRepoFile,
+  repoPath,
+  required,
+} from './lib/repo';
 
 const install = loadObjects(readRepoFile(INSTALL_FILE), INSTALL_FILE);
 const pkg = JSON.parse(readRepoFile('package.json')) as { version: string };
@@ -28,23 +37,6 @@ const deployment = findObject(install, 'Deployment', 'pulumi-mc-hooks');
 const service = findObject(install, 'Service', 'pulumi-mc-hooks');
 const podSpec = required(deployment.spec?.template.spec, 'the Deployment has a pod spec');
 const container = required(podSpec.containers[0], 'the Deployment has a container');
-
-/** The pod spec of a StatefulSet or Job spec as the hooks build it. */
-function podSpecOf(workloadSpec: unknown): V1PodSpec {
-  const template = isRecord(workloadSpec) ? workloadSpec.template : undefined;
-  const spec = isRecord(template) ? template.spec : undefined;
-  if (!isPodSpec(spec)) throw new Error('no spec.template.spec.containers');
-  return spec;
-}
-
-/** A pod spec has its containers; the tests check the rest. */
-function isPodSpec(value: unknown): value is V1PodSpec {
-  return isRecord(value) && Array.isArray(value.containers);
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 /** The real hook server on a loopback port, for the duration of fn. */
 async function withHookServer(fn: (base: string) => Promise<void>): Promise<void> {

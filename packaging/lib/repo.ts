@@ -10,6 +10,7 @@ import type {
   V1Deployment,
   V1Namespace,
   V1PodDisruptionBudget,
+  V1PodSpec,
   V1RoleBinding,
   V1Service,
   V1ServiceAccount,
@@ -145,4 +146,21 @@ export function findObject<K extends keyof KnownKinds>(objects: K8sObject[], kin
 export function required<T>(value: T | undefined, what: string): T {
   if (value === undefined) throw new Error(`expected: ${what}`);
   return value;
+}
+
+/** The pod spec of a StatefulSet or Job spec as the hooks build it. */
+export function podSpecOf(workloadSpec: unknown): V1PodSpec {
+  const template = isRecord(workloadSpec) ? workloadSpec.template : undefined;
+  const spec = isRecord(template) ? template.spec : undefined;
+  if (!isPodSpec(spec)) throw new Error('no spec.template.spec.containers');
+  return spec;
+}
+
+/** A pod spec has its containers; the tests check the rest. */
+function isPodSpec(value: unknown): value is V1PodSpec {
+  return isRecord(value) && Array.isArray(value.containers);
+}
+
+export function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
