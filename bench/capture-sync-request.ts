@@ -35,26 +35,35 @@ type Obj = {
     name: string;
     namespace?: string;
     uid?: string;
+    labels?: Record<string, string>;
     ownerReferences?: { uid: string; controller?: boolean }[];
   };
 } & Record<string, unknown>;
 
-/** The API server's own JSON (no client-side model: dates and key order stay as stored). */
-async function apiGet(op: Operator, path: string): Promise<any> {
+/** The parts of manifests/metacontroller/stack-controller.yaml this script reads. */
+interface ControllerManifest {
+  spec: { childResources: { apiVersion: string; resource: string }[] };
+}
+
+/**
+ * The API server's own JSON (no client-side model: dates and key order stay as stored), typed as
+ * what the API server returns for that path.
+ */
+async function apiGet<T>(op: Operator, path: string): Promise<T> {
   const res = await request(`${op.cp.server}${path}`, {
     headers: { authorization: `Bearer ${op.cp.adminToken}`, accept: 'application/json' },
     dispatcher: new Agent({ connect: { ca: op.cp.caData } }),
   });
   if (res.statusCode !== 200) throw new Error(`GET ${path}: ${res.statusCode} ${await res.body.text()}`);
-  return res.body.json();
+  return (await res.body.json()) as T;
 }
 
 const apiPath = (apiVersion: string) => (apiVersion.includes('/') ? `/apis/${apiVersion}` : `/api/${apiVersion}`);
 
 /** Every object of a kind in the namespace; list items carry no apiVersion/kind, so they are set as client-go does. */
 async function list(op: Operator, apiVersion: string, kind: string, resource: string): Promise<Obj[]> {
-  const body = await apiGet(op, `${apiPath(apiVersion)}/namespaces/${NS}/${resource}`);
-  return (body.items as Obj[]).map((item) => ({ ...item, apiVersion, kind }));
+  const body = await apiGet<{ items: Obj[] }>(op, `${apiPath(apiVersion)}/namespaces/${NS}/${resource}`);
+  return body.items.map((item) => ({ ...item, apiVersion, kind }));
 }
 
 const typeKey = (o: { apiVersion: string; kind: string }) => `${o.kind}.${o.apiVersion}`;
@@ -145,10 +154,11 @@ async function main(): Promise<void> {
       metadata: { name: STACK, namespace: NS },
       spec: spec(1),
     } as k8s.KubernetesObject);
-    let stack = await op.readyStack(NS, STACK);
+    const stackPath = `/apis/pulumi.com/v1/namespaces/${NS}/stacks/${STACK}`;
+    await op.readyStack(NS, STACK);
     // Three updates, as in the unit tests' steady state: each edit is a new generation and a new Job.
     for (const replicas of [2, 3]) {
-      const before = stack.status.lastUpdate.name;
+      const before = (await apiGet<Stack>(op, stackPath)).status?.lastUpdate?.name;
       await op.custom.patchNamespacedCustomObject(
         {
           group: 'pulumi.com',
@@ -160,18 +170,18 @@ async function main(): Promise<void> {
         },
         k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
       );
-      stack = await op.readyStack(NS, STACK, (s) => s.status.lastUpdate.name !== before);
+      await op.readyStack(NS, STACK, (s: Stack) => s.status?.lastUpdate?.name !== before);
     }
 
-    const parent: Stack = await apiGet(op, `/apis/pulumi.com/v1/namespaces/${NS}/stacks/${STACK}`);
+    const parent = await apiGet<Stack>(op, stackPath);
     const controller = load(
       readFileSync(join(REPO_ROOT, 'manifests', 'metacontroller', 'stack-controller.yaml'), 'utf8'),
-    ) as any;
+    ) as ControllerManifest;
     const children: Record<string, Record<string, Obj>> = {};
-    for (const rule of controller.spec.childResources as { apiVersion: string; resource: string }[]) {
+    for (const rule of controller.spec.childResources) {
       const kind = kindOf(rule.resource);
       const owned = (await list(op, rule.apiVersion, kind, rule.resource)).filter((o) =>
-        (o.metadata.ownerReferences ?? []).some((r) => r.controller === true && r.uid === parent.metadata!.uid),
+        (o.metadata.ownerReferences ?? []).some((r) => r.controller === true && r.uid === parent.metadata.uid),
       );
       children[typeKey({ apiVersion: rule.apiVersion, kind })] = byKey(owned);
     }
@@ -186,9 +196,7 @@ async function main(): Promise<void> {
       const selected = all.filter(
         (o) =>
           (!rule.names || rule.names.includes(o.metadata.name)) &&
-          Object.entries(rule.labelSelector?.matchLabels ?? {}).every(
-            ([k, v]) => ((o.metadata as any).labels ?? {})[k] === v,
-          ),
+          Object.entries(rule.labelSelector?.matchLabels ?? {}).every(([k, v]) => o.metadata.labels?.[k] === v),
       );
       Object.assign((related[typeKey({ apiVersion: rule.apiVersion, kind })] ??= {}), byKey(selected));
     }

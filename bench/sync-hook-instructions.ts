@@ -1,8 +1,8 @@
 /**
  * The sync hook's cost per request in CPU instructions, side by side with the bare Fastify routes,
  * counted by Valgrind's callgrind: a figure that does not move with the host's load, unlike
- * throughput on a shared VM (where single rounds of `npm run bench` spread by ±25 %), so a change
- * of a few percent can be seen in one run.
+ * throughput on a shared VM (rounds drift by tens of percent: docs/benchmarks.md), so a change of a
+ * few percent can be seen in one run.
  *
  * Each server (./sync-hook-server.ts) runs under callgrind with instrumentation off while it
  * answers WARMUP requests (V8 is still optimising the hot code for the first few thousand:
@@ -25,6 +25,7 @@ import { join } from 'node:path';
 import { Pool } from 'undici';
 import {
   benchRequest,
+  portOf,
   requestKindFromEnv,
   ROUTE_NAMES,
   forkServer,
@@ -53,7 +54,13 @@ function startUnderCallgrind(
         process.execPath,
       ],
     });
-    child.once('message', (m: any) => resolve({ child, port: m.port }));
+    child.once('message', (m) => {
+      try {
+        resolve({ child, port: portOf(m) });
+      } catch (error) {
+        reject(error instanceof Error ? error : new Error(String(error)));
+      }
+    });
     child.once('error', reject);
     child.once('exit', (code) =>
       reject(new Error(`${mode} server under valgrind exited (${code}); is valgrind installed?`)),
@@ -109,7 +116,7 @@ async function main(): Promise<void> {
   try {
     for (const mode of MODES) {
       perRequest[mode] = await instructionsPerRequest(mode, body, bytes, dir);
-      console.error(`${ROUTE_NAMES[mode]}: ${(perRequest[mode]! / 1e6).toFixed(3)} M instructions per request`);
+      console.error(`${ROUTE_NAMES[mode]}: ${(perRequest[mode] / 1e6).toFixed(3)} M instructions per request`);
     }
   } finally {
     rmSync(dir, { recursive: true, force: true });

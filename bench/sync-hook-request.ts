@@ -11,7 +11,7 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { configFromEnv, type HookConfig } from '../hooks/src/config';
-import { syncStack, type StackSyncResponse } from '../hooks/src/stack/sync';
+import { syncStack, type StackSyncRequest, type StackSyncResponse } from '../hooks/src/stack/sync';
 import {
   applyChildren,
   jobFinishes,
@@ -53,6 +53,27 @@ export const ROUTE_NAMES: Record<(typeof SERVER_MODES)[number], string> = {
 /** The hook server's log level as deployed (LOG_LEVEL's default): the bench's hook server logs at it. */
 export const DEPLOYED_LOG_LEVEL = configFromEnv({}).logLevel;
 
+/** What a server of ./sync-hook-server.ts sends: its port once it listens, its CPU time when asked. */
+export type ServerMessage = { port: number } | { cpu: NodeJS.CpuUsage };
+
+/** The port a server sent, or an error for any other message. */
+export function portOf(message: unknown): number {
+  if (typeof message === 'object' && message !== null && 'port' in message && typeof message.port === 'number')
+    return message.port;
+  throw new Error(`expected the server's port, got ${JSON.stringify(message)}`);
+}
+
+/** The CPU time a server sent (user + system, µs), or an error for any other message. */
+export function cpuOf(message: unknown): number {
+  if (typeof message === 'object' && message !== null && 'cpu' in message) {
+    const { cpu } = message;
+    if (typeof cpu === 'object' && cpu !== null && 'user' in cpu && 'system' in cpu) {
+      if (typeof cpu.user === 'number' && typeof cpu.system === 'number') return cpu.user + cpu.system;
+    }
+  }
+  throw new Error(`expected the server's CPU time, got ${JSON.stringify(message)}`);
+}
+
 /**
  * Starts one server of ./sync-hook-server.ts through `execPath` (taskset, valgrind) and `execArgv`.
  * The hook server writes a log line per call to stdout, which is drained here as a container
@@ -75,9 +96,8 @@ export function forkServer(
 /**
  * Requests each server answers before it is measured (BENCH_WARMUP_REQUESTS). V8 optimises a
  * function after enough calls, not after enough seconds, and the hook has more functions to
- * optimise than a bare route: with --trace-opt it was still optimising 23, 13 and 8 functions in its
- * third, fourth and fifth thousand requests (the bare route 15, 8, 6), and about one per 2,000 after
- * the sixth (docs/benchmarks.md). A hook server runs for days, so the steady state is what is measured.
+ * optimise than a bare route (counts: docs/benchmarks.md#warm-up-the-jits-steady-state). A hook
+ * server runs for days, so the steady state is what is measured.
  */
 export const WARMUP_REQUESTS = Number(process.env.BENCH_WARMUP_REQUESTS ?? 6000);
 
@@ -102,16 +122,26 @@ function assertSteadyState(response: StackSyncResponse): void {
 
 /** The hook server's configuration for a request kind (the server needs no more than this). */
 export function benchConfig(kind: RequestKind): HookConfig {
-  return kind === 'captured' ? capturedConfig(JSON.parse(readFileSync(CAPTURED_REQUEST_FILE, 'utf8'))) : testConfig;
+  return kind === 'captured' ? capturedConfig(readCapturedFile()) : testConfig;
 }
 
-const capturedConfig = (file: { agentImage: string }): HookConfig => ({
+/** bench/requests/steady-state-sync.json, as ./capture-sync-request.ts writes it. */
+interface CapturedFile {
+  agentImage: string;
+  request: StackSyncRequest;
+}
+
+function readCapturedFile(): CapturedFile {
+  return JSON.parse(readFileSync(CAPTURED_REQUEST_FILE, 'utf8')) as CapturedFile;
+}
+
+const capturedConfig = (file: CapturedFile): HookConfig => ({
   ...configFromEnv({}),
   agentImage: file.agentImage,
 });
 
 export function capturedSyncRequest(): BenchRequest {
-  const file = JSON.parse(readFileSync(CAPTURED_REQUEST_FILE, 'utf8'));
+  const file = readCapturedFile();
   const config = capturedConfig(file);
   const response = syncStack(file.request, { config, now: new Date(), lookups: new Map() });
   assertSteadyState(response);
@@ -150,11 +180,11 @@ export function syntheticSyncRequest(): BenchRequest {
         },
       },
     },
-  } as any);
+  });
   let cluster: KObject[] = [];
   // Three updates, each absorbed: the steady state has three finished Jobs.
   for (let i = 1; i <= 3; i++) {
-    stack = { ...stack, metadata: { ...stack.metadata!, generation: i } };
+    stack = { ...stack, metadata: { ...stack.metadata, generation: i } };
     const r1 = syncStack(syncRequest(stack, cluster), { config: testConfig, now: NOW, lookups: noLookups });
     stack = withStatus(stack, r1);
     cluster = workspaceBecomesReady(applyChildren(cluster, r1.children));

@@ -6,11 +6,11 @@
 import Fastify from 'fastify';
 import { installJsonBodyParser } from '../hooks/src/plugins/json-body';
 import { buildServer } from '../hooks/src/server';
-import { benchConfig, DEPLOYED_LOG_LEVEL, type RequestKind } from './sync-hook-request';
+import { benchConfig, DEPLOYED_LOG_LEVEL, type RequestKind, type ServerMessage } from './sync-hook-request';
 
 // The benchmark asks for this process's CPU time around a run: CPU per request on one core.
 process.on('message', (m) => {
-  if (m === 'cpu') process.send!({ cpu: process.cpuUsage() });
+  if (m === 'cpu') process.send!({ cpu: process.cpuUsage() } satisfies ServerMessage);
 });
 
 async function main(): Promise<void> {
@@ -21,7 +21,7 @@ async function main(): Promise<void> {
     // bench drains as a container runtime does), not switched off: it is part of answering a sync.
     const { app } = buildServer({ ...benchConfig(request), bodyLimit: 8 * 1024 * 1024, logLevel: DEPLOYED_LOG_LEVEL });
     await app.listen({ port: 0, host: '127.0.0.1' });
-    process.send!({ port: (app.server.address() as { port: number }).port });
+    process.send!({ port: (app.server.address() as { port: number }).port } satisfies ServerMessage);
   } else {
     // The baseline: Fastify parsing the same JSON body and answering the same number of bytes.
     const app = Fastify({ logger: false, bodyLimit: 8 * 1024 * 1024 });
@@ -29,7 +29,7 @@ async function main(): Promise<void> {
     const payload = JSON.stringify({ pad: 'x'.repeat(Math.max(0, bytes - 10)) });
     app.post('/stack/sync', async (_req, reply) => reply.type('application/json; charset=utf-8').send(payload));
     await app.listen({ port: 0, host: '127.0.0.1' });
-    process.send!({ port: (app.server.address() as { port: number }).port });
+    process.send!({ port: (app.server.address() as { port: number }).port } satisfies ServerMessage);
   }
 }
 void main();

@@ -9,11 +9,13 @@
  * BENCH_ROUNDS, BENCH_SECONDS, BENCH_WARMUP_REQUESTS)
  */
 import autocannon from 'autocannon';
-import type { ChildProcess } from 'node:child_process';
+import { execFileSync, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { openLoop } from './open-loop';
 import {
   benchRequest,
+  cpuOf as cpuOfMessage,
+  portOf,
   requestKindFromEnv,
   ROUTE_NAMES,
   DEPLOYED_LOG_LEVEL,
@@ -54,7 +56,13 @@ function stealMsOfCpu0(): number {
 function start(mode: string, bytes: number): Promise<{ child: ChildProcess; port: number }> {
   return new Promise((resolve, reject) => {
     const child = forkServer(mode, bytes, REQUEST, { execPath: 'taskset', execArgv: ['-c', '0', process.execPath] });
-    child.once('message', (m: any) => resolve({ child, port: m.port }));
+    child.once('message', (m) => {
+      try {
+        resolve({ child, port: portOf(m) });
+      } catch (error) {
+        reject(error instanceof Error ? error : new Error(String(error)));
+      }
+    });
     child.once('error', reject);
   });
 }
@@ -62,7 +70,7 @@ function start(mode: string, bytes: number): Promise<{ child: ChildProcess; port
 /** The server's CPU time so far (user + system), in µs. */
 function cpuOf(child: ChildProcess): Promise<number> {
   return new Promise((resolve) => {
-    child.once('message', (m: any) => resolve(m.cpu.user + m.cpu.system));
+    child.once('message', (m) => resolve(cpuOfMessage(m)));
     child.send('cpu');
   });
 }
@@ -84,7 +92,7 @@ async function load(port: number, body: string, opts: Partial<autocannon.Options
 async function main(): Promise<void> {
   // The load generator runs on the other core.
   try {
-    require('node:child_process').execFileSync('taskset', ['-p', '-c', '1', String(process.pid)], { stdio: 'ignore' });
+    execFileSync('taskset', ['-p', '-c', '1', String(process.pid)], { stdio: 'ignore' });
   } catch {
     /* single-core machine: measure anyway */
   }
@@ -158,7 +166,7 @@ async function main(): Promise<void> {
   const rows: Record<string, string | number>[] = MODES.map((mode) => {
     const s = samples[mode]!;
     return {
-      route: ROUTE_NAMES[mode]!,
+      route: ROUTE_NAMES[mode],
       'max req/s': Math.round(median(s.max)),
       'p99 at max (ms)': median(s.p99max),
       'server CPU per request (µs)': Math.round(median(s.cpu)),

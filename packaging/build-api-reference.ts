@@ -8,12 +8,35 @@
  *   node dist/packaging/build-api-reference.js --check    exit 1 if it is stale
  */
 import * as fs from 'node:fs';
+import type { V1CustomResourceDefinition } from '@kubernetes/client-node';
 import * as yaml from 'js-yaml';
 import { readRepoFile, repoPath } from './lib/repo';
 
 export const API_REFERENCE_FILE = 'docs/api-reference.md';
 
-type Schema = { [key: string]: any };
+/** The JSON Schema keywords schemas/*.schema.json use (see schemas/README.md). */
+interface Schema {
+  $ref?: string;
+  $defs?: Record<string, Schema>;
+  type?: string | string[];
+  format?: string;
+  description?: string;
+  deprecated?: boolean;
+  enum?: (string | number | boolean | null)[];
+  maxLength?: number;
+  minLength?: number;
+  minimum?: number;
+  maximum?: number;
+  pattern?: string;
+  items?: Schema;
+  properties?: Record<string, Schema>;
+  additionalProperties?: boolean | Schema;
+  required?: string[];
+  'x-kubernetes-int-or-string'?: boolean;
+  'x-kubernetes-preserve-unknown-fields'?: boolean;
+  'x-kubernetes-validations'?: { rule: string; message: string }[];
+  [keyword: string]: unknown;
+}
 
 interface Kind {
   kind: string;
@@ -61,7 +84,7 @@ function typeOf(s: Schema, kind: string): string {
     return `[${name}](#${anchor(kind, name)})`;
   }
   if (s['x-kubernetes-int-or-string']) return 'integer or string';
-  const types: string[] = Array.isArray(s.type) ? s.type : s.type ? [s.type] : [];
+  const types = Array.isArray(s.type) ? s.type : s.type ? [s.type] : [];
   if (types.length === 0) return 'JSON';
   if (types.includes('array')) return `[]${typeOf(s.items ?? {}, kind)}`;
   if (types.includes('object')) {
@@ -78,22 +101,22 @@ function notes(s: Schema, required: boolean): string {
   if (required) out.push('**Required.**');
   if (s.deprecated && !/^Deprecated\b/.test(s.description ?? '')) out.push('**Deprecated.**');
   if (s.description) out.push(s.description);
-  if (Array.isArray(s.enum)) out.push(`One of ${s.enum.map((v: unknown) => `\`${String(v)}\``).join(', ')}.`);
+  if (Array.isArray(s.enum)) out.push(`One of ${s.enum.map((v) => `\`${String(v)}\``).join(', ')}.`);
   if (s.maxLength !== undefined) out.push(`At most ${s.maxLength} characters.`);
   if (s.minLength !== undefined) out.push(`At least ${s.minLength} character${s.minLength === 1 ? '' : 's'}.`);
   if (s.minimum !== undefined) out.push(`Minimum ${s.minimum}.`);
   if (s.maximum !== undefined) out.push(`Maximum ${s.maximum}.`);
   if (s.pattern !== undefined && !s['x-kubernetes-int-or-string']) out.push(`Pattern \`${s.pattern}\`.`);
-  const items = s.items as Schema | undefined;
+  const items = s.items;
   if (items && Array.isArray(items.enum))
-    out.push(`Items: one of ${items.enum.map((v: unknown) => `\`${String(v)}\``).join(', ')}.`);
+    out.push(`Items: one of ${items.enum.map((v) => `\`${String(v)}\``).join(', ')}.`);
   return cell(out.join(' '));
 }
 
 /** A field table for an object schema (the properties of a definition or of the root). */
-function fieldTable(s: Schema, kind: string, defs: Schema): string {
-  const required = new Set<string>(s.required ?? []);
-  const rows = Object.entries((s.properties ?? {}) as Record<string, Schema>).map(([name, prop]) => {
+function fieldTable(s: Schema, kind: string, defs: Record<string, Schema>): string {
+  const required = new Set(s.required ?? []);
+  const rows = Object.entries(s.properties ?? {}).map(([name, prop]) => {
     // A `$ref` with local overrides (the root's metadata): describe with the referenced definition's text.
     const described = prop.description
       ? prop
@@ -153,13 +176,14 @@ function crdFacts(file: string): {
   columns: PrinterColumn[];
   status: boolean;
 } {
-  const crd = yaml.load(readRepoFile(file)) as Schema;
-  const version = (crd.spec.versions as Schema[]).find((v) => v.storage) ?? crd.spec.versions[0];
+  const { spec } = yaml.load(readRepoFile(file)) as V1CustomResourceDefinition;
+  const version = spec.versions.find((v) => v.storage) ?? spec.versions[0];
+  if (!version) throw new Error(`${file}: no versions`);
   return {
-    group: crd.spec.group,
+    group: spec.group,
     version: version.name,
-    categories: crd.spec.names.categories ?? [],
-    shortNames: crd.spec.names.shortNames ?? [],
+    categories: spec.names.categories ?? [],
+    shortNames: spec.names.shortNames ?? [],
     columns: version.additionalPrinterColumns ?? [],
     status: version.subresources?.status !== undefined,
   };
@@ -167,10 +191,10 @@ function crdFacts(file: string): {
 
 function kindSection(k: Kind): string {
   const schema = JSON.parse(readRepoFile(k.schemaFile)) as Schema;
-  const defs = schema.$defs as Record<string, Schema>;
+  const defs = schema.$defs ?? {};
   const crd = crdFacts(k.crdFile);
   const out: string[] = [];
-  out.push(`## ${k.kind}`, '', schema.description, '');
+  out.push(`## ${k.kind}`, '', schema.description ?? '', '');
   out.push('| | |', '|---|---|');
   out.push(`| API version | \`${crd.group}/${crd.version}\` |`);
   out.push(`| Scope | namespaced |`);
@@ -178,7 +202,7 @@ function kindSection(k: Kind): string {
     `| kubectl | \`kubectl get ${k.plural}\`${crd.categories.length ? `, or \`kubectl get ${crd.categories.join(',')}\` (category)` : ''}${crd.shortNames.length ? `; short names ${crd.shortNames.map((s) => `\`${s}\``).join(', ')}` : ''} |`,
   );
   out.push(`| Status subresource | ${crd.status ? 'yes' : 'no'} |`);
-  const rules = (schema['x-kubernetes-validations'] ?? []) as Schema[];
+  const rules = schema['x-kubernetes-validations'] ?? [];
   if (rules.length) out.push(`| Validation | ${rules.map((r) => cell(`${r.message} (\`${r.rule}\`)`)).join('; ')} |`);
   out.push('');
   if (crd.columns.length) {

@@ -5,10 +5,22 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import type { V1PodSpec } from '@kubernetes/client-node';
 import * as yaml from 'js-yaml';
 import { configFromEnv, DEFAULT_AGENT_IMAGE } from '../hooks/src/config';
 import { CHART_DIR, helm, helmTemplate, removeHelmHome } from './lib/helm';
-import { at, findObject, type K8sObject, loadObjects, objectKey, readRepoFile, repoPath } from './lib/repo';
+import {
+  findObject,
+  isKind,
+  type K8sObject,
+  type KindOf,
+  type KnownKinds,
+  loadObjects,
+  objectKey,
+  readRepoFile,
+  repoPath,
+  required,
+} from './lib/repo';
 
 const VALUES = repoPath('packaging', 'testdata', 'chart-values.yaml');
 const install = loadObjects(readRepoFile('manifests/install.yaml'));
@@ -16,12 +28,9 @@ const pkg = JSON.parse(readRepoFile('package.json')) as { version: string };
 
 afterAll(() => removeHelmHome());
 
-const envOf = (d: K8sObject) =>
+const envOf = (d: KindOf<'Deployment'>) =>
   Object.fromEntries(
-    (at(d, 'spec', 'template', 'spec', 'containers', 0, 'env') as { name: string; value: string }[]).map((e) => [
-      e.name,
-      e.value,
-    ]),
+    required(d.spec?.template.spec?.containers[0]?.env, `${d.metadata.name} has env`).map((e) => [e.name, e.value]),
   );
 
 describe('chart metadata', () => {
@@ -69,17 +78,15 @@ describe('helm template with the default values', () => {
 
   test("uses the default images: hooks v<appVersion>, and the hooks' own default agent image", () => {
     const d = findObject(objects, 'Deployment', 'pulumi-operator');
-    expect(at(d, 'spec', 'template', 'spec', 'containers', 0, 'image')).toBe(
-      `ghcr.io/pulumi-mc-operator/hooks:v${pkg.version}`,
-    );
+    expect(d.spec?.template.spec?.containers[0]?.image).toBe(`ghcr.io/pulumi-mc-operator/hooks:v${pkg.version}`);
     expect(envOf(d).AGENT_IMAGE).toBe(DEFAULT_AGENT_IMAGE);
   });
 
   test('the controllers call the Service the chart names after the release', () => {
-    for (const kind of ['CompositeController', 'DecoratorController']) {
-      const c = objects.find((o) => o.kind === kind)!;
-      for (const h of Object.values(at(c, 'spec', 'hooks') as Record<string, any>)) {
-        expect(h.webhook.service).toEqual({ name: 'pulumi-operator', namespace: 'pulumi-system', port: 80 });
+    for (const kind of ['CompositeController', 'DecoratorController'] as const) {
+      const c = objects.find((o): o is KindOf<typeof kind> => isKind(o, kind))!;
+      for (const h of Object.values(required(c.spec?.hooks, `${kind} has hooks`))) {
+        expect(h.webhook?.service).toEqual({ name: 'pulumi-operator', namespace: 'pulumi-system', port: 80 });
       }
     }
   });
@@ -89,7 +96,7 @@ describe('helm template with the default values', () => {
       '--set',
       'fullnameOverride=pulumi-mc-hooks',
     ]);
-    const pairs: [string, string, string][] = [
+    const pairs: [keyof KnownKinds, string, string][] = [
       ['Deployment', 'pulumi-mc-hooks', 'pulumi-mc-hooks'],
       ['Service', 'pulumi-mc-hooks', 'pulumi-mc-hooks'],
       ['PodDisruptionBudget', 'pulumi-mc-hooks', 'pulumi-mc-hooks'],
@@ -135,17 +142,17 @@ describe('helm template with the default values', () => {
 
 describe('helm template with every value changed (packaging/testdata/chart-values.yaml)', () => {
   let objects: K8sObject[];
-  let d: K8sObject;
-  let pod: any;
+  let d: KindOf<'Deployment'>;
+  let pod: V1PodSpec;
   beforeAll(async () => {
     ({ objects } = await helmTemplate('platform', 'infra', ['-f', VALUES]));
     d = findObject(objects, 'Deployment', 'platform-pulumi-operator');
-    pod = at(d, 'spec', 'template', 'spec');
+    pod = required(d.spec?.template.spec, 'the Deployment has a pod spec');
   }, 60_000);
 
   test('global.imageRegistry overrides both images; tag and digest as given', () => {
-    expect(pod.containers[0].image).toBe('registry.example.com/acme/pulumi-hooks:1.2.3');
-    expect(pod.containers[0].imagePullPolicy).toBe('Always');
+    expect(pod.containers[0]?.image).toBe('registry.example.com/acme/pulumi-hooks:1.2.3');
+    expect(pod.containers[0]?.imagePullPolicy).toBe('Always');
     expect(envOf(d).AGENT_IMAGE).toBe(
       'registry.example.com/acme/pulumi-agent@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef',
     );
@@ -176,21 +183,21 @@ describe('helm template with every value changed (packaging/testdata/chart-value
   });
 
   test('replicas, resources, scheduling and pod metadata', () => {
-    expect(at(d, 'spec', 'replicas')).toBe(3);
-    expect(pod.containers[0].resources).toEqual({
+    expect(d.spec?.replicas).toBe(3);
+    expect(pod.containers[0]?.resources).toEqual({
       requests: { cpu: '100m', memory: '256Mi' },
       limits: { cpu: '1', memory: '1Gi' },
     });
     expect(pod.nodeSelector).toEqual({ 'kubernetes.io/os': 'linux' });
     expect(pod.tolerations).toEqual([{ key: 'dedicated', operator: 'Equal', value: 'platform', effect: 'NoSchedule' }]);
     expect(
-      pod.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0]
-        .key,
+      pod.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms[0]
+        ?.matchExpressions?.[0]?.key,
     ).toBe('kubernetes.io/arch');
     expect(pod.topologySpreadConstraints).toBeUndefined();
     expect(pod.priorityClassName).toBe('system-cluster-critical');
-    expect(at(d, 'spec', 'template', 'metadata', 'annotations')).toEqual({ 'example.com/scrape': 'true' });
-    expect(at(d, 'spec', 'template', 'metadata', 'labels')).toMatchObject({
+    expect(d.spec?.template.metadata?.annotations).toEqual({ 'example.com/scrape': 'true' });
+    expect(d.spec?.template.metadata?.labels).toMatchObject({
       team: 'platform',
       'app.kubernetes.io/instance': 'platform',
     });
@@ -201,17 +208,14 @@ describe('helm template with every value changed (packaging/testdata/chart-value
   });
 
   test('the PodDisruptionBudget uses maxUnavailable; the Service port feeds the controllers', () => {
-    expect(at(findObject(objects, 'PodDisruptionBudget', 'platform-pulumi-operator'), 'spec')).toMatchObject({
-      maxUnavailable: 1,
-    });
-    expect(
-      at(findObject(objects, 'PodDisruptionBudget', 'platform-pulumi-operator'), 'spec', 'minAvailable'),
-    ).toBeUndefined();
+    const pdb = findObject(objects, 'PodDisruptionBudget', 'platform-pulumi-operator');
+    expect(pdb.spec).toMatchObject({ maxUnavailable: 1 });
+    expect(pdb.spec?.minAvailable).toBeUndefined();
     const svc = findObject(objects, 'Service', 'platform-pulumi-operator');
-    expect(at(svc, 'spec', 'ports', 0, 'port')).toBe(8080);
+    expect(svc.spec?.ports?.[0]?.port).toBe(8080);
     const cc = findObject(objects, 'CompositeController', 'pulumi-stacks');
-    expect(at(cc, 'spec', 'resyncPeriodSeconds')).toBe(300);
-    for (const h of Object.values(at(cc, 'spec', 'hooks') as Record<string, any>)) {
+    expect(cc.spec?.resyncPeriodSeconds).toBe(300);
+    for (const h of Object.values(required(cc.spec?.hooks, 'the CompositeController has hooks'))) {
       expect(h.webhook).toMatchObject({
         timeout: '20s',
         service: { name: 'platform-pulumi-operator', namespace: 'infra', port: 8080 },
@@ -243,18 +247,17 @@ describe('helm template with every value changed (packaging/testdata/chart-value
     const sm = findObject(objects, 'ServiceMonitor', 'platform-pulumi-operator');
     expect(sm.apiVersion).toBe('monitoring.coreos.com/v1');
     expect(sm.metadata.labels).toMatchObject({ release: 'kube-prometheus-stack' });
-    expect(at(sm, 'spec', 'selector', 'matchLabels')).toEqual(
-      at(findObject(objects, 'Service', 'platform-pulumi-operator'), 'metadata', 'labels') &&
-        at(d, 'spec', 'selector', 'matchLabels'),
+    expect(sm.spec?.selector?.matchLabels).toEqual(
+      findObject(objects, 'Service', 'platform-pulumi-operator').metadata.labels && d.spec?.selector.matchLabels,
     );
-    expect(at(sm, 'spec', 'namespaceSelector')).toEqual({ matchNames: ['infra'] });
-    expect(at(sm, 'spec', 'endpoints', 0)).toMatchObject({
+    expect(sm.spec?.namespaceSelector).toEqual({ matchNames: ['infra'] });
+    expect(sm.spec?.endpoints?.[0]).toMatchObject({
       port: 'http',
       path: '/metrics',
       interval: '15s',
       scrapeTimeout: '5s',
     });
-    expect(at(sm, 'spec', 'endpoints', 0, 'metricRelabelings', 0, 'action')).toBe('drop');
+    expect(sm.spec?.endpoints?.[0]?.metricRelabelings?.[0]?.action).toBe('drop');
   });
 
   test('controllers, user roles, the workspace role and the ServiceAccount can each be turned off', async () => {
@@ -271,9 +274,7 @@ describe('helm template with every value changed (packaging/testdata/chart-value
       'podDisruptionBudget.enabled=false',
     ]);
     expect(none.map((o) => o.kind).sort()).toEqual(['Deployment', 'Service']);
-    expect(
-      at(findObject(none, 'Deployment', 'x-pulumi-operator'), 'spec', 'template', 'spec', 'serviceAccountName'),
-    ).toBe('default');
+    expect(findObject(none, 'Deployment', 'x-pulumi-operator').spec?.template.spec?.serviceAccountName).toBe('default');
   }, 60_000);
 });
 

@@ -15,7 +15,7 @@ import { configFromEnv } from '../hooks/src/config';
 import { buildJob } from '../hooks/src/stack/job';
 import type { WorkspaceSource } from '../hooks/src/stack/source';
 import { buildWorkspace, RESTRICTED_POD_SECURITY } from '../hooks/src/stack/workspace';
-import type { Stack } from '../schemas';
+import type { CompositeSyncResponse, Stack } from '../schemas';
 import { imageLayout, numericUser, parseDockerfile, stageNamed, startCommand } from './lib/dockerfile';
 import {
   emulateBuildStage,
@@ -28,7 +28,7 @@ import {
 } from './lib/image-fs';
 import { isExcluded, parseDockerignore } from './lib/dockerignore';
 import { freePort, httpRequest as get } from './lib/http';
-import { readRepoFile, repoPath, ROOT } from './lib/repo';
+import { podSpecOf, readRepoFile, repoPath, required, ROOT } from './lib/repo';
 
 const df = parseDockerfile(readRepoFile('Dockerfile'));
 const dockerignore = readRepoFile('.dockerignore');
@@ -280,7 +280,7 @@ describe('hooks image', () => {
         expect((await get(`${base}/readyz`)).status).toBe(200);
         const sync = await get(`${base}/stack/sync`, readRepoFile('examples/hooks/stack-sync-new.json'));
         expect(sync.status).toBe(200);
-        expect(JSON.parse(sync.text).children.length).toBeGreaterThan(0);
+        expect((JSON.parse(sync.text) as CompositeSyncResponse).children?.length).toBeGreaterThan(0);
         const metrics = await get(`${base}/metrics`);
         expect(metrics.text).toContain('pulumi_hook_request_duration_seconds_count{hook="stack_sync"} 1');
       } finally {
@@ -376,12 +376,18 @@ describe('agent image', () => {
     ];
     const commands = new Map<string, string[]>();
     for (const source of sources) {
-      const pod = buildWorkspace(stack, source, config).statefulSet.spec.template.spec;
-      for (const c of [...(pod.initContainers ?? []), ...pod.containers]) commands.set(c.command.join(' '), c.command);
+      const pod = podSpecOf(buildWorkspace(stack, source, config).statefulSet.spec);
+      for (const c of [...(pod.initContainers ?? []), ...pod.containers]) {
+        const command = required(c.command, `${c.name} has a command`);
+        commands.set(command.join(' '), command);
+      }
     }
     for (const type of ['up', 'preview', 'refresh', 'destroy'] as const) {
       const job = buildJob(stack, type, 'm', { generation: 1, reconcileRequest: '', commit: '', previous: '' }, config);
-      for (const c of job.spec.template.spec.containers) commands.set(c.command.join(' '), c.command);
+      for (const c of podSpecOf(job.spec).containers) {
+        const command = required(c.command, `${c.name} has a command`);
+        commands.set(command.join(' '), command);
+      }
     }
     expect([...commands.keys()].sort()).toEqual([
       'pko-agent fetch flux',

@@ -19,6 +19,7 @@ const OURS = [
   'troubleshooting.md',
   'security.md',
   'observability.md',
+  'contributing.md',
 ];
 const pkg = JSON.parse(readRepoFile('package.json')) as { version: string };
 

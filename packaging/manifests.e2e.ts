@@ -12,9 +12,19 @@
 import * as fs from 'node:fs';
 import { type ControlPlane, startControlPlane, DEFAULT_CONTROLLERS } from '../e2e/testbed/control-plane';
 import { stackRbac } from '../hooks/src/stack/rbac';
-import { ApiClient, type ApiResult, describeFailure } from './lib/apply';
+import { ApiClient, type ApiResult, describeFailure, statusMessage } from './lib/apply';
 import { helmTemplate, removeHelmHome } from './lib/helm';
-import { at, findObject, type K8sObject, loadAll, loadObjects, objectKey, readRepoFile, repoPath } from './lib/repo';
+import {
+  findObject,
+  isKind,
+  type K8sObject,
+  loadAll,
+  loadObjects,
+  objectKey,
+  readRepoFile,
+  repoPath,
+  required,
+} from './lib/repo';
 
 let cp: ControlPlane;
 let api: ApiClient;
@@ -46,7 +56,7 @@ async function applyAll(
 async function applyForReal(objects: K8sObject[], namespace?: string): Promise<void> {
   const { failures } = await applyAll(objects, { dryRun: false, ...(namespace ? { namespace } : {}) });
   expect(failures).toEqual([]);
-  for (const crd of objects.filter((o) => o.kind === 'CustomResourceDefinition')) await api.waitForCrd(crd);
+  for (const crd of objects.filter((o) => isKind(o, 'CustomResourceDefinition'))) await api.waitForCrd(crd);
 }
 
 function namespaceObject(name: string, restricted: boolean): K8sObject {
@@ -107,9 +117,9 @@ describe('manifests/install.yaml, in its namespace', () => {
       metadata: {
         name: 'pulumi-mc-hooks-probe',
         namespace: 'pulumi-system',
-        labels: at(d, 'spec', 'template', 'metadata', 'labels'),
+        labels: d.spec?.template.metadata?.labels,
       },
-      spec: at(d, 'spec', 'template', 'spec'),
+      spec: d.spec?.template.spec,
     };
     const r = await api.apply(pod, { dryRun: true });
     expect({ status: r.status, warnings: r.warnings }).toEqual({ status: 201, warnings: [] });
@@ -117,17 +127,17 @@ describe('manifests/install.yaml, in its namespace', () => {
 
   test('(control) a pod without the security context is refused there, so the checks above can fail', async () => {
     const d = findObject(install, 'Deployment', 'pulumi-mc-hooks');
-    const spec = structuredClone(at(d, 'spec', 'template', 'spec'));
+    const spec = structuredClone(required(d.spec?.template.spec, 'the Deployment has a pod spec'));
     delete spec.securityContext;
-    delete spec.containers[0].securityContext;
+    delete required(spec.containers[0], 'the pod has a container').securityContext;
     const r = await api.apply(
       { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'unrestricted', namespace: 'pulumi-system' }, spec },
       { dryRun: true },
     );
     expect(r.status).toBe(403);
-    expect(String(r.body?.message)).toContain('violates PodSecurity "restricted');
+    expect(statusMessage(r.body)).toContain('violates PodSecurity "restricted');
     const dep = structuredClone(d);
-    delete (dep as any).spec.template.spec.securityContext;
+    delete required(dep.spec?.template.spec, 'the Deployment has a pod spec').securityContext;
     const w = await api.apply(dep, { dryRun: true });
     expect(w.warnings.join(' ')).toMatch(/would violate PodSecurity .*restricted/);
   });
@@ -226,7 +236,7 @@ describe("a Stack's identities, as the hooks make them (hooks/src/stack/rbac.ts)
   });
 
   beforeAll(async () => {
-    await applyForReal(stackRbac('app', 'default', 'pulumi', ['app-up-0123abcd', 'app-up-4567cdef']) as K8sObject[]);
+    await applyForReal(stackRbac('app', 'default', 'pulumi', ['app-up-0123abcd', 'app-up-4567cdef']));
   });
 
   test("the workspace's account may patch its own StatefulSet and nothing else", async () => {
@@ -288,14 +298,14 @@ describe('install.yaml RBAC, applied', () => {
         metadata: { name: 'alice-edit', namespace: 'default' },
         roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'edit' },
         subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: 'alice' }],
-      } as K8sObject,
+      },
       {
         apiVersion: 'rbac.authorization.k8s.io/v1',
         kind: 'RoleBinding',
         metadata: { name: 'bob-view', namespace: 'default' },
         roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'view' },
         subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: 'bob' }],
-      } as K8sObject,
+      },
     ]);
   });
 

@@ -12,12 +12,22 @@ import { configFromEnv, DEFAULT_AGENT_IMAGE } from '../hooks/src/config';
 import { buildServer } from '../hooks/src/server';
 import { buildJob } from '../hooks/src/stack/job';
 import { buildWorkspace, RESTRICTED_CONTAINER_SECURITY } from '../hooks/src/stack/workspace';
-import type { Stack } from '../schemas';
+import type { JsonSchema, Stack } from '../schemas';
 import { INSTALL_FILE, renderInstall } from './build-install';
 import { numericUser, parseDockerfile, stageNamed } from './lib/dockerfile';
 import { httpRequest } from './lib/http';
 import { kustomizationDocuments } from './lib/kustomize';
-import { at, findObject, type K8sObject, loadObjects, objectKey, readRepoFile, repoPath } from './lib/repo';
+import {
+  findObject,
+  isKind,
+  isRecord,
+  loadObjects,
+  objectKey,
+  podSpecOf,
+  readRepoFile,
+  repoPath,
+  required,
+} from './lib/repo';
 
 const install = loadObjects(readRepoFile(INSTALL_FILE), INSTALL_FILE);
 const pkg = JSON.parse(readRepoFile('package.json')) as { version: string };
@@ -25,8 +35,8 @@ const hooksUser = numericUser(stageNamed(parseDockerfile(readRepoFile('Dockerfil
 
 const deployment = findObject(install, 'Deployment', 'pulumi-mc-hooks');
 const service = findObject(install, 'Service', 'pulumi-mc-hooks');
-const podSpec = at(deployment, 'spec', 'template', 'spec');
-const container = podSpec.containers[0];
+const podSpec = required(deployment.spec?.template.spec, 'the Deployment has a pod spec');
+const container = required(podSpec.containers[0], 'the Deployment has a container');
 
 /** The real hook server on a loopback port, for the duration of fn. */
 async function withHookServer(fn: (base: string) => Promise<void>): Promise<void> {
@@ -86,7 +96,7 @@ describe('manifests/install.yaml', () => {
 
 describe('the hook server Deployment', () => {
   test('runs 2 replicas in the restricted Pod Security namespace pulumi-system', () => {
-    expect(at(deployment, 'spec', 'replicas')).toBe(2);
+    expect(deployment.spec?.replicas).toBe(2);
     expect(deployment.metadata.namespace).toBe('pulumi-system');
     expect(findObject(install, 'Namespace', 'pulumi-system').metadata.labels).toMatchObject({
       'pod-security.kubernetes.io/enforce': 'restricted',
@@ -112,7 +122,8 @@ describe('the hook server Deployment', () => {
 
   test('has no Kubernetes API access: no token mounted, no binding for its ServiceAccount', () => {
     expect(podSpec.automountServiceAccountToken).toBe(false);
-    expect(findObject(install, 'ServiceAccount', podSpec.serviceAccountName).automountServiceAccountToken).toBe(false);
+    const serviceAccount = required(podSpec.serviceAccountName, 'the pod names its ServiceAccount');
+    expect(findObject(install, 'ServiceAccount', serviceAccount).automountServiceAccountToken).toBe(false);
     const bindings = install.filter((o) => o.kind === 'RoleBinding' || o.kind === 'ClusterRoleBinding');
     expect(bindings).toEqual([]);
   });
@@ -129,15 +140,15 @@ describe('the hook server Deployment', () => {
   test('listens where the hook server listens, with only the settings it reads', () => {
     const defaults = configFromEnv({});
     expect(container.ports).toEqual([{ name: 'http', containerPort: defaults.port, protocol: 'TCP' }]);
-    const env = Object.fromEntries((container.env as { name: string; value: string }[]).map((e) => [e.name, e.value]));
+    const env = Object.fromEntries(required(container.env, 'the container has env').map((e) => [e.name, e.value]));
     expect(configFromEnv(env)).toEqual({ ...defaults, logLevel: 'info' });
     expect(env.AGENT_IMAGE).toBe(DEFAULT_AGENT_IMAGE);
     expect(container.image).toBe(`ghcr.io/pulumi-mc-operator/hooks:v${pkg.version}`);
   });
 
   test("its probes are the hook server's /healthz and /readyz", async () => {
-    expect(container.livenessProbe.httpGet).toEqual({ path: '/healthz', port: 'http' });
-    expect(container.readinessProbe.httpGet).toEqual({ path: '/readyz', port: 'http' });
+    expect(container.livenessProbe?.httpGet).toEqual({ path: '/healthz', port: 'http' });
+    expect(container.readinessProbe?.httpGet).toEqual({ path: '/readyz', port: 'http' });
     await withHookServer(async (base) => {
       for (const p of ['/healthz', '/readyz', '/metrics']) expect((await httpRequest(`${base}${p}`)).status).toBe(200);
     });
@@ -148,26 +159,27 @@ describe('the hook server Deployment', () => {
   });
 
   test('the Service and the PodDisruptionBudget select its pods; one pod may be disrupted at a time', () => {
-    const podLabels = at(deployment, 'spec', 'template', 'metadata', 'labels');
-    expect(matches(at(service, 'spec', 'selector'), podLabels)).toBe(true);
-    expect(at(deployment, 'spec', 'selector', 'matchLabels')).toEqual(at(service, 'spec', 'selector'));
+    const podLabels = deployment.spec?.template.metadata?.labels;
+    const serviceSelector = required(service.spec?.selector, 'the Service has a selector');
+    expect(matches(serviceSelector, podLabels)).toBe(true);
+    expect(deployment.spec?.selector.matchLabels).toEqual(serviceSelector);
     const pdb = findObject(install, 'PodDisruptionBudget', 'pulumi-mc-hooks');
-    expect(matches(at(pdb, 'spec', 'selector', 'matchLabels'), podLabels)).toBe(true);
-    expect(at(pdb, 'spec', 'minAvailable')).toBe(1);
-    expect(at(service, 'spec', 'ports')).toEqual([{ name: 'http', port: 80, targetPort: 'http', protocol: 'TCP' }]);
+    expect(matches(required(pdb.spec?.selector?.matchLabels, 'the PDB selects by labels'), podLabels)).toBe(true);
+    expect(pdb.spec?.minAvailable).toBe(1);
+    expect(service.spec?.ports).toEqual([{ name: 'http', port: 80, targetPort: 'http', protocol: 'TCP' }]);
   });
 });
 
 describe('the Metacontroller controllers', () => {
-  const hooks = install
-    .filter((o) => o.kind === 'CompositeController' || o.kind === 'DecoratorController')
-    .flatMap((o) =>
-      Object.entries(at(o, 'spec', 'hooks') as Record<string, { webhook: any }>).map(([name, h]) => ({
-        controller: o.metadata.name,
-        name,
-        webhook: h.webhook,
-      })),
-    );
+  const hooks = install.flatMap((o) =>
+    isKind(o, 'CompositeController') || isKind(o, 'DecoratorController')
+      ? Object.entries(o.spec?.hooks ?? {}).map(([name, h]) => ({
+          controller: o.metadata.name,
+          name,
+          webhook: required(h.webhook, `${o.metadata.name} ${name} is a webhook`),
+        }))
+      : [],
+  );
 
   test('call the hook Service: pulumi-mc-hooks.pulumi-system:80', () => {
     expect(hooks.length).toBe(4);
@@ -182,7 +194,7 @@ describe('the Metacontroller controllers', () => {
   test('call paths the hook server serves', async () => {
     await withHookServer(async (base) => {
       for (const h of hooks) {
-        const res = await httpRequest(`${base}${h.webhook.path}`, '{}');
+        const res = await httpRequest(`${base}${h.webhook.path ?? ''}`, '{}');
         // A route that exists rejects the empty body; an unknown one is a 404.
         expect({ path: h.webhook.path, status: res.status }).toEqual({ path: h.webhook.path, status: 400 });
       }
@@ -216,37 +228,76 @@ describe('manifests/stack-rbac.yaml', () => {
     const config = configFromEnv({});
     const ws = buildWorkspace(stack, { kind: 'none' }, config);
     const job = buildJob(stack, 'up', 'm', { generation: 1, reconcileRequest: '', commit: '', previous: '' }, config);
-    expect(ws.statefulSet.spec.template.spec.serviceAccountName).toBe(sa.metadata.name);
-    expect(job.spec.template.spec.serviceAccountName).toBe('app-update');
+    const jobPod = podSpecOf(job.spec);
+    expect(podSpecOf(ws.statefulSet.spec).serviceAccountName).toBe(sa.metadata.name);
+    expect(jobPod.serviceAccountName).toBe('app-update');
     // The Job presents a projected token for the workspace's audience; nothing else is mounted from the API.
-    expect(job.spec.template.spec.volumes[0].projected.sources[0].serviceAccountToken.audience).toBe('app.default');
-    expect(job.spec.template.spec.containers[0].securityContext).toEqual(RESTRICTED_CONTAINER_SECURITY);
+    expect(jobPod.volumes?.[0]?.projected?.sources?.[0]?.serviceAccountToken?.audience).toBe('app.default');
+    expect(jobPod.containers[0]?.securityContext).toEqual(RESTRICTED_CONTAINER_SECURITY);
     expect(Annotations.workspaceStatus).toBe('pulumi.com/workspace-status');
   });
 });
 
+/** A path into an object, as kube-state-metrics' custom resource state config writes it. */
+type KsmPath = string[];
+
+/** The body of a gauge, stateSet or info metric. */
+interface KsmBody {
+  path?: KsmPath;
+  valueFrom?: KsmPath;
+  labelsFromPath?: Record<string, KsmPath>;
+  [key: string]: unknown;
+}
+
+interface KsmMetric {
+  name: string;
+  help: string;
+  labelsFromPath?: Record<string, KsmPath>;
+  each: { type: string; gauge?: KsmBody; stateSet?: KsmBody; info?: KsmBody };
+}
+
+interface KsmResource {
+  groupVersionKind: { group: string; version: string; kind: string };
+  metricNamePrefix: string;
+  labelsFromPath?: Record<string, KsmPath>;
+  metrics: KsmMetric[];
+}
+
+/** kube-state-metrics' CustomResourceStateMetrics config (the tests below check its keys). */
+interface KsmConfig {
+  kind: string;
+  spec: { resources: KsmResource[] };
+}
+
+/** A JSON Schema node, as parsed. */
+type SchemaNode = { [key: string]: unknown };
+
 describe('manifests/kube-state-metrics.yaml', () => {
   const objects = loadObjects(readRepoFile('manifests/kube-state-metrics.yaml'), 'manifests/kube-state-metrics.yaml');
   const cm = findObject(objects, 'ConfigMap', 'pulumi-operator-ksm-config');
-  const config = yaml.load((cm as K8sObject & { data: Record<string, string> }).data['stacks.yaml']!) as any;
-  const schemas: Record<string, any> = {
-    Stack: JSON.parse(readRepoFile('schemas/stack.schema.json')),
-    Program: JSON.parse(readRepoFile('schemas/program.schema.json')),
+  const config = yaml.load(required(cm.data?.['stacks.yaml'], 'the ConfigMap has stacks.yaml')) as KsmConfig;
+  const schemas: Record<string, JsonSchema> = {
+    Stack: JSON.parse(readRepoFile('schemas/stack.schema.json')) as JsonSchema,
+    Program: JSON.parse(readRepoFile('schemas/program.schema.json')) as JsonSchema,
   };
 
   /** Follows a kube-state-metrics path through a JSON Schema; returns the schema reached or an error. */
-  function walk(root: any, start: any, segments: string[]): { schema?: any; error?: string } {
-    const deref = (s: any): any => (s?.$ref ? deref(root.$defs[String(s.$ref).replace('#/$defs/', '')]) : s);
+  function walk(root: JsonSchema, start: unknown, segments: string[]): { schema?: SchemaNode; error?: string } {
+    const defs = isRecord(root.$defs) ? root.$defs : {};
+    const deref = (s: unknown): SchemaNode | undefined =>
+      !isRecord(s) ? undefined : typeof s.$ref === 'string' ? deref(defs[s.$ref.replace('#/$defs/', '')]) : s;
+    const propertiesOf = (s: SchemaNode | undefined): SchemaNode =>
+      s !== undefined && isRecord(s.properties) ? s.properties : {};
     let cur = deref(start);
     for (const seg of segments) {
       const filter = /^\[(\w+)=(\w+)\]$/.exec(seg);
       if (filter) {
         const items = deref(cur?.items);
-        if (!items?.properties?.[filter[1]!]) return { error: `"${seg}": not a list of objects with ${filter[1]}` };
+        if (!propertiesOf(items)[filter[1]!]) return { error: `"${seg}": not a list of objects with ${filter[1]}` };
         cur = items;
         continue;
       }
-      const next = cur?.properties?.[seg];
+      const next = propertiesOf(cur)[seg];
       if (!next) return { error: `"${seg}" is not a field here` };
       cur = deref(next);
     }
@@ -261,11 +312,13 @@ describe('manifests/kube-state-metrics.yaml', () => {
     stateSet: ['path', 'labelName', 'list', 'valueFrom', 'labelsFromPath'],
     info: ['path', 'labelsFromPath', 'labelFromKey'],
   };
+  const bodyKey = (type: string): 'gauge' | 'stateSet' | 'info' =>
+    type === 'Gauge' ? 'gauge' : type === 'StateSet' ? 'stateSet' : 'info';
 
   test('is a CustomResourceStateMetrics config for Stack and Program with known keys only', () => {
     expect(Object.keys(config)).toEqual(['kind', 'spec']);
     expect(config.kind).toBe('CustomResourceStateMetrics');
-    expect(config.spec.resources.map((r: any) => r.groupVersionKind)).toEqual([
+    expect(config.spec.resources.map((r) => r.groupVersionKind)).toEqual([
       { group: 'pulumi.com', version: 'v1', kind: 'Stack' },
       { group: 'pulumi.com', version: 'v1', kind: 'Program' },
     ]);
@@ -274,12 +327,9 @@ describe('manifests/kube-state-metrics.yaml', () => {
       for (const m of r.metrics) {
         for (const k of Object.keys(m)) expect(KEYS.metric).toContain(k);
         for (const k of Object.keys(m.each)) expect(KEYS.each).toContain(k);
-        const body = m.each[m.each.type === 'Gauge' ? 'gauge' : m.each.type === 'StateSet' ? 'stateSet' : 'info'];
+        const body = m.each[bodyKey(m.each.type)];
         expect(body).toBeDefined();
-        for (const k of Object.keys(body))
-          expect(KEYS[m.each.type === 'Gauge' ? 'gauge' : m.each.type === 'StateSet' ? 'stateSet' : 'info']).toContain(
-            k,
-          );
+        for (const k of Object.keys(body ?? {})) expect(KEYS[bodyKey(m.each.type)]).toContain(k);
         expect(`${r.metricNamePrefix}_${m.name}`).toMatch(/^[a-zA-Z_:][a-zA-Z0-9_:]*$/);
         expect(m.help.length).toBeGreaterThan(10);
       }
@@ -287,7 +337,7 @@ describe('manifests/kube-state-metrics.yaml', () => {
   });
 
   test("covers readiness, reconciling, stalled with reason, the last update's state, failures and time", () => {
-    const names = config.spec.resources[0].metrics.map((m: any) => m.name);
+    const names = config.spec.resources[0]?.metrics.map((m) => m.name);
     expect(names).toEqual(
       expect.arrayContaining([
         'ready',
@@ -304,38 +354,25 @@ describe('manifests/kube-state-metrics.yaml', () => {
   test("every path names a field of the kind's schema", () => {
     const problems: string[] = [];
     for (const r of config.spec.resources) {
-      const root = schemas[r.groupVersionKind.kind];
-      const check = (where: string, base: any, p: string[]) => {
+      const kind = r.groupVersionKind.kind;
+      const root = required(schemas[kind], `a schema for ${kind}`);
+      const check = (where: string, base: unknown, p: KsmPath) => {
         const res = walk(root, base, p);
-        if (res.error) problems.push(`${r.groupVersionKind.kind} ${where} [${p.join(', ')}]: ${res.error}`);
+        if (res.error) problems.push(`${kind} ${where} [${p.join(', ')}]: ${res.error}`);
         return res.schema;
       };
-      for (const [label, p] of Object.entries(r.labelsFromPath ?? {})) check(`label ${label}`, root, p as string[]);
+      for (const [label, p] of Object.entries(r.labelsFromPath ?? {})) check(`label ${label}`, root, p);
       for (const m of r.metrics) {
-        for (const [label, p] of Object.entries(m.labelsFromPath ?? {}))
-          check(`${m.name} label ${label}`, root, p as string[]);
-        const body = m.each.gauge ?? m.each.stateSet ?? m.each.info;
+        for (const [label, p] of Object.entries(m.labelsFromPath ?? {})) check(`${m.name} label ${label}`, root, p);
+        const body = required(m.each.gauge ?? m.each.stateSet ?? m.each.info, `${m.name} has a body`);
         const base = body.path ? check(`${m.name} path`, root, body.path) : root;
         if (!base) continue;
+        // Relative to each list item when the path is a list (walk follows the item's $ref).
         for (const [label, p] of Object.entries(body.labelsFromPath ?? {})) {
-          const rel = p as string[];
-          // Relative to each list item when the path is a list.
-          const item =
-            base.type === 'array' || base.items
-              ? base.items.$ref
-                ? root.$defs[base.items.$ref.replace('#/$defs/', '')]
-                : base.items
-              : base;
-          check(`${m.name} label ${label}`, item, rel);
+          const item = base.type === 'array' || base.items ? base.items : base;
+          check(`${m.name} label ${label}`, item, p);
         }
-        if (body.valueFrom) {
-          const item = base.items
-            ? base.items.$ref
-              ? root.$defs[base.items.$ref.replace('#/$defs/', '')]
-              : base.items
-            : base;
-          check(`${m.name} valueFrom`, item, body.valueFrom);
-        }
+        if (body.valueFrom) check(`${m.name} valueFrom`, base.items ? base.items : base, body.valueFrom);
       }
     }
     expect(problems).toEqual([]);

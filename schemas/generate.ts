@@ -13,8 +13,7 @@ import { compile } from 'json-schema-to-typescript';
 import { metacontrollerSchema, programSchema, stackSchema, type JsonSchema } from './index';
 
 export const CRD_HEADER = '# Generated from schemas/ by `npm run generate`. Do not edit.\n';
-export const TYPES_HEADER =
-  '/* eslint-disable */\n/**\n * Generated from schemas/*.schema.json by `npm run generate`. Do not edit.\n */\n';
+export const TYPES_HEADER = '/**\n * Generated from schemas/*.schema.json by `npm run generate`. Do not edit.\n */\n';
 
 export const STACK_CRD_FILE = 'pulumi.com_stacks.yaml';
 export const PROGRAM_CRD_FILE = 'pulumi.com_programs.yaml';
@@ -30,6 +29,11 @@ function isObject(value: unknown): value is JsonObject {
 
 function asObject(value: unknown, what: string): JsonObject {
   if (!isObject(value)) throw new Error(`${what}: expected an object`);
+  return value;
+}
+
+function asString(value: unknown, what: string): string {
+  if (typeof value !== 'string') throw new Error(`${what}: expected a string`);
   return value;
 }
 
@@ -80,7 +84,8 @@ function toStructural(node: JsonObject, defs: JsonObject, at: string): JsonObjec
       if (key === '$ref' || key === 'deprecated') continue;
       if (key !== 'description') throw new Error(`${at}: only "description" may accompany $ref, found "${key}"`);
       // The field's own description first, then the type's (kubectl explain shows both).
-      out.description = typeof out.description === 'string' ? `${String(value)}\n\n${out.description}` : value;
+      const own = asString(value, `${at}/description`);
+      out.description = typeof out.description === 'string' ? `${own}\n\n${out.description}` : own;
     }
     return out;
   }
@@ -111,7 +116,10 @@ function toStructural(node: JsonObject, defs: JsonObject, at: string): JsonObjec
         break;
       case 'type':
         if (Array.isArray(value)) {
-          const types = [...value].sort().join(',');
+          const types = value
+            .map((t, i) => asString(t, `${here}/${i}`))
+            .sort()
+            .join(',');
           if (node['x-kubernetes-int-or-string'] === true && types === 'integer,string') {
             out.anyOf = [{ type: 'integer' }, { type: 'string' }];
             break;
@@ -216,7 +224,8 @@ export function stackCrd(): JsonObject {
     },
   });
   v1alpha1.description =
-    'Deprecated: use pulumi.com/v1, which has the same spec and a richer status. ' + String(v1.description);
+    'Deprecated: use pulumi.com/v1, which has the same spec and a richer status. ' +
+    asString(v1.description, 'Stack description');
   return crd('Stack', 'stacks', [
     version('v1', true, v1, STACK_PRINTER_COLUMNS),
     version('v1alpha1', false, v1alpha1, []),
@@ -291,10 +300,10 @@ async function typesFor(schema: JsonSchema): Promise<string> {
       title: WRAPPER,
       type: 'object',
       properties: {},
-      $defs: { ...asObject($defs ?? {}, '$defs'), [String(schema.title)]: root },
+      $defs: { ...asObject($defs ?? {}, '$defs'), [asString(schema.title, 'schema title')]: root },
     };
   }
-  const output = await compile(prepared as Parameters<typeof compile>[0], String(prepared.title), {
+  const output = await compile(prepared, asString(prepared.title, 'schema title'), {
     bannerComment: '',
     additionalProperties: false,
     unknownAny: true,

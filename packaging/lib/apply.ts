@@ -4,12 +4,19 @@
  * server's warnings (Pod Security "warn" among them) are returned with the result.
  */
 import * as https from 'node:https';
+import type {
+  V1APIGroupList,
+  V1APIResourceList,
+  V1CustomResourceDefinition,
+  V1SubjectAccessReview,
+} from '@kubernetes/client-node';
 import { eventually } from '../../e2e/testbed/eventually';
 import type { K8sObject } from './repo';
 
 export interface ApiResult {
   status: number;
-  body: any;
+  /** Parsed JSON, or the text when it is not JSON, or undefined when empty. */
+  body: unknown;
   warnings: string[];
 }
 
@@ -25,6 +32,18 @@ interface ResourceInfo {
 }
 
 const FIELD_MANAGER = 'pko-packaging-test';
+
+/** A response's body when it has the given status, typed as the API documents it for the request. */
+function bodyOf<T extends object>(r: ApiResult, status = 200): T | undefined {
+  return r.status === status && typeof r.body === 'object' && r.body !== null ? (r.body as T) : undefined;
+}
+
+/** The message of a Kubernetes Status body (what the API server answers on an error), if any. */
+export function statusMessage(body: unknown): string | undefined {
+  return typeof body === 'object' && body !== null && 'message' in body && typeof body.message === 'string'
+    ? body.message
+    : undefined;
+}
 
 export class ApiClient {
   private discovery = new Map<string, ResourceInfo>();
@@ -70,17 +89,18 @@ export class ApiClient {
 
   private async discover(): Promise<void> {
     const next = new Map<string, ResourceInfo>();
-    const add = (groupVersion: string, list: any) => {
+    const add = (groupVersion: string, list: V1APIResourceList | undefined) => {
       for (const r of list?.resources ?? []) {
-        if (String(r.name).includes('/')) continue;
+        if (r.name.includes('/')) continue;
         next.set(`${groupVersion}/${r.kind}`, { resource: r.name, namespaced: r.namespaced === true });
       }
     };
-    add('v1', (await this.request('GET', '/api/v1')).body);
-    const groups = (await this.request('GET', '/apis')).body;
-    for (const g of groups.groups ?? []) {
-      for (const v of g.versions ?? [])
-        add(v.groupVersion, (await this.request('GET', `/apis/${v.groupVersion}`)).body);
+    add('v1', bodyOf<V1APIResourceList>(await this.request('GET', '/api/v1')));
+    const groups = bodyOf<V1APIGroupList>(await this.request('GET', '/apis'));
+    if (!groups) throw new Error('API discovery: GET /apis failed');
+    for (const g of groups.groups) {
+      for (const v of g.versions)
+        add(v.groupVersion, bodyOf<V1APIResourceList>(await this.request('GET', `/apis/${v.groupVersion}`)));
     }
     this.discovery = next;
   }
@@ -111,7 +131,7 @@ export class ApiClient {
         : o;
     return this.request(
       'PATCH',
-      `${await this.path(o, opts.namespace)}?${query}`,
+      `${await this.path(o, opts.namespace)}?${query.toString()}`,
       body,
       'application/apply-patch+yaml',
     );
@@ -129,9 +149,8 @@ export class ApiClient {
         'GET',
         `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd.metadata.name}`,
       );
-      return (r.body?.status?.conditions ?? []).some((c: any) => c.type === 'Established' && c.status === 'True')
-        ? true
-        : undefined;
+      const conditions = bodyOf<V1CustomResourceDefinition>(r)?.status?.conditions ?? [];
+      return conditions.some((c) => c.type === 'Established' && c.status === 'True') ? true : undefined;
     });
     const spec = crd.spec as { group: string; names: { kind: string }; versions: { name: string; served: boolean }[] };
     for (const v of spec.versions.filter((x) => x.served)) {
@@ -150,11 +169,12 @@ export class ApiClient {
       spec: { user, groups, resourceAttributes: attrs },
     });
     if (r.status !== 201) throw new Error(`SubjectAccessReview: HTTP ${r.status} ${JSON.stringify(r.body)}`);
-    return r.body.status?.allowed === true;
+    return bodyOf<V1SubjectAccessReview>(r, 201)?.status?.allowed === true;
   }
 }
 
 /** A readable line for a failed apply. */
 export function describeFailure(o: K8sObject, r: ApiResult): string {
-  return `${o.kind}/${o.metadata.name}: HTTP ${r.status} ${typeof r.body === 'object' ? (r.body?.message ?? JSON.stringify(r.body)) : String(r.body)}`;
+  const detail = statusMessage(r.body) ?? (typeof r.body === 'string' ? r.body : JSON.stringify(r.body));
+  return `${o.kind}/${o.metadata.name}: HTTP ${r.status} ${detail}`;
 }

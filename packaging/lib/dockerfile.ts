@@ -112,7 +112,7 @@ function execForm(args: string): string[] {
     const parsed: unknown = JSON.parse(args);
     if (!Array.isArray(parsed) || !parsed.every((x) => typeof x === 'string'))
       throw new Error(`not a JSON string array: ${args}`);
-    return parsed as string[];
+    return parsed;
   }
   return ['/bin/sh', '-c', args];
 }

@@ -2,6 +2,19 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as yaml from 'js-yaml';
+import type {
+  V1ClusterRole,
+  V1ClusterRoleBinding,
+  V1ConfigMap,
+  V1CustomResourceDefinition,
+  V1Deployment,
+  V1Namespace,
+  V1PodDisruptionBudget,
+  V1PodSpec,
+  V1RoleBinding,
+  V1Service,
+  V1ServiceAccount,
+} from '@kubernetes/client-node';
 
 /**
  * The repository root: the nearest directory above this file holding both package.json and
@@ -41,6 +54,63 @@ export interface K8sObject {
   [key: string]: unknown;
 }
 
+/** A Metacontroller hook (https://metacontroller.github.io/metacontroller/api/hook.html): a URL or a Service. */
+export interface MetacontrollerHook {
+  webhook?: {
+    url?: string;
+    path?: string;
+    timeout?: string;
+    service?: { name?: string; namespace?: string; port?: number; protocol?: string };
+  };
+}
+
+/** The parts of a CompositeController or DecoratorController the tests read. */
+export interface MetacontrollerController {
+  spec?: { resyncPeriodSeconds?: number; hooks?: Record<string, MetacontrollerHook> };
+}
+
+/** The parts of a Prometheus Operator ServiceMonitor the tests read. */
+export interface ServiceMonitor {
+  spec?: {
+    selector?: { matchLabels?: Record<string, string> };
+    namespaceSelector?: { matchNames?: string[] };
+    endpoints?: {
+      port?: string;
+      path?: string;
+      interval?: string;
+      scrapeTimeout?: string;
+      metricRelabelings?: { action?: string }[];
+    }[];
+  };
+}
+
+/** The shape of each kind the manifests and the chart hold. */
+export interface KnownKinds {
+  ClusterRole: V1ClusterRole;
+  ClusterRoleBinding: V1ClusterRoleBinding;
+  CompositeController: MetacontrollerController;
+  ConfigMap: V1ConfigMap;
+  CustomResourceDefinition: V1CustomResourceDefinition;
+  DecoratorController: MetacontrollerController;
+  Deployment: V1Deployment;
+  Namespace: V1Namespace;
+  PodDisruptionBudget: V1PodDisruptionBudget;
+  RoleBinding: V1RoleBinding;
+  Service: V1Service;
+  ServiceAccount: V1ServiceAccount;
+  ServiceMonitor: ServiceMonitor;
+}
+
+export type KindOf<K extends keyof KnownKinds> = K8sObject & KnownKinds[K];
+
+/**
+ * Narrows a parsed object by its kind. Its fields are taken to have the kind's shape: the tests
+ * assert on them, and manifests.e2e.ts has the API server validate every object strictly.
+ */
+export function isKind<K extends keyof KnownKinds>(o: K8sObject, kind: K): o is KindOf<K> {
+  return o.kind === kind;
+}
+
 /** Every non-empty document of a multi-document YAML text. */
 export function loadAll(text: string): unknown[] {
   return yaml.loadAll(text).filter((d) => d !== null && d !== undefined);
@@ -66,18 +136,31 @@ export function objectKey(o: K8sObject): string {
 }
 
 /** `Kind/name` lookup that fails with the list of what there is. */
-export function findObject(objects: K8sObject[], kind: string, name: string): K8sObject {
-  const o = objects.find((x) => x.kind === kind && x.metadata.name === name);
+export function findObject<K extends keyof KnownKinds>(objects: K8sObject[], kind: K, name: string): KindOf<K> {
+  const o = objects.find((x): x is KindOf<K> => isKind(x, kind) && x.metadata.name === name);
   if (!o) throw new Error(`no ${kind}/${name} among: ${objects.map(objectKey).join(', ')}`);
   return o;
 }
 
-/** The items of a path through plain objects/arrays, or undefined. */
-export function at(value: unknown, ...keys: (string | number)[]): any {
-  let cur: any = value;
-  for (const k of keys) {
-    if (cur === null || cur === undefined) return undefined;
-    cur = cur[k];
-  }
-  return cur;
+/** The value, or an error saying what was expected. */
+export function required<T>(value: T | undefined, what: string): T {
+  if (value === undefined) throw new Error(`expected: ${what}`);
+  return value;
+}
+
+/** The pod spec of a StatefulSet or Job spec as the hooks build it. */
+export function podSpecOf(workloadSpec: unknown): V1PodSpec {
+  const template = isRecord(workloadSpec) ? workloadSpec.template : undefined;
+  const spec = isRecord(template) ? template.spec : undefined;
+  if (!isPodSpec(spec)) throw new Error('no spec.template.spec.containers');
+  return spec;
+}
+
+/** A pod spec has its containers; the tests check the rest. */
+function isPodSpec(value: unknown): value is V1PodSpec {
+  return isRecord(value) && Array.isArray(value.containers);
+}
+
+export function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }

@@ -1,4 +1,3 @@
-/* eslint-disable */
 /**
  * Generated from schemas/*.schema.json by `npm run generate`. Do not edit.
  */
