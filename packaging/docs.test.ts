@@ -114,3 +114,22 @@ test('image tags in the docs are the package version', () => {
       expect({ doc, tag: m[1] }).toEqual({ doc, tag: `v${pkg.version}` });
   }
 });
+
+test('migration.md says which pulumi.com Stack versions the CRD serves', () => {
+  const crd = yaml.load(readRepoFile('manifests/crds/pulumi.com_stacks.yaml')) as {
+    spec: { versions: { name: string; served: boolean }[] };
+  };
+  const migration = readRepoFile('docs/migration.md');
+  const storedVersions = migration.slice(migration.indexOf('### 3. Check the Stack CRD'), migration.indexOf('### 4.'));
+  for (const v of crd.spec.versions.filter((version) => version.name !== 'v1')) {
+    // The comparison table's row: upstream's answer, then ours.
+    const row = migration.split('\n').find((line) => line.startsWith(`| \`pulumi.com/${v.name}\` Stack |`));
+    expect(
+      row
+        ?.split('|')[3]
+        ?.trim()
+        .startsWith(v.served ? 'served' : 'not served'),
+    ).toBe(true);
+    expect(storedVersions.includes(`\`${v.name}\``)).toBe(v.served);
+  }
+});
