@@ -21,7 +21,7 @@ import type {
   ProgramStatus,
   StackStatus,
 } from '../../schemas/generated/types';
-import { isRecord } from './children';
+import { isRecord } from './json';
 
 const ajv = createAjv();
 

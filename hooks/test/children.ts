@@ -18,6 +18,7 @@ import type {
   V1StatefulSet,
 } from '@kubernetes/client-node';
 import { Env } from '../../contract';
+import { isRecord } from './json';
 
 /** A client-node model as JSON carries it: its Date fields are RFC 3339 strings. */
 export type AsJson<T> = T extends Date
@@ -51,10 +52,6 @@ export type EnvVar = AsJson<V1EnvVar>;
 export interface PodTemplate {
   metadata: AsJson<V1ObjectMeta>;
   spec: PodSpec;
-}
-
-export function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 function describeValue(value: unknown): string {

@@ -16,7 +16,8 @@ import {
   withStatus,
   workspaceBecomesReady,
 } from './builders';
-import { childOf, isRecord, podSpecOf } from './children';
+import { childOf, podSpecOf } from './children';
+import { isRecord } from './json';
 
 const ctx = { config: testConfig, now: NOW, lookups: noLookups };
 
