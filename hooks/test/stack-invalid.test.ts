@@ -249,3 +249,14 @@ describe('any Stack', () => {
     expect(validateStackObject(makeStack())).toEqual([]);
   });
 });
+
+describe('validation', () => {
+  it('looks at the spec, not at the status the hooks wrote (an odd status never stalls a Stack)', () => {
+    // Not a StackStatus (failures is a string): what a newer hook version might have written.
+    const oddStatus: Record<string, unknown> = { lastUpdate: { state: 'from-a-future-version', failures: 'many' } };
+    const stack = makeStack({}, {}, oddStatus);
+    expect(validateStackObject(stack)).toEqual([]);
+    const res = syncStack(syncRequest(stack), ctx);
+    expect(condition(res.status, 'Stalled')).toBeUndefined();
+  });
+});
