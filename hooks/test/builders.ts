@@ -3,7 +3,7 @@
  * between two hook calls (apply children, write status, roll out the workspace, finish Jobs), so
  * lifecycle tests read as a story. The e2e suite does the same against a real API server.
  */
-import type { Program, Stack, StackSpec, StackStatus } from '../../schemas/generated/types';
+import type { Stack, StackSpec, StackStatus } from '../../schemas/generated/types';
 import { Annotations, formatUpdateResult, type UpdateResult } from '../../contract';
 import type { HookConfig } from '../src/config';
 import { cloneJson } from '../src/lib/json';
@@ -224,5 +224,3 @@ export function jobsOf(res: { children: readonly unknown[] }): Child<'Job'>[] {
 export function workspaceHashOf(sts: Child<'StatefulSet'>): string | undefined {
   return templateOf(sts).metadata.annotations?.[Annotations.workspaceHash];
 }
-
-export type { Program };

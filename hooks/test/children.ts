@@ -21,7 +21,7 @@ import { Env } from '../../contract';
 import { isRecord } from './json';
 
 /** A client-node model as JSON carries it: its Date fields are RFC 3339 strings. */
-export type AsJson<T> = T extends Date
+type AsJson<T> = T extends Date
   ? string
   : T extends readonly (infer U)[]
     ? AsJson<U>[]
@@ -29,7 +29,7 @@ export type AsJson<T> = T extends Date
       ? { [K in keyof T]: AsJson<T[K]> }
       : T;
 
-/** The kinds of child a Stack has (manifests/metacontroller/stack-controller.yaml). */
+/** The kinds of child a Stack has (manifests/metacontroller/stack-controller.yaml); ConfigMap is a Program's attachment too. */
 interface Models {
   StatefulSet: V1StatefulSet;
   Service: V1Service;
@@ -39,16 +39,16 @@ interface Models {
   Role: V1Role;
   RoleBinding: V1RoleBinding;
 }
-export type ChildKind = keyof Models;
+type ChildKind = keyof Models;
 
-export type Metadata = AsJson<V1ObjectMeta> & { name: string };
+type Metadata = AsJson<V1ObjectMeta> & { name: string };
 
 /** A child of one kind, with what every object the hooks return has: apiVersion, kind and a name. */
 export type Child<K extends ChildKind> = AsJson<Models[K]> & { apiVersion: string; kind: K; metadata: Metadata };
 
-export type PodSpec = AsJson<V1PodSpec>;
-export type Container = AsJson<V1Container>;
-export type EnvVar = AsJson<V1EnvVar>;
+type PodSpec = AsJson<V1PodSpec>;
+type Container = AsJson<V1Container>;
+type EnvVar = AsJson<V1EnvVar>;
 export interface PodTemplate {
   metadata: AsJson<V1ObjectMeta>;
   spec: PodSpec;
