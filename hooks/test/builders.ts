@@ -3,13 +3,14 @@
  * between two hook calls (apply children, write status, roll out the workspace, finish Jobs), so
  * lifecycle tests read as a story. The e2e suite does the same against a real API server.
  */
-import type { Program, Stack, StackSpec, StackStatus } from '../../schemas/generated/types';
+import type { Stack, StackSpec, StackStatus } from '../../schemas/generated/types';
 import { Annotations, formatUpdateResult, type UpdateResult } from '../../contract';
 import type { HookConfig } from '../src/config';
 import { cloneJson } from '../src/lib/json';
 import { LAST_APPLIED_ANNOTATION, mapKey, type KObject, type ObjectMap } from '../src/lib/k8s';
 import type { RefLookup } from '../src/stack/source';
 import type { StackSyncRequest, StackSyncResponse } from '../src/stack/sync';
+import { asChild, childrenOf, templateOf, type Child } from './children';
 
 export const NOW = new Date('2026-11-22T10:00:00Z');
 
@@ -38,7 +39,7 @@ export function makeStack(
       generation: 1,
       ...meta,
     },
-    spec: { stack: 'dev', programRef: { name: 'my-program' }, ...spec } as StackSpec,
+    spec: { stack: 'dev', programRef: { name: 'my-program' }, ...spec },
   };
   if (status) stack.status = status;
   return stack;
@@ -68,7 +69,7 @@ export function objectMap(...objects: KObject[]): ObjectMap {
   for (const o of objects) {
     const key = mapKey(o.kind, o.apiVersion);
     map[key] ??= {};
-    map[key]![`${o.metadata.namespace ?? 'team-a'}/${o.metadata.name}`] = o;
+    map[key][`${o.metadata.namespace ?? 'team-a'}/${o.metadata.name}`] = o;
   }
   return map;
 }
@@ -122,7 +123,8 @@ export function applyChildren(observed: KObject[], desired: KObject[]): KObject[
     copy.metadata.generation =
       (old?.metadata.generation ?? 0) +
       (old && JSON.stringify(old.spec) !== JSON.stringify(copy.spec) ? 1 : old ? 0 : 1);
-    if (old?.status) copy.status = old.status;
+    const status: unknown = old?.status;
+    if (status) copy.status = status;
     return copy;
   });
 }
@@ -131,7 +133,7 @@ export function applyChildren(observed: KObject[], desired: KObject[]): KObject[
 export function workspaceBecomesReady(children: KObject[]): KObject[] {
   return children.map((c) => {
     if (c.kind !== 'StatefulSet') return c;
-    const hash = c.spec.template.metadata.annotations[Annotations.workspaceHash];
+    const hash = workspaceHashOf(asChild(c, 'StatefulSet'));
     return {
       ...c,
       metadata: {
@@ -156,7 +158,7 @@ export function workspaceBecomesReady(children: KObject[]): KObject[] {
 export function workspaceFails(children: KObject[], reason: string, message: string): KObject[] {
   return children.map((c) => {
     if (c.kind !== 'StatefulSet') return c;
-    const hash = c.spec.template.metadata.annotations[Annotations.workspaceHash];
+    const hash = workspaceHashOf(asChild(c, 'StatefulSet'));
     return {
       ...c,
       metadata: {
@@ -211,11 +213,14 @@ export function jobFinishes(
 
 /** The Stack as Metacontroller would leave it after writing the hook's status. */
 export function withStatus(stack: Stack, res: StackSyncResponse): Stack {
-  return { ...cloneJson(stack), status: cloneJson({ ...res.status, observedGeneration: stack.metadata!.generation }) };
+  return { ...cloneJson(stack), status: cloneJson({ ...res.status, observedGeneration: stack.metadata.generation }) };
 }
 
-export function jobsOf(res: { children: KObject[] }): KObject[] {
-  return res.children.filter((c) => c.kind === 'Job');
+export function jobsOf(res: { children: readonly unknown[] }): Child<'Job'>[] {
+  return childrenOf(res, 'Job');
 }
 
-export type { Program };
+/** The pod template hash the hooks put on a workspace StatefulSet. */
+export function workspaceHashOf(sts: Child<'StatefulSet'>): string | undefined {
+  return templateOf(sts).metadata.annotations?.[Annotations.workspaceHash];
+}

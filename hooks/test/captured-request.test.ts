@@ -11,23 +11,37 @@ import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { request as httpRequest } from 'undici';
 import { join } from 'node:path';
-import { validateCompositeSyncRequest } from '../../schemas';
-import { Annotations } from '../../contract';
+import { validateCompositeSyncRequest, validateStack } from '../../schemas';
 import { configFromEnv } from '../src/config';
 import { buildServer } from '../src/server';
-import { syncStack } from '../src/stack/sync';
+import { syncStack, type StackSyncRequest } from '../src/stack/sync';
 import type { KObject } from '../src/lib/k8s';
+import { stackSyncAnswer } from './answers';
+import { workspaceHashOf } from './builders';
+import { asChild } from './children';
+import { isRecord } from './json';
 
-const file = JSON.parse(
-  readFileSync(join(__dirname, '..', '..', 'bench', 'requests', 'steady-state-sync.json'), 'utf8'),
-);
-const request = file.request;
-const config = { ...configFromEnv({}), agentImage: file.agentImage as string };
-const observed: KObject[] = Object.values(request.children as Record<string, Record<string, KObject>>).flatMap(
-  (byName) => Object.values(byName),
-);
-const names = (objects: KObject[]) => objects.map((o) => `${o.kind}/${o.metadata.name}`).sort();
-const hashOf = (sts: KObject | undefined) => sts?.spec?.template?.metadata?.annotations?.[Annotations.workspaceHash];
+/** A Stack sync request: valid as Metacontroller's request, with a parent valid as a Stack. */
+function isStackSyncRequest(value: unknown): value is StackSyncRequest {
+  return validateCompositeSyncRequest(value).ok && isRecord(value) && validateStack(value.parent).ok;
+}
+
+/** The recorded request and the agent image the hooks that answered it were configured with. */
+function recording(): { request: StackSyncRequest; agentImage: string } {
+  const file: unknown = JSON.parse(
+    readFileSync(join(__dirname, '..', '..', 'bench', 'requests', 'steady-state-sync.json'), 'utf8'),
+  );
+  if (!isRecord(file) || !isStackSyncRequest(file.request) || typeof file.agentImage !== 'string')
+    throw new Error('steady-state-sync.json holds no Stack sync request and agent image');
+  return { request: file.request, agentImage: file.agentImage };
+}
+
+const { request, agentImage } = recording();
+const config = { ...configFromEnv({}), agentImage };
+const observed: KObject[] = Object.values(request.children ?? {}).flatMap((byName) => Object.values(byName));
+const names = (objects: readonly { kind: string; metadata: { name?: string } }[]) =>
+  objects.map((o) => `${o.kind}/${o.metadata.name}`).sort();
+const hashOf = (sts: unknown) => workspaceHashOf(asChild(sts, 'StatefulSet'));
 
 describe('a sync request recorded from a real cluster, Stack at rest', () => {
   it('is a valid Metacontroller request with what the API server adds', () => {
@@ -47,7 +61,8 @@ describe('a sync request recorded from a real cluster, Stack at rest', () => {
       observedGeneration: request.parent.metadata.generation,
     });
     expect(response.status.currentUpdate).toBeUndefined();
-    expect(response.status.lastUpdate).toEqual(request.parent.status.lastUpdate);
+    expect(request.parent.status?.lastUpdate).toBeDefined();
+    expect(response.status.lastUpdate).toEqual(request.parent.status?.lastUpdate);
     expect(names(response.children)).toEqual(names(observed));
     const desired = response.children.find((c) => c.kind === 'StatefulSet');
     const actual = observed.find((c) => c.kind === 'StatefulSet');
@@ -67,14 +82,17 @@ describe('a sync request recorded from a real cluster, Stack at rest', () => {
         });
         return { status: res.statusCode, body: await res.body.text() };
       };
-      const first = await post(JSON.stringify(file.request));
-      const second = await post(JSON.stringify(file.request));
+      const first = await post(JSON.stringify(request));
+      const second = await post(JSON.stringify(request));
       expect(first.status).toBe(200);
-      expect(JSON.parse(first.body).status.conditions[0]).toMatchObject({ type: 'Ready', status: 'True' });
+      expect(stackSyncAnswer(JSON.parse(first.body)).status.conditions?.[0]).toMatchObject({
+        type: 'Ready',
+        status: 'True',
+      });
       expect(second.body).toBe(first.body);
       // Indented, the managed fields are parsed with the rest (lib/managed-fields.ts only cuts Go's
       // compact `"managedFields":[`): the answer must not depend on them.
-      const parsedWhole = await post(JSON.stringify(file.request, null, 2));
+      const parsedWhole = await post(JSON.stringify(request, null, 2));
       expect(parsedWhole.body).toBe(first.body);
     } finally {
       await app.close();

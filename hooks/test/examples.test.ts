@@ -13,8 +13,10 @@ import { request } from 'undici';
 import { Annotations, SECRET_MASK } from '../../contract';
 import { syncStack } from '../src/stack/sync';
 import { buildServer } from '../src/server';
+import { customizeAnswer, errorAnswer, programSyncAnswer, stackSyncAnswer } from './answers';
 import {
   applyChildren,
+  condition,
   jobFinishes,
   jobsOf,
   makeProgram,
@@ -26,6 +28,7 @@ import {
   withStatus,
   workspaceBecomesReady,
 } from './builders';
+import { asChild, at } from './children';
 
 const DIR = join(__dirname, '..', '..', 'examples', 'hooks');
 const ctx = { config: testConfig, now: NOW, lookups: noLookups };
@@ -39,21 +42,21 @@ function buildExamples(): Record<string, unknown> {
   const stack = makeStack({
     envRefs: { PULUMI_CONFIG_PASSPHRASE: { type: 'Literal', literal: { value: 'example' } } },
     backend: 'file:///state',
-  } as any);
+  });
   const r1 = syncStack(syncRequest(stack), ctx);
   const s1 = withStatus(stack, r1);
   const ready = workspaceBecomesReady(applyChildren([], r1.children));
   const r2 = syncStack(syncRequest(s1, ready), ctx);
   const s2 = withStatus(s1, r2);
   const running = applyChildren(ready, r2.children);
-  const job = jobsOf(r2)[0]!;
+  const job = at(jobsOf(r2), 0, 'Job');
   const finished = jobFinishes(running, job.metadata.name, {
     state: 'succeeded',
     message: 'update succeeded',
     outputs: { url: 'https://example.test', dbPassword: SECRET_MASK },
     projectInfo: { name: 'my-program', runtime: 'yaml' },
   });
-  const deleting = { ...s2, metadata: { ...s2.metadata!, deletionTimestamp: '2026-11-22T10:05:00Z' } };
+  const deleting = { ...s2, metadata: { ...s2.metadata, deletionTimestamp: '2026-11-22T10:05:00Z' } };
   const program = makeProgram();
   return {
     'stack-customize.json': { controller, parent: stack },
@@ -92,18 +95,20 @@ function buildExamples(): Record<string, unknown> {
   };
 }
 
-/** What each example must produce. */
-const expectations: Record<string, { path: string; status: number; check: (body: any) => void }> = {
+/** What each example must produce; `check` reads the answer through the reader of its hook's schema. */
+const expectations: Record<string, { path: string; status: number; check: (body: unknown) => void }> = {
   'stack-customize.json': {
     path: '/stack/customize',
     status: 200,
-    check: (b) => expect(b.relatedResources.map((r: any) => r.resource)).toEqual(['programs', 'configmaps']),
+    check: (body) =>
+      expect(customizeAnswer(body).relatedResources.map((r) => r.resource)).toEqual(['programs', 'configmaps']),
   },
   'stack-sync-new.json': {
     path: '/stack/sync',
     status: 200,
-    check: (b) => {
-      expect(b.children.map((c: any) => `${c.kind}/${c.metadata.name}`)).toEqual([
+    check: (body) => {
+      const b = stackSyncAnswer(body);
+      expect(b.children.map((c) => `${c.kind}/${c.metadata.name}`)).toEqual([
         'StatefulSet/my-stack-workspace',
         'Service/my-stack-workspace',
         'ServiceAccount/my-stack-update',
@@ -112,39 +117,40 @@ const expectations: Record<string, { path: string; status: number; check: (body:
         'Role/my-stack-update',
         'RoleBinding/my-stack-update',
       ]);
-      expect(b.status.conditions.find((c: any) => c.type === 'Reconciling').message).toBe(
-        'waiting for workspace readiness',
-      );
+      expect(condition(b.status, 'Reconciling')?.message).toBe('waiting for workspace readiness');
     },
   },
   'stack-sync-workspace-ready.json': {
     path: '/stack/sync',
     status: 200,
-    check: (b) => {
-      expect(b.children.filter((c: any) => c.kind === 'Job')).toHaveLength(1);
-      expect(b.status.currentUpdate.name).toMatch(/^my-stack-up-/);
+    check: (body) => {
+      const b = stackSyncAnswer(body);
+      expect(b.children.filter((c) => c.kind === 'Job')).toHaveLength(1);
+      expect(b.status.currentUpdate?.name).toMatch(/^my-stack-up-/);
     },
   },
   'stack-sync-running.json': {
     path: '/stack/sync',
     status: 200,
-    check: (b) =>
-      expect(b.status.conditions.find((c: any) => c.type === 'Reconciling').message).toBe('stack is being processed'),
+    check: (body) =>
+      expect(condition(stackSyncAnswer(body).status, 'Reconciling')?.message).toBe('stack is being processed'),
   },
   'stack-sync-succeeded.json': {
     path: '/stack/sync',
     status: 200,
-    check: (b) => {
-      expect(b.status.lastUpdate.state).toBe('succeeded');
+    check: (body) => {
+      const b = stackSyncAnswer(body);
+      expect(b.status.lastUpdate?.state).toBe('succeeded');
       expect(b.status.outputs).toEqual({ dbPassword: '[secret]', url: 'https://example.test' });
-      expect(b.status.conditions.find((c: any) => c.type === 'Ready').status).toBe('True');
+      expect(condition(b.status, 'Ready')?.status).toBe('True');
     },
   },
   'stack-sync-invalid.json': {
     path: '/stack/sync',
     status: 200,
-    check: (b) => {
-      expect(b.status.conditions.find((c: any) => c.type === 'Stalled')).toMatchObject({
+    check: (body) => {
+      const b = stackSyncAnswer(body);
+      expect(condition(b.status, 'Stalled')).toMatchObject({
         reason: 'SpecInvalid',
         message: 'spec.commit, spec.branch: missing "commit" or "branch"; set one of them',
       });
@@ -155,24 +161,30 @@ const expectations: Record<string, { path: string; status: number; check: (body:
   'stack-sync-program-missing.json': {
     path: '/stack/sync',
     status: 200,
-    check: (b) => {
-      expect(b.status.conditions.find((c: any) => c.type === 'Stalled').reason).toBe('SourceUnavailable');
+    check: (body) => {
+      const b = stackSyncAnswer(body);
+      expect(condition(b.status, 'Stalled')?.reason).toBe('SourceUnavailable');
       expect(b.resyncAfterSeconds).toBe(30);
     },
   },
-  'stack-finalize.json': { path: '/stack/finalize', status: 200, check: (b) => expect(b.finalized).toBe(true) },
+  'stack-finalize.json': {
+    path: '/stack/finalize',
+    status: 200,
+    check: (body) => expect(stackSyncAnswer(body).finalized).toBe(true),
+  },
   'program-sync.json': {
     path: '/program/sync',
     status: 200,
-    check: (b) => {
-      expect(b.status.artifact.revision).toBe('1');
-      expect(b.attachments[0].data['Pulumi.yaml']).toContain('name: my-program');
+    check: (body) => {
+      const b = programSyncAnswer(body);
+      expect(b.status.artifact?.revision).toBe('1');
+      expect(asChild(b.attachments[0], 'ConfigMap').data?.['Pulumi.yaml']).toContain('name: my-program');
     },
   },
   'malformed-no-parent.json': {
     path: '/stack/sync',
     status: 400,
-    check: (b) => expect(b).toMatchObject({ error: 'Bad Request', field: 'parent' }),
+    check: (body) => expect(errorAnswer(body)).toMatchObject({ error: 'Bad Request', field: 'parent' }),
   },
 };
 

@@ -1,6 +1,8 @@
 import { generateKeyPairSync, verify } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
+import type { StackSpec } from '../../schemas/generated/types';
 import { startGitServer, type GitServer } from '../../e2e/testbed/git-server';
 import { GitResolver, matchRef, parseAdvertisement, redactUrl } from '../src/git/ls-remote';
 import type { KObject } from '../src/lib/k8s';
@@ -8,6 +10,8 @@ import { customizeStack } from '../src/stack/customize';
 import { gitAuthEnv, planRefLookup } from '../src/stack/source';
 import { buildWorkspace } from '../src/stack/workspace';
 import { makeStack, objectMap, testConfig } from './builders';
+import { asChild, envList, fetchContainerOf } from './children';
+import { isRecord } from './json';
 
 describe('resolving git refs over smart HTTP, against git http-backend', () => {
   let server: GitServer;
@@ -108,10 +112,13 @@ describe('private repositories with GitHub App credentials', () => {
       const jwt = String(req.headers.authorization ?? '').replace(/^Bearer /, '');
       const [h, p, sig] = jwt.split('.');
       const ok = !!sig && verify('RSA-SHA256', Buffer.from(`${h}.${p}`), publicKey, Buffer.from(sig, 'base64url'));
-      const claims = ok ? JSON.parse(Buffer.from(p!, 'base64url').toString()) : {};
+      const parsed: unknown = ok ? JSON.parse(Buffer.from(p!, 'base64url').toString()) : {};
+      const claims = isRecord(parsed) ? parsed : {};
       exchanges.push({ path: req.url ?? '', iss: claims.iss, ok });
       const fresh =
         ok &&
+        typeof claims.exp === 'number' &&
+        typeof claims.iat === 'number' &&
         claims.exp - claims.iat === 660 &&
         req.method === 'POST' &&
         req.headers['x-github-api-version'] === '2022-11-28';
@@ -130,7 +137,7 @@ describe('private repositories with GitHub App credentials', () => {
     apiUrl = `http://127.0.0.1:${(api.address() as AddressInfo).port}`;
   });
   afterAll(async () => {
-    git.close();
+    await git.close();
     await new Promise((r) => api.close(r));
   });
 
@@ -253,10 +260,11 @@ describe('the ref advertisement parser', () => {
 });
 
 describe('a branch with GitHub App credentials, from the Stack', () => {
-  const ref = (name: string, key: string) => ({ type: 'Secret', secret: { name, key } });
-  const spec = {
+  const ref = (name: string, key: string) => ({ type: 'Secret' as const, secret: { name, key } });
+  const repo = 'https://github.example/org/app.git';
+  const spec: Partial<StackSpec> = {
     programRef: undefined,
-    projectRepo: 'https://github.example/org/app.git',
+    projectRepo: repo,
     branch: 'main',
     gitAuth: {
       githubApp: {
@@ -265,7 +273,7 @@ describe('a branch with GitHub App credentials, from the Stack', () => {
         privateKey: ref('gh-key', 'pem'),
       },
     },
-  } as any;
+  };
   const secret = (name: string, data: Record<string, string>): KObject => ({
     apiVersion: 'v1',
     kind: 'Secret',
@@ -286,7 +294,7 @@ describe('a branch with GitHub App credentials, from the Stack', () => {
       objectMap(secret('gh-app', { id: '1234', installation: '42' }), secret('gh-key', { pem: 'PEM' })),
     );
     expect(plan).toEqual({
-      url: spec.projectRepo,
+      url: repo,
       ref: 'main',
       githubApp: { appId: '1234', installationId: '42', privateKey: 'PEM' },
     });
@@ -301,19 +309,20 @@ describe('a branch with GitHub App credentials, from the Stack', () => {
   });
 
   it('gives the fetch container the same GitHub API (GitHub Enterprise)', () => {
+    const stack = makeStack(spec);
     const source = {
       kind: 'git' as const,
-      url: spec.projectRepo,
+      url: repo,
       revision: 'a'.repeat(40),
       shallow: false,
-      auth: gitAuthEnv(spec),
+      auth: gitAuthEnv(stack.spec),
     };
     const fetchEnv = (config: typeof testConfig) =>
-      buildWorkspace(makeStack(spec), source, config).statefulSet.spec.template.spec.initContainers[0].env;
+      envList(fetchContainerOf(asChild(buildWorkspace(stack, source, config).statefulSet, 'StatefulSet')));
     expect(fetchEnv({ ...testConfig, githubApiUrl: 'https://github.example/api/v3' })).toContainEqual({
       name: 'GITHUB_API_URL',
       value: 'https://github.example/api/v3',
     });
-    expect(fetchEnv(testConfig).some((e: { name: string }) => e.name === 'GITHUB_API_URL')).toBe(false);
+    expect(fetchEnv(testConfig).some((e) => e.name === 'GITHUB_API_URL')).toBe(false);
   });
 });

@@ -9,10 +9,10 @@ import { describe, expect, it } from '@jest/globals';
 import { MAX_DEPTH, parseWithoutManagedFields } from '../src/lib/managed-fields';
 
 type Json = Record<string, unknown>;
+const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** Where Metacontroller puts objects: their metadata's managed fields may be left out. */
 function requestObjects(request: unknown): Json[] {
-  const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
   if (!isObject(request)) return [];
   const objects = [request.controller, request.parent, request.object];
   for (const field of ['children', 'related', 'attachments']) {
@@ -28,7 +28,7 @@ function requestObjects(request: unknown): Json[] {
  * left undefined too: the only difference allowed, and only where Metacontroller puts objects.
  */
 function expected(text: string, ours: unknown): unknown {
-  const parsed = JSON.parse(text);
+  const parsed: unknown = JSON.parse(text);
   const cut = requestObjects(ours);
   requestObjects(parsed).forEach((o, i) => {
     const metadata = o.metadata as Json;
@@ -273,14 +273,16 @@ describe('parsing a Metacontroller request without its managed fields', () => {
     };
     const text = JSON.stringify(request);
     expect(parseWithoutManagedFields(text)).toBeUndefined();
-    expect(JSON.parse(text).related['Program.pulumi.com/v1']['ns/p'].program.resources.cm.properties).toEqual(pasted);
+    const program = requestObjects(JSON.parse(text)).find((o) => o.program !== undefined);
+    expect(program?.program).toEqual({ resources: { cm: { properties: pasted } } });
   });
 
   it('cuts every managed-fields array of a request recorded from a real cluster, and nothing else', () => {
-    const text = JSON.stringify(
-      JSON.parse(readFileSync(join(__dirname, '..', '..', 'bench', 'requests', 'steady-state-sync.json'), 'utf8'))
-        .request,
+    const file: unknown = JSON.parse(
+      readFileSync(join(__dirname, '..', '..', 'bench', 'requests', 'steady-state-sync.json'), 'utf8'),
     );
+    const text = JSON.stringify(isObject(file) ? file.request : undefined);
+    expect(text).toContain('managedFields');
     const ours = parseWithoutManagedFields(text);
     expect(ours).not.toBeUndefined();
     expect(ours).toStrictEqual(expected(text, ours));
@@ -304,6 +306,8 @@ describe('parsing a Metacontroller request without its managed fields', () => {
     const text = `{"parent":{"metadata":{"name":"p","managedFields":[${Array.from({ length: 40_000 }, () => entryText).join(',')},]}}}`;
     expect(text.length).toBeGreaterThan(2_000_000);
     expect(parseWithoutManagedFields(text)).toBeUndefined(); // trailing comma: not JSON
-    expect(() => JSON.parse(text)).toThrow();
+    expect(() => {
+      JSON.parse(text);
+    }).toThrow();
   });
 });

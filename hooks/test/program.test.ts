@@ -3,9 +3,12 @@ import { createHash } from 'node:crypto';
 import { renderProgram } from '../src/program/render';
 import { syncProgram } from '../src/program/sync';
 import { LAST_APPLIED_ANNOTATION } from '../src/lib/k8s';
+import type { Program, ProgramStatus } from '../../schemas/generated/types';
 import { NOW } from './builders';
+import { asChild } from './children';
 
-function program(spec: Record<string, unknown>, generation = 1, status?: object): any {
+/** A Program; its `program` is any JSON, as the hook validates it itself. */
+function program(spec: Record<string, unknown>, generation = 1, status?: ProgramStatus): Program {
   return {
     apiVersion: 'pulumi.com/v1',
     kind: 'Program',
@@ -44,6 +47,18 @@ describe('rendering a Program', () => {
     );
   });
 });
+
+/** An attachment as the cluster holds it after Metacontroller applied it: with its last-applied annotation. */
+function asObserved(attachment: unknown) {
+  const configMap = asChild(attachment, 'ConfigMap');
+  return {
+    ...configMap,
+    metadata: {
+      ...configMap.metadata,
+      annotations: { ...configMap.metadata.annotations, [LAST_APPLIED_ANNOTATION]: JSON.stringify(configMap) },
+    },
+  };
+}
 
 describe('the Program hook', () => {
   it('attaches the rendered project and reports an upstream-shaped artifact', () => {
@@ -85,16 +100,7 @@ describe('the Program hook', () => {
 
   it('reports an invalid Program and keeps its last good attachment', () => {
     const good = syncProgram({ object: program(full, 1) }, NOW);
-    const observed = {
-      ...good.attachments[0]!,
-      metadata: {
-        ...good.attachments[0]!.metadata,
-        annotations: {
-          ...good.attachments[0]!.metadata.annotations,
-          [LAST_APPLIED_ANNOTATION]: JSON.stringify(good.attachments[0]),
-        },
-      },
-    };
+    const observed = asObserved(good.attachments[0]);
     const bad = syncProgram(
       {
         object: program({ resources: { pet: { type: '' } } }, 2, good.status),
@@ -113,16 +119,7 @@ describe('the Program hook', () => {
 
   it('reports a Program nested deeper than 100 levels instead of failing, and keeps its attachment', () => {
     const good = syncProgram({ object: program(full, 1) }, NOW);
-    const observed = {
-      ...good.attachments[0]!,
-      metadata: {
-        ...good.attachments[0]!.metadata,
-        annotations: {
-          ...good.attachments[0]!.metadata.annotations,
-          [LAST_APPLIED_ANNOTATION]: JSON.stringify(good.attachments[0]),
-        },
-      },
-    };
+    const observed = asObserved(good.attachments[0]);
     let deep: unknown = 'x';
     for (let i = 0; i < 10_000; i++) deep = { d: deep };
     const bad = syncProgram(

@@ -3,7 +3,9 @@ import { request } from 'undici';
 import type { AddressInfo } from 'node:net';
 import { buildServer } from '../src/server';
 import { GitResolver } from '../src/git/ls-remote';
-import { makeStack, makeProgram, NOW, syncRequest, testConfig } from './builders';
+import { customizeAnswer, errorAnswer, postJson, programSyncAnswer, stackSyncAnswer } from './answers';
+import { condition, makeStack, makeProgram, NOW, syncRequest, testConfig } from './builders';
+import { parseObject } from './json';
 
 let base: string;
 let close: () => Promise<void>;
@@ -29,15 +31,8 @@ beforeAll(async () => {
 });
 afterAll(() => close());
 
-async function post(path: string, body: unknown, raw = false) {
-  const res = await request(`${base}${path}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: raw ? (body as string) : JSON.stringify(body),
-  });
-  const text = await res.body.text();
-  return { status: res.statusCode, text, json: text ? JSON.parse(text) : undefined };
-}
+/** POSTs a body (a string is sent as it is) to the server. */
+const post = (path: string, body: unknown) => postJson(`${base}${path}`, body);
 
 describe('the hook server', () => {
   it('answers health and readiness probes', async () => {
@@ -51,7 +46,8 @@ describe('the hook server', () => {
   it('serves the Stack sync hook', async () => {
     const res = await post('/stack/sync', { controller: {}, ...syncRequest(makeStack()) });
     expect(res.status).toBe(200);
-    expect(res.json.children.map((c: any) => c.kind)).toEqual([
+    const answer = stackSyncAnswer(res.json);
+    expect(answer.children.map((c) => c.kind)).toEqual([
       'StatefulSet',
       'Service',
       'ServiceAccount',
@@ -60,7 +56,7 @@ describe('the hook server', () => {
       'Role',
       'RoleBinding',
     ]);
-    expect(res.json.status.conditions[0]).toMatchObject({ type: 'Ready', status: 'False' });
+    expect(answer.status.conditions?.[0]).toMatchObject({ type: 'Ready', status: 'False' });
   });
 
   it('answers the same request with the same bytes', async () => {
@@ -74,13 +70,13 @@ describe('the hook server', () => {
     const stack = makeStack({}, { deletionTimestamp: '2026-11-22T09:00:00Z' });
     const res = await post('/stack/finalize', { controller: {}, ...syncRequest(stack, [], [makeProgram()], true) });
     expect(res.status).toBe(200);
-    expect(res.json.finalized).toBe(true);
+    expect(stackSyncAnswer(res.json).finalized).toBe(true);
   });
 
   it('serves customize and the Program hook', async () => {
     const c = await post('/stack/customize', { controller: {}, parent: makeStack() });
     expect(c.status).toBe(200);
-    expect(c.json.relatedResources[0]).toMatchObject({ resource: 'programs' });
+    expect(customizeAnswer(c.json).relatedResources[0]).toMatchObject({ resource: 'programs' });
     const p = await post('/program/sync', {
       controller: {},
       object: { ...makeProgram(), status: {} },
@@ -89,7 +85,7 @@ describe('the hook server', () => {
       finalizing: false,
     });
     expect(p.status).toBe(200);
-    expect(p.json.attachments[0].metadata.name).toBe('my-program-program');
+    expect(programSyncAnswer(p.json).attachments[0]?.metadata.name).toBe('my-program-program');
   });
 
   it.each([
@@ -107,26 +103,27 @@ describe('the hook server', () => {
   ])('rejects a malformed request to %s with a 400 naming the field', async (path, body, field) => {
     const res = await post(path, body);
     expect(res.status).toBe(400);
-    expect(res.json.field).toBe(field);
-    expect(res.json.message).toContain(field);
+    const error = errorAnswer(res.json);
+    expect(error.field).toBe(field);
+    expect(error.message).toContain(field);
   });
 
   it('rejects a body that is not JSON with a 400', async () => {
-    const res = await post('/stack/sync', '{"parent": ', true);
+    const res = await post('/stack/sync', '{"parent": ');
     expect(res.status).toBe(400);
-    expect(res.json.error).toBeDefined();
+    expect(errorAnswer(res.json).error).toBeDefined();
   });
 
   it('rejects an oversized body with a 413', async () => {
     const res = await post('/stack/sync', { controller: {}, parent: makeStack(), pad: 'x'.repeat(300 * 1024) });
     expect(res.status).toBe(413);
-    expect(res.json.error).toBe('Payload Too Large');
+    expect(errorAnswer(res.json).error).toBe('Payload Too Large');
   });
 
   it('answers unknown paths with a JSON 404', async () => {
     const res = await post('/nope', {});
     expect(res.status).toBe(404);
-    expect(res.json.error).toBe('Not Found');
+    expect(errorAnswer(res.json).error).toBe('Not Found');
   });
 
   it('never logs Secret values it reads', async () => {
@@ -135,16 +132,16 @@ describe('the hook server', () => {
       projectRepo: 'http://127.0.0.1:1/r.git',
       branch: 'main',
       gitAuth: { accessToken: { type: 'Secret', secret: { name: 'git', key: 'token' } } },
-    } as any);
+    });
     const secret = {
       apiVersion: 'v1',
       kind: 'Secret',
       metadata: { name: 'git', namespace: 'team-a' },
       data: { token: Buffer.from('tok-very-secret').toString('base64') },
     };
-    const res = await post('/stack/sync', { controller: {}, ...syncRequest(stack, [], [secret as any]) });
+    const res = await post('/stack/sync', { controller: {}, ...syncRequest(stack, [], [secret]) });
     expect(res.status).toBe(200);
-    expect(res.json.status.conditions.find((c: any) => c.type === 'Stalled').reason).toBe('SourceUnavailable');
+    expect(condition(stackSyncAnswer(res.json).status, 'Stalled')?.reason).toBe('SourceUnavailable');
     const all = logs.join('');
     expect(all).toContain('stack sync');
     expect(all).not.toContain('tok-very-secret');
@@ -163,18 +160,13 @@ describe('the hook server', () => {
 
   describe('one log line per request', () => {
     /** The lines logged for one request id, parsed; the line is written once the answer is out. */
-    async function linesOf(requestId: string, path: string, body: unknown, raw = false) {
-      const res = await request(`${base}${path}`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', 'x-request-id': requestId },
-        body: raw ? (body as string) : JSON.stringify(body),
-      });
-      await res.body.dump();
+    async function linesOf(requestId: string, path: string, body: unknown) {
+      const res = await postJson(`${base}${path}`, body, { 'x-request-id': requestId });
       const mine = () =>
         logs.flatMap((chunk) => chunk.split('\n')).filter((l) => l.includes(`"requestId":"${requestId}"`));
       for (let i = 0; i < 100 && mine().length === 0; i++) await new Promise((r) => setTimeout(r, 10));
       await new Promise((r) => setTimeout(r, 20)); // a second line, if any, would be there by now
-      return { status: res.statusCode, lines: mine().map((l) => JSON.parse(l)) };
+      return { status: res.status, lines: mine().map(parseObject) };
     }
 
     it('logs a sync as one line with the Stack, its condition and the answer', async () => {
@@ -193,9 +185,9 @@ describe('the hook server', () => {
         generation: 1,
         children: 7,
       });
-      expect(lines[0].condition).toMatch(/^Reconciling\//);
-      expect(typeof lines[0].responseTime).toBe('number');
-      expect(lines[0].req).toBeUndefined(); // no headers in the log
+      expect(lines[0]?.condition).toMatch(/^Reconciling\//);
+      expect(typeof lines[0]?.responseTime).toBe('number');
+      expect(lines[0]?.req).toBeUndefined(); // no headers in the log
     });
 
     it('logs a finalize, a Program sync and a customize as one line each', async () => {
@@ -236,7 +228,7 @@ describe('the hook server', () => {
         statusCode: 400,
         field: 'parent.metadata.name',
       });
-      const notJson = await linesOf('line-not-json', '/stack/sync', '{"parent": ', true);
+      const notJson = await linesOf('line-not-json', '/stack/sync', '{"parent": ');
       expect(notJson.status).toBe(400);
       expect(notJson.lines).toHaveLength(1);
       expect(notJson.lines[0]).toMatchObject({ msg: 'request completed', statusCode: 400 });

@@ -14,6 +14,7 @@ import {
   withStatus,
   workspaceBecomesReady,
 } from './builders';
+import { operationOf } from './children';
 
 const ctx = (now = NOW) => ({ config: testConfig, now, lookups: noLookups });
 
@@ -40,7 +41,7 @@ const succeeded = {
 };
 
 describe('prerequisites', () => {
-  const dependent = makeStack({ prerequisites: [{ name: 'base' }] } as any);
+  const dependent = makeStack({ prerequisites: [{ name: 'base' }] });
 
   it.each([
     ['missing', [], 'prerequisite not satisfied for "base": stacks.pulumi.com "base" not found'],
@@ -72,7 +73,7 @@ describe('prerequisites', () => {
   });
 
   it('name every unmet prerequisite', () => {
-    const stack = makeStack({ prerequisites: [{ name: 'a' }, { name: 'b' }] } as any);
+    const stack = makeStack({ prerequisites: [{ name: 'a' }, { name: 'b' }] });
     const res = syncStack(syncRequest(stack, [], [makeProgram()]), ctx());
     expect(condition(res.status, 'Reconciling')?.message).toMatch(/^multiple prerequisites were not satisfied a, b/);
   });
@@ -84,9 +85,12 @@ describe('prerequisites', () => {
   });
 
   it('are not evaluated while deleting', () => {
-    const stack = makeStack({ prerequisites: [{ name: 'gone' }], destroyOnFinalize: true } as any, {
-      deletionTimestamp: '2026-11-22T10:00:00Z',
-    });
+    const stack = makeStack(
+      { prerequisites: [{ name: 'gone' }], destroyOnFinalize: true },
+      {
+        deletionTimestamp: '2026-11-22T10:00:00Z',
+      },
+    );
     const res = syncStack(syncRequest(stack, [], [makeProgram()], true), ctx());
     expect(condition(res.status, 'Reconciling')?.reason).toBe('StackProcessing');
   });
@@ -94,7 +98,7 @@ describe('prerequisites', () => {
   describe('with succeededWithinDuration', () => {
     const fresh = makeStack({
       prerequisites: [{ name: 'base', requirement: { succeededWithinDuration: '1h' } }],
-    } as any);
+    });
 
     it('accept a recent success', () => {
       const res = syncStack(syncRequest(fresh, [], [makeProgram(), prerequisite('base', succeeded)]), ctx());
@@ -114,15 +118,13 @@ describe('prerequisites', () => {
       const base = makeStack(
         {},
         { name: 'base', generation: 2 },
-        { lastUpdate: { ...succeeded, lastSuccessfulCommit: '1', lastAttemptedCommit: '1', failures: 0 } as any },
+        { lastUpdate: { ...succeeded, lastSuccessfulCommit: '1', lastAttemptedCommit: '1', failures: 0 } },
       );
       const r1 = syncStack(syncRequest(base, [], [makeProgram(), request]), later);
       const ready = workspaceBecomesReady(applyChildren([], r1.children));
       const r2 = syncStack(syncRequest(withStatus(base, r1), ready, [makeProgram(), request]), later);
       const job = jobsOf(r2)[0]!;
-      expect(JSON.parse(job.spec.template.spec.containers[0].env[0].value).message).toBe(
-        'Sync request: "after-base-up-12345678" from "my-stack"',
-      );
+      expect(operationOf(job).message).toBe('Sync request: "after-base-up-12345678" from "my-stack"');
       // Without the request, the same prerequisite is in sync.
       const idle = syncStack(syncRequest(withStatus(base, r1), ready, [makeProgram()]), later);
       expect(jobsOf(idle)).toHaveLength(0);

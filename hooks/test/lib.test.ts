@@ -1,0 +1,92 @@
+/** The hooks' small libraries: how deep JSON nests, and the strategic merge of a user's pod template. */
+import fc from 'fast-check';
+import { pathNestedDeeperThan } from '../src/lib/json';
+import { strategicMerge } from '../src/lib/merge';
+
+describe('pathNestedDeeperThan', () => {
+  /** Objects and arrays on the deepest path (a plain recursive reference, for small values). */
+  const depthOf = (v: unknown): number =>
+    v !== null && typeof v === 'object' ? 1 + Math.max(0, ...Object.values(v).map(depthOf)) : 0;
+  /** Follows a reported path (`root.key[0]…`) as far as it is spelt out. */
+  const follow = (v: unknown, path: string, root: string): number => {
+    let depth = 1;
+    for (const [, key, index] of path
+      .slice(root.length)
+      .replace(/…$/, '')
+      .matchAll(/\.([^.[]+)|\[(\d+)\]/g)) {
+      v = (v as Record<string, unknown>)[key ?? index!];
+      expect(v !== null && typeof v === 'object').toBe(true);
+      depth++;
+    }
+    return depth;
+  };
+
+  it('finds a place deeper than the limit exactly when there is one, and its path leads there', () => {
+    fc.assert(
+      // Keys a path spells unambiguously; objects with arrays inside, as fc.object makes them.
+      fc.property(
+        fc.object({
+          key: fc.stringMatching(/^[a-z]{1,3}$/),
+          maxDepth: 6,
+          values: [fc.integer(), fc.string(), fc.constant(null), fc.boolean()],
+        }),
+        fc.integer({ min: 1, max: 6 }),
+        (value, max) => {
+          const path = pathNestedDeeperThan(value, max, 'spec');
+          expect(path !== undefined).toBe(depthOf(value) > max);
+          if (path !== undefined) {
+            const steps = follow(value, path, 'spec');
+            // The path is cut after eight steps; uncut, it ends just past the limit.
+            expect(path.endsWith('…') ? steps === 8 : steps === max + 1).toBe(true);
+          }
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+});
+
+/** The parts of a pod template the strategicMerge test merges. */
+interface PodPatch {
+  spec: {
+    containers: { name: string; env?: { name: string; value?: string }[]; args?: string[] }[];
+    volumes?: { name: string; emptyDir: object }[];
+    nodeSelector?: Record<string, string>;
+    tolerations?: { key: string }[];
+  };
+}
+
+describe('strategicMerge', () => {
+  it('changes neither input, and its result shares nothing with the patch', () => {
+    const base: PodPatch = {
+      spec: {
+        containers: [{ name: 'pulumi', env: [{ name: 'A', value: '1' }] }],
+        volumes: [{ name: 'share', emptyDir: {} }],
+      },
+    };
+    const patch: PodPatch = {
+      spec: {
+        containers: [
+          { name: 'pulumi', env: [{ name: 'B', value: '2' }] },
+          { name: 'sidecar', args: ['x'] },
+        ],
+        nodeSelector: { zone: 'a' },
+        tolerations: [{ key: 'k' }],
+      },
+    };
+    const before = { base: structuredClone(base), patch: structuredClone(patch) };
+    const merged = strategicMerge(base, patch);
+    expect(base).toEqual(before.base);
+    expect(patch).toEqual(before.patch);
+    const [pulumi, sidecar] = merged.spec.containers;
+    const { nodeSelector, tolerations } = merged.spec;
+    if (!pulumi?.env || !sidecar?.args || !nodeSelector || !tolerations?.[0])
+      throw new Error(`the merge lost a part of its inputs: ${JSON.stringify(merged)}`);
+    sidecar.args.push('y');
+    nodeSelector.zone = 'b';
+    tolerations[0].key = 'changed';
+    pulumi.env.push({ name: 'C' });
+    expect(patch).toEqual(before.patch);
+    expect(base).toEqual(before.base);
+  });
+});
