@@ -24,8 +24,7 @@ import { cleanupAllSync, DEFAULT_PROTECTED_PATHS, registerOwner, releaseOwner } 
 import { PodWorker, type RunnerContext } from './pod-runner/pod-worker';
 import { findHostTools } from './pod-runner/process';
 
-export type { ImageBind, ImageConfig, ImageRegistry, WritableDir } from './pod-runner/images';
-export { DEFAULT_PROTECTED_PATHS } from './pod-runner/mountpoints';
+export type { ImageRegistry } from './pod-runner/images';
 
 export const DEFAULT_NODE_NAME = 'pko-e2e-node';
 
