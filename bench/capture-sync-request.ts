@@ -148,7 +148,7 @@ async function main(): Promise<void> {
     let stack = await op.readyStack(NS, STACK);
     // Three updates, as in the unit tests' steady state: each edit is a new generation and a new Job.
     for (const replicas of [2, 3]) {
-      const before = stack.status.lastUpdate.name;
+      const before = stack.status?.lastUpdate?.name;
       await op.custom.patchNamespacedCustomObject(
         {
           group: 'pulumi.com',
@@ -160,7 +160,7 @@ async function main(): Promise<void> {
         },
         k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
       );
-      stack = await op.readyStack(NS, STACK, (s) => s.status.lastUpdate.name !== before);
+      stack = await op.readyStack(NS, STACK, (s) => s.status?.lastUpdate?.name !== before);
     }
 
     const parent: Stack = await apiGet(op, `/apis/pulumi.com/v1/namespaces/${NS}/stacks/${STACK}`);
