@@ -409,7 +409,7 @@ export async function startPodRunner(options: PodRunnerOptions): Promise<PodRunn
     api.close();
     if (!keepWorkDir) fs.rmSync(workDir, { recursive: true, force: true });
     releaseOwner(self);
-    throw new Error(`pod runner: cannot register node ${nodeName}: ${(e as Error).message}`);
+    throw new Error(`pod runner: cannot register node ${nodeName}: ${(e as Error).message}`, { cause: e });
   }
 
   // -------------------------------------------------------------------------------------------

@@ -766,11 +766,7 @@ export class PodWorker {
     if (h.httpGet) return httpGet(h.httpGet, c.spec, Math.min(t, 2 ** 31 - 1));
     if (h.tcpSocket) {
       try {
-        return await tcpSocket(
-          h.tcpSocket.host || POD_IP,
-          resolvePort(h.tcpSocket.port as number | string, c.spec),
-          Math.min(t, 30_000),
-        );
+        return await tcpSocket(h.tcpSocket.host || POD_IP, resolvePort(h.tcpSocket.port, c.spec), Math.min(t, 30_000));
       } catch (e) {
         return { ok: false, message: (e as Error).message };
       }
