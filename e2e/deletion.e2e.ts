@@ -5,10 +5,17 @@
  * - a destroy that fails (a protected resource) keeps the finalizer and says why in the status;
  * - without `destroyOnFinalize` the Stack goes at once, without a destroy Job, its resources kept.
  */
-import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
-import { e2eStackSpec, e2eSuite, eventually, type Operator, stackCondition } from './harness';
+import type { Stack, StackSpec, StackUpdateState } from '../schemas/generated/types';
+import {
+  checkpointResources,
+  defined,
+  e2eStackSpec,
+  e2eSuite,
+  eventually,
+  type Operator,
+  stackCondition,
+} from './harness';
 
 let op: Operator;
 const ns = 'deletion';
@@ -55,7 +62,7 @@ function stashProgram(name: string, options?: Record<string, unknown>, namespace
     },
   } as k8s.KubernetesObject;
 }
-function stack(name: string, spec: Record<string, unknown> = {}, namespace = ns): k8s.KubernetesObject {
+function stack(name: string, spec: Partial<StackSpec> = {}, namespace = ns): k8s.KubernetesObject {
   return {
     apiVersion: 'pulumi.com/v1',
     kind: 'Stack',
@@ -66,16 +73,15 @@ function stack(name: string, spec: Record<string, unknown> = {}, namespace = ns)
 
 /** The resource types in the stack's checkpoint (`<state>/.pulumi/stacks/<project>/<stack>.json`). */
 function stateTypes(project: string, namespace = ns): string[] {
-  const file = join(op.stateDir(namespace), '.pulumi', 'stacks', project, 'dev.json');
-  if (!existsSync(file)) throw new Error(`${file} does not exist`);
-  const doc = JSON.parse(readFileSync(file, 'utf8'));
-  return (doc.checkpoint?.latest?.resources ?? []).map((r: any) => r.type as string);
+  const resources = checkpointResources(op.stateDir(namespace), project, 'dev');
+  if (!resources) throw new Error(`the checkpoint of ${project}/dev does not exist`);
+  return resources.map((r) => r.type);
 }
 
 interface SeenJob {
   type: string;
   /** The agent's result on the Job (`pulumi.com/update-result`), as last seen. */
-  result?: { state?: string; type?: string; message?: string };
+  result?: Partial<Pick<StackUpdateState, 'state' | 'type' | 'message'>>;
 }
 
 /**
@@ -90,8 +96,9 @@ async function jobRecorder(name: string): Promise<{ stop(): Map<string, SeenJob>
     (_phase: string, j: k8s.V1Job) => {
       const raw = j.metadata?.annotations?.['pulumi.com/update-result'];
       const seen: SeenJob = { type: j.metadata?.labels?.['auto.pulumi.com/update-type'] ?? '' };
-      if (raw) seen.result = JSON.parse(raw);
-      if (seen.result || !jobs.get(j.metadata!.name!)?.result) jobs.set(j.metadata!.name!, seen);
+      if (raw) seen.result = JSON.parse(raw) as SeenJob['result'];
+      const jobName = j.metadata?.name ?? '';
+      if (seen.result || !jobs.get(jobName)?.result) jobs.set(jobName, seen);
     },
     () => undefined,
   );
@@ -104,13 +111,18 @@ async function jobRecorder(name: string): Promise<{ stop(): Map<string, SeenJob>
 }
 
 /** Every version of a Stack's status.lastUpdate seen through a watch (the Stack's history while it is deleted). */
-async function stackRecorder(name: string): Promise<{ stop(): any[] }> {
-  const seen: any[] = [];
+interface SeenStack {
+  phase: string;
+  lastUpdate: StackUpdateState | undefined;
+  finalizers: string[] | undefined;
+}
+async function stackRecorder(name: string): Promise<{ stop(): SeenStack[] }> {
+  const seen: SeenStack[] = [];
   const watch = await new k8s.Watch(op.cp.kubeConfig).watch(
     `/apis/pulumi.com/v1/namespaces/${ns}/stacks`,
     { fieldSelector: `metadata.name=${name}` },
-    (phase: string, s: any) =>
-      seen.push({ phase, lastUpdate: s?.status?.lastUpdate, finalizers: s?.metadata?.finalizers }),
+    (phase: string, s: Stack) =>
+      seen.push({ phase, lastUpdate: s.status?.lastUpdate, finalizers: s.metadata.finalizers }),
     () => undefined,
   );
   return {
@@ -126,7 +138,7 @@ describe('deleting a Stack', () => {
     await op.objects.create(stashProgram('doomed'));
     await op.objects.create(stack('doomed', { destroyOnFinalize: true }));
     const ready = await readyStack('doomed');
-    expect(ready.status.outputs).toEqual({ value: 'doomed' });
+    expect(ready.status?.outputs).toEqual({ value: 'doomed' });
     expect(stateTypes('doomed')).toContain('pulumi:index:Stash');
     expect(ready.metadata.finalizers?.length ?? 0).toBeGreaterThan(0);
 
@@ -170,7 +182,7 @@ describe('deleting a Stack', () => {
         const last = s.status?.lastUpdate;
         return last?.type === 'destroy' &&
           last.state === 'failed' &&
-          s.status.observedGeneration === s.metadata.generation
+          s.status?.observedGeneration === s.metadata.generation
           ? s
           : undefined;
       },
@@ -180,19 +192,22 @@ describe('deleting a Stack', () => {
     recordTiming(
       'failing destroy reported',
       started,
-      `${condition(failed, 'Reconciling')?.message ?? condition(failed, 'Stalled')?.message} | ${failed.status.lastUpdate.message}`,
+      `${condition(failed, 'Reconciling')?.message ?? condition(failed, 'Stalled')?.message} | ${failed.status?.lastUpdate?.message}`,
     );
 
     // Still there, waiting for its finalizer, and saying why.
     expect(failed.metadata.deletionTimestamp).toBeDefined();
-    expect(failed.metadata.finalizers?.some((f: string) => f.startsWith('metacontroller.io/'))).toBe(true);
-    expect(failed.status.lastUpdate.message).toMatch(/protect/i);
-    expect(failed.status.lastUpdate.message).toContain('pulumi:index:Stash::stash');
+    expect(failed.metadata.finalizers?.some((f) => f.startsWith('metacontroller.io/'))).toBe(true);
+    expect(failed.status?.lastUpdate?.message).toMatch(/protect/i);
+    expect(failed.status?.lastUpdate?.message).toContain('pulumi:index:Stash::stash');
     expect(condition(failed, 'Ready')).toMatchObject({ status: 'False' });
     const notReady = condition(failed, 'Reconciling') ?? condition(failed, 'Stalled');
     expect(notReady).toBeDefined();
-    expect(['RetryingAfterFailure', 'UpdateFailed']).toContain(notReady.reason);
-    const job = await op.batch.readNamespacedJob({ namespace: ns, name: failed.status.lastUpdate.name });
+    expect(['RetryingAfterFailure', 'UpdateFailed']).toContain(notReady?.reason);
+    const job = await op.batch.readNamespacedJob({
+      namespace: ns,
+      name: defined(failed.status?.lastUpdate?.name, 'lastUpdate.name'),
+    });
     expect(job.metadata?.labels?.['auto.pulumi.com/update-type']).toBe('destroy');
     // Nothing was destroyed, and the Stack is still there after the next look.
     expect(stateTypes('guarded')).toContain('pulumi:index:Stash');
@@ -238,8 +253,8 @@ describe('deleting a Stack', () => {
       240_000,
       500,
     );
-    recordTiming('namespace deleted under a Stack: stalled', started, condition(stalled, 'Stalled').message);
-    const message: string = condition(stalled, 'Stalled').message;
+    recordTiming('namespace deleted under a Stack: stalled', started, condition(stalled, 'Stalled')?.message);
+    const message = condition(stalled, 'Stalled')?.message;
     expect(message).toContain(`kubectl patch stack orphan -n ${gone} --type=merge -p '{"metadata":{"finalizers":[]}}'`);
     expect(stalled.metadata.finalizers).toEqual(['metacontroller.io/compositecontroller-pulumi-stacks']);
     expect(condition(stalled, 'Ready')).toMatchObject({ status: 'False' });
@@ -263,7 +278,7 @@ describe('deleting a Stack', () => {
       async () =>
         op.getStack(gone, 'orphan').then(
           () => false,
-          (e) => e instanceof k8s.ApiException && e.code === 404,
+          (e: unknown) => e instanceof k8s.ApiException && e.code === 404,
         ),
       60_000,
     );

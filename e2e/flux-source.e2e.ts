@@ -13,7 +13,9 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
+import { expect } from '@jest/globals';
 import * as tar from 'tar';
+import type { Stack } from '../schemas/generated/types';
 import { e2eStackSpec, e2eSuite, eventually, type Operator, stackCondition } from './harness';
 
 let op: Operator;
@@ -233,7 +235,7 @@ const { timings } = e2eSuite('flux-source', undefined, (started) => (op = starte
 
 beforeAll(async () => {
   artifacts = await startArtifactServer();
-  await op.objects.create(GIT_REPOSITORY_CRD as k8s.KubernetesObject);
+  await op.objects.create(GIT_REPOSITORY_CRD);
   await eventually('the GitRepository CRD to be served', async () => {
     await op.custom.listClusterCustomObject({ ...GITREPOS });
     return true;
@@ -290,15 +292,15 @@ describe('a Flux source Stack', () => {
     await setArtifact(ns, repo, artifact);
     const stack = await readyStack(ns, stackName);
     timings['flux: artifact to Ready'] = Date.now() - started;
-    expect(stack.status.lastUpdate).toMatchObject({
+    expect(stack.status?.lastUpdate).toMatchObject({
       type: 'up',
       state: 'succeeded',
       lastSuccessfulCommit: artifact.revision,
       lastAttemptedCommit: artifact.revision,
       failures: 0,
     });
-    expect(stack.status.outputs).toEqual({ message: 'first' });
-    expect(stack.status.projectInfo).toEqual({ name: 'fluxapp', runtime: 'yaml' });
+    expect(stack.status?.outputs).toEqual({ message: 'first' });
+    expect(stack.status?.projectInfo).toEqual({ name: 'fluxapp', runtime: 'yaml' });
     expect(artifacts.downloads(artifact.path)).toBeGreaterThan(0);
     previous = artifact;
   }, 360_000);
@@ -311,12 +313,12 @@ describe('a Flux source Stack', () => {
     const stack = await readyStack(
       ns,
       stackName,
-      (s) => s.status.lastUpdate?.lastSuccessfulCommit === artifact.revision,
+      (s) => s.status?.lastUpdate?.lastSuccessfulCommit === artifact.revision,
     );
     timings['flux: new revision to Ready'] = Date.now() - started;
-    expect(stack.status.lastUpdate.name).not.toBe(before.status.lastUpdate.name);
-    expect(stack.status.lastUpdate).toMatchObject({ type: 'up', state: 'succeeded', failures: 0 });
-    expect(stack.status.outputs).toEqual({ message: 'second' });
+    expect(stack.status?.lastUpdate?.name).not.toBe(before.status?.lastUpdate?.name);
+    expect(stack.status?.lastUpdate).toMatchObject({ type: 'up', state: 'succeeded', failures: 0 });
+    expect(stack.status?.outputs).toEqual({ message: 'second' });
     previous = artifact;
   }, 360_000);
 
@@ -326,14 +328,14 @@ describe('a Flux source Stack', () => {
     await setArtifact(ns, repo, artifact);
     // The fetch init container downloads the artifact and refuses it. The Stack must say why,
     // not just "waiting for workspace readiness".
-    let stack: any;
+    let stack: Stack;
     try {
       stack = await eventually(
         'the digest mismatch to appear in the Stack status',
         async () => {
           const s = await getStack(ns, stackName);
           const told = (s.status?.conditions ?? []).some(
-            (c: any) => c.type !== 'Ready' && c.status === 'True' && /digest/i.test(c.message ?? ''),
+            (c) => c.type !== 'Ready' && c.status === 'True' && /digest/i.test(c.message ?? ''),
           );
           return told ? s : undefined;
         },
@@ -358,13 +360,14 @@ describe('a Flux source Stack', () => {
         `${(e as Error).message}\nStack conditions: ${JSON.stringify(s.status?.conditions)}\n` +
           `artifact downloads: ${artifacts.downloads(artifact.path)}\nfetch container status: ${fetchStatus}\n` +
           `fetch container log: ${fetchLog || '(no digest line)'}`,
+        { cause: e },
       );
     }
     timings['flux: wrong digest to reported'] = Date.now() - started;
     expect(condition(stack, 'Ready')).toMatchObject({ status: 'False' });
     // Nothing ran with the refused artifact.
-    expect(stack.status.lastUpdate).toMatchObject({ state: 'succeeded', lastSuccessfulCommit: previous.revision });
-    expect(stack.status.outputs).toEqual({ message: 'second' });
+    expect(stack.status?.lastUpdate).toMatchObject({ state: 'succeeded', lastSuccessfulCommit: previous.revision });
+    expect(stack.status?.outputs).toEqual({ message: 'second' });
   }, 240_000);
 
   it('recovers when a good artifact replaces the refused one', async () => {
@@ -374,10 +377,10 @@ describe('a Flux source Stack', () => {
     const stack = await readyStack(
       ns,
       stackName,
-      (s) => s.status.lastUpdate?.lastSuccessfulCommit === artifact.revision,
+      (s) => s.status?.lastUpdate?.lastSuccessfulCommit === artifact.revision,
     );
     timings['flux: good artifact after a wrong digest to Ready'] = Date.now() - started;
-    expect(stack.status.lastUpdate).toMatchObject({ type: 'up', state: 'succeeded', failures: 0 });
-    expect(stack.status.outputs).toEqual({ message: 'third' });
+    expect(stack.status?.lastUpdate).toMatchObject({ type: 'up', state: 'succeeded', failures: 0 });
+    expect(stack.status?.outputs).toEqual({ message: 'third' });
   }, 360_000);
 });

@@ -6,6 +6,7 @@
  * their own smart-HTTP lookup and the agent's fetch init container clones the repository.
  */
 import * as k8s from '@kubernetes/client-node';
+import { expect } from '@jest/globals';
 import { e2eStackSpec, e2eSuite, eventually, type Operator, stackCondition } from './harness';
 import { startGitServer, type GitServer } from './testbed/git-server';
 
@@ -34,7 +35,7 @@ afterAll(async () => {
 
 const STACKS = { group: 'pulumi.com', version: 'v1', plural: 'stacks' } as const;
 
-async function createStack(ns: string, name: string, spec: Record<string, unknown>): Promise<void> {
+async function createStack(ns: string, name: string, spec: Parameters<typeof e2eStackSpec>[0]): Promise<void> {
   await op.objects.create({
     apiVersion: 'pulumi.com/v1',
     kind: 'Stack',
@@ -92,15 +93,15 @@ describe('a git source Stack', () => {
     });
     const stack = await readyStack(ns, 'pinned');
     timings['git pinned commit: apply to Ready'] = Date.now() - started;
-    expect(stack.status.lastUpdate).toMatchObject({
+    expect(stack.status?.lastUpdate).toMatchObject({
       type: 'up',
       state: 'succeeded',
       lastSuccessfulCommit: first,
       lastAttemptedCommit: first,
       failures: 0,
     });
-    expect(stack.status.outputs).toEqual({ message: 'first' });
-    expect(stack.status.projectInfo).toEqual({ name: 'gitapp', runtime: 'yaml' });
+    expect(stack.status?.outputs).toEqual({ message: 'first' });
+    expect(stack.status?.projectInfo).toEqual({ name: 'gitapp', runtime: 'yaml' });
     await deleteStack(ns, 'pinned');
   }, 360_000);
 
@@ -122,13 +123,13 @@ describe('a git source Stack', () => {
       });
       const stack = await readyStack(ns, 'tracked');
       timings['git branch: apply to Ready'] = Date.now() - started;
-      expect(stack.status.lastUpdate).toMatchObject({
+      expect(stack.status?.lastUpdate).toMatchObject({
         type: 'up',
         state: 'succeeded',
         lastSuccessfulCommit: head,
         failures: 0,
       });
-      expect(stack.status.outputs).toEqual({ message: 'v1' });
+      expect(stack.status?.outputs).toEqual({ message: 'v1' });
     }, 360_000);
 
     it('runs a new update after a push, within one polling period', async () => {
@@ -141,18 +142,18 @@ describe('a git source Stack', () => {
       const stack = await readyStack(
         ns,
         'tracked',
-        (s) => s.status.lastUpdate?.lastSuccessfulCommit === pushed,
+        (s) => s.status?.lastUpdate?.lastSuccessfulCommit === pushed,
         150_000,
       );
       timings['git branch: push to Ready at the new commit'] = Date.now() - started;
-      expect(stack.status.lastUpdate.name).not.toBe(before.status.lastUpdate.name);
-      expect(stack.status.lastUpdate).toMatchObject({
+      expect(stack.status?.lastUpdate?.name).not.toBe(before.status?.lastUpdate?.name);
+      expect(stack.status?.lastUpdate).toMatchObject({
         type: 'up',
         state: 'succeeded',
         lastAttemptedCommit: pushed,
         failures: 0,
       });
-      expect(stack.status.outputs).toEqual({ message: 'v2' });
+      expect(stack.status?.outputs).toEqual({ message: 'v2' });
       await deleteStack(ns, 'tracked');
     }, 300_000);
   });
@@ -174,8 +175,8 @@ describe('a git source Stack', () => {
     });
     const stack = await readyStack(ns, 'private');
     timings['git basic auth: apply to Ready'] = Date.now() - started;
-    expect(stack.status.lastUpdate).toMatchObject({ state: 'succeeded', lastSuccessfulCommit: head });
-    expect(stack.status.outputs).toEqual({ message: 'basic' });
+    expect(stack.status?.lastUpdate).toMatchObject({ state: 'succeeded', lastSuccessfulCommit: head });
+    expect(stack.status?.outputs).toEqual({ message: 'basic' });
     // The password reached neither the Stack's status nor its workspace's logs.
     expect(JSON.stringify(stack)).not.toContain(BASIC.password);
     for (const c of ['fetch', 'pulumi'])
@@ -198,8 +199,8 @@ describe('a git source Stack', () => {
     });
     const stack = await readyStack(ns, 'private');
     timings['git access token: apply to Ready'] = Date.now() - started;
-    expect(stack.status.lastUpdate).toMatchObject({ state: 'succeeded', lastSuccessfulCommit: head });
-    expect(stack.status.outputs).toEqual({ message: 'token' });
+    expect(stack.status?.lastUpdate).toMatchObject({ state: 'succeeded', lastSuccessfulCommit: head });
+    expect(stack.status?.outputs).toEqual({ message: 'token' });
     expect(JSON.stringify(stack)).not.toContain(TOKEN.password);
     for (const c of ['fetch', 'pulumi'])
       expect(op.runner.logs(ns, 'private-workspace-0', c)).not.toContain(TOKEN.password);
@@ -236,7 +237,7 @@ describe('a git source Stack', () => {
       message: expect.stringMatching(/authentication/i),
     });
     expect(condition(stalled, 'Ready')).toMatchObject({ status: 'False' });
-    expect(stalled.status.lastUpdate).toBeUndefined();
+    expect(stalled.status?.lastUpdate).toBeUndefined();
     expect(JSON.stringify(stalled)).not.toContain('not the password');
 
     // Fixing the Secret (a related object of the Stack) is enough: no edit of the Stack.
@@ -251,7 +252,7 @@ describe('a git source Stack', () => {
     });
     const stack = await readyStack(ns, 'locked');
     timings['git wrong credentials: fixed Secret to Ready'] = Date.now() - fixed;
-    expect(stack.status.lastUpdate).toMatchObject({ state: 'succeeded', lastSuccessfulCommit: head });
+    expect(stack.status?.lastUpdate).toMatchObject({ state: 'succeeded', lastSuccessfulCommit: head });
     await deleteStack(ns, 'locked');
   }, 360_000);
 });

@@ -11,6 +11,7 @@ import { loadAll } from 'js-yaml';
 import * as k8s from '@kubernetes/client-node';
 import type { V1Pod } from '@kubernetes/client-node';
 import { WORKSPACE_PORT } from '../contract';
+import type { Stack, StackCondition, StackSpec } from '../schemas/generated/types';
 import { configFromEnv } from '../hooks/src/config';
 import { startHookServer, type RunningServer } from '../hooks/src/main';
 import { startControlPlane, freePort, type ControlPlane } from './testbed/control-plane';
@@ -39,9 +40,9 @@ export interface Operator {
   /** Where the PVC `pulumi-state` of a namespace lives on this machine (the file backend). */
   stateDir(namespace: string): string;
   /** A Stack as the API server has it. */
-  getStack(namespace: string, name: string): Promise<any>;
+  getStack(namespace: string, name: string): Promise<Stack>;
   /** Waits until the Stack is Ready for its current generation (and `after` holds, if given). */
-  readyStack(namespace: string, name: string, after?: (stack: any) => boolean, timeoutMs?: number): Promise<any>;
+  readyStack(namespace: string, name: string, after?: (stack: Stack) => boolean, timeoutMs?: number): Promise<Stack>;
   stop(): Promise<void>;
 }
 
@@ -56,9 +57,39 @@ export async function exists(read: () => Promise<unknown>): Promise<boolean> {
   }
 }
 
-/** A condition of a Stack's status, by type. */
-export function stackCondition(stack: any, type: string): any {
-  return (stack?.status?.conditions ?? []).find((c: any) => c.type === type);
+/** `value`, or an error naming `what` when it is missing (a failed expectation, typed). */
+export function defined<T>(value: T | null | undefined, what: string): T {
+  if (value === undefined || value === null) throw new Error(`${what} is missing`);
+  return value;
+}
+
+/** The resources of a stack's checkpoint in a file backend (`<state>/.pulumi/stacks/<project>/<stack>.json`). */
+export interface CheckpointResource {
+  urn: string;
+  type: string;
+  outputs?: Record<string, unknown>;
+}
+
+/** The resources of a file backend's checkpoint, undefined when the file does not exist. */
+export function checkpointResources(
+  stateDir: string,
+  project: string,
+  stack: string,
+): CheckpointResource[] | undefined {
+  const file = join(stateDir, '.pulumi', 'stacks', project, `${stack}.json`);
+  if (!existsSync(file)) return undefined;
+  const doc = JSON.parse(readFileSync(file, 'utf8')) as {
+    checkpoint?: { latest?: { resources?: CheckpointResource[] } };
+  };
+  return doc.checkpoint?.latest?.resources ?? [];
+}
+
+/** A condition of a Stack's (or a Program's) status, by type. */
+export function stackCondition<C extends { type: string } = StackCondition>(
+  object: { status?: { conditions?: C[] } } | undefined,
+  type: string,
+): C | undefined {
+  return (object?.status?.conditions ?? []).find((c) => c.type === type);
 }
 
 type Controllers = Awaited<ReturnType<typeof startControllers>>;
@@ -164,8 +195,14 @@ export async function startOperator(): Promise<Operator> {
 
   const stackRbac = readFileSync(join(REPO_ROOT, 'manifests', 'stack-rbac.yaml'), 'utf8');
   const custom = kc.makeApiClient(k8s.CustomObjectsApi);
-  const getStack = (namespace: string, name: string): Promise<any> =>
-    custom.getNamespacedCustomObject({ group: 'pulumi.com', version: 'v1', namespace, plural: 'stacks', name });
+  const getStack = async (namespace: string, name: string): Promise<Stack> =>
+    (await custom.getNamespacedCustomObject({
+      group: 'pulumi.com',
+      version: 'v1',
+      namespace,
+      plural: 'stacks',
+      name,
+    })) as Stack;
   return {
     getStack,
     readyStack: (namespace, name, after, timeoutMs = 240_000) =>
@@ -197,7 +234,7 @@ export async function startOperator(): Promise<Operator> {
         apiVersion: 'v1',
         kind: 'Namespace',
         metadata: { name, labels: { 'pod-security.kubernetes.io/enforce': 'restricted' } },
-      } as k8s.KubernetesObject);
+      });
       for (const doc of loadAll(
         stackRbac.replace(/namespace: default/g, `namespace: ${name}`).replace(/:default:/g, `:${name}:`),
       )) {
@@ -212,7 +249,7 @@ export async function startOperator(): Promise<Operator> {
         kind: 'PersistentVolumeClaim',
         metadata: { name: 'pulumi-state', namespace: name },
         spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } } },
-      } as k8s.KubernetesObject);
+      });
       return name;
     },
     stateDir: (namespace) => join(runner.workDir, 'claims', namespace, 'pulumi-state'),
@@ -228,11 +265,12 @@ export async function startOperator(): Promise<Operator> {
 export interface E2eSuite {
   timings: Record<string, number>;
   /** Records how long a scenario took; .ci/run prints every suite's figures, slowest first. */
-  recordTiming(scenario: string, started: number, detail?: string): void;
+  // Function-typed properties, not methods: the suites destructure them.
+  recordTiming: (scenario: string, started: number, detail?: string) => void;
   /** The suite's Stack `name` in its namespace, as the API server has it. */
-  getStack(name: string): Promise<any>;
+  getStack: (name: string) => Promise<Stack>;
   /** Waits until the suite's Stack `name` is Ready for its current generation (and `after` holds). */
-  readyStack(name: string, after?: (stack: any) => boolean, timeoutMs?: number): Promise<any>;
+  readyStack: (name: string, after?: (stack: Stack) => boolean, timeoutMs?: number) => Promise<Stack>;
 }
 
 /**
@@ -241,9 +279,8 @@ export interface E2eSuite {
  * timings. A file's own beforeAll/afterAll, declared after this call, run after these.
  */
 export function e2eSuite(suite: string, namespace: string | undefined, started: (op: Operator) => void): E2eSuite {
-  // Loaded here, not at the top: @jest/globals throws outside jest, and scripts such as
-  // bench/capture-sync-request.ts start the operator with startOperator() alone.
-  const { afterAll, beforeAll } = require('@jest/globals') as typeof import('@jest/globals');
+  // jest's globals, not @jest/globals: that module throws when loaded outside jest, and scripts such
+  // as bench/capture-sync-request.ts import this file to call startOperator() alone.
   let op: Operator | undefined;
   const timings: Record<string, number> = {};
   beforeAll(async () => {
@@ -253,7 +290,6 @@ export function e2eSuite(suite: string, namespace: string | undefined, started: 
   }, 180_000);
   afterAll(async () => {
     await op?.stop();
-    // eslint-disable-next-line no-console
     console.log(`scenario timings (ms): ${JSON.stringify(timings)}`);
   });
   const inNamespace = (): [Operator, string] => {
@@ -267,7 +303,6 @@ export function e2eSuite(suite: string, namespace: string | undefined, started: 
     recordTiming(scenario, startedAt, detail) {
       const ms = Date.now() - startedAt;
       timings[scenario] = ms;
-      // eslint-disable-next-line no-console
       console.log(JSON.stringify({ suite, scenario, ms, ...(detail ? { detail } : {}) }));
     },
     getStack: (name) => {
@@ -282,7 +317,7 @@ export function e2eSuite(suite: string, namespace: string | undefined, started: 
 }
 
 /** The usual settings of an e2e Stack: a file backend on the namespace's PVC and a passphrase. */
-export function e2eStackSpec(extra: Record<string, unknown> = {}): Record<string, unknown> {
+export function e2eStackSpec(extra: Partial<StackSpec> & Pick<StackSpec, 'stack'>): StackSpec {
   return {
     serviceAccountName: 'pulumi',
     backend: 'file:///state',

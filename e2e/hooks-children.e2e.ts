@@ -11,6 +11,7 @@ import { startControlPlane, type ControlPlane } from './testbed/control-plane';
 import { syncStack } from '../hooks/src/stack/sync';
 import { syncProgram } from '../hooks/src/program/sync';
 import type { KObject } from '../hooks/src/lib/k8s';
+import type { Program, Stack, StackSpec } from '../schemas/generated/types';
 import {
   applyChildren,
   jobsOf,
@@ -39,12 +40,12 @@ beforeAll(async () => {
     apiVersion: 'v1',
     kind: 'Namespace',
     metadata: { name: NS, labels: { 'pod-security.kubernetes.io/enforce': 'restricted' } },
-  } as k8s.KubernetesObject);
+  });
   await objects.create({
     apiVersion: 'v1',
     kind: 'ServiceAccount',
     metadata: { name: 'deployer', namespace: NS },
-  } as k8s.KubernetesObject);
+  });
   // CRDs take a moment to be served.
   const deadline = Date.now() + 30_000;
   for (;;) {
@@ -74,7 +75,7 @@ function childrenOf(spec: Parameters<typeof makeStack>[0], related: KObject[] = 
   return r2.children;
 }
 
-const everything = {
+const everything: Partial<StackSpec> = {
   backend: 'file:///state',
   accessTokenSecret: 'token',
   envRefs: {
@@ -119,7 +120,7 @@ const everything = {
 
 const scenarios: [string, KObject[]][] = [
   ['a Program Stack', childrenOf({})],
-  ['a Stack using every pod-shaping field', childrenOf(everything as any)],
+  ['a Stack using every pod-shaping field', childrenOf(everything)],
   [
     'a git Stack with credentials',
     childrenOf(
@@ -130,7 +131,7 @@ const scenarios: [string, KObject[]][] = [
         repoDir: 'x',
         shallow: true,
         gitAuthSecret: 'legacy',
-      } as any,
+      },
       [],
     ),
   ],
@@ -143,7 +144,7 @@ const scenarios: [string, KObject[]][] = [
           sourceRef: { apiVersion: 'source.toolkit.fluxcd.io/v1', kind: 'GitRepository', name: 'r' },
           dir: 'd',
         },
-      } as any,
+      },
       [
         {
           apiVersion: 'source.toolkit.fluxcd.io/v1',
@@ -160,18 +161,18 @@ const scenarios: [string, KObject[]][] = [
       ],
     ),
   ],
-  ['a preview Stack', childrenOf({ preview: true } as any)],
+  ['a preview Stack', childrenOf({ preview: true })],
 ];
 
 /** A Pod built from a pod template, as the StatefulSet or Job controller would create it. */
-function podFrom(owner: KObject): k8s.KubernetesObject {
-  const template = owner.spec.template;
+function podFrom(owner: KObject): k8s.V1Pod {
+  const { template } = owner.spec as k8s.V1StatefulSetSpec | k8s.V1JobSpec;
   return {
     apiVersion: 'v1',
     kind: 'Pod',
     metadata: { name: `${owner.metadata.name}-probe`, namespace: NS, labels: template.metadata?.labels },
     spec: template.spec,
-  } as k8s.KubernetesObject;
+  };
 }
 
 describe('objects the hooks emit, against a real API server', () => {
@@ -197,7 +198,7 @@ describe('objects the hooks emit, against a real API server', () => {
   });
 
   it('a baseline workspace is refused by a restricted namespace', async () => {
-    const children = childrenOf({ workspaceTemplate: { spec: { securityProfile: 'baseline' } } } as any);
+    const children = childrenOf({ workspaceTemplate: { spec: { securityProfile: 'baseline' } } });
     const sts = children.find((c) => c.kind === 'StatefulSet')!;
     const refusal = await objects.create(podFrom(sts), undefined, 'All').then(
       () => 'admitted',
@@ -210,13 +211,11 @@ describe('objects the hooks emit, against a real API server', () => {
   it('the CRDs accept upstream-style manifests that set every Stack and Program field', async () => {
     for (const file of ['stack-full.yaml', 'program-full.yaml']) {
       for (const doc of loadAll(readFileSync(join(__dirname, '..', 'schemas', 'testdata', file), 'utf8'))) {
-        const obj = {
-          ...(doc as k8s.KubernetesObject),
-          metadata: { ...(doc as k8s.KubernetesObject).metadata, namespace: NS },
-        } as k8s.KubernetesObject;
-        const created = (await objects.create(obj, undefined, 'All')) as any;
+        // A Stack (spec) or a Program (program), either way a custom object.
+        type Custom = k8s.KubernetesObject & { spec?: Record<string, unknown>; program?: Record<string, unknown> };
+        const given: Custom = { ...(doc as Custom), metadata: { ...(doc as Custom).metadata, namespace: NS } };
+        const created: Custom = await objects.create(given, undefined, 'All');
         // Nothing pruned: a field the CRD did not know would be missing from what the server kept.
-        const given = obj as any;
         if (given.spec) expect(created.spec).toMatchObject(given.spec);
         if (given.program) expect(created.program).toMatchObject(given.program);
       }
@@ -224,12 +223,12 @@ describe('objects the hooks emit, against a real API server', () => {
   });
 
   it('the Program hook attachment and the Stack statuses are accepted', async () => {
-    const program = {
+    const program: Program = {
       apiVersion: 'pulumi.com/v1',
       kind: 'Program',
       metadata: { name: 'p', namespace: NS, generation: 1 },
       program: { outputs: { a: 'b' } },
-    } as any;
+    };
     const res = syncProgram({ object: program }, NOW);
     for (const a of res.attachments) await objects.create(a as k8s.KubernetesObject, undefined, 'All');
     // The status the hooks compute fits the CRD's status schema (written with the status subresource).
@@ -238,9 +237,11 @@ describe('objects the hooks emit, against a real API server', () => {
     const stack = makeStack();
     const r = syncStack(syncRequest(stack), ctx);
     const s = await objects.create({
-      ...stack,
-      metadata: { name: stack.metadata!.name, namespace: NS },
-    } as k8s.KubernetesObject);
+      apiVersion: stack.apiVersion,
+      kind: stack.kind,
+      spec: stack.spec,
+      metadata: { name: stack.metadata.name, namespace: NS },
+    });
     const withStatusObj = { ...s, status: { ...r.status, observedGeneration: 1 } } as k8s.KubernetesObject;
     const client = cp.kubeConfig.makeApiClient(k8s.CustomObjectsApi);
     const written = (await client.replaceNamespacedCustomObjectStatus({
@@ -250,8 +251,8 @@ describe('objects the hooks emit, against a real API server', () => {
       plural: 'stacks',
       name: 'my-stack',
       body: withStatusObj,
-    })) as any;
-    expect(written.status.conditions).toEqual(r.status.conditions);
-    expect(written.status.observedGeneration).toBe(1);
+    })) as Stack;
+    expect(written.status?.conditions).toEqual(r.status?.conditions);
+    expect(written.status?.observedGeneration).toBe(1);
   });
 });

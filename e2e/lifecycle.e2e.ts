@@ -7,10 +7,19 @@
  * - preview mode: `preview: true` runs a preview Job and nothing is applied to the backend's state;
  * - `workspaceReclaimPolicy: Delete`: the workspace is gone after a success and back for the next update.
  */
-import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
-import { e2eStackSpec, e2eSuite, eventually, exists, type Operator, stackCondition } from './harness';
+import type { StackSpec } from '../schemas/generated/types';
+import {
+  checkpointResources as checkpointIn,
+  type CheckpointResource,
+  defined,
+  e2eStackSpec,
+  e2eSuite,
+  eventually,
+  exists,
+  type Operator,
+  stackCondition,
+} from './harness';
 
 let op: Operator;
 const ns = 'lifecycle';
@@ -34,7 +43,7 @@ function stashProgram(name: string, value: string, extra: Record<string, unknown
   } as k8s.KubernetesObject;
 }
 
-function stack(name: string, spec: Record<string, unknown>): k8s.KubernetesObject {
+function stack(name: string, spec: Partial<StackSpec>): k8s.KubernetesObject {
   return {
     apiVersion: 'pulumi.com/v1',
     kind: 'Stack',
@@ -47,15 +56,9 @@ async function jobsOf(name: string): Promise<k8s.V1Job[]> {
   return (await op.batch.listNamespacedJob({ namespace: ns, labelSelector: `pulumi.com/stack-name=${name}` })).items;
 }
 
-/** The stack's checkpoint in the file backend: `<state>/.pulumi/stacks/<project>/<stack>.json`. */
-function checkpointFile(project: string, stackName: string): string {
-  return join(op.stateDir(ns), '.pulumi', 'stacks', project, `${stackName}.json`);
-}
-function checkpointResources(project: string, stackName: string): any[] | undefined {
-  const file = checkpointFile(project, stackName);
-  if (!existsSync(file)) return undefined;
-  const doc = JSON.parse(readFileSync(file, 'utf8'));
-  return doc.checkpoint?.latest?.resources ?? [];
+/** The resources of the stack's checkpoint in the namespace's file backend; undefined when it has none. */
+function checkpointResources(project: string, stackName: string): CheckpointResource[] | undefined {
+  return checkpointIn(op.stateDir(ns), project, stackName);
 }
 
 /** Samples something in the background until stopped: what a test saw while it waited. */
@@ -102,17 +105,17 @@ describe('prerequisites', () => {
       120_000,
     );
     expect(condition(waiting, 'Ready')).toMatchObject({ status: 'False' });
-    expect(condition(waiting, 'Reconciling').message).toContain('"base"');
-    expect(waiting.status.lastUpdate).toBeUndefined();
+    expect(condition(waiting, 'Reconciling')?.message).toContain('"base"');
+    expect(waiting.status?.lastUpdate).toBeUndefined();
     expect(await jobsOf('app')).toEqual([]);
 
     // While the prerequisite runs, the dependent keeps waiting.
     const dependentStates = recorder(async () => {
       const s = await getStack('app');
       return {
-        reason: condition(s, 'Reconciling')?.reason as string | undefined,
-        message: condition(s, 'Reconciling')?.message as string | undefined,
-        last: s.status?.lastUpdate?.name as string | undefined,
+        reason: condition(s, 'Reconciling')?.reason,
+        message: condition(s, 'Reconciling')?.message,
+        last: s.status?.lastUpdate?.name,
       };
     });
     await op.objects.create(stashProgram('base', 'base'));
@@ -122,9 +125,9 @@ describe('prerequisites', () => {
     const seen = await dependentStates.stop();
     recordTiming('prerequisite then dependent', started);
 
-    expect(base.status.lastUpdate).toMatchObject({ type: 'up', state: 'succeeded' });
-    expect(app.status.lastUpdate).toMatchObject({ type: 'up', state: 'succeeded' });
-    expect(app.status.outputs).toEqual({ value: 'app' });
+    expect(base.status?.lastUpdate).toMatchObject({ type: 'up', state: 'succeeded' });
+    expect(app.status?.lastUpdate).toMatchObject({ type: 'up', state: 'succeeded' });
+    expect(app.status?.outputs).toEqual({ value: 'app' });
     // Every state seen before the dependent's first update names the prerequisite.
     const beforeRun = seen.filter(
       (s) => s.last === undefined && s.reason !== undefined && s.reason !== 'StackProcessing',
@@ -138,7 +141,7 @@ describe('prerequisites', () => {
     const appJobs = await jobsOf('app');
     expect(appJobs.map((j) => j.metadata?.labels?.['auto.pulumi.com/update-type'])).toEqual(['up']);
     expect(seconds(appJobs[0]!.metadata!.creationTimestamp)).toBeGreaterThanOrEqual(
-      seconds(base.status.lastUpdate.lastResyncTime),
+      seconds(base.status?.lastUpdate?.lastResyncTime),
     );
   });
 
@@ -149,9 +152,9 @@ describe('prerequisites', () => {
     // 15 s the test timed out once in a loaded CI run, cause not captured: 45 s leaves room.
     const within = 45;
     let base = await readyStack('base');
-    const before = base.status.lastUpdate;
+    const before = defined(base.status?.lastUpdate, 'lastUpdate');
     // Make sure the prerequisite's last success is older than the requirement.
-    const age = Date.now() - Date.parse(before.lastResyncTime);
+    const age = Date.now() - Date.parse(defined(before.lastResyncTime, 'lastResyncTime'));
     if (age < (within + 1) * 1000) await sleep((within + 1) * 1000 - age);
 
     const observed = recorder(async () => {
@@ -160,15 +163,15 @@ describe('prerequisites', () => {
         .readNamespacedConfigMap({ namespace: ns, name: 'fresh-refresh-base' })
         .catch(() => undefined);
       return {
-        reason: condition(s, 'Reconciling')?.reason as string | undefined,
-        message: condition(s, 'Reconciling')?.message as string | undefined,
+        reason: condition(s, 'Reconciling')?.reason,
+        message: condition(s, 'Reconciling')?.message,
         request: cm?.data,
       };
     });
     await op.objects.create(stashProgram('fresh', 'fresh'));
-    const created = (await op.objects.create(
+    const created = await op.objects.create(
       stack('fresh', { prerequisites: [{ name: 'base', requirement: { succeededWithinDuration: `${within}s` } }] }),
-    )) as k8s.KubernetesObject;
+    );
     // Within the test's time, and if not, with what the dependent went through (a timeout alone says nothing).
     const fresh = await readyStack('fresh', undefined, 180_000).catch(async (e: Error) => {
       const trail = (await observed.stop()).map(
@@ -188,18 +191,18 @@ describe('prerequisites', () => {
       true,
     );
     // The prerequisite ran again, because of the dependent, and before it.
-    expect(base.status.lastUpdate.name).not.toBe(before.name);
-    expect(base.status.lastUpdate).toMatchObject({ type: 'up', state: 'succeeded' });
-    const baseJob = (await jobsOf('base')).find((j) => j.metadata?.name === base.status.lastUpdate.name)!;
+    expect(base.status?.lastUpdate?.name).not.toBe(before.name);
+    expect(base.status?.lastUpdate).toMatchObject({ type: 'up', state: 'succeeded' });
+    const baseJob = (await jobsOf('base')).find((j) => j.metadata?.name === base.status?.lastUpdate?.name)!;
     expect(seconds(baseJob.metadata!.creationTimestamp)).toBeGreaterThanOrEqual(
       seconds(created.metadata!.creationTimestamp),
     );
     const freshJobs = await jobsOf('fresh');
     expect(freshJobs.map((j) => j.metadata?.labels?.['auto.pulumi.com/update-type'])).toEqual(['up']);
     expect(seconds(freshJobs[0]!.metadata!.creationTimestamp)).toBeGreaterThanOrEqual(
-      seconds(base.status.lastUpdate.lastResyncTime),
+      seconds(base.status?.lastUpdate?.lastResyncTime),
     );
-    expect(fresh.status.lastUpdate).toMatchObject({ type: 'up', state: 'succeeded' });
+    expect(fresh.status?.lastUpdate).toMatchObject({ type: 'up', state: 'succeeded' });
     // Once satisfied, the dependent drops its request.
     await eventually(
       'the refresh request to be removed',
@@ -217,14 +220,14 @@ describe('preview mode', () => {
     const s = await readyStack('preview');
     recordTiming('preview', started);
 
-    expect(s.status.lastUpdate).toMatchObject({ type: 'preview', state: 'succeeded' });
-    expect(s.status.outputs).toBeUndefined();
+    expect(s.status?.lastUpdate).toMatchObject({ type: 'preview', state: 'succeeded' });
+    expect(s.status?.outputs).toBeUndefined();
     const jobs = await jobsOf('preview');
     expect(jobs.length).toBeGreaterThan(0);
     for (const j of jobs) expect(j.metadata?.labels?.['auto.pulumi.com/update-type']).toBe('preview');
-    expect(jobs.map((j) => j.metadata?.name)).toContain(s.status.lastUpdate.name);
+    expect(jobs.map((j) => j.metadata?.name)).toContain(s.status?.lastUpdate?.name);
     // The stack exists in the backend (the preview ran against it), with nothing deployed.
-    expect(existsSync(checkpointFile('preview', 'dev'))).toBe(true);
+    expect(checkpointResources('preview', 'dev')).toBeDefined();
     expect(checkpointResources('preview', 'dev')).toEqual([]);
   });
 });
@@ -244,7 +247,7 @@ describe('workspaceReclaimPolicy: Delete', () => {
     } as k8s.KubernetesObject);
     await op.objects.create(stack('reclaim', { workspaceReclaimPolicy: 'Delete' }));
     const first = await readyStack('reclaim');
-    expect(first.status.outputs).toEqual({ value: 'hello' });
+    expect(first.status?.outputs).toEqual({ value: 'hello' });
     // The workspace ran the update (the Job called it), and is removed once it succeeded.
     await eventually('the workspace to be deleted', async () => !(await exists(sts)), 120_000);
     await eventually(
@@ -269,13 +272,13 @@ describe('workspaceReclaimPolicy: Delete', () => {
       },
       k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
     );
-    const second = await readyStack('reclaim', (s) => s.status.lastUpdate.name !== first.status.lastUpdate.name);
+    const second = await readyStack('reclaim', (s) => s.status?.lastUpdate?.name !== first.status?.lastUpdate?.name);
     await eventually('the workspace to be deleted again', async () => !(await exists(sts)), 120_000);
     const seen = await workspaceSeen.stop();
     recordTiming('reclaim: update with a new workspace', again);
 
     expect(seen.length).toBeGreaterThan(0);
-    expect(second.status.lastUpdate).toMatchObject({ type: 'up', state: 'succeeded', generation: 2 });
-    expect(second.status.outputs).toEqual({ value: 'again' });
+    expect(second.status?.lastUpdate).toMatchObject({ type: 'up', state: 'succeeded', generation: 2 });
+    expect(second.status?.outputs).toEqual({ value: 'again' });
   });
 });

@@ -6,7 +6,7 @@
  */
 import * as k8s from '@kubernetes/client-node';
 import { Agent, request } from 'undici';
-import { e2eStackSpec, e2eSuite, eventually, type Operator } from './harness';
+import { defined, e2eStackSpec, e2eSuite, eventually, type Operator } from './harness';
 
 let op: Operator;
 const getStack = (ns: string, name: string) => op.getStack(ns, name);
@@ -42,19 +42,22 @@ describe('a Program Stack', () => {
     } as k8s.KubernetesObject);
     const stack = await readyStack(ns, 'hello');
     timings['apply to Ready'] = Date.now() - started;
-    expect(stack.status.lastUpdate).toMatchObject({
+    expect(stack.status?.lastUpdate).toMatchObject({
       type: 'up',
       state: 'succeeded',
       lastSuccessfulCommit: '1',
       failures: 0,
     });
-    expect(stack.status.outputs).toEqual({ greeting: 'hello', secretWord: '[secret]' });
-    expect(stack.status.projectInfo).toEqual({ name: 'hello', runtime: 'yaml' });
+    expect(stack.status?.outputs).toEqual({ greeting: 'hello', secretWord: '[secret]' });
+    expect(stack.status?.projectInfo).toEqual({ name: 'hello', runtime: 'yaml' });
     // The workspace is named as upstream's.
     const pod = await op.core.readNamespacedPod({ namespace: ns, name: 'hello-workspace-0' });
     expect(pod.status?.phase).toBe('Running');
     // The secret value reached no annotation, status or log of ours.
-    const job = await op.batch.readNamespacedJob({ namespace: ns, name: stack.status.lastUpdate.name });
+    const job = await op.batch.readNamespacedJob({
+      namespace: ns,
+      name: defined(stack.status?.lastUpdate?.name, 'lastUpdate.name'),
+    });
     expect(JSON.stringify(job.metadata?.annotations)).not.toContain('swordfish');
     expect(JSON.stringify(stack.status)).not.toContain('swordfish');
     const pods = await op.core.listNamespacedPod({ namespace: ns, labelSelector: `job-name=${job.metadata!.name}` });
@@ -69,8 +72,9 @@ describe('a Program Stack', () => {
       headers: { authorization: `Bearer ${op.cp.adminToken}`, accept: 'application/json;as=Table;v=v1;g=meta.k8s.io' },
       dispatcher: new Agent({ connect: { ca: op.cp.caData } }),
     });
-    const table: any = await res.body.json();
-    expect(table.columnDefinitions.map((c: any) => c.name)).toEqual([
+    // meta.k8s.io/v1 Table, reduced to what is checked.
+    const table = (await res.body.json()) as { columnDefinitions: { name: string }[]; rows: { cells: unknown[] }[] };
+    expect(table.columnDefinitions.map((c) => c.name)).toEqual([
       'Name',
       'Stack',
       'Last Update',
@@ -81,7 +85,7 @@ describe('a Program Stack', () => {
       'Stalled',
       'Permalink',
     ]);
-    const row = table.rows[0].cells;
+    const row = defined(table.rows[0], 'the row of Stack hello').cells;
     expect([row[0], row[1], row[2], row[5]]).toEqual(['hello', 'dev', 'succeeded', 'True']);
   });
 
@@ -98,9 +102,9 @@ describe('a Program Stack', () => {
       },
       k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
     );
-    const after = await readyStack(ns, 'hello', (s) => s.status.lastUpdate.name !== before.status.lastUpdate.name);
-    expect(after.status.outputs.greeting).toBe('bonjour');
-    expect(after.status.lastUpdate.lastSuccessfulCommit).toBe('2');
+    const after = await readyStack(ns, 'hello', (s) => s.status?.lastUpdate?.name !== before.status?.lastUpdate?.name);
+    expect(after.status?.outputs?.greeting).toBe('bonjour');
+    expect(after.status?.lastUpdate?.lastSuccessfulCommit).toBe('2');
   });
 
   it('runs again on a reconciliation request', async () => {
@@ -116,9 +120,9 @@ describe('a Program Stack', () => {
       },
       k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
     );
-    const after = await readyStack(ns, 'hello', (s) => s.status.lastUpdate.reconcileRequest === 'please');
-    expect(after.status.lastUpdate.name).not.toBe(before.status.lastUpdate.name);
-    expect(after.status.observedReconcileRequest).toBe('please');
+    const after = await readyStack(ns, 'hello', (s) => s.status?.lastUpdate?.reconcileRequest === 'please');
+    expect(after.status?.lastUpdate?.name).not.toBe(before.status?.lastUpdate?.name);
+    expect(after.status?.observedReconcileRequest).toBe('please');
   });
 
   it('is destroyed and removed on delete with destroyOnFinalize', async () => {

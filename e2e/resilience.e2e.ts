@@ -14,7 +14,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, chmodSync, statSync }
 import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import { request } from 'undici';
-import { e2eStackSpec, e2eSuite, eventually, type Operator, stackCondition } from './harness';
+import { defined, e2eStackSpec, e2eSuite, eventually, type Operator, stackCondition } from './harness';
 
 let op: Operator;
 const ns = 'resilience';
@@ -121,7 +121,7 @@ describe('resilience', () => {
       240_000,
       250,
     );
-    const interrupted: string = running.status.currentUpdate.name;
+    const interrupted = defined(running.status?.currentUpdate?.name, 'currentUpdate.name');
     const oldPod = await op.core.readNamespacedPod({ namespace: ns, name: 'interrupted-workspace-0' });
 
     // A short grace period: the runner sends SIGTERM, and SIGKILL 20 s later.
@@ -135,27 +135,27 @@ describe('resilience', () => {
       240_000,
       250,
     );
-    expect(failed.status.lastUpdate).toMatchObject({ type: 'up', state: 'failed' });
-    expect(failed.status.lastUpdate.message).toMatch(/interrupt|SIGTERM/i);
+    expect(failed.status?.lastUpdate).toMatchObject({ type: 'up', state: 'failed' });
+    expect(failed.status?.lastUpdate?.message).toMatch(/interrupt|SIGTERM/i);
     expect(condition(failed, 'Reconciling')?.reason).toBe('RetryingAfterFailure');
     // No lock is left. No other operation had started when we looked: none in the status, and the
     // interrupted update's Job is still the only one.
     const locks = locksOf('interrupted');
     const after = await getStack('interrupted');
-    expect(after.status.currentUpdate).toBeUndefined();
+    expect(after.status?.currentUpdate).toBeUndefined();
     expect((await jobsOf('interrupted')).map((j) => j.metadata?.name)).toEqual([interrupted]);
     expect(locks).toEqual([]);
     // The workspace was stopped by a SIGTERM (not killed) and interrupted Pulumi.
     expect(allLogs('interrupted-workspace-0', 'pulumi')).toContain('SIGTERM received');
-    recordTiming('pod deleted mid-update: failure reported', started, failed.status.lastUpdate.message);
+    recordTiming('pod deleted mid-update: failure reported', started, failed.status?.lastUpdate?.message);
 
     // The retry (same spec, after the backoff) runs in a new workspace pod and succeeds.
     const retry = Date.now();
     g.write('open');
-    const done = await readyStack('interrupted', (s) => s.status.lastUpdate.name !== interrupted);
+    const done = await readyStack('interrupted', (s) => s.status?.lastUpdate?.name !== interrupted);
     recordTiming('pod deleted mid-update: next update succeeds', retry);
-    expect(done.status.lastUpdate).toMatchObject({ type: 'up', state: 'succeeded', failures: 0 });
-    expect(done.status.outputs).toEqual({ opened: 'open' });
+    expect(done.status?.lastUpdate).toMatchObject({ type: 'up', state: 'succeeded', failures: 0 });
+    expect(done.status?.outputs).toEqual({ opened: 'open' });
     const newPod = await op.core.readNamespacedPod({ namespace: ns, name: 'interrupted-workspace-0' });
     expect(newPod.metadata?.uid).not.toBe(oldPod.metadata?.uid);
     expect(locksOf('interrupted')).toEqual([]);
@@ -175,7 +175,7 @@ describe('resilience', () => {
       240_000,
       250,
     );
-    const update: string = running.status.currentUpdate.name;
+    const update = defined(running.status?.currentUpdate?.name, 'currentUpdate.name');
 
     await op.restartHooks();
     // Make Metacontroller sync the Stack through the new server while the update still runs.
@@ -201,14 +201,14 @@ describe('resilience', () => {
       60_000,
     );
     const during = await getStack('steady');
-    expect(during.status.currentUpdate?.name).toBe(update);
+    expect(during.status?.currentUpdate?.name).toBe(update);
     expect(condition(during, 'Reconciling')?.reason).toBe('StackProcessing');
 
     g.write('steady');
     const done = await readyStack('steady');
     recordTiming('hook restart mid-run', started);
-    expect(done.status.lastUpdate).toMatchObject({ name: update, type: 'up', state: 'succeeded' });
-    expect(done.status.outputs).toEqual({ opened: 'steady' });
+    expect(done.status?.lastUpdate).toMatchObject({ name: update, type: 'up', state: 'succeeded' });
+    expect(done.status?.outputs).toEqual({ opened: 'steady' });
     expect((await jobsOf('steady')).map((j) => j.metadata?.name)).toEqual([update]);
   });
 });

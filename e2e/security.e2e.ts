@@ -8,7 +8,9 @@
  * - A Stack referring to a Secret in another namespace is Stalled/SpecInvalid, naming the field.
  */
 import * as k8s from '@kubernetes/client-node';
+import { expect } from '@jest/globals';
 import { request } from 'undici';
+import type { Program } from '../schemas/generated/types';
 import { e2eStackSpec, e2eSuite, eventually, exists, type Operator, stackCondition } from './harness';
 
 let op: Operator;
@@ -52,7 +54,7 @@ async function call(
   method: 'GET' | 'POST',
   path: string,
   authorization?: string,
-): Promise<{ status: number; body: any }> {
+): Promise<{ status: number; body: unknown }> {
   const headers: Record<string, string> = { 'content-type': 'application/json' };
   if (authorization !== undefined) headers.authorization = authorization;
   const res = await request(`http://127.0.0.1:${port}${path}`, {
@@ -61,7 +63,7 @@ async function call(
     ...(method === 'POST' ? { body: JSON.stringify({ type: 'up', stack: 'dev', message: 'not allowed' }) } : {}),
   });
   const text = await res.body.text();
-  let body: any = text;
+  let body: unknown = text;
   try {
     body = JSON.parse(text);
   } catch {
@@ -90,7 +92,7 @@ describe('security', () => {
       );
     expect(refused).toBeInstanceOf(k8s.ApiException);
     expect((refused as k8s.ApiException<string>).code).toBe(403);
-    expect(JSON.parse((refused as k8s.ApiException<string>).body).message).toContain(
+    expect((JSON.parse((refused as k8s.ApiException<string>).body) as { message?: string }).message).toContain(
       'violates PodSecurity "restricted',
     );
 
@@ -103,7 +105,7 @@ describe('security', () => {
     } as k8s.KubernetesObject);
     const stack = await readyStack('secure');
     recordTiming('restricted namespace: apply to Ready', started);
-    expect(stack.status.lastUpdate).toMatchObject({ type: 'up', state: 'succeeded' });
+    expect(stack.status?.lastUpdate).toMatchObject({ type: 'up', state: 'succeeded' });
 
     const ws = await op.core.readNamespacedPod({ namespace: ns, name: 'secure-workspace-0' });
     expect(ws.status?.phase).toBe('Running');
@@ -113,7 +115,7 @@ describe('security', () => {
     }
     const jobPods = await op.core.listNamespacedPod({
       namespace: ns,
-      labelSelector: `job-name=${stack.status.lastUpdate.name}`,
+      labelSelector: `job-name=${stack.status?.lastUpdate?.name}`,
     });
     expect(jobPods.items.map((p) => p.status?.phase)).toEqual(['Succeeded']);
     expect(jobPods.items[0]!.spec?.securityContext).toMatchObject({
@@ -124,7 +126,7 @@ describe('security', () => {
 
   it('the workspace refuses callers without a valid token', async () => {
     const started = Date.now();
-    const port = await eventually('the workspace address', async () => workspacePort('secure'), 30_000);
+    const port = await eventually('the workspace address', () => workspacePort('secure'), 30_000);
     // The right server: health needs no token.
     expect((await call(port, 'GET', '/healthz')).status).toBe(200);
 
@@ -156,7 +158,7 @@ describe('security', () => {
       apiVersion: 'v1',
       kind: 'Namespace',
       metadata: { name: 'elsewhere' },
-    } as k8s.KubernetesObject);
+    });
     await op.objects.create({
       apiVersion: 'v1',
       kind: 'Secret',
@@ -195,11 +197,11 @@ describe('security', () => {
         120_000,
       );
       const c = condition(stalled, 'Stalled');
-      expect(c.reason).toBe('SpecInvalid');
-      expect(c.message).toContain(field);
-      expect(c.message).toContain('elsewhere/creds');
+      expect(c?.reason).toBe('SpecInvalid');
+      expect(c?.message).toContain(field);
+      expect(c?.message).toContain('elsewhere/creds');
       expect(condition(stalled, 'Ready')).toMatchObject({ status: 'False' });
-      expect(stalled.status.lastUpdate).toBeUndefined();
+      expect(stalled.status?.lastUpdate).toBeUndefined();
       // Nothing runs for it: no workspace, no Job, and the Secret's value is nowhere in its status.
       expect(await exists(() => op.apps.readNamespacedStatefulSet({ namespace: ns, name: `${name}-workspace` }))).toBe(
         false,
@@ -258,7 +260,7 @@ describe('security', () => {
           plural: 'programs',
           namespace: ns,
           name: 'deep-program',
-        })) as any;
+        })) as Program;
         return condition(p, 'Stalled')?.status === 'True' ? p : undefined;
       },
       120_000,
@@ -269,7 +271,7 @@ describe('security', () => {
         /^program\.variables\.deep\[0\]\[0\]\[0\]\[0\]\[0\]… is nested more than 100 levels deep/,
       ),
     });
-    expect(program.status.artifact).toBeUndefined();
+    expect(program.status?.artifact).toBeUndefined();
     recordTiming('deeply nested Stack and Program refused', started);
   });
 });

@@ -19,7 +19,6 @@ let batch: k8s.BatchV1Api;
 
 beforeAll(async () => {
   cp = await startControlPlane();
-  // eslint-disable-next-line no-console
   console.log(`control plane ready in ${cp.startupMs} ms ${JSON.stringify(cp.timings)} (${cp.server})`);
   core = cp.kubeConfig.makeApiClient(k8s.CoreV1Api);
   batch = cp.kubeConfig.makeApiClient(k8s.BatchV1Api);
@@ -429,31 +428,26 @@ describe('shutdown', () => {
           },
         );
         let stderr = '';
-        child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
+        child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
         const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
         const line = await new Promise<string>((resolve, reject) => {
-          const rl = readline.createInterface({ input: child.stdout! });
+          const rl = readline.createInterface({ input: child.stdout });
           rl.once('line', resolve);
           child.once('exit', (code) => reject(new Error(`child exited with ${code}: ${stderr}`)));
         });
         const started = JSON.parse(line) as { dir: string; pids: number[] };
         expect(started.pids).toHaveLength(3);
         expect(started.pids.every(processRuns)).toBe(true);
-        if (mode === 'exit') child.stdin!.write('exit now\n');
+        if (mode === 'exit') child.stdin.write('exit now\n');
         else child.kill(mode);
         await exited;
         // exit and SIGTERM: the hooks kill synchronously; SIGKILL: the watchdog polls every 0.5 s.
         await eventually(
           'the control plane processes to be gone',
-          async () =>
-            started.pids.some(processRuns) || processesMentioning(started.dir).length > 0 ? undefined : true,
+          () => (started.pids.some(processRuns) || processesMentioning(started.dir).length > 0 ? undefined : true),
           10_000,
         );
-        await eventually(
-          'the temp dir to be removed',
-          async () => (fs.existsSync(started.dir) ? undefined : true),
-          10_000,
-        );
+        await eventually('the temp dir to be removed', () => (fs.existsSync(started.dir) ? undefined : true), 10_000);
       } finally {
         fs.rmSync(parent, { recursive: true, force: true });
       }

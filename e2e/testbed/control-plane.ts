@@ -20,18 +20,29 @@
  *   runner) writes their status.
  *
  * Every process is killed by stop(), and also when the Node.js process exits (exit hook, SIGINT/
- * SIGTERM/SIGHUP hooks, and a watchdog shell that kills them if Node.js dies without running hooks).
+ * SIGTERM/SIGHUP hooks, and a watchdog shell that kills them if Node.js dies without running hooks:
+ * control-plane/processes.ts). Ports, probes and kubeconfigs: control-plane/helpers.ts.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
-import * as https from 'node:https';
-import * as http from 'node:http';
-import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import type { KubeConfig } from '@kubernetes/client-node';
+import { distinctFreePorts, kubeconfigYaml, loadKubeConfig, request, tail } from './control-plane/helpers';
+import {
+  installHooks,
+  type Managed,
+  type ProcessInfo,
+  type Running,
+  running,
+  startWatchdog,
+} from './control-plane/processes';
+import { sleep } from './eventually';
 import { requireToolchain, toolchain } from './toolchain';
+
+export { freePort } from './control-plane/helpers';
+export type { ProcessInfo } from './control-plane/processes';
 
 export interface ControlPlaneOptions {
   /** Parent directory of the control plane's temp dir (default: os.tmpdir()). */
@@ -66,13 +77,6 @@ export const DEFAULT_CONTROLLERS = [
 /** The issuer of service account tokens; also the default API audience. */
 export const SERVICE_ACCOUNT_ISSUER = 'https://kubernetes.default.svc.cluster.local';
 
-export interface ProcessInfo {
-  name: 'etcd' | 'kube-apiserver' | 'kube-controller-manager';
-  pid: number;
-  args: string[];
-  logFile: string;
-}
-
 export interface ControlPlane {
   /** The temp dir holding certificates, tokens, kubeconfigs, etcd data and logs. */
   dir: string;
@@ -105,178 +109,6 @@ export class ControlPlaneStartError extends Error {
     this.name = 'ControlPlaneStartError';
   }
 }
-
-// ---------------------------------------------------------------------------------------------
-// Process registry and exit hooks: whatever happens to the test process, no child survives it.
-
-interface Managed {
-  info: ProcessInfo;
-  child: ChildProcess;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-  hasExited: boolean;
-}
-
-interface Running {
-  dir: string;
-  keepDir: boolean;
-  procs: Managed[];
-  watchdog?: ChildProcess;
-}
-
-const running = new Set<Running>();
-let hooksInstalled = false;
-
-function killAllSync(): void {
-  for (const r of running) {
-    for (const p of r.procs) {
-      if (!p.hasExited) {
-        try {
-          p.child.kill('SIGKILL');
-        } catch {
-          /* already gone */
-        }
-      }
-    }
-    try {
-      r.watchdog?.kill('SIGKILL');
-    } catch {
-      /* already gone */
-    }
-    if (!r.keepDir) fs.rmSync(r.dir, { recursive: true, force: true });
-  }
-  running.clear();
-}
-
-function installHooks(): void {
-  if (hooksInstalled) return;
-  hooksInstalled = true;
-  process.on('exit', killAllSync);
-  for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
-    const onSignal = (): void => {
-      killAllSync();
-      process.removeListener(sig, onSignal);
-      // Nobody else handles it: die of the signal as we would have without this hook.
-      if (process.listenerCount(sig) === 0) process.kill(process.pid, sig);
-    };
-    process.on(sig, onSignal);
-  }
-}
-
-/**
- * A shell that polls this process and, if it disappears without running its exit hooks (SIGKILL,
- * crash), SIGKILLs the control plane's processes and removes the dir. The pid list is read from
- * <dir>/pids at that moment.
- */
-function startWatchdog(dir: string, keepDir: boolean): ChildProcess {
-  const script = [
-    'while kill -0 "$1" 2>/dev/null; do sleep 0.5; done',
-    'if [ -f "$2/pids" ]; then for p in $(cat "$2/pids"); do kill -9 "$p" 2>/dev/null; done; fi',
-    keepDir ? ':' : 'rm -rf "$2"',
-  ].join('\n');
-  const child = spawn('/bin/sh', ['-c', script, 'pko-control-plane-watchdog', String(process.pid), dir], {
-    stdio: 'ignore',
-    detached: true, // its own process group: a Ctrl-C for the tests does not kill it first
-  });
-  child.unref();
-  return child;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Small helpers
-
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.unref();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      if (addr === null || typeof addr === 'string') {
-        srv.close();
-        reject(new Error('no port'));
-        return;
-      }
-      srv.close(() => resolve(addr.port));
-    });
-  });
-}
-
-async function distinctFreePorts(n: number): Promise<number[]> {
-  const ports = new Set<number>();
-  while (ports.size < n) ports.add(await freePort());
-  return [...ports];
-}
-
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-interface HttpResult {
-  status: number;
-  body: string;
-}
-
-function request(
-  url: string,
-  opts: { token?: string; ca?: string; insecure?: boolean; timeoutMs?: number } = {},
-): Promise<HttpResult> {
-  return new Promise((resolve, reject) => {
-    const u = new URL(url);
-    const headers: Record<string, string> = { accept: 'application/json' };
-    if (opts.token !== undefined) headers.authorization = `Bearer ${opts.token}`;
-    const common = { method: 'GET', headers, timeout: opts.timeoutMs ?? 2000 };
-    const onRes = (res: http.IncomingMessage): void => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }));
-      res.on('error', reject);
-    };
-    const req =
-      u.protocol === 'https:'
-        ? https.request(u, { ...common, ca: opts.ca, rejectUnauthorized: opts.insecure !== true, agent: false }, onRes)
-        : http.request(u, { ...common, agent: false }, onRes);
-    req.on('timeout', () => req.destroy(new Error(`timeout after ${common.timeout} ms`)));
-    req.on('error', reject);
-    req.end();
-  });
-}
-
-function tail(file: string, lines = 40): string {
-  try {
-    const text = fs.readFileSync(file, 'utf8').trimEnd().split('\n');
-    return text.slice(-lines).join('\n');
-  } catch (e) {
-    return `(no log: ${(e as Error).message})`;
-  }
-}
-
-function kubeconfigYaml(server: string, caData: string, user: string, token: string): string {
-  // JSON is valid YAML; no quoting pitfalls.
-  return JSON.stringify(
-    {
-      apiVersion: 'v1',
-      kind: 'Config',
-      clusters: [
-        { name: 'pko-e2e', cluster: { server, 'certificate-authority-data': Buffer.from(caData).toString('base64') } },
-      ],
-      users: [{ name: user, user: { token } }],
-      contexts: [{ name: user, context: { cluster: 'pko-e2e', user } }],
-      'current-context': user,
-    },
-    null,
-    2,
-  );
-}
-
-function loadKubeConfig(file: string): KubeConfig {
-  // Loaded here rather than at the top: @kubernetes/client-node is an ES module; importing it
-  // lazily keeps this module loadable by tools that only need the types.
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
-  const k8s = require('@kubernetes/client-node') as typeof import('@kubernetes/client-node');
-  const kc = new k8s.KubeConfig();
-  kc.loadFromFile(file);
-  return kc;
-}
-
-// ---------------------------------------------------------------------------------------------
 
 export async function startControlPlane(options: ControlPlaneOptions = {}): Promise<ControlPlane> {
   const t0 = Date.now();

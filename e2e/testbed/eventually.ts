@@ -17,7 +17,7 @@ export async function eventually<T>(
   for (;;) {
     try {
       const v = await fn();
-      if (v !== undefined && v !== false) return v as T;
+      if (v !== undefined && v !== false) return v;
     } catch (e) {
       last = (e as Error).message;
     }

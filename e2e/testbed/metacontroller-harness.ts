@@ -183,7 +183,8 @@ async function startBinary(bin: string, controllers: object[], options: Controll
       await apply(kube, controllerResource(c.kind), c);
       applied.push(c);
     }
-    // 3. The binary (flags: reference §6.3). Metrics and probes off: no fixed ports taken.
+    // 3. The binary (flags: https://metacontroller.github.io/metacontroller/guide/configuration.html#command-line-flags).
+    // Metrics and probes off: no fixed ports taken.
     const args = [
       `--kubeconfig=${options.kubeconfigPath}`,
       '--discovery-interval=2s',

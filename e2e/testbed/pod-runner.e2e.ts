@@ -1053,7 +1053,7 @@ describe('deletion', () => {
     await eventually('running', async () =>
       (await readPod(ns, 'term')).status?.containerStatuses?.[0]?.state?.running ? true : undefined,
     );
-    await eventually('started', async () => (runner.logs(ns, 'term', 'main').includes('started') ? true : undefined));
+    await eventually('started', () => (runner.logs(ns, 'term', 'main').includes('started') ? true : undefined));
     expect(fs.existsSync(path.join(markers, 'term'))).toBe(false);
     await core.deleteNamespacedPod({ name: 'term', namespace: ns });
     await eventually('pod gone', () => isGone(() => readPod(ns, 'term')));
@@ -1157,7 +1157,7 @@ describe('stop', () => {
         },
       },
     });
-    await eventually('running', async () => (runner.logs(ns, 'forever', 'main').includes('ready') ? true : undefined));
+    await eventually('running', () => (runner.logs(ns, 'forever', 'main').includes('ready') ? true : undefined));
     const procs = runner.processes().filter((p) => p.namespace === ns);
     expect(procs).toHaveLength(1);
     const pids = [procs[0]!.reaperPid!, procs[0]!.initPid!];

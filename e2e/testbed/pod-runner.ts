@@ -17,15 +17,16 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import type { KubeConfig, V1Pod } from '@kubernetes/client-node';
-import { Api, ApiError, isConflict, type KObject, type ObjectList, p, type WatchEvent } from './pod-runner/api';
+import { Api, ApiError, type KObject, type ObjectList, p, type WatchEvent } from './pod-runner/api';
 import { kubernetesServiceEnv, nodeCapacity, POD_IP } from './pod-runner/env';
 import { type ImageConfig, type ImageRegistry, resolveImage } from './pod-runner/images';
-import { cleanupAllSync, DEFAULT_PROTECTED_PATHS, registerOwner, releaseOwner } from './pod-runner/mountpoints';
+import { DEFAULT_PROTECTED_PATHS, registerOwner, releaseOwner } from './pod-runner/mountpoints';
 import { PodWorker, type RunnerContext } from './pod-runner/pod-worker';
 import { findHostTools } from './pod-runner/process';
+import { installExitHook, liveRunners } from './pod-runner/exit-hooks';
+import { registerNode } from './pod-runner/node';
 
-export type { ImageBind, ImageConfig, ImageRegistry, WritableDir } from './pod-runner/images';
-export { DEFAULT_PROTECTED_PATHS } from './pod-runner/mountpoints';
+export type { ImageRegistry } from './pod-runner/images';
 
 export const DEFAULT_NODE_NAME = 'pko-e2e-node';
 
@@ -95,48 +96,6 @@ export interface PodRunner {
   processes(): RunningProcess[];
   /** Kills every process the runner started, removes created mount points and the temp dir. Idempotent. */
   stop(): Promise<void>;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Process-wide safety net: whatever happens to the test, no container survives it.
-
-const liveRunners = new Set<{ killSync(): number[] }>();
-let exitHookInstalled = false;
-
-function isGoneSync(pid: number): boolean {
-  try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
-    return state === 'Z' || state === 'X';
-  } catch {
-    return true;
-  }
-}
-
-/** SIGKILLs every container, waits (at most 2 s) until they are gone, removes what we created. */
-function killAndCleanupSync(): void {
-  const pids: number[] = [];
-  for (const r of liveRunners) pids.push(...r.killSync());
-  liveRunners.clear();
-  const deadline = Date.now() + 2000;
-  const tick = new Int32Array(new SharedArrayBuffer(4));
-  while (pids.some((pid) => !isGoneSync(pid)) && Date.now() < deadline) Atomics.wait(tick, 0, 0, 20);
-  cleanupAllSync();
-}
-
-function installExitHook(): void {
-  if (exitHookInstalled) return;
-  exitHookInstalled = true;
-  process.on('exit', killAndCleanupSync);
-  for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
-    const onSignal = (): void => {
-      killAndCleanupSync();
-      process.removeListener(sig, onSignal);
-      // Nobody else handles it: die of the signal as we would have without this hook.
-      if (process.listenerCount(sig) === 0) process.kill(process.pid, sig);
-    };
-    process.on(sig, onSignal);
-  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -321,88 +280,7 @@ export async function startPodRunner(options: PodRunnerOptions): Promise<PodRunn
   // -------------------------------------------------------------------------------------------
   // Node
 
-  const ensureNode = async (): Promise<void> => {
-    try {
-      await api.request('POST', '/api/v1/nodes', {
-        apiVersion: 'v1',
-        kind: 'Node',
-        metadata: {
-          name: nodeName,
-          labels: {
-            'kubernetes.io/hostname': nodeName,
-            'kubernetes.io/os': 'linux',
-            'kubernetes.io/arch': process.arch === 'x64' ? 'amd64' : process.arch,
-          },
-        },
-        spec: {},
-      });
-    } catch (e) {
-      if (!isConflict(e)) throw e;
-    }
-    const t = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
-    await api.request(
-      'PATCH',
-      p`/api/v1/nodes/${nodeName}/status`,
-      {
-        status: {
-          capacity,
-          allocatable: capacity,
-          addresses: [
-            { type: 'InternalIP', address: POD_IP },
-            { type: 'Hostname', address: nodeName },
-          ],
-          conditions: [
-            {
-              type: 'Ready',
-              status: 'True',
-              reason: 'KubeletReady',
-              message: 'pko e2e pod runner is posting ready status',
-              lastHeartbeatTime: t,
-              lastTransitionTime: t,
-            },
-            {
-              type: 'MemoryPressure',
-              status: 'False',
-              reason: 'KubeletHasSufficientMemory',
-              message: '',
-              lastHeartbeatTime: t,
-              lastTransitionTime: t,
-            },
-            {
-              type: 'DiskPressure',
-              status: 'False',
-              reason: 'KubeletHasNoDiskPressure',
-              message: '',
-              lastHeartbeatTime: t,
-              lastTransitionTime: t,
-            },
-            {
-              type: 'PIDPressure',
-              status: 'False',
-              reason: 'KubeletHasSufficientPID',
-              message: '',
-              lastHeartbeatTime: t,
-              lastTransitionTime: t,
-            },
-          ],
-          nodeInfo: {
-            machineID: '',
-            systemUUID: '',
-            bootID: '',
-            kernelVersion: os.release(),
-            osImage: 'pko e2e pod runner',
-            containerRuntimeVersion: 'pko-pod-runner://1',
-            kubeletVersion: 'v0.0.0-pko-pod-runner',
-            kubeProxyVersion: '',
-            operatingSystem: 'linux',
-            architecture: process.arch === 'x64' ? 'amd64' : process.arch,
-          },
-          daemonEndpoints: { kubeletEndpoint: { Port: 0 } },
-        },
-      },
-      'application/merge-patch+json',
-    );
-  };
+  const ensureNode = (): Promise<void> => registerNode(api, nodeName, capacity);
   try {
     await ensureNode();
   } catch (e) {
@@ -410,7 +288,7 @@ export async function startPodRunner(options: PodRunnerOptions): Promise<PodRunn
     api.close();
     if (!keepWorkDir) fs.rmSync(workDir, { recursive: true, force: true });
     releaseOwner(self);
-    throw new Error(`pod runner: cannot register node ${nodeName}: ${(e as Error).message}`);
+    throw new Error(`pod runner: cannot register node ${nodeName}: ${(e as Error).message}`, { cause: e });
   }
 
   // -------------------------------------------------------------------------------------------

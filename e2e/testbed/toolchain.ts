@@ -22,7 +22,6 @@ export const REPO_ROOT = ((): string => {
   }
 })();
 export const VERSIONS_FILE = path.join(REPO_ROOT, 'e2e', 'toolchain', 'versions.env');
-export const BUILD_SCRIPT = path.join(REPO_ROOT, 'e2e', 'toolchain', 'build.sh');
 
 export interface ToolchainVersions {
   etcd: string;
@@ -138,7 +137,6 @@ export function resolveToolchain(env: NodeJS.ProcessEnv = process.env): Toolchai
 /** The toolchain as the current environment names it (resolved when this module is loaded). */
 export const toolchain: Toolchain = resolveToolchain();
 export const versions: ToolchainVersions = toolchain.versions;
-export const binaries: ToolchainBinaries = toolchain.binaries;
 
 export class ToolchainMissingError extends Error {
   constructor(

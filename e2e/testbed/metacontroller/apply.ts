@@ -1,5 +1,6 @@
 /**
- * Metacontroller's dynamic apply (reference §5; pkg/dynamic/apply/apply.go and ApplyUpdate in
+ * Metacontroller's dynamic apply (https://metacontroller.github.io/metacontroller/api/apply.html#dynamic-apply,
+ * https://github.com/metacontroller/metacontroller/blob/v4.17.2/pkg/dynamic/apply/apply.go and ApplyUpdate in
  * pkg/controller/common/manage_children.go), plus the small pure helpers the driver shares:
  * reflect.DeepEqual on decoded JSON, Go's json.Marshal output, label selectors.
  */
@@ -46,7 +47,7 @@ export function goJson(v: unknown): string {
 // ---------------------------------------------------------------------------------------------
 // 3-way merge (apply.go Merge)
 
-/** The conventional list-map keys, in precedence order (§5). */
+/** The conventional list-map keys, in precedence order (knownMergeKeys in https://github.com/metacontroller/metacontroller/blob/v4.17.2/pkg/dynamic/apply/apply.go). */
 const MERGE_KEYS = ['containerPort', 'port', 'mountPath', 'name', 'uid', 'ip', 'path'];
 
 /** Returns a merged copy of observed with the change from lastApplied to desired applied. */
@@ -65,14 +66,14 @@ function mergeValue(
       throw new Error(`lastApplied${path}: expecting map[string]interface, got ${typeof last}`);
     if (des != null && !isMap(des))
       throw new Error(`desired${path}: expecting map[string]interface, got ${typeof des}`);
-    return mergeObject(path, dest, (last ?? null) as JsonMap | null, (des ?? null) as JsonMap | null);
+    return mergeObject(path, dest, last ?? null, des ?? null);
   }
   if (Array.isArray(dest)) {
     if (last != null && !Array.isArray(last))
       throw new Error(`lastApplied${path}: expecting []interface, got ${typeof last}`);
     if (des != null && !Array.isArray(des)) throw new Error(`desired${path}: expecting []interface, got ${typeof des}`);
-    const lastList = (last ?? []) as Json[];
-    const desList = (des ?? []) as Json[];
+    const lastList = last ?? [];
+    const desList = des ?? [];
     const key = detectListMapKey(dest, lastList, desList);
     // Not a list map: replaced wholesale by desired (a Go nil slice stays nil).
     if (key === '') return des;
@@ -92,7 +93,9 @@ function mergeObject(path: string, dest: JsonMap, last: JsonMap | null, des: Jso
   return dest;
 }
 
-const mergeKeyString = (v: Json | undefined): string => (typeof v === 'string' ? v : String(v));
+// Go's fmt %v: scalars as written; an object key (never seen in practice) by its JSON, so two differ.
+const mergeKeyString = (v: Json | undefined): string =>
+  typeof v === 'string' ? v : typeof v === 'object' && v !== null ? JSON.stringify(v) : String(v);
 
 function mergeListMap(path: string, key: string, dest: Json[], last: Json[], des: Json[]): Json[] {
   const toMap = (l: Json[]): JsonMap => {
@@ -154,7 +157,7 @@ export function getLastApplied(obj: KObject): JsonMap | null {
   try {
     return JSON.parse(raw) as JsonMap;
   } catch (e) {
-    throw new Error(`can't unmarshal "${LAST_APPLIED}" annotation: ${(e as Error).message}`);
+    throw new Error(`can't unmarshal "${LAST_APPLIED}" annotation: ${(e as Error).message}`, { cause: e });
   }
 }
 

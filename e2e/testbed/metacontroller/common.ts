@@ -1,7 +1,7 @@
 /**
- * What CompositeController and DecoratorController share (pkg/controller/common): object maps
- * (§1.5), the finalizer manager (§1.10), atomic GET+PUT updates, ManageChildren (§1.9, §1.11, §5)
- * and the customize manager with related-object informers (§3).
+ * What CompositeController and DecoratorController share (https://github.com/metacontroller/metacontroller/blob/v4.17.2/pkg/controller/common):
+ * object maps, the finalizer manager, atomic GET+PUT updates, ManageChildren and the customize
+ * manager with related-object informers (https://metacontroller.github.io/metacontroller/api/customize.html).
  */
 import type { Agent } from 'undici';
 import { applyUpdate, clone, deepEqual, type LabelSelector, selectorMatches, setLastApplied } from './apply';
@@ -29,7 +29,8 @@ export interface Env {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Object maps: type key `Kind.apiVersion` → object key → object (§1.5)
+// Object maps: type key `Kind.apiVersion` → object key → object
+// (https://metacontroller.github.io/metacontroller/api/compositecontroller.html#sync-hook-request, https://github.com/metacontroller/metacontroller/blob/v4.17.2/pkg/controller/common/api/object_map.go)
 
 export type ObjMap = Map<string, Map<string, KObject>>;
 
@@ -41,7 +42,7 @@ export const qualifiedName = (o: KObject): string =>
 export function initGroup(m: ObjMap, apiVersion: string, kind: string): Map<string, KObject> {
   const k = typeKey(apiVersion, kind);
   let g = m.get(k);
-  if (!g) m.set(k, (g = new Map()));
+  if (!g) m.set(k, (g = new Map<string, KObject>()));
   return g;
 }
 export function insert(m: ObjMap, o: KObject): void {
@@ -119,7 +120,7 @@ export async function atomicUpdate(
 }
 export const isNotFoundLike = (e: unknown): boolean => isNotFound(e) || (e as { code?: number }).code === 404;
 
-/** finalizer.Manager.SyncObject (§1.10): add before anything else, or remove when unused. */
+/** finalizer.Manager.SyncObject (https://github.com/metacontroller/metacontroller/blob/v4.17.2/pkg/controller/common/finalizer/finalizer.go): add before anything else, or remove when unused. */
 export async function syncFinalizer(
   kube: Kube,
   r: Resource,
@@ -145,7 +146,8 @@ export function shouldFinalize(parent: KObject, finalizer: string, enabled: bool
 }
 
 // ---------------------------------------------------------------------------------------------
-// ManageChildren (§1.9, §1.11, §5): deletes first, then creates and updates; errors collected.
+// ManageChildren (https://github.com/metacontroller/metacontroller/blob/v4.17.2/pkg/controller/common/manage_children.go): deletes first, then creates
+// and updates; errors collected.
 
 export type UpdateMethod = 'OnDelete' | 'Recreate' | 'InPlace' | 'RollingRecreate' | 'RollingInPlace';
 
@@ -197,10 +199,13 @@ async function createChild(env: Env, r: Resource, parent: KObject, desired: KObj
   const refs = obj.metadata.ownerReferences ?? [];
   if (!refs.some((x) => x.uid === ref.uid)) obj.metadata.ownerReferences = [...refs, ref];
   env.log(`creating ${obj.kind} ${qualifiedName(obj)} for ${parent.kind} ${qualifiedName(parent)}`);
-  await env.kube.create(r, obj).catch(unless(isAlreadyExists)); // AlreadyExists is swallowed (§1.9)
+  await env.kube.create(r, obj).catch(unless(isAlreadyExists)); // AlreadyExists is swallowed (as manage_children.go does)
 }
 
-/** DynamicApply.Apply on an existing child: no write when the merge changes nothing (§1.11, §5). */
+/**
+ * DynamicApply.Apply on an existing child: no write when the merge changes nothing
+ * (https://github.com/metacontroller/metacontroller/blob/v4.17.2/pkg/controller/common/manage_children.go, https://metacontroller.github.io/metacontroller/api/apply.html#dynamic-apply).
+ */
 async function updateChild(
   env: Env,
   r: Resource,
@@ -222,7 +227,7 @@ async function updateChild(
   }
 }
 
-/** `Kind.group` → method, version ignored; OnDelete when unset (§1.2). */
+/** `Kind.group` → method, version ignored; OnDelete when unset (https://metacontroller.github.io/metacontroller/api/compositecontroller.html#child-update-methods). */
 export async function updateStrategies(
   kube: Kube,
   rules: { apiVersion: string; resource: string; updateStrategy?: { method?: string } }[],
@@ -241,7 +246,7 @@ export async function updateStrategies(
 }
 
 // ---------------------------------------------------------------------------------------------
-// Customize manager (§3)
+// Customize manager (https://metacontroller.github.io/metacontroller/api/customize.html, https://github.com/metacontroller/metacontroller/blob/v4.17.2/pkg/controller/common/customize/manager.go)
 
 interface RelatedRule {
   apiVersion: string;
@@ -318,7 +323,7 @@ export class Customize {
     return inf;
   }
 
-  /** determineSelectionType; namespaceSelector rules (§3) are not implemented by the driver. */
+  /** determineSelectionType; namespaceSelector rules are not implemented by the driver (docs/metacontroller-local.md). */
   private static selectionType(rule: RelatedRule): 'labels' | 'nsAndLabels' | 'nsAndNames' {
     const hasNames = (rule.names ?? []).length > 0;
     if (rule.namespaceSelector)
@@ -335,7 +340,7 @@ export class Customize {
   /**
    * Whether a rule selects an object (the listing of GetRelatedObjects and matchesRelatedRule in
    * one). A v1 customize hook with a namespaced parent sees its own namespace only: always when
-   * matching an event, and for label rules when listing (§3).
+   * matching an event, and for label rules when listing (customize/manager.go).
    */
   private static selects(
     rule: RelatedRule,

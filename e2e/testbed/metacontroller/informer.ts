@@ -85,9 +85,9 @@ export class Informer {
     }
   }
 
-  private onEvent(e: { type: string; object: any }): void {
+  private onEvent(e: { type: string; object: KObject }): void {
     if (e.type === 'ERROR') {
-      const status = e.object as { code?: number; message?: string };
+      const status = e.object as KObject & { code?: number; message?: string };
       throw Object.assign(new Error(`watch error: ${status.message}`), { gone: status.code === 410 });
     }
     const obj = { ...e.object, apiVersion: this.resource.apiVersion, kind: this.resource.kind } as KObject;

@@ -127,17 +127,18 @@ export class Kube {
       bodyTimeout: 30_000,
     });
     const text = await res.body.text();
-    let parsed: any;
+    // A Kubernetes object on success, a metav1.Status (reason, message) on failure.
+    let parsed: { reason?: unknown; message?: unknown };
     try {
-      parsed = text === '' ? {} : JSON.parse(text);
+      parsed = text === '' ? {} : (JSON.parse(text) as typeof parsed);
     } catch {
       parsed = { message: text };
     }
     if (res.statusCode >= 300) {
       throw new ApiError(
         res.statusCode,
-        String(parsed?.reason ?? ''),
-        `${method} ${path}: ${res.statusCode} ${parsed?.message ?? text}`,
+        typeof parsed.reason === 'string' ? parsed.reason : '',
+        `${method} ${path}: ${res.statusCode} ${typeof parsed.message === 'string' ? parsed.message : text}`,
       );
     }
     return parsed as T;
@@ -179,7 +180,10 @@ export class Kube {
     return p;
   }
 
-  /** Discovery lookup by resource (plural) or by kind; re-reads discovery once on a miss (§6.3). */
+  /**
+   * Discovery lookup by resource (plural) or by kind; re-reads discovery once on a miss (where
+   * Metacontroller refreshes it every --discovery-interval: docs/metacontroller-local.md).
+   */
   async resolve(apiVersion: string, by: { resource: string } | { kind: string }): Promise<Resource> {
     const find = (rs: Resource[]): Resource | undefined =>
       rs.find((r) => ('resource' in by ? r.resource === by.resource : r.kind === by.kind));
@@ -207,7 +211,7 @@ export class Kube {
   update(r: Resource, obj: KObject, sub?: 'status'): Promise<KObject> {
     return this.request('PUT', Kube.path(r, obj.metadata.namespace, obj.metadata.name, sub), obj);
   }
-  /** DELETE with a UID precondition and Background propagation (§1.9). */
+  /** DELETE with a UID precondition and Background propagation (deleteChildren in https://github.com/metacontroller/metacontroller/blob/v4.17.2/pkg/controller/common/manage_children.go). */
   delete(r: Resource, ns: string | undefined, name: string, uid?: string): Promise<unknown> {
     return this.request('DELETE', Kube.path(r, ns, name), {
       apiVersion: 'v1',

@@ -1,5 +1,6 @@
 /**
- * client-go's rate-limiting work queue, reduced to what Metacontroller uses (§4.2):
+ * client-go's rate-limiting work queue, reduced to what Metacontroller uses (its default controller
+ * rate limiter, newParentController in https://github.com/metacontroller/metacontroller/blob/v4.17.2/pkg/controller/composite/controller.go):
  * - add(key): de-duplicated; a key being processed is queued again once it is done (never
  *   processed by two workers at once);
  * - addAfter(key, ms): delayed add; of two pending delays for one key the earlier wins;

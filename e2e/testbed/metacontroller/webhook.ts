@@ -1,5 +1,6 @@
 /**
- * Hook calls (reference §4, pkg/hooks/webhook.go): POST JSON, success only on 200, 429 → retry
+ * Hook calls (https://metacontroller.github.io/metacontroller/api/hook.html#webhook, https://github.com/metacontroller/metacontroller/blob/v4.17.2/pkg/hooks/webhook.go):
+ * POST JSON, success only on 200, 429 → retry
  * after Retry-After, the whole call bounded by `timeout` (default 10s), and the response decoded
  * loosely (v1) or strictly (v2: unknown top-level fields are an error) unless
  * `responseUnMarshallMode` says otherwise.
@@ -85,7 +86,7 @@ export class Webhook {
     this.strict = (w.responseUnMarshallMode ?? (this.version === 'v2' ? 'strict' : 'loose')) === 'strict';
   }
 
-  async call(body: unknown, shape: ResponseShape): Promise<Record<string, any>> {
+  async call(body: unknown, shape: ResponseShape): Promise<Record<string, unknown>> {
     let statusCode: number;
     let text: string;
     let retryAfter: string | string[] | undefined;
@@ -103,7 +104,7 @@ export class Webhook {
     } catch (e) {
       const err = e as Error;
       const msg = err.name === 'TimeoutError' ? `timeout after ${this.timeoutMs}ms` : err.message;
-      throw new Error(`http error: Post "${this.url}": ${msg}`);
+      throw new Error(`http error: Post "${this.url}": ${msg}`, { cause: e });
     }
     if (statusCode === 429) {
       const ra = Array.isArray(retryAfter) ? retryAfter[0] : retryAfter;
@@ -117,7 +118,7 @@ export class Webhook {
   }
 
   /** sigs.k8s.io/json UnmarshalStrict into the response struct: type errors always fail. */
-  private decode(text: string, shape: ResponseShape): Record<string, any> {
+  private decode(text: string, shape: ResponseShape): Record<string, unknown> {
     const fail = (why: string): never => {
       throw new Error(`can't unmarshal webhookResponse (version: ${this.version}, type: ${this.type}): ${why}`);
     };
@@ -147,7 +148,7 @@ export class Webhook {
             : t === 'stringMap'
               ? typeof val === 'object' &&
                 !Array.isArray(val) &&
-                Object.values(val as object).every((x) => x === null || typeof x === 'string')
+                Object.values(val).every((x) => x === null || typeof x === 'string')
               : typeof val === t;
       if (!ok) fail(`field ${k}: unexpected ${JSON.stringify(val).slice(0, 80)}`);
     }

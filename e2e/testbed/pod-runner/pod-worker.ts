@@ -3,19 +3,24 @@
  * Volumes first, then init containers in order (restartable init containers — sidecars — keep
  * running), then the containers concurrently; restarts with the kubelet's back-off; probes;
  * status written through pods/status as a strategic merge patch (as the kubelet does); graceful
- * termination on deletion, then the final delete with grace period 0.
+ * termination on deletion, then the final delete with grace period 0. A container's state and
+ * back-off: container-run.ts; its credentials and mounts: container-setup.ts; the status written:
+ * pod-status.ts.
  */
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import type { V1Container, V1LifecycleHandler, V1Pod, V1Probe } from '@kubernetes/client-node';
+import type { V1LifecycleHandler, V1Pod, V1Probe } from '@kubernetes/client-node';
 import { type Api, isNotFound, p } from './api';
-import { ContainerConfigError, containerEnv, expand, expandCommand, mappingFor, POD_IP } from './env';
-import { type ImageConfig, imageID } from './images';
+import { ContainerConfigError, containerEnv, expandCommand, POD_IP } from './env';
+import type { ImageConfig } from './images';
 import { ensureHostMountPoint, mountTargetProblem } from './mountpoints';
 import { httpGet, type ProbeResult, probeTimings, runProbe, tcpSocket, resolvePort } from './probes';
 import { type BindMount, ContainerProcess, type Credentials, type HostTools } from './process';
 import { PodVolumes, readConfigMap, readSecret, VolumeError } from './volumes';
+import { ContainerRun, now } from './container-run';
+import { buildMounts, containerCredentials } from './container-setup';
+import { buildPodStatus, computePhase, type PodPhase, type PodState } from './pod-status';
 
 export interface RunnerContext {
   api: Api;
@@ -44,100 +49,6 @@ export interface RunnerContext {
   transformPod?: (pod: V1Pod) => V1Pod;
 }
 
-type Waiting = { waiting: { reason: string; message?: string } };
-type Running = { running: { startedAt: string } };
-type Terminated = {
-  terminated: {
-    exitCode: number;
-    reason: string;
-    message?: string;
-    startedAt?: string;
-    finishedAt: string;
-    containerID?: string;
-    signal?: number;
-  };
-};
-type State = Waiting | Running | Terminated;
-
-const now = (): string => new Date().toISOString().replace(/\.\d+Z$/, 'Z');
-const sha = (s: string): string => crypto.createHash('sha256').update(s).digest('hex');
-
-/** The runtime's default capabilities (containerd/CRI-O), lower case as setpriv wants them. */
-const DEFAULT_CAPS = [
-  'chown',
-  'dac_override',
-  'fsetid',
-  'fowner',
-  'mknod',
-  'net_raw',
-  'setgid',
-  'setuid',
-  'setfcap',
-  'setpcap',
-  'net_bind_service',
-  'sys_chroot',
-  'kill',
-  'audit_write',
-];
-
-class Backoff {
-  private duration = 0;
-  private lastUpdate = 0;
-  constructor(
-    private readonly initial: number,
-    private readonly max: number,
-  ) {}
-  /** ms to wait before restarting a container that finished at `finished` (0: restart now). */
-  delay(finished: number): number {
-    if (this.lastUpdate === 0) return 0;
-    const until = this.lastUpdate + this.duration;
-    return finished - this.lastUpdate < this.duration ? Math.max(0, until - Date.now()) : 0;
-  }
-  next(): number {
-    const t = Date.now();
-    if (this.lastUpdate === 0 || t - this.lastUpdate > 2 * this.max) this.duration = this.initial;
-    else this.duration = Math.min(this.duration * 2, this.max);
-    this.lastUpdate = t;
-    return this.duration;
-  }
-}
-
-class ContainerRun {
-  state: State;
-  lastState: Terminated | undefined;
-  restartCount = 0;
-  ready = false;
-  started = false;
-  everStarted = false;
-  proc: ContainerProcess | undefined;
-  containerID: string | undefined;
-  stopProbes: (() => void) | undefined;
-  /** The loop that runs this container has ended. */
-  loopDone: Promise<void> = Promise.resolve();
-  readonly backoff: Backoff;
-  logFiles: string[] = [];
-
-  constructor(
-    readonly spec: V1Container,
-    readonly kind: 'init' | 'sidecar' | 'main',
-    initialReason: string,
-    ctx: RunnerContext,
-  ) {
-    this.state = { waiting: { reason: initialReason } };
-    this.backoff = new Backoff(ctx.backoffInitialMs, ctx.backoffMaxMs);
-  }
-
-  get name(): string {
-    return this.spec.name;
-  }
-  get running(): boolean {
-    return 'running' in this.state;
-  }
-  get terminated(): Terminated['terminated'] | undefined {
-    return 'terminated' in this.state ? this.state.terminated : undefined;
-  }
-}
-
 export class PodWorker {
   pod: V1Pod;
   readonly uid: string;
@@ -151,7 +62,7 @@ export class PodWorker {
   private startTime: string | undefined;
   private sandboxReady = false;
   private initDone = false;
-  private phase: 'Pending' | 'Running' | 'Succeeded' | 'Failed' = 'Pending';
+  private phase: PodPhase = 'Pending';
   private podReason: string | undefined;
   private podMessage: string | undefined;
   private readonly conditionTimes = new Map<string, { status: string; time: string }>();
@@ -455,130 +366,6 @@ export class PodWorker {
     return `spec.${c.kind === 'main' ? 'containers' : 'initContainers'}{${c.name}}`;
   }
 
-  private credentials(c: V1Container, image: ImageConfig): Credentials {
-    const psc = this.pod.spec?.securityContext ?? {};
-    const csc = c.securityContext ?? {};
-    const explicitUser = csc.runAsUser ?? psc.runAsUser;
-    const uid = explicitUser ?? image.user ?? 0;
-    const gid =
-      csc.runAsGroup ??
-      psc.runAsGroup ??
-      (explicitUser !== undefined && explicitUser !== null ? 0 : (image.group ?? 0));
-    const nonRoot = csc.runAsNonRoot ?? psc.runAsNonRoot;
-    if (nonRoot) {
-      const who = `(pod: "${this.name}_${this.namespace}(${this.uid})", container: ${c.name})`;
-      if (explicitUser === 0) throw new ContainerConfigError(`container's runAsUser breaks non-root policy ${who}`);
-      if ((explicitUser === undefined || explicitUser === null) && uid === 0)
-        throw new ContainerConfigError(`container has runAsNonRoot and image will run as root ${who}`);
-    }
-    const groups = [
-      ...new Set([
-        ...(psc.fsGroup !== undefined && psc.fsGroup !== null ? [psc.fsGroup] : []),
-        ...(psc.supplementalGroups ?? []),
-      ]),
-    ];
-    let boundingSet: string | undefined;
-    if (!csc.privileged) {
-      const drop = (csc.capabilities?.drop ?? []).map((x) => x.toLowerCase().replace(/^cap_/, ''));
-      const add = (csc.capabilities?.add ?? []).map((x) => x.toLowerCase().replace(/^cap_/, ''));
-      let caps = drop.includes('all') ? [] : DEFAULT_CAPS.filter((x) => !drop.includes(x));
-      if (add.includes('all')) boundingSet = undefined;
-      else {
-        caps = [...new Set([...caps, ...add])];
-        boundingSet = ['-all', ...caps.map((x) => `+${x}`)].join(',');
-      }
-    }
-    return { uid, gid, groups, boundingSet, noNewPrivs: csc.allowPrivilegeEscalation === false };
-  }
-
-  private async buildMounts(
-    c: V1Container,
-    image: ImageConfig,
-    env: Record<string, string>,
-    creds: Credentials,
-    dir: string,
-  ): Promise<BindMount[]> {
-    const mounts: BindMount[] = [];
-    for (const [target, b] of Object.entries(image.binds ?? {})) {
-      const bind = typeof b === 'string' ? { hostPath: b } : b;
-      if (!fs.existsSync(bind.hostPath))
-        throw new ContainerConfigError(`image bind source ${bind.hostPath} does not exist`);
-      mounts.push({ source: bind.hostPath, target, readOnly: bind.readOnly ?? true });
-    }
-    for (const [target, w] of Object.entries(image.writableDirs ?? {})) {
-      const src = path.join(dir, 'writable', sha(target).slice(0, 12));
-      fs.mkdirSync(src, { recursive: true });
-      fs.chmodSync(src, w.mode ?? 0o755);
-      fs.chownSync(src, w.uid ?? creds.uid, w.gid ?? creds.gid);
-      mounts.push({ source: src, target, readOnly: false });
-    }
-    const hosts = path.join(this.podDir, 'etc-hosts');
-    fs.writeFileSync(hosts, await this.ctx.hostsFile(this.pod), { mode: 0o644 });
-    mounts.push({ source: hosts, target: '/etc/hosts', readOnly: false });
-
-    const vms = [...(c.volumeMounts ?? [])].sort(
-      (a, b) => path.resolve(a.mountPath).split('/').length - path.resolve(b.mountPath).split('/').length,
-    );
-    for (const vm of vms) {
-      const vol = this.volumes.prepared.get(vm.name);
-      if (!vol) throw new ContainerConfigError(`cannot find volume "${vm.name}" to mount into container "${c.name}"`);
-      let source = vol.hostPath;
-      const sub = vm.subPath || (vm.subPathExpr ? expand(vm.subPathExpr, mappingFor(env)) : '');
-      if (sub) {
-        if (path.isAbsolute(sub) || sub.split('/').includes('..'))
-          throw new ContainerConfigError(`invalid subPath ${sub}`);
-        source = path.join(vol.hostPath, sub);
-        if (!fs.existsSync(source)) {
-          if (!vol.writable)
-            throw new ContainerConfigError(
-              `failed to prepare subPath for volumeMount "${vm.name}" of container "${c.name}": ${sub} does not exist`,
-            );
-          fs.mkdirSync(source, { recursive: true, mode: 0o755 });
-          fs.chmodSync(source, 0o777);
-        }
-        const real = fs.realpathSync(source);
-        const root = fs.realpathSync(vol.hostPath);
-        if (real !== root && !real.startsWith(`${root}/`))
-          throw new ContainerConfigError(`subPath ${sub} escapes volume "${vm.name}"`);
-        source = real;
-      }
-      mounts.push({ source, target: path.resolve(vm.mountPath), readOnly: Boolean(vm.readOnly) || vol.alwaysReadOnly });
-    }
-
-    // Mount points: inside an earlier mount's source, else on the host (created and remembered).
-    for (let i = 0; i < mounts.length; i++) {
-      const m = mounts[i]!;
-      const kind = fs.statSync(m.source).isDirectory() ? 'dir' : 'file';
-      let parent: BindMount | undefined;
-      for (let j = i - 1; j >= 0; j--) {
-        const q = mounts[j]!;
-        if (m.target.startsWith(`${q.target}/`)) {
-          parent = q;
-          break;
-        }
-      }
-      if (parent) {
-        const inParent = path.join(parent.source, path.relative(parent.target, m.target));
-        try {
-          fs.lstatSync(inParent);
-        } catch {
-          if (kind === 'dir') fs.mkdirSync(inParent, { recursive: true, mode: 0o755 });
-          else {
-            fs.mkdirSync(path.dirname(inParent), { recursive: true, mode: 0o755 });
-            fs.writeFileSync(inParent, '');
-          }
-        }
-      } else {
-        try {
-          ensureHostMountPoint(m.target, kind);
-        } catch (e) {
-          throw new ContainerConfigError((e as Error).message);
-        }
-      }
-    }
-    return mounts;
-  }
-
   /** Starts the container and waits for it to end. 'retry': it could not be created (state waiting). */
   private async startAndWait(c: ContainerRun): Promise<'exited' | 'retry'> {
     const spec = c.spec;
@@ -600,7 +387,7 @@ export class PodWorker {
     let workingDir: string;
     const hostname = this.hostname();
     try {
-      creds = this.credentials(spec, image);
+      creds = containerCredentials(this.pod, spec, image);
       const list = await containerEnv({
         pod: this.pod,
         container: spec,
@@ -635,7 +422,11 @@ export class PodWorker {
           'no command specified (the image has no ENTRYPOINT/CMD in the pod runner registry)',
         );
       workingDir = spec.workingDir || image.workingDir || '/';
-      mounts = await this.buildMounts(spec, image, env, creds, containerDir);
+      mounts = buildMounts(spec, image, env, creds, containerDir, {
+        podDir: this.podDir,
+        hostsFile: await this.ctx.hostsFile(this.pod),
+        volumes: this.volumes.prepared,
+      });
       // A working dir outside every mount and missing on the host is created (and remembered).
       if (
         !mounts.some((m) => workingDir === m.target || workingDir.startsWith(`${m.target}/`)) &&
@@ -766,11 +557,7 @@ export class PodWorker {
     if (h.httpGet) return httpGet(h.httpGet, c.spec, Math.min(t, 2 ** 31 - 1));
     if (h.tcpSocket) {
       try {
-        return await tcpSocket(
-          h.tcpSocket.host || POD_IP,
-          resolvePort(h.tcpSocket.port as number | string, c.spec),
-          Math.min(t, 30_000),
-        );
+        return await tcpSocket(h.tcpSocket.host || POD_IP, resolvePort(h.tcpSocket.port, c.spec), Math.min(t, 30_000));
       } catch (e) {
         return { ok: false, message: (e as Error).message };
       }
@@ -1035,120 +822,30 @@ export class PodWorker {
   }
 
   // -------------------------------------------------------------------------------------------
-  // Status
+  // Status (computed in pod-status.ts)
 
-  private computePhase(): 'Pending' | 'Running' | 'Succeeded' | 'Failed' {
-    if (this.phase === 'Succeeded' || this.phase === 'Failed') return this.phase;
-    if (!this.initDone) return 'Pending';
-    let running = 0;
-    let waiting = 0;
-    let stopped = 0;
-    let succeeded = 0;
-    for (const c of this.mains) {
-      if (c.running) running++;
-      else if (c.terminated) {
-        stopped++;
-        if (c.terminated.exitCode === 0) succeeded++;
-      } else if (c.lastState) stopped++;
-      else waiting++;
-    }
-    if (waiting > 0) return 'Pending';
-    if (running > 0) return 'Running';
-    if (stopped > 0) {
-      if (this.restartPolicy === 'Always') return 'Running';
-      if (stopped === succeeded) return 'Succeeded';
-      if (this.restartPolicy === 'Never') return 'Failed';
-      return 'Running';
-    }
-    return 'Pending';
-  }
-
-  private condition(type: string, status: boolean, reason?: string, message?: string): Record<string, unknown> {
-    const s = status ? 'True' : 'False';
-    const prev = this.conditionTimes.get(type);
-    let time = prev?.time;
-    if (!prev || prev.status !== s) {
-      time = now();
-      this.conditionTimes.set(type, { status: s, time });
-    }
-    const c: Record<string, unknown> = { type, status: s, lastProbeTime: null, lastTransitionTime: time };
-    if (!status && reason) c.reason = reason;
-    if (!status && message) c.message = message;
-    return c;
-  }
-
-  private containerStatus(c: ContainerRun): Record<string, unknown> {
-    const image = c.spec.image ?? '';
-    const st: Record<string, unknown> = {
-      name: c.name,
-      image,
-      imageID: c.everStarted ? imageID(image, sha) : '',
-      ready: c.ready && c.running,
-      started: c.started && c.running,
-      restartCount: c.restartCount,
-      state: c.state,
-      lastState: c.lastState ?? {},
+  private get state(): PodState {
+    return {
+      pod: this.pod,
+      restartPolicy: this.restartPolicy,
+      phase: this.phase,
+      initDone: this.initDone,
+      sandboxReady: this.sandboxReady,
+      inits: this.inits,
+      mains: this.mains,
+      startTime: this.startTime,
+      podReason: this.podReason,
+      podMessage: this.podMessage,
+      conditionTimes: this.conditionTimes,
     };
-    if (c.containerID && c.everStarted) st.containerID = c.containerID;
-    return st;
+  }
+
+  private computePhase(): PodPhase {
+    return computePhase(this.state);
   }
 
   buildStatus(): Record<string, unknown> {
-    const phase = this.computePhase();
-    const terminal = phase === 'Succeeded' || phase === 'Failed';
-    const sidecars = this.inits.filter((c) => c.kind === 'sidecar');
-    const incompleteInit = this.inits
-      .filter((c) => (c.kind === 'sidecar' ? !c.started : c.terminated?.exitCode !== 0))
-      .map((c) => c.name);
-    const initialized = this.initDone || incompleteInit.length === 0;
-    const unready = [...sidecars, ...this.mains].filter((c) => !(c.ready && c.running)).map((c) => c.name);
-    const containersReady = !terminal && this.initDone && unready.length === 0;
-    const gates = (this.pod.spec?.readinessGates ?? []).map((g) => g.conditionType);
-    const podConditions = (this.pod.status?.conditions ?? []) as { type: string; status: string }[];
-    const missingGates = gates.filter((g) => !podConditions.some((c) => c.type === g && c.status === 'True'));
-    const unreadyMsg = `containers with unready status: [${unready.join(' ')}]`;
-    const conditions = [
-      this.condition('PodReadyToStartContainers', this.sandboxReady && !terminal),
-      this.condition(
-        'Initialized',
-        initialized,
-        'ContainersNotInitialized',
-        `containers with incomplete status: [${incompleteInit.join(' ')}]`,
-      ),
-      this.condition(
-        'Ready',
-        containersReady && missingGates.length === 0,
-        terminal ? 'PodCompleted' : !containersReady ? 'ContainersNotReady' : 'ReadinessGatesNotReady',
-        terminal
-          ? undefined
-          : !containersReady
-            ? unreadyMsg
-            : `corresponding condition of pod readiness gate "${missingGates.join('", "')}" does not exist.`,
-      ),
-      this.condition(
-        'ContainersReady',
-        containersReady,
-        terminal ? 'PodCompleted' : 'ContainersNotReady',
-        terminal ? undefined : unreadyMsg,
-      ),
-    ];
-    // The binding sets PodScheduled; the kubelet only adds it when missing (a pod created with nodeName).
-    if (!podConditions.some((c) => c.type === 'PodScheduled' && c.status === 'True'))
-      conditions.push(this.condition('PodScheduled', true));
-    const status: Record<string, unknown> = {
-      phase,
-      conditions,
-      hostIP: POD_IP,
-      hostIPs: [{ ip: POD_IP }],
-      podIP: POD_IP,
-      podIPs: [{ ip: POD_IP }],
-      startTime: this.startTime,
-      containerStatuses: this.mains.map((c) => this.containerStatus(c)),
-    };
-    if (this.inits.length) status.initContainerStatuses = this.inits.map((c) => this.containerStatus(c));
-    if (this.podReason) status.reason = this.podReason;
-    if (this.podMessage) status.message = this.podMessage;
-    return status;
+    return buildPodStatus(this.state);
   }
 
   pushStatus(): void {

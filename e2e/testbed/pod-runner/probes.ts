@@ -32,7 +32,7 @@ export function httpGet(action: V1HTTPGetAction, container: V1Container, timeout
   return new Promise((resolve) => {
     let port: number;
     try {
-      port = resolvePort(action.port as number | string, container);
+      port = resolvePort(action.port, container);
     } catch (e) {
       resolve({ ok: false, message: (e as Error).message });
       return;
@@ -98,7 +98,7 @@ export function grpcCheck(host: string, port: number, service: string, timeoutMs
     };
     const client = http2.connect(`http://${host}:${port}`);
     const timer = setTimeout(() => done({ ok: false, message: `grpc probe on ${host}:${port}: timeout` }), timeoutMs);
-    client.on('error', (e) => done({ ok: false, message: `grpc probe on ${host}:${port}: ${e.message}` }));
+    client.on('error', (e: Error) => done({ ok: false, message: `grpc probe on ${host}:${port}: ${e.message}` }));
     const svc = Buffer.from(service, 'utf8');
     const msg = svc.length ? Buffer.concat([Buffer.from([0x0a, svc.length]), svc]) : Buffer.alloc(0);
     const frame = Buffer.alloc(5 + msg.length);
@@ -114,13 +114,13 @@ export function grpcCheck(host: string, port: number, service: string, timeoutMs
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     let grpcStatus: string | undefined;
-    req.on('response', (h) => {
+    req.on('response', (h: http2.IncomingHttpHeaders) => {
       if (h['grpc-status'] !== undefined) grpcStatus = String(h['grpc-status']);
     });
-    req.on('trailers', (t) => {
+    req.on('trailers', (t: http2.IncomingHttpHeaders) => {
       if (t['grpc-status'] !== undefined) grpcStatus = String(t['grpc-status']);
     });
-    req.on('error', (e) => done({ ok: false, message: `grpc probe on ${host}:${port}: ${e.message}` }));
+    req.on('error', (e: Error) => done({ ok: false, message: `grpc probe on ${host}:${port}: ${e.message}` }));
     req.on('end', () => {
       const body = Buffer.concat(chunks);
       if (grpcStatus !== undefined && grpcStatus !== '0') {
@@ -147,7 +147,7 @@ export async function runProbe(probe: V1Probe, target: ProbeTarget): Promise<Pro
     if (probe.tcpSocket) {
       return await tcpSocket(
         probe.tcpSocket.host || POD_IP,
-        resolvePort(probe.tcpSocket.port as number | string, target.container),
+        resolvePort(probe.tcpSocket.port, target.container),
         timeoutMs,
       );
     }

@@ -1,0 +1,86 @@
+/**
+ * The control plane's process registry and exit hooks: whatever happens to the test process, no
+ * child survives it (exit hook, SIGINT/SIGTERM/SIGHUP hooks, and a watchdog shell for the deaths
+ * that run no hook).
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+
+export interface ProcessInfo {
+  name: 'etcd' | 'kube-apiserver' | 'kube-controller-manager';
+  pid: number;
+  args: string[];
+  logFile: string;
+}
+
+export interface Managed {
+  info: ProcessInfo;
+  child: ChildProcess;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  hasExited: boolean;
+}
+
+export interface Running {
+  dir: string;
+  keepDir: boolean;
+  procs: Managed[];
+  watchdog?: ChildProcess;
+}
+
+export const running = new Set<Running>();
+let hooksInstalled = false;
+
+function killAllSync(): void {
+  for (const r of running) {
+    for (const p of r.procs) {
+      if (!p.hasExited) {
+        try {
+          p.child.kill('SIGKILL');
+        } catch {
+          /* already gone */
+        }
+      }
+    }
+    try {
+      r.watchdog?.kill('SIGKILL');
+    } catch {
+      /* already gone */
+    }
+    if (!r.keepDir) fs.rmSync(r.dir, { recursive: true, force: true });
+  }
+  running.clear();
+}
+
+export function installHooks(): void {
+  if (hooksInstalled) return;
+  hooksInstalled = true;
+  process.on('exit', killAllSync);
+  for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+    const onSignal = (): void => {
+      killAllSync();
+      process.removeListener(sig, onSignal);
+      // Nobody else handles it: die of the signal as we would have without this hook.
+      if (process.listenerCount(sig) === 0) process.kill(process.pid, sig);
+    };
+    process.on(sig, onSignal);
+  }
+}
+
+/**
+ * A shell that polls this process and, if it disappears without running its exit hooks (SIGKILL,
+ * crash), SIGKILLs the control plane's processes and removes the dir. The pid list is read from
+ * <dir>/pids at that moment.
+ */
+export function startWatchdog(dir: string, keepDir: boolean): ChildProcess {
+  const script = [
+    'while kill -0 "$1" 2>/dev/null; do sleep 0.5; done',
+    'if [ -f "$2/pids" ]; then for p in $(cat "$2/pids"); do kill -9 "$p" 2>/dev/null; done; fi',
+    keepDir ? ':' : 'rm -rf "$2"',
+  ].join('\n');
+  const child = spawn('/bin/sh', ['-c', script, 'pko-control-plane-watchdog', String(process.pid), dir], {
+    stdio: 'ignore',
+    detached: true, // its own process group: a Ctrl-C for the tests does not kill it first
+  });
+  child.unref();
+  return child;
+}

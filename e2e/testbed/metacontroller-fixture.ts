@@ -1,0 +1,204 @@
+/**
+ * The fixture of the Metacontroller driver's self-tests (metacontroller.e2e.ts): test CRDs (group
+ * test.pko.example), a CompositeController and a DecoratorController over them, and their hooks,
+ * served by a plain HTTP server that records every call.
+ */
+import * as http from 'node:http';
+import type { KObject, Resource } from './metacontroller/kube';
+
+export const GROUP = 'test.pko.example';
+export const CC_NAME = 'pko-test-parents';
+export const DC_NAME = 'pko-test-decorator';
+export const FINALIZER = `metacontroller.io/compositecontroller-${CC_NAME}`;
+
+const res = (apiVersion: string, resource: string, kind: string, namespaced = true): Resource => ({
+  apiVersion,
+  group: apiVersion.includes('/') ? apiVersion.split('/')[0]! : '',
+  resource,
+  kind,
+  namespaced,
+  hasStatus: true,
+});
+export const PARENTS = res(`${GROUP}/v1`, 'parents', 'Parent');
+export const TARGETS = res(`${GROUP}/v1`, 'targets', 'Target');
+export const CONFIGMAPS = res('v1', 'configmaps', 'ConfigMap');
+export const SECRETS = res('v1', 'secrets', 'Secret');
+export const CRDS = res('apiextensions.k8s.io/v1', 'customresourcedefinitions', 'CustomResourceDefinition', false);
+
+// ---------------------------------------------------------------------------------------------
+// Hooks: a plain HTTP server recording every call.
+
+/** What the test parents' spec asks their hooks for. */
+export interface ParentSpec {
+  children?: string[];
+  value?: string;
+  secret?: string;
+  relatedConfigMap?: string;
+  malformed?: boolean;
+  resyncAfterSeconds?: number;
+}
+type ObjectMap = Record<string, Record<string, KObject>>;
+/** A hook request, any of the four (customize, sync, finalize, decorator sync): fields by hook. */
+export interface HookRequest {
+  controller?: { metadata: { name: string } };
+  parent?: KObject & { spec?: ParentSpec };
+  object?: KObject;
+  children?: ObjectMap;
+  attachments?: ObjectMap;
+  related?: ObjectMap;
+  finalizing?: boolean;
+}
+export interface Call {
+  path: string;
+  body: HookRequest;
+}
+export const calls: Call[] = [];
+/** Parents (by name) whose finalize hook answers finalized: false. */
+export const finalizeHold = new Set<string>();
+
+const hook = (path: string): object => ({
+  version: 'v2',
+  webhook: { timeout: '10s', service: { name: 'pko-test-hooks', namespace: 'default', port: 80 }, path },
+});
+
+export const CONTROLLERS = [
+  {
+    apiVersion: 'metacontroller.k8s.io/v1alpha1',
+    kind: 'CompositeController',
+    metadata: { name: CC_NAME },
+    spec: {
+      generateSelector: true,
+      parentResource: { apiVersion: `${GROUP}/v1`, resource: 'parents' },
+      childResources: [
+        { apiVersion: 'v1', resource: 'configmaps', updateStrategy: { method: 'InPlace' } },
+        { apiVersion: 'v1', resource: 'secrets' }, // default strategy: OnDelete
+      ],
+      resyncPeriodSeconds: 3600,
+      hooks: {
+        customize: hook('/parents/customize'),
+        sync: hook('/parents/sync'),
+        finalize: hook('/parents/finalize'),
+      },
+    },
+  },
+  {
+    apiVersion: 'metacontroller.k8s.io/v1alpha1',
+    kind: 'DecoratorController',
+    metadata: { name: DC_NAME },
+    spec: {
+      resources: [
+        { apiVersion: `${GROUP}/v1`, resource: 'targets', labelSelector: { matchLabels: { decorate: 'yes' } } },
+      ],
+      attachments: [{ apiVersion: 'v1', resource: 'configmaps', updateStrategy: { method: 'InPlace' } }],
+      resyncPeriodSeconds: 3600,
+      hooks: { sync: hook('/targets/sync') },
+    },
+  },
+];
+
+function parentsHook(path: string, body: HookRequest): unknown {
+  if (!body.parent) throw new Error(`${path}: no parent in the request`);
+  const parent = body.parent;
+  const spec = parent.spec ?? {};
+  const { name, namespace } = parent.metadata;
+  if (path === '/parents/customize') {
+    return {
+      relatedResources: spec.relatedConfigMap
+        ? [{ apiVersion: 'v1', resource: 'configmaps', namespace, names: [spec.relatedConfigMap] }]
+        : [],
+    };
+  }
+  if (spec.malformed) return { children: [], unexpected: true };
+  const finalizing = path === '/parents/finalize';
+  const children: object[] = finalizing
+    ? []
+    : (spec.children ?? []).map((n) => ({
+        apiVersion: 'v1',
+        kind: 'ConfigMap',
+        metadata: { name: `${name}-${n}`, labels: { app: 'pko-test' } },
+        data: { value: String(spec.value ?? '') },
+      }));
+  if (!finalizing && spec.secret) {
+    children.push({
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: `${name}-secret` },
+      data: { v: Buffer.from(spec.secret).toString('base64') },
+    });
+  }
+  const status: Record<string, unknown> = { children: children.length };
+  if (spec.value !== undefined) status.value = spec.value;
+  const related = spec.relatedConfigMap
+    ? body.related?.['ConfigMap.v1']?.[`${namespace}/${spec.relatedConfigMap}`]
+    : undefined;
+  if (related) status.related = (related.data as Record<string, string> | undefined)?.v;
+  const out: Record<string, unknown> = { status, children };
+  if (spec.resyncAfterSeconds) out.resyncAfterSeconds = spec.resyncAfterSeconds;
+  if (finalizing) {
+    out.finalized = !finalizeHold.has(name);
+    if (!out.finalized) out.resyncAfterSeconds = 0.2; // waiting on "something external"
+  }
+  return out;
+}
+
+function targetsHook(body: HookRequest): unknown {
+  if (!body.object) throw new Error('/targets/sync: no object in the request');
+  const { name } = body.object.metadata;
+  return {
+    labels: { decorated: 'true' },
+    annotations: { 'pko-test/decorated-by': DC_NAME },
+    status: { attached: true },
+    attachments: [
+      { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `${name}-attachment` }, data: { target: name } },
+    ],
+  };
+}
+
+export function startHooks(): Promise<http.Server> {
+  const server = http.createServer((req, resp) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      try {
+        const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as HookRequest;
+        const path = req.url ?? '';
+        calls.push({ path, body });
+        const out = path.startsWith('/parents/')
+          ? parentsHook(path, body)
+          : path === '/targets/sync'
+            ? targetsHook(body)
+            : undefined;
+        resp.writeHead(out === undefined ? 404 : 200, { 'content-type': 'application/json' });
+        resp.end(JSON.stringify(out ?? { error: 'no such hook' }));
+      } catch (e) {
+        resp.writeHead(500);
+        resp.end(String(e));
+      }
+    });
+  });
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(server)));
+}
+
+/** A namespaced test CRD of GROUP/v1 with the status subresource and free-form spec and status. */
+export function crd(plural: string, kind: string): KObject {
+  const preserve = { type: 'object', 'x-kubernetes-preserve-unknown-fields': true };
+  return {
+    apiVersion: 'apiextensions.k8s.io/v1',
+    kind: 'CustomResourceDefinition',
+    metadata: { name: `${plural}.${GROUP}` },
+    spec: {
+      group: GROUP,
+      scope: 'Namespaced',
+      names: { plural, singular: kind.toLowerCase(), kind, listKind: `${kind}List` },
+      versions: [
+        {
+          name: 'v1',
+          served: true,
+          storage: true,
+          subresources: { status: {} },
+          schema: { openAPIV3Schema: { type: 'object', properties: { spec: preserve, status: preserve } } },
+        },
+      ],
+    },
+  };
+}
