@@ -2,6 +2,7 @@ import * as crypto from 'node:crypto';
 import type * as k8s from '@kubernetes/client-node';
 import { apiErrorMessage, apiStatus, k8sModule } from '../lib/kube';
 import { logger } from '../lib/log';
+import { sleep } from '../lib/sleep';
 
 /** Upstream's rule: verb `use` on `workspaces/rpc` in group auto.pulumi.com. */
 export const RPC_ACCESS = {
@@ -20,7 +21,7 @@ export interface Authorizer {
 }
 
 /** --auth-mode none: every caller is let in (local use, tests). */
-export const allowAll: Authorizer = { check: async () => ({ ok: true, user: 'anonymous' }) };
+export const allowAll: Authorizer = { check: () => Promise.resolve({ ok: true, user: 'anonymous' }) };
 
 interface Cached<T> {
   value: T;
@@ -51,8 +52,6 @@ class TtlCache<T> {
 
 type UserInfo = { username: string; uid?: string; groups?: string[]; extra?: Record<string, string[]> };
 type TokenOutcome = { ok: true; user: UserInfo } | { ok: false; message: string };
-
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** Upstream's retry: 500 ms × 1.5, 5 steps, within 10 s, for API errors other than 4xx. */
 async function retry<T>(fn: () => Promise<T>): Promise<T> {
@@ -132,8 +131,7 @@ export class KubeAuthorizer implements Authorizer {
     if (!outcome.ok)
       return { ok: false, status: 401, reason: 'Unauthenticated', message: `unauthenticated: ${outcome.message}` };
     const user = outcome.user;
-    const accessKey = `${key}`;
-    let decision = this.access.get(accessKey);
+    let decision = this.access.get(key);
     if (!decision) {
       try {
         decision = await this.authorize(user);
@@ -153,7 +151,7 @@ export class KubeAuthorizer implements Authorizer {
           message: 'unauthenticated: SubjectAccessReview API is unavailable',
         };
       }
-      this.access.set(accessKey, decision, decision.allowed ? 300_000 : 5_000);
+      this.access.set(key, decision, decision.allowed ? 300_000 : 5_000);
     }
     if (!decision.allowed) {
       const what = `${RPC_ACCESS.verb} ${RPC_ACCESS.resource}/${RPC_ACCESS.subresource} "${this.o.name}" in namespace "${this.o.namespace}" (group ${RPC_ACCESS.group})`;

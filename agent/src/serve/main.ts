@@ -18,19 +18,25 @@ export const SERVE_FLAGS = ['port', 'host', 'auth-mode', 'workspace', 'env-file'
 
 function parseStackSpec(raw: string | undefined): WorkspaceStackSpec {
   if (!raw)
-    throw new AgentError(`${Env.workspaceStack} is not set: it names the stack and its config`, 'InvalidArguments', 2);
+    throw new AgentError(`${Env.workspaceStack} is not set: it names the stack and its config`, {
+      reason: 'InvalidArguments',
+      exitCode: 2,
+    });
   let v: unknown;
   try {
     v = JSON.parse(raw);
   } catch {
-    throw new AgentError(`${Env.workspaceStack} is not valid JSON`, 'InvalidArguments', 2);
+    throw new AgentError(`${Env.workspaceStack} is not valid JSON`, { reason: 'InvalidArguments', exitCode: 2 });
   }
   const s = v as Partial<WorkspaceStackSpec>;
   if (typeof s !== 'object' || s === null || typeof s.name !== 'string' || s.name === '') {
-    throw new AgentError(`${Env.workspaceStack} must be an object with a stack "name"`, 'InvalidArguments', 2);
+    throw new AgentError(`${Env.workspaceStack} must be an object with a stack "name"`, {
+      reason: 'InvalidArguments',
+      exitCode: 2,
+    });
   }
   if (s.config !== undefined && !Array.isArray(s.config))
-    throw new AgentError(`${Env.workspaceStack}: "config" must be a list`, 'InvalidArguments', 2);
+    throw new AgentError(`${Env.workspaceStack}: "config" must be a list`, { reason: 'InvalidArguments', exitCode: 2 });
   return {
     name: s.name,
     create: s.create !== false,
@@ -51,11 +57,17 @@ export async function serveCommand(argv: string[]): Promise<number> {
   const env = process.env;
   const port = Number(flags.port ?? env.PKO_AGENT_PORT ?? WORKSPACE_PORT);
   if (!Number.isInteger(port) || port < 0 || port > 65535)
-    throw new AgentError(`invalid port "${flags.port ?? env.PKO_AGENT_PORT}"`, 'InvalidArguments', 2);
+    throw new AgentError(`invalid port "${flags.port ?? env.PKO_AGENT_PORT}"`, {
+      reason: 'InvalidArguments',
+      exitCode: 2,
+    });
   const host = flags.host ?? env.PKO_AGENT_HOST ?? '0.0.0.0';
   const authMode = flags['auth-mode'] ?? env.PKO_AGENT_AUTH_MODE ?? 'kube';
   if (authMode !== 'none' && authMode !== 'kube')
-    throw new AgentError(`--auth-mode must be none or kube, not "${authMode}"`, 'InvalidArguments', 2);
+    throw new AgentError(`--auth-mode must be none or kube, not "${authMode}"`, {
+      reason: 'InvalidArguments',
+      exitCode: 2,
+    });
 
   // Upstream's dynamic env file: variables an init container appended (never overriding the pod's).
   const envFile = hostPath(flags['env-file'] ?? (env[Env.pulumiEnv] || Paths.envFile));
@@ -88,8 +100,7 @@ export async function serveCommand(argv: string[]): Promise<number> {
     if (!audience || !namespace || !name) {
       throw new AgentError(
         `--auth-mode kube needs ${Env.workspaceAudience}, ${Env.podNamespace} and ${Env.stackName}`,
-        'InvalidArguments',
-        2,
+        { reason: 'InvalidArguments', exitCode: 2 },
       );
     }
     authorizer = new KubeAuthorizer({ kubeConfig: kubeConfig!, audiences: [audience], namespace, name });

@@ -5,6 +5,7 @@ import type { OperationResult, StreamLine } from '../api';
 import { AgentError, errorMessage, oneLine, truncate } from '../lib/errors';
 import { logger } from '../lib/log';
 import type { Redactor } from '../lib/redact';
+import { sleep } from '../lib/sleep';
 import {
   compareVersions,
   configJson,
@@ -17,7 +18,6 @@ import { runOperation } from './operation';
 import { runPulumi, type RunResult } from './pulumi';
 import { StackStateReader } from './stack-state';
 import type { StatusReporter } from './status';
-import { sleep } from '../lib/sleep';
 
 export interface WorkspaceOptions {
   /** The project directory (the workspace symlink resolved). */
@@ -120,7 +120,7 @@ export class Workspace {
         this.set('Ready', 'Succeeded', `stack ${this.stackName} is ready`);
         return;
       } catch (e) {
-        const err = e instanceof AgentError ? e : new AgentError(errorMessage(e), 'InitializationFailed');
+        const err = e instanceof AgentError ? e : new AgentError(errorMessage(e), { reason: 'InitializationFailed' });
         const reason = err.reason ?? 'InitializationFailed';
         this.set('Failed', reason, err.message);
         if (reason === 'IncompatibleConfiguration') return;
@@ -142,10 +142,9 @@ export class Workspace {
         ...(this.o.stack.secretsProvider ? { secretsProvider: this.o.stack.secretsProvider } : {}),
       });
     } catch (e) {
-      throw new AgentError(
-        `cannot open the Pulumi workspace at ${this.o.workDir}: ${errorMessage(e)}`,
-        'InitializationFailed',
-      );
+      throw new AgentError(`cannot open the Pulumi workspace at ${this.o.workDir}: ${errorMessage(e)}`, {
+        reason: 'InitializationFailed',
+      });
     }
     this.pulumiVersion = ws.pulumiVersion;
     try {
@@ -153,10 +152,9 @@ export class Workspace {
       const runtime = typeof settings.runtime === 'string' ? settings.runtime : (settings.runtime?.name ?? '');
       this.projectInfo = { name: settings.name, runtime };
     } catch (e) {
-      throw new AgentError(
-        `cannot read the project (Pulumi.yaml) in ${this.o.workDir}: ${errorMessage(e)}`,
-        'InitializationFailed',
-      );
+      throw new AgentError(`cannot read the project (Pulumi.yaml) in ${this.o.workDir}: ${errorMessage(e)}`, {
+        reason: 'InitializationFailed',
+      });
     }
     // Read (and register as secrets) every config value before anything can print one.
     const items = this.o.stack.config ?? [];
@@ -165,7 +163,7 @@ export class Workspace {
     if (hasStructuredConfig(items) && compareVersions(this.pulumiVersion, STRUCTURED_CONFIG_MIN_VERSION) < 0) {
       throw new AgentError(
         `structured (JSON) config needs Pulumi CLI ${STRUCTURED_CONFIG_MIN_VERSION} or later; this workspace has ${this.pulumiVersion}`,
-        'IncompatibleConfiguration',
+        { reason: 'IncompatibleConfiguration' },
       );
     }
     this.ws = ws;
@@ -187,7 +185,7 @@ export class Workspace {
       onStdout: (l) => l.trim() && logger.info(`install: ${l}`),
       onStderr: (l) => l.trim() && logger.info(`install: ${l}`),
     });
-    if (r.code !== 0) throw new AgentError(`pulumi install failed: ${cliError(r)}`, 'InstallationFailed');
+    if (r.code !== 0) throw new AgentError(`pulumi install failed: ${cliError(r)}`, { reason: 'InstallationFailed' });
     logger.info('dependencies installed', { ms: Date.now() - t0 });
   }
 
@@ -206,22 +204,20 @@ export class Workspace {
       const text = errorMessage(e);
       const missing = /no stack named|not found|does not exist/i.test(text);
       if (!missing)
-        throw new AgentError(
-          `cannot select stack ${name}: ${truncate(this.o.redactor.redact(text), 2000)}`,
-          'InitializationFailed',
-        );
+        throw new AgentError(`cannot select stack ${name}: ${truncate(this.o.redactor.redact(text), 2000)}`, {
+          reason: 'InitializationFailed',
+        });
       if (!this.o.stack.create)
-        throw new AgentError(
-          `stack ${name} not found (it is not created because useLocalStackOnly is set)`,
-          'InitializationFailed',
-        );
+        throw new AgentError(`stack ${name} not found (it is not created because useLocalStackOnly is set)`, {
+          reason: 'InitializationFailed',
+        });
       try {
         await ws.createStack(name);
         logger.info('stack created', { stack: name });
       } catch (e2) {
         throw new AgentError(
           `cannot create stack ${name}: ${truncate(this.o.redactor.redact(errorMessage(e2)), 2000)}`,
-          'InitializationFailed',
+          { reason: 'InitializationFailed' },
         );
       }
     }
@@ -231,10 +227,9 @@ export class Workspace {
       try {
         await ws.addEnvironments(name, ...envs);
       } catch (e) {
-        throw new AgentError(
-          `cannot add environments ${envs.join(', ')}: ${truncate(errorMessage(e), 2000)}`,
-          'InitializationFailed',
-        );
+        throw new AgentError(`cannot add environments ${envs.join(', ')}: ${truncate(errorMessage(e), 2000)}`, {
+          reason: 'InitializationFailed',
+        });
       }
     }
     this.stackReady = true;
@@ -258,18 +253,16 @@ export class Workspace {
       else for (const c of batch) args.push('--plaintext', `${c.key}=${String(c.value)}`);
       const r = await this.cli(args);
       if (r.code !== 0)
-        throw new AgentError(
-          `cannot set the stack config: ${this.o.redactor.redact(cliError(r))}`,
-          'InitializationFailed',
-        );
+        throw new AgentError(`cannot set the stack config: ${this.o.redactor.redact(cliError(r))}`, {
+          reason: 'InitializationFailed',
+        });
     }
     for (const c of secretStrings) {
       const r = await this.cli(['config', 'set', '--secret', '--raw', '--stack', stack, '--', c.key], String(c.value));
       if (r.code !== 0)
-        throw new AgentError(
-          `cannot set the secret config ${c.key}: ${this.o.redactor.redact(cliError(r))}`,
-          'InitializationFailed',
-        );
+        throw new AgentError(`cannot set the secret config ${c.key}: ${this.o.redactor.redact(cliError(r))}`, {
+          reason: 'InitializationFailed',
+        });
     }
     if (this.config.length)
       logger.info('stack config applied', {

@@ -92,7 +92,7 @@ async function createOutputsSecret(r: Reporter, outputs: Record<string, OutputVa
     );
   } catch (e) {
     // Already there: an earlier attempt of this same Job wrote it (immutable, same content).
-    if (!(e instanceof AgentError && /HTTP 409/.test(e.message))) throw e;
+    if (!(e instanceof AgentError && e.status === 409)) throw e;
   }
   return name;
 }
@@ -154,17 +154,19 @@ export async function updateCommand(): Promise<number> {
   try {
     op = parseOperationRequest(JSON.parse(env[Env.operation] ?? ''));
   } catch (e) {
-    throw new AgentError(`${Env.operation} is not a valid operation: ${errorMessage(e)}`, 'InvalidArguments', 2);
+    throw new AgentError(`${Env.operation} is not a valid operation: ${errorMessage(e)}`, {
+      reason: 'InvalidArguments',
+      exitCode: 2,
+    });
   }
   const url = env[Env.workspaceUrl];
   const job = env[Env.jobName];
   const namespace = env[Env.podNamespace];
   if (!url || !job || !namespace)
-    throw new AgentError(
-      `${Env.workspaceUrl}, ${Env.jobName} and ${Env.podNamespace} must be set`,
-      'InvalidArguments',
-      2,
-    );
+    throw new AgentError(`${Env.workspaceUrl}, ${Env.jobName} and ${Env.podNamespace} must be set`, {
+      reason: 'InvalidArguments',
+      exitCode: 2,
+    });
   const reporter: Reporter = { kc: loadKubeConfig(env), namespace, job, stack: env[Env.stackName] ?? op.stack };
   const startTime = new Date().toISOString();
 
