@@ -1,6 +1,12 @@
 import * as crypto from 'node:crypto';
 import { LocalWorkspace } from '@pulumi/pulumi/automation';
-import type { OperationRequest, ProjectInfo, WorkspaceStackSpec, WorkspaceStatus } from '../../../contract';
+import {
+  rfc3339,
+  type OperationRequest,
+  type ProjectInfo,
+  type WorkspaceStackSpec,
+  type WorkspaceStatus,
+} from '../../../contract';
 import type { OperationResult, StreamLine } from '../api';
 import { AgentError, errorMessage, oneLine, truncate } from '../lib/errors';
 import { logger } from '../lib/log';
@@ -33,12 +39,12 @@ export interface WorkspaceOptions {
   maxRetryDelayMs?: number;
 }
 
-interface Running {
+export interface RunningOperation {
   id: string;
   type: OperationRequest['type'];
   startTime: string;
+  /** Aborted with the reason of the interruption (a string). */
   abort: AbortController;
-  reason?: string;
   done: Promise<OperationResult>;
 }
 
@@ -69,7 +75,7 @@ export class Workspace {
   private ws?: LocalWorkspace;
   private config: ResolvedConfig[] = [];
   private stackReady = false;
-  private current?: Running;
+  private current?: RunningOperation;
   private readonly stopping = new AbortController();
   /** Keeps the passphrase key between operations (secret outputs without a CLI call). */
   private readonly stateReader = new StackStateReader();
@@ -80,7 +86,7 @@ export class Workspace {
     return this.o.stack.name;
   }
 
-  get busy(): Running | undefined {
+  get busy(): RunningOperation | undefined {
     return this.current;
   }
 
@@ -271,81 +277,89 @@ export class Workspace {
   }
 
   /** Starts an operation; the caller checked readiness and that nothing else runs. */
-  start(req: OperationRequest, emit: (line: StreamLine) => void): Running {
+  start(req: OperationRequest, emit: (line: StreamLine) => void): RunningOperation {
     const id = `op-${Date.now().toString(36)}-${crypto.randomBytes(3).toString('hex')}`;
     const abort = new AbortController();
-    const startTime = new Date().toISOString();
-    const running: Running = {
+    const startTime = rfc3339();
+    emit({ kind: 'started', id, type: req.type, stack: this.stackName, startTime });
+    const running: RunningOperation = {
       id,
       type: req.type,
       startTime,
       abort,
-      done: Promise.resolve(undefined as unknown as OperationResult),
+      done: this.run(id, req, emit, abort.signal, startTime),
     };
-    emit({ kind: 'started', id, type: req.type, stack: this.stackName, startTime });
-    running.done = (async (): Promise<OperationResult> => {
-      try {
-        if (!this.stackReady) {
-          try {
-            await this.initStack();
-          } catch (e) {
-            const now = new Date().toISOString();
-            return {
-              id,
-              type: req.type,
-              state: 'failed',
-              reason: 'InitializationFailed',
-              message: this.o.redactor.redact(errorMessage(e)),
-              startTime,
-              endTime: now,
-            };
-          }
-        }
-        logger.info('operation started', { id, type: req.type, stack: this.stackName });
-        const result = await runOperation(
-          {
-            workDir: this.o.workDir,
-            stack: this.stackName,
-            redactor: this.o.redactor,
-            logLevel: this.o.logLevel,
-            state: this.stateReader,
-            ...(this.projectInfo ? { projectInfo: this.projectInfo } : {}),
-          },
-          { id, req, emit, signal: abort.signal, abortReason: () => running.reason },
-        );
-        if (req.type === 'destroy' && req.remove && result.state === 'succeeded') this.stackReady = false;
-        logger.info('operation finished', {
-          id,
-          type: req.type,
-          state: result.state,
-          reason: result.reason,
-          message: result.message,
-        });
-        return result;
-      } finally {
-        if (this.current === running) this.current = undefined;
-      }
-    })();
     this.current = running;
     return running;
   }
 
-  /** Interrupts the running operation (SIGINT to the CLI). False when `id` is not running. */
+  private async run(
+    id: string,
+    req: OperationRequest,
+    emit: (line: StreamLine) => void,
+    signal: AbortSignal,
+    startTime: string,
+  ): Promise<OperationResult> {
+    try {
+      if (!this.stackReady) {
+        try {
+          await this.initStack();
+        } catch (e) {
+          return {
+            id,
+            type: req.type,
+            state: 'failed',
+            reason: 'InitializationFailed',
+            message: this.o.redactor.redact(errorMessage(e)),
+            startTime,
+            endTime: rfc3339(),
+          };
+        }
+      }
+      logger.info('operation started', { id, type: req.type, stack: this.stackName });
+      const result = await runOperation(
+        {
+          workDir: this.o.workDir,
+          stack: this.stackName,
+          redactor: this.o.redactor,
+          logLevel: this.o.logLevel,
+          state: this.stateReader,
+          ...(this.projectInfo ? { projectInfo: this.projectInfo } : {}),
+        },
+        { id, req, emit, signal },
+      );
+      if (req.type === 'destroy' && req.remove && result.state === 'succeeded') this.stackReady = false;
+      logger.info('operation finished', {
+        id,
+        type: req.type,
+        state: result.state,
+        reason: result.reason,
+        message: result.message,
+      });
+      return result;
+    } finally {
+      if (this.current?.id === id) this.current = undefined;
+    }
+  }
+
+  /**
+   * Interrupts the running operation (SIGINT to the CLI); the first reason given is the one the
+   * result names. False when `id` is not running.
+   */
   cancel(id: string | undefined, reason: string): boolean {
-    const cur = this.current;
-    if (!cur || (id !== undefined && cur.id !== id)) return false;
-    if (!cur.reason) cur.reason = reason;
-    logger.warn('interrupting the running operation', { id: cur.id, type: cur.type, reason });
-    cur.abort.abort();
+    const running = this.current;
+    if (!running || (id !== undefined && running.id !== id)) return false;
+    logger.warn('interrupting the running operation', { id: running.id, type: running.type, reason });
+    running.abort.abort(reason);
     return true;
   }
 
   /** Stops retrying initialisation; interrupts and waits for a running operation. */
   async shutdown(reason: string): Promise<OperationResult | undefined> {
     this.stopping.abort();
-    const cur = this.current;
-    if (!cur) return undefined;
-    this.cancel(cur.id, reason);
-    return cur.done;
+    const running = this.current;
+    if (!running) return undefined;
+    this.cancel(running.id, reason);
+    return running.done;
   }
 }
