@@ -6,7 +6,8 @@ import { parseEnvFile } from '../src/lib/envfile';
 import { safeSubdir } from '../src/lib/paths';
 import { Redactor, redactUrl } from '../src/lib/redact';
 import { compareVersions, configJson, hasStructuredConfig, qualifyKey, resolveConfig } from '../src/serve/config';
-import { containsSecret, describeChanges, findPermalink, operationArgs } from '../src/serve/operation';
+import { describeChanges, findPermalink, operationArgs } from '../src/serve/operation';
+import { containsSecret } from '../src/serve/stack-state';
 import {
   baseInputs,
   checkInputs,

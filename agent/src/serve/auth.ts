@@ -88,10 +88,10 @@ export class KubeAuthorizer implements Authorizer {
   private readonly authn: k8s.AuthenticationV1Api;
   private readonly authz: k8s.AuthorizationV1Api;
 
-  constructor(private readonly o: KubeAuthOptions) {
+  constructor(private readonly options: KubeAuthOptions) {
     const k = k8sModule();
-    this.authn = o.kubeConfig.makeApiClient(k.AuthenticationV1Api);
-    this.authz = o.kubeConfig.makeApiClient(k.AuthorizationV1Api);
+    this.authn = options.kubeConfig.makeApiClient(k.AuthenticationV1Api);
+    this.authz = options.kubeConfig.makeApiClient(k.AuthorizationV1Api);
   }
 
   async check(authorization: string | undefined): Promise<AuthDecision> {
@@ -154,7 +154,7 @@ export class KubeAuthorizer implements Authorizer {
       this.access.set(key, decision, decision.allowed ? 300_000 : 5_000);
     }
     if (!decision.allowed) {
-      const what = `${RPC_ACCESS.verb} ${RPC_ACCESS.resource}/${RPC_ACCESS.subresource} "${this.o.name}" in namespace "${this.o.namespace}" (group ${RPC_ACCESS.group})`;
+      const what = `${RPC_ACCESS.verb} ${RPC_ACCESS.resource}/${RPC_ACCESS.subresource} "${this.options.name}" in namespace "${this.options.namespace}" (group ${RPC_ACCESS.group})`;
       return {
         ok: false,
         status: 403,
@@ -171,14 +171,14 @@ export class KubeAuthorizer implements Authorizer {
         body: {
           apiVersion: 'authentication.k8s.io/v1',
           kind: 'TokenReview',
-          spec: { token, audiences: this.o.audiences },
+          spec: { token, audiences: this.options.audiences },
         },
       }),
     );
     const st = res.status;
     if (!st?.authenticated || !st.user?.username)
       return { ok: false, message: st?.error ? st.error : 'the token is not valid for this workspace' };
-    if (this.o.audiences.length && !(st.audiences ?? []).some((a) => this.o.audiences.includes(a))) {
+    if (this.options.audiences.length && !(st.audiences ?? []).some((a) => this.options.audiences.includes(a))) {
       return { ok: false, message: 'the token is not meant for this workspace (audience)' };
     }
     const user: UserInfo = { username: st.user.username };
@@ -191,7 +191,7 @@ export class KubeAuthorizer implements Authorizer {
   private async authorize(user: UserInfo): Promise<{ allowed: boolean; reason: string }> {
     const spec: k8s.V1SubjectAccessReviewSpec = {
       user: user.username,
-      resourceAttributes: { namespace: this.o.namespace, name: this.o.name, ...RPC_ACCESS },
+      resourceAttributes: { namespace: this.options.namespace, name: this.options.name, ...RPC_ACCESS },
     };
     if (user.uid) spec.uid = user.uid;
     if (user.groups) spec.groups = user.groups;

@@ -7,7 +7,7 @@ import { oneLine, truncate } from '../lib/errors';
 import { logger } from '../lib/log';
 import type { Redactor } from '../lib/redact';
 import { runPulumi } from './pulumi';
-import { SECRET_SIG, SIG_KEY, STACK_TYPE, type StackStateReader } from './stack-state';
+import { containsSecret, hasMarker, STACK_TYPE, type StackStateReader } from './stack-state';
 
 export interface OperationContext {
   workDir: string;
@@ -140,14 +140,6 @@ class EventLogTail {
   }
 }
 
-export function containsSecret(v: unknown, depth = 0): boolean {
-  if (depth > 64 || v === null || typeof v !== 'object') return false;
-  if (Array.isArray(v)) return v.some((x) => containsSecret(x, depth + 1));
-  const o = v as Record<string, unknown>;
-  if (o[SIG_KEY] === SECRET_SIG) return true;
-  return Object.values(o).some((x) => containsSecret(x, depth + 1));
-}
-
 const PERMALINK = /(?:View Live|View in Browser(?: \(Ctrl\+O\))?|Permalink):\s+(https?:\/\/\S+)/;
 
 export function findPermalink(stdout: string): string | undefined {
@@ -217,15 +209,6 @@ export interface RunOperationOptions {
   signal: AbortSignal;
 }
 
-/** Whether a serialized property value carries any of Pulumi's special markers (secret, asset, resource reference…). */
-export function hasSignature(v: unknown, depth = 0): boolean {
-  if (depth > 64 || v === null || typeof v !== 'object') return false;
-  if (Array.isArray(v)) return v.some((x) => hasSignature(x, depth + 1));
-  const o = v as Record<string, unknown>;
-  if (SIG_KEY in o) return true;
-  return Object.values(o).some((x) => hasSignature(x, depth + 1));
-}
-
 /**
  * The stack's outputs with their secret flags and plaintext values, with as few CLI calls as
  * possible. The stack resource's engine event carries them with secrets blinded: without any
@@ -240,7 +223,7 @@ async function readOutputs(
   fromEvent: { outputs: Record<string, unknown>; urn: string } | undefined,
   since: Date,
 ): Promise<{ outputs: Record<string, OutputValue> } | { error: string }> {
-  if (fromEvent && !hasSignature(fromEvent.outputs)) {
+  if (fromEvent && !hasMarker(fromEvent.outputs)) {
     const outputs: Record<string, OutputValue> = {};
     for (const key of Object.keys(fromEvent.outputs).sort())
       outputs[key] = { value: fromEvent.outputs[key], secret: false };
@@ -295,8 +278,8 @@ async function readOutputs(
 }
 
 /** Runs one operation with the CLI, streaming its events and output; never throws. */
-export async function runOperation(ctx: OperationContext, o: RunOperationOptions): Promise<OperationResult> {
-  const { req, emit } = o;
+export async function runOperation(ctx: OperationContext, options: RunOperationOptions): Promise<OperationResult> {
+  const { id, req, emit, signal } = options;
   const started = new Date();
   const startTime = rfc3339(started);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pko-op-'));
@@ -326,15 +309,15 @@ export async function runOperation(ctx: OperationContext, o: RunOperationOptions
       cwd: ctx.workDir,
       // As the Automation API: --event-log exists only with PULUMI_DEBUG_COMMANDS.
       env: { PULUMI_DEBUG_COMMANDS: 'true', PULUMI_AUTOMATION_API: 'true' },
-      signal: o.signal,
+      signal,
       onStdout: (line) => emit({ kind: 'output', stream: 'stdout', line: r.redact(line) }),
       onStderr: (line) => emit({ kind: 'output', stream: 'stderr', line: r.redact(line) }),
     });
     await tail.stop();
-    const base = { id: o.id, type: req.type, startTime, projectInfo: ctx.projectInfo } as const;
+    const base = { id, type: req.type, startTime, projectInfo: ctx.projectInfo } as const;
     const permalink = findPermalink(run.stdout);
     const changes = summary?.resourceChanges;
-    const why: unknown = o.signal.reason;
+    const why: unknown = signal.reason;
     if (run.interrupted && typeof why === 'string') {
       // Pulumi exits 0 after a Ctrl-C once the steps in flight are done, even when it skipped the
       // rest (a destroy that deleted one of two resources "succeeds"): an interrupted operation
@@ -388,7 +371,7 @@ export async function runOperation(ctx: OperationContext, o: RunOperationOptions
   } catch (e) {
     await tail.stop().catch(() => undefined);
     result = {
-      id: o.id,
+      id,
       type: req.type,
       startTime,
       state: 'failed',

@@ -61,11 +61,20 @@ export function onlySecretMarkers(v: Json, depth = 0): boolean {
   return Object.values(v).every((x) => onlySecretMarkers(x, depth + 1));
 }
 
-function hasMarker(v: Json, depth = 0): boolean {
+/** Whether a value carries any special marker (nested too deeply to tell counts as one). */
+export function hasMarker(v: Json, depth = 0): boolean {
   if (depth > MAX_DEPTH) return true;
   if (Array.isArray(v)) return v.some((x) => hasMarker(x, depth + 1));
   if (!isObject(v)) return false;
   return SIG_KEY in v || Object.values(v).some((x) => hasMarker(x, depth + 1));
+}
+
+/** Whether a value holds a secret anywhere (an output that does is a secret output). */
+export function containsSecret(v: Json, depth = 0): boolean {
+  if (depth > MAX_DEPTH) return false;
+  if (Array.isArray(v)) return v.some((x) => containsSecret(x, depth + 1));
+  if (!isObject(v)) return false;
+  return v[SIG_KEY] === SECRET_SIG || Object.values(v).some((x) => containsSecret(x, depth + 1));
 }
 
 /** The passphrase the CLI would use (PULUMI_CONFIG_PASSPHRASE, else the trimmed PULUMI_CONFIG_PASSPHRASE_FILE), or undefined. */

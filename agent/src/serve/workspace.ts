@@ -80,10 +80,10 @@ export class Workspace {
   /** Keeps the passphrase key between operations (secret outputs without a CLI call). */
   private readonly stateReader = new StackStateReader();
 
-  constructor(private readonly o: WorkspaceOptions) {}
+  constructor(private readonly options: WorkspaceOptions) {}
 
   get stackName(): string {
-    return this.o.stack.name;
+    return this.options.stack.name;
   }
 
   get busy(): RunningOperation | undefined {
@@ -91,7 +91,7 @@ export class Workspace {
   }
 
   status(): WorkspaceStatus {
-    const s: WorkspaceStatus = { hash: this.o.hash, state: this.state };
+    const s: WorkspaceStatus = { hash: this.options.hash, state: this.state };
     if (this.reason) s.reason = this.reason;
     if (this.message) s.message = this.message;
     if (this.pulumiVersion) s.pulumiVersion = this.pulumiVersion;
@@ -102,8 +102,8 @@ export class Workspace {
   private set(state: WorkspaceStatus['state'], reason?: string, message?: string): void {
     this.state = state;
     this.reason = reason;
-    this.message = message === undefined ? undefined : this.o.redactor.redact(message);
-    this.o.reporter.report(this.status());
+    this.message = message === undefined ? undefined : this.options.redactor.redact(message);
+    this.options.reporter.report(this.status());
   }
 
   /**
@@ -112,8 +112,8 @@ export class Workspace {
    */
   async initialize(): Promise<void> {
     this.set('Installing', 'Installing', 'installing the project dependencies');
-    let delay = this.o.retryDelayMs ?? 60_000;
-    const maxDelay = this.o.maxRetryDelayMs ?? 15 * 60_000;
+    let delay = this.options.retryDelayMs ?? 60_000;
+    const maxDelay = this.options.maxRetryDelayMs ?? 15 * 60_000;
     let installed = false;
     while (!this.stopping.signal.aborted) {
       try {
@@ -144,11 +144,11 @@ export class Workspace {
     let ws: LocalWorkspace;
     try {
       ws = await LocalWorkspace.create({
-        workDir: this.o.workDir,
-        ...(this.o.stack.secretsProvider ? { secretsProvider: this.o.stack.secretsProvider } : {}),
+        workDir: this.options.workDir,
+        ...(this.options.stack.secretsProvider ? { secretsProvider: this.options.stack.secretsProvider } : {}),
       });
     } catch (e) {
-      throw new AgentError(`cannot open the Pulumi workspace at ${this.o.workDir}: ${errorMessage(e)}`, {
+      throw new AgentError(`cannot open the Pulumi workspace at ${this.options.workDir}: ${errorMessage(e)}`, {
         reason: 'InitializationFailed',
       });
     }
@@ -158,14 +158,14 @@ export class Workspace {
       const runtime = typeof settings.runtime === 'string' ? settings.runtime : (settings.runtime?.name ?? '');
       this.projectInfo = { name: settings.name, runtime };
     } catch (e) {
-      throw new AgentError(`cannot read the project (Pulumi.yaml) in ${this.o.workDir}: ${errorMessage(e)}`, {
+      throw new AgentError(`cannot read the project (Pulumi.yaml) in ${this.options.workDir}: ${errorMessage(e)}`, {
         reason: 'InitializationFailed',
       });
     }
     // Read (and register as secrets) every config value before anything can print one.
-    const items = this.o.stack.config ?? [];
+    const items = this.options.stack.config ?? [];
     this.config = resolveConfig(items, this.projectInfo.name);
-    for (const c of this.config) if (c.secret) this.o.redactor.add(c.value);
+    for (const c of this.config) if (c.secret) this.options.redactor.add(c.value);
     if (hasStructuredConfig(items) && compareVersions(this.pulumiVersion, STRUCTURED_CONFIG_MIN_VERSION) < 0) {
       throw new AgentError(
         `structured (JSON) config needs Pulumi CLI ${STRUCTURED_CONFIG_MIN_VERSION} or later; this workspace has ${this.pulumiVersion}`,
@@ -174,7 +174,7 @@ export class Workspace {
     }
     this.ws = ws;
     logger.info('workspace opened', {
-      dir: this.o.workDir,
+      dir: this.options.workDir,
       project: this.projectInfo.name,
       runtime: this.projectInfo.runtime,
       pulumi: this.pulumiVersion,
@@ -187,7 +187,7 @@ export class Workspace {
     this.installs++;
     const r = await runPulumi({
       args: ['install'],
-      cwd: this.o.workDir,
+      cwd: this.options.workDir,
       onStdout: (l) => l.trim() && logger.info(`install: ${l}`),
       onStderr: (l) => l.trim() && logger.info(`install: ${l}`),
     });
@@ -196,7 +196,7 @@ export class Workspace {
   }
 
   private async cli(args: string[], stdin?: string): Promise<RunResult> {
-    return runPulumi({ args, cwd: this.o.workDir, ...(stdin !== undefined ? { stdin } : {}) });
+    return runPulumi({ args, cwd: this.options.workDir, ...(stdin !== undefined ? { stdin } : {}) });
   }
 
   /** Selects or creates the stack, then applies config and environments (upstream's initialisation). */
@@ -210,10 +210,10 @@ export class Workspace {
       const text = errorMessage(e);
       const missing = /no stack named|not found|does not exist/i.test(text);
       if (!missing)
-        throw new AgentError(`cannot select stack ${name}: ${truncate(this.o.redactor.redact(text), 2000)}`, {
+        throw new AgentError(`cannot select stack ${name}: ${truncate(this.options.redactor.redact(text), 2000)}`, {
           reason: 'InitializationFailed',
         });
-      if (!this.o.stack.create)
+      if (!this.options.stack.create)
         throw new AgentError(`stack ${name} not found (it is not created because useLocalStackOnly is set)`, {
           reason: 'InitializationFailed',
         });
@@ -222,13 +222,13 @@ export class Workspace {
         logger.info('stack created', { stack: name });
       } catch (e2) {
         throw new AgentError(
-          `cannot create stack ${name}: ${truncate(this.o.redactor.redact(errorMessage(e2)), 2000)}`,
+          `cannot create stack ${name}: ${truncate(this.options.redactor.redact(errorMessage(e2)), 2000)}`,
           { reason: 'InitializationFailed' },
         );
       }
     }
     await this.applyConfig();
-    const envs = this.o.stack.environment ?? [];
+    const envs = this.options.stack.environment ?? [];
     if (envs.length) {
       try {
         await ws.addEnvironments(name, ...envs);
@@ -259,14 +259,14 @@ export class Workspace {
       else for (const c of batch) args.push('--plaintext', `${c.key}=${String(c.value)}`);
       const r = await this.cli(args);
       if (r.code !== 0)
-        throw new AgentError(`cannot set the stack config: ${this.o.redactor.redact(cliError(r))}`, {
+        throw new AgentError(`cannot set the stack config: ${this.options.redactor.redact(cliError(r))}`, {
           reason: 'InitializationFailed',
         });
     }
     for (const c of secretStrings) {
       const r = await this.cli(['config', 'set', '--secret', '--raw', '--stack', stack, '--', c.key], String(c.value));
       if (r.code !== 0)
-        throw new AgentError(`cannot set the secret config ${c.key}: ${this.o.redactor.redact(cliError(r))}`, {
+        throw new AgentError(`cannot set the secret config ${c.key}: ${this.options.redactor.redact(cliError(r))}`, {
           reason: 'InitializationFailed',
         });
     }
@@ -310,7 +310,7 @@ export class Workspace {
             type: req.type,
             state: 'failed',
             reason: 'InitializationFailed',
-            message: this.o.redactor.redact(errorMessage(e)),
+            message: this.options.redactor.redact(errorMessage(e)),
             startTime,
             endTime: rfc3339(),
           };
@@ -319,10 +319,10 @@ export class Workspace {
       logger.info('operation started', { id, type: req.type, stack: this.stackName });
       const result = await runOperation(
         {
-          workDir: this.o.workDir,
+          workDir: this.options.workDir,
           stack: this.stackName,
-          redactor: this.o.redactor,
-          logLevel: this.o.logLevel,
+          redactor: this.options.redactor,
+          logLevel: this.options.logLevel,
           state: this.stateReader,
           ...(this.projectInfo ? { projectInfo: this.projectInfo } : {}),
         },
