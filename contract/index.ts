@@ -108,6 +108,10 @@ export const AGENT_COMMAND = 'pko-agent';
 export type OperationType = 'up' | 'preview' | 'refresh' | 'destroy';
 export const OPERATION_TYPES: readonly OperationType[] = ['up', 'preview', 'refresh', 'destroy'];
 
+export function isOperationType(v: unknown): v is OperationType {
+  return typeof v === 'string' && (OPERATION_TYPES as readonly string[]).includes(v);
+}
+
 /** What the runner asks the workspace to do (env PULUMI_OPERATION). Fields mirror upstream's Update spec. */
 export interface OperationRequest {
   type: OperationType;
@@ -129,6 +133,15 @@ export interface ProjectInfo {
   runtime: string;
 }
 
+/**
+ * A timestamp as Kubernetes writes one (metav1.Time: RFC 3339 in UTC, whole seconds), the format of
+ * every time in the results and statuses; log lines keep the milliseconds.
+ */
+export function rfc3339(date: Date = new Date(), precision: 'seconds' | 'milliseconds' = 'seconds'): string {
+  const iso = date.toISOString();
+  return precision === 'milliseconds' ? iso : iso.replace(/\.\d{3}Z$/, 'Z');
+}
+
 /** Masked value shown for secret outputs (upstream's). */
 export const SECRET_MASK = '[secret]';
 
@@ -141,7 +154,7 @@ export interface UpdateResult {
   /** Machine-readable cause on failure: UpdateFailed, UpdateConflict, Aborted, WorkspaceUnavailable, … */
   reason?: string;
   permalink?: string;
-  /** RFC 3339. */
+  /** RFC 3339 (rfc3339()). */
   startTime?: string;
   endTime?: string;
   projectInfo?: ProjectInfo;
@@ -183,14 +196,15 @@ export function parseUpdateResult(raw: string | undefined): UpdateResult | undef
   }
   if (!isRecord(v)) return undefined;
   if (v.state !== 'succeeded' && v.state !== 'failed') return undefined;
-  if (typeof v.type !== 'string' || !(OPERATION_TYPES as readonly string[]).includes(v.type)) return undefined;
+  if (!isOperationType(v.type)) return undefined;
   const result: UpdateResult = {
     state: v.state,
-    type: v.type as OperationType,
+    type: v.type,
     message: typeof v.message === 'string' ? v.message : '',
   };
   for (const k of ['reason', 'permalink', 'startTime', 'endTime', 'outputsSecret'] as const) {
-    if (typeof v[k] === 'string') result[k] = v[k] as string;
+    const value = v[k];
+    if (typeof value === 'string') result[k] = value;
   }
   if (isRecord(v.projectInfo) && typeof v.projectInfo.name === 'string' && typeof v.projectInfo.runtime === 'string') {
     result.projectInfo = { name: v.projectInfo.name, runtime: v.projectInfo.runtime };
@@ -213,7 +227,8 @@ export function parseWorkspaceStatus(raw: string | undefined): WorkspaceStatus |
   if (v.state !== 'Installing' && v.state !== 'Ready' && v.state !== 'Failed') return undefined;
   const status: WorkspaceStatus = { hash: v.hash, state: v.state };
   for (const k of ['reason', 'message', 'pulumiVersion'] as const) {
-    if (typeof v[k] === 'string') status[k] = v[k] as string;
+    const value = v[k];
+    if (typeof value === 'string') status[k] = value;
   }
   if (isRecord(v.projectInfo) && typeof v.projectInfo.name === 'string' && typeof v.projectInfo.runtime === 'string') {
     status.projectInfo = { name: v.projectInfo.name, runtime: v.projectInfo.runtime };
@@ -228,8 +243,9 @@ export function parseWorkspaceStatus(raw: string | undefined): WorkspaceStatus |
 export function formatUpdateResult(result: UpdateResult): string {
   const full = JSON.stringify(result);
   if (result.outputs === undefined || Buffer.byteLength(full) <= MAX_OUTPUTS_ANNOTATION_BYTES) return full;
-  const { outputs: _omitted, ...rest } = result;
-  return JSON.stringify({ ...rest, outputsOmitted: true });
+  const withoutOutputs: UpdateResult = { ...result, outputsOmitted: true };
+  delete withoutOutputs.outputs;
+  return JSON.stringify(withoutOutputs);
 }
 
 /** Replaces secret output values by the mask; `secretKeys` lists the outputs Pulumi marked secret. */

@@ -3,6 +3,7 @@
  * ship in the same image). Documented in docs/agent.md.
  */
 import {
+  isOperationType,
   OPERATION_TYPES,
   type OperationRequest,
   type OperationType,
@@ -74,11 +75,9 @@ const LIST_FIELDS = ['target', 'replace'] as const;
 export function parseOperationRequest(v: unknown): OperationRequest {
   if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new Error('the operation must be a JSON object');
   const o = v as Record<string, unknown>;
-  if (typeof o.type !== 'string' || !(OPERATION_TYPES as readonly string[]).includes(o.type)) {
-    throw new Error(`"type" must be one of ${OPERATION_TYPES.join(', ')}`);
-  }
+  if (!isOperationType(o.type)) throw new Error(`"type" must be one of ${OPERATION_TYPES.join(', ')}`);
   if (typeof o.stack !== 'string' || o.stack === '') throw new Error('"stack" must be a non-empty string');
-  const req: OperationRequest = { type: o.type as OperationType, stack: o.stack };
+  const req: OperationRequest = { type: o.type, stack: o.stack };
   if (o.message !== undefined) {
     if (typeof o.message !== 'string') throw new Error('"message" must be a string');
     req.message = o.message;
@@ -89,15 +88,17 @@ export function parseOperationRequest(v: unknown): OperationRequest {
     req.parallel = o.parallel;
   }
   for (const f of BOOL_FIELDS) {
-    if (o[f] === undefined) continue;
-    if (typeof o[f] !== 'boolean') throw new Error(`"${f}" must be a boolean`);
-    req[f] = o[f] as boolean;
+    const value = o[f];
+    if (value === undefined) continue;
+    if (typeof value !== 'boolean') throw new Error(`"${f}" must be a boolean`);
+    req[f] = value;
   }
   for (const f of LIST_FIELDS) {
-    if (o[f] === undefined) continue;
-    if (!Array.isArray(o[f]) || !(o[f] as unknown[]).every((x) => typeof x === 'string'))
+    const value = o[f];
+    if (value === undefined) continue;
+    if (!Array.isArray(value) || !value.every((x): x is string => typeof x === 'string'))
       throw new Error(`"${f}" must be a list of strings`);
-    req[f] = [...(o[f] as string[])];
+    req[f] = [...value];
   }
   return req;
 }

@@ -26,7 +26,10 @@ export async function run(argv: string[]): Promise<number> {
     case 'fetch': {
       const { runFetch } = await import('./fetch/index');
       if (rest.length !== 1)
-        throw new AgentError(`usage: pko-agent fetch git|flux|program|project-info|local`, 'InvalidArguments', 2);
+        throw new AgentError(`usage: pko-agent fetch git|flux|program|project-info|local`, {
+          reason: 'InvalidArguments',
+          exitCode: 2,
+        });
       try {
         await runFetch(rest[0]!);
       } catch (e) {

@@ -18,6 +18,7 @@ import {
 import { installTestCommandProvider, TEST_COMMAND_PROVIDER_VERSION } from '../testkit/command-provider';
 import { installTestLanguageHost, TEST_LANGUAGE_HOST_VERSION } from '../testkit/language-nodejs';
 import { installTestProvider } from '../testkit/provider';
+import { sleep } from '../src/lib/sleep';
 
 export const REPO = path.resolve(__dirname, '..', '..');
 export const AGENT_BIN = path.join(REPO, 'bin', 'pko-agent');
@@ -115,8 +116,8 @@ export function startAgent(args: string[], env: Record<string, string>): AgentPr
     chunks.push(c);
     if (process.env.PKO_AGENT_TEST_VERBOSE === '1') process.stderr.write(c);
   };
-  child.stdout!.setEncoding('utf8').on('data', onData);
-  child.stderr!.setEncoding('utf8').on('data', onData);
+  child.stdout.setEncoding('utf8').on('data', onData);
+  child.stderr.setEncoding('utf8').on('data', onData);
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
     child.on('close', (code, signal) => {
       capturedOutput.push(chunks.join(''));
@@ -147,8 +148,6 @@ export function startAgent(args: string[], env: Record<string, string>): AgentPr
     },
   };
 }
-
-export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 export async function eventually<T>(
   what: string,

@@ -18,13 +18,13 @@ import {
   type WorkspaceStackSpec,
 } from '../../contract';
 import { startControlPlane, type ControlPlane } from '../../e2e/testbed/control-plane';
+import { sleep } from '../src/lib/sleep';
 import {
   capturedOutput,
   ensureBuilt,
   eventually,
   pulumiEnv,
   runAgent,
-  sleep,
   startAgent,
   testResource,
   tmpDir,

@@ -126,6 +126,5 @@ afterAll(() => {
   expect(all).not.toContain(SECRET_OUTPUT);
   expect(all).not.toContain(SECRET_CONFIG);
   // Measured, reported, never asserted (2 shared cores).
-  // eslint-disable-next-line no-console
   console.log(`nodejs-project.e2e:\n  ${report.join('\n  ')}`);
 });

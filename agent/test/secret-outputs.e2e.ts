@@ -94,7 +94,9 @@ async function up(w: RunningWorkspace) {
 
 /** What `pulumi stack output --json --show-secrets` says (the values the agent must report). */
 function cliOutputs(env: Record<string, string>): Record<string, unknown> {
-  const { PULUMI_CLI: _, ...plain } = env;
+  // The real CLI, not the recording wrapper PULUMI_CLI points at.
+  const plain = { ...env };
+  delete plain.PULUMI_CLI;
   return JSON.parse(
     execFileSync(
       toolchain.binaries.pulumi,

@@ -10,7 +10,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { maskOutputs, type WorkspaceStackSpec } from '../../contract';
 import type { StreamLine, WorkspaceInfo } from '../src/api';
-import { capturedOutput, eventually, pulumiEnv, sleep, testResource, writeFiles } from './helpers';
+import { sleep } from '../src/lib/sleep';
+import { capturedOutput, eventually, pulumiEnv, testResource, writeFiles } from './helpers';
 import { startWorkspace, workspaceSuite, type RunningWorkspace } from './workspace';
 import { getJson, operate, post } from './workspace-client';
 
@@ -453,6 +454,5 @@ afterAll(() => {
   const all = [...capturedOutput, ...streamed].join('\n');
   expect(all.length).toBeGreaterThan(0);
   for (const s of [PASSWORD, API_KEY]) expect(all).not.toContain(s);
-  // eslint-disable-next-line no-console
   console.log(`agent timings (ms): ${JSON.stringify(timings)}`);
 });

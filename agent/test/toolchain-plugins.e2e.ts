@@ -202,6 +202,5 @@ afterAll(() => {
   const all = [...capturedOutput, ...streamed].join('\n');
   expect(all.length).toBeGreaterThan(0);
   expect(all).not.toContain(TOKEN);
-  // eslint-disable-next-line no-console
   console.log(report.join('\n'));
 });

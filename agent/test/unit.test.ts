@@ -6,7 +6,8 @@ import { parseEnvFile } from '../src/lib/envfile';
 import { safeSubdir } from '../src/lib/paths';
 import { Redactor, redactUrl } from '../src/lib/redact';
 import { compareVersions, configJson, hasStructuredConfig, qualifyKey, resolveConfig } from '../src/serve/config';
-import { containsSecret, describeChanges, findPermalink, operationArgs } from '../src/serve/operation';
+import { describeChanges, findPermalink, operationArgs } from '../src/serve/operation';
+import { containsSecret } from '../src/serve/stack-state';
 import {
   baseInputs,
   checkInputs,
@@ -311,8 +312,9 @@ describe('test-bed pulumi-resource-command', () => {
 
   it('runs commands with environment, stdin, dir and previous output, and fails like upstream', async () => {
     const logged: string[] = [];
-    const runner = new CommandRunner(async (_urn, line) => {
+    const runner = new CommandRunner((_urn, line) => {
       logged.push(line);
+      return Promise.resolve();
     });
     const r = await runner.run(
       'urn',
@@ -323,8 +325,9 @@ describe('test-bed pulumi-resource-command', () => {
     expect(r).toEqual({ stdout: 'in\nx/prev//', stderr: 'err' });
     expect(logged.sort()).toEqual(['err', 'in', 'x/prev//']);
     const quiet: string[] = [];
-    const q = new CommandRunner(async (_urn, line) => {
+    const q = new CommandRunner((_urn, line) => {
       quiet.push(line);
+      return Promise.resolve();
     });
     expect(
       await q.run(

@@ -3,7 +3,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { WorkspaceStackSpec, WorkspaceStatus } from '../../contract';
 import { afterEach, beforeAll, beforeEach } from '@jest/globals';
-import { ensureBuilt, eventually, sleep, startAgent, tmpDir, type AgentProcess } from './helpers';
+import { sleep } from '../src/lib/sleep';
+import { ensureBuilt, eventually, startAgent, tmpDir, type AgentProcess } from './helpers';
 import { getJson } from './workspace-client';
 
 export interface RunningWorkspace {

@@ -22,7 +22,7 @@ export function layout(env: NodeJS.ProcessEnv = process.env): FetchLayout {
 
 /** A failure of one source: "fetch <kind>: <what>: <cause>". */
 export function fetchError(kind: string, what: string, cause: string, reason = 'SourceUnavailable'): AgentError {
-  return new AgentError(`fetch ${kind}: ${what}: ${cause}`, reason);
+  return new AgentError(`fetch ${kind}: ${what}: ${cause}`, { reason });
 }
 
 /** Replaces whatever is at `link` by a symlink to `target`. */

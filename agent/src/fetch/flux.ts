@@ -3,9 +3,10 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { Agent, interceptors, request } from 'undici';
 import { Env } from '../../../contract';
-import { errorMessage } from '../lib/errors';
+import { AgentError, errorMessage } from '../lib/errors';
 import { logger } from '../lib/log';
 import { redactUrl } from '../lib/redact';
+import { sleep } from '../lib/sleep';
 import { fetchError, layout, linkWorkspace, privateTempDir, type FetchLayout } from './common';
 import { DEFAULT_MAX_UNTAR_BYTES, safeExtract, UnsafeArchiveError } from './untar';
 
@@ -55,8 +56,6 @@ function downloader(): ReturnType<Agent['compose']> {
   return agent;
 }
 
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
 /** Downloads to `file`, hashing as it goes; at most `maxBytes` (-1: no limit). Returns the hex digest. */
 async function download(url: string, file: string, algorithm: string, maxBytes: number): Promise<string> {
   const res = await request(url, {
@@ -67,9 +66,7 @@ async function download(url: string, file: string, algorithm: string, maxBytes: 
   });
   if (res.statusCode !== 200) {
     await res.body.dump().catch(() => undefined);
-    const err = new Error(`HTTP ${res.statusCode}`);
-    (err as Error & { status?: number }).status = res.statusCode;
-    throw err;
+    throw new AgentError(`HTTP ${res.statusCode}`, { status: res.statusCode });
   }
   const hash = crypto.createHash(ALGORITHMS[algorithm]!);
   const out = fs.createWriteStream(file, { mode: 0o600 });
@@ -116,7 +113,7 @@ export async function fetchFlux(s: FluxSettings, l: FetchLayout = layout()): Pro
         break;
       } catch (e) {
         if (e instanceof UnsafeArchiveError) throw fetchError('flux', what, e.message);
-        const status = (e as { status?: number }).status;
+        const status = e instanceof AgentError ? e.status : undefined;
         const permanent = status !== undefined && status >= 400 && status < 500 && status !== 429;
         if (permanent || attempt >= 3) {
           const cause = status === 404 ? 'artifact not found (HTTP 404)' : `download failed (${errorMessage(e)})`;

@@ -20,7 +20,7 @@ export function appJwt(appId: string, privateKeyPem: string, now = Math.floor(Da
   try {
     key = crypto.createPrivateKey(privateKeyPem);
   } catch (e) {
-    throw new Error(`the GitHub App private key is not a valid PEM RSA key (${errorMessage(e)})`);
+    throw new Error(`the GitHub App private key is not a valid PEM RSA key (${errorMessage(e)})`, { cause: e });
   }
   const signature = crypto.sign('RSA-SHA256', Buffer.from(`${header}.${payload}`), key);
   return `${header}.${payload}.${b64url(signature)}`;
@@ -49,7 +49,7 @@ export async function installationToken(
       bodyTimeout: 30_000,
     });
   } catch (e) {
-    throw new Error(`cannot reach ${url} (${errorMessage(e)})`);
+    throw new Error(`cannot reach ${url} (${errorMessage(e)})`, { cause: e });
   }
   const text = await res.body.text();
   let body: { token?: unknown; message?: unknown } = {};

@@ -11,7 +11,6 @@ import { fetchFlux, fluxSettingsFromEnv, parseDigest } from './flux';
 import { fetchGit, gitSettingsFromEnv } from './git';
 
 export const FETCH_KINDS = ['git', 'flux', 'program', 'project-info', 'local'] as const;
-export type FetchKind = (typeof FETCH_KINDS)[number];
 
 /**
  * The rendered Program (a mounted ConfigMap key) after checking that it is the revision the Stack's
@@ -110,10 +109,9 @@ export async function runFetch(kind: string, env: NodeJS.ProcessEnv = process.en
       fetchLocal(env, l);
       return;
     default:
-      throw new AgentError(
-        `fetch: unknown source kind "${kind}" (expected one of ${FETCH_KINDS.join(', ')})`,
-        'SpecInvalid',
-        2,
-      );
+      throw new AgentError(`fetch: unknown source kind "${kind}" (expected one of ${FETCH_KINDS.join(', ')})`, {
+        reason: 'SpecInvalid',
+        exitCode: 2,
+      });
   }
 }

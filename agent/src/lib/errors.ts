@@ -1,15 +1,27 @@
+export interface AgentErrorDetails {
+  /** A machine-readable cause (upstream's condition reasons), where one applies. */
+  reason?: string;
+  /** The process's exit code when the error ends a command: 2 for bad arguments or settings. */
+  exitCode?: number;
+  /** The HTTP status behind the error: the Kubernetes API's answer, or the workspace server's. */
+  status?: number;
+}
+
 /**
  * Errors the agent reports to a human: one line naming what failed and why, never a bare stack
- * trace. `reason` is a machine-readable cause (upstream's condition reasons) where one applies.
+ * trace. Callers branch on `reason` and `status`, never on the message.
  */
 export class AgentError extends Error {
-  constructor(
-    message: string,
-    readonly reason?: string,
-    readonly exitCode = 1,
-  ) {
+  readonly reason: string | undefined;
+  readonly exitCode: number;
+  readonly status: number | undefined;
+
+  constructor(message: string, details: AgentErrorDetails = {}) {
     super(message);
     this.name = 'AgentError';
+    this.reason = details.reason;
+    this.exitCode = details.exitCode ?? 1;
+    this.status = details.status;
   }
 }
 

@@ -1,6 +1,7 @@
 import type * as k8s from '@kubernetes/client-node';
 import { AgentError, errorMessage } from './errors';
 import { hostRoot } from './paths';
+import { sleep } from './sleep';
 
 /**
  * @kubernetes/client-node is an ES module; Node 20.19+ loads it with require(). Loaded lazily so
@@ -45,52 +46,47 @@ export function mergePatchOptions(): k8s.ConfigurationOptions {
   return k.setHeaderOptions('Content-Type', k.PatchStrategy.MergePatch);
 }
 
-/** HTTP status of a client-node error, if it is one. */
+/** HTTP status of a failed client-node call; undefined for anything else (a network failure). */
 export function apiStatus(e: unknown): number | undefined {
-  if (typeof e === 'object' && e !== null && 'code' in e && typeof (e as { code: unknown }).code === 'number') {
-    const code = (e as { code: number }).code;
-    return code >= 100 && code < 600 ? code : undefined;
+  return e instanceof k8sModule().ApiException ? e.code : undefined;
+}
+
+/** The `message` of a Kubernetes Status body, given as text or parsed. */
+function statusMessage(body: unknown): string | undefined {
+  let parsed = body;
+  if (typeof body === 'string') {
+    try {
+      parsed = JSON.parse(body) as unknown;
+    } catch {
+      return body.slice(0, 300);
+    }
   }
+  if (typeof parsed === 'object' && parsed !== null && 'message' in parsed && typeof parsed.message === 'string')
+    return parsed.message;
   return undefined;
 }
 
 /** A short description of a failed API call: status and the Status message, never the request. */
 export function apiErrorMessage(e: unknown): string {
-  const code = apiStatus(e);
-  if (code !== undefined) {
-    const body = (e as { body?: unknown }).body;
-    let message: string | undefined;
-    if (typeof body === 'string') {
-      try {
-        const parsed = JSON.parse(body) as { message?: unknown };
-        if (typeof parsed.message === 'string') message = parsed.message;
-      } catch {
-        message = body.slice(0, 300);
-      }
-    } else if (
-      typeof body === 'object' &&
-      body !== null &&
-      typeof (body as { message?: unknown }).message === 'string'
-    ) {
-      message = (body as { message: string }).message;
-    }
-    return `HTTP ${code}${message ? `: ${message}` : ''}`;
-  }
-  return errorMessage(e);
+  if (!(e instanceof k8sModule().ApiException)) return errorMessage(e);
+  const message = statusMessage(e.body);
+  return `HTTP ${e.code}${message ? `: ${message}` : ''}`;
 }
 
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-/** Retries an API call on transient failures (network, 429, 5xx), with backoff; other errors at once. */
+/**
+ * Retries an API call on transient failures (network, 429, 5xx), with backoff; other errors at
+ * once. Fails with an AgentError that carries the last answer's HTTP status.
+ */
 export async function withRetries<T>(what: string, fn: () => Promise<T>, attempts = 5, firstDelayMs = 500): Promise<T> {
   let delay = firstDelayMs;
   for (let i = 1; ; i++) {
     try {
       return await fn();
     } catch (e) {
-      const code = apiStatus(e);
-      const transient = code === undefined || code === 429 || code >= 500;
-      if (!transient || i >= attempts) throw new AgentError(`${what}: ${apiErrorMessage(e)}`);
+      const status = apiStatus(e);
+      const transient = status === undefined || status === 429 || status >= 500;
+      if (!transient || i >= attempts)
+        throw new AgentError(`${what}: ${apiErrorMessage(e)}`, status === undefined ? {} : { status });
       await sleep(delay);
       delay = Math.min(delay * 2, 10_000);
     }

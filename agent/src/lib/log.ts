@@ -1,14 +1,12 @@
+import { rfc3339 } from '../../../contract';
 import { redactor } from './redact';
 
-export type Level = 'debug' | 'info' | 'warn' | 'error';
+type Level = 'debug' | 'info' | 'warn' | 'error';
 const ORDER: Record<Level, number> = { debug: 10, info: 20, warn: 30, error: 40 };
 
-let threshold: Level = (process.env.PKO_AGENT_LOG_LEVEL as Level | undefined) ?? 'info';
-if (!(threshold in ORDER)) threshold = 'info';
-
-export function setLogLevel(level: Level): void {
-  threshold = level;
-}
+const isLevel = (v: string | undefined): v is Level => v !== undefined && Object.hasOwn(ORDER, v);
+const configuredLevel = process.env.PKO_AGENT_LOG_LEVEL;
+const threshold: Level = isLevel(configuredLevel) ? configuredLevel : 'info';
 
 function fmt(fields: Record<string, unknown> | undefined): string {
   if (!fields) return '';
@@ -25,9 +23,9 @@ function fmt(fields: Record<string, unknown> | undefined): string {
  * Line logger: `<time> <level> <message> key=value…` on stderr (stdout stays free for the runner's
  * progress lines). Every line goes through the redactor.
  */
-export function log(level: Level, message: string, fields?: Record<string, unknown>): void {
+function log(level: Level, message: string, fields?: Record<string, unknown>): void {
   if (ORDER[level] < ORDER[threshold]) return;
-  const line = `${new Date().toISOString()} ${level.padEnd(5)} ${message}${fmt(fields)}`;
+  const line = `${rfc3339(new Date(), 'milliseconds')} ${level.padEnd(5)} ${message}${fmt(fields)}`;
   process.stderr.write(redactor.redact(line) + '\n');
 }
 

@@ -2,6 +2,7 @@ import * as crypto from 'node:crypto';
 import type * as k8s from '@kubernetes/client-node';
 import { apiErrorMessage, apiStatus, k8sModule } from '../lib/kube';
 import { logger } from '../lib/log';
+import { sleep } from '../lib/sleep';
 
 /** Upstream's rule: verb `use` on `workspaces/rpc` in group auto.pulumi.com. */
 export const RPC_ACCESS = {
@@ -20,7 +21,7 @@ export interface Authorizer {
 }
 
 /** --auth-mode none: every caller is let in (local use, tests). */
-export const allowAll: Authorizer = { check: async () => ({ ok: true, user: 'anonymous' }) };
+export const allowAll: Authorizer = { check: () => Promise.resolve({ ok: true, user: 'anonymous' }) };
 
 interface Cached<T> {
   value: T;
@@ -51,8 +52,6 @@ class TtlCache<T> {
 
 type UserInfo = { username: string; uid?: string; groups?: string[]; extra?: Record<string, string[]> };
 type TokenOutcome = { ok: true; user: UserInfo } | { ok: false; message: string };
-
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** Upstream's retry: 500 ms × 1.5, 5 steps, within 10 s, for API errors other than 4xx. */
 async function retry<T>(fn: () => Promise<T>): Promise<T> {
@@ -89,10 +88,10 @@ export class KubeAuthorizer implements Authorizer {
   private readonly authn: k8s.AuthenticationV1Api;
   private readonly authz: k8s.AuthorizationV1Api;
 
-  constructor(private readonly o: KubeAuthOptions) {
+  constructor(private readonly options: KubeAuthOptions) {
     const k = k8sModule();
-    this.authn = o.kubeConfig.makeApiClient(k.AuthenticationV1Api);
-    this.authz = o.kubeConfig.makeApiClient(k.AuthorizationV1Api);
+    this.authn = options.kubeConfig.makeApiClient(k.AuthenticationV1Api);
+    this.authz = options.kubeConfig.makeApiClient(k.AuthorizationV1Api);
   }
 
   async check(authorization: string | undefined): Promise<AuthDecision> {
@@ -132,8 +131,7 @@ export class KubeAuthorizer implements Authorizer {
     if (!outcome.ok)
       return { ok: false, status: 401, reason: 'Unauthenticated', message: `unauthenticated: ${outcome.message}` };
     const user = outcome.user;
-    const accessKey = `${key}`;
-    let decision = this.access.get(accessKey);
+    let decision = this.access.get(key);
     if (!decision) {
       try {
         decision = await this.authorize(user);
@@ -153,10 +151,10 @@ export class KubeAuthorizer implements Authorizer {
           message: 'unauthenticated: SubjectAccessReview API is unavailable',
         };
       }
-      this.access.set(accessKey, decision, decision.allowed ? 300_000 : 5_000);
+      this.access.set(key, decision, decision.allowed ? 300_000 : 5_000);
     }
     if (!decision.allowed) {
-      const what = `${RPC_ACCESS.verb} ${RPC_ACCESS.resource}/${RPC_ACCESS.subresource} "${this.o.name}" in namespace "${this.o.namespace}" (group ${RPC_ACCESS.group})`;
+      const what = `${RPC_ACCESS.verb} ${RPC_ACCESS.resource}/${RPC_ACCESS.subresource} "${this.options.name}" in namespace "${this.options.namespace}" (group ${RPC_ACCESS.group})`;
       return {
         ok: false,
         status: 403,
@@ -173,14 +171,14 @@ export class KubeAuthorizer implements Authorizer {
         body: {
           apiVersion: 'authentication.k8s.io/v1',
           kind: 'TokenReview',
-          spec: { token, audiences: this.o.audiences },
+          spec: { token, audiences: this.options.audiences },
         },
       }),
     );
     const st = res.status;
     if (!st?.authenticated || !st.user?.username)
       return { ok: false, message: st?.error ? st.error : 'the token is not valid for this workspace' };
-    if (this.o.audiences.length && !(st.audiences ?? []).some((a) => this.o.audiences.includes(a))) {
+    if (this.options.audiences.length && !(st.audiences ?? []).some((a) => this.options.audiences.includes(a))) {
       return { ok: false, message: 'the token is not meant for this workspace (audience)' };
     }
     const user: UserInfo = { username: st.user.username };
@@ -193,7 +191,7 @@ export class KubeAuthorizer implements Authorizer {
   private async authorize(user: UserInfo): Promise<{ allowed: boolean; reason: string }> {
     const spec: k8s.V1SubjectAccessReviewSpec = {
       user: user.username,
-      resourceAttributes: { namespace: this.o.namespace, name: this.o.name, ...RPC_ACCESS },
+      resourceAttributes: { namespace: this.options.namespace, name: this.options.name, ...RPC_ACCESS },
     };
     if (user.uid) spec.uid = user.uid;
     if (user.groups) spec.groups = user.groups;

@@ -40,7 +40,7 @@ export function resolveConfig(
   const byKey = new Map<string, ResolvedConfig>();
   for (const item of items) {
     if (typeof item.key !== 'string' || item.key === '')
-      throw new AgentError('a config item has no key', 'InitializationFailed');
+      throw new AgentError('a config item has no key', { reason: 'InitializationFailed' });
     const key = qualifyKey(item.key, project);
     let raw: unknown;
     let json = false;
@@ -52,29 +52,29 @@ export function resolveConfig(
         } catch (e) {
           throw new AgentError(
             `config "${item.key}": cannot read ${item.valueFrom.path} (${(e as NodeJS.ErrnoException).code ?? 'error'})`,
-            'InitializationFailed',
+            { reason: 'InitializationFailed' },
           );
         }
       } else if (item.valueFrom.env) {
         const v = env[item.valueFrom.env];
         if (v === undefined)
-          throw new AgentError(
-            `config "${item.key}": environment variable ${item.valueFrom.env} is not set`,
-            'InitializationFailed',
-          );
+          throw new AgentError(`config "${item.key}": environment variable ${item.valueFrom.env} is not set`, {
+            reason: 'InitializationFailed',
+          });
         raw = v;
       } else {
-        throw new AgentError(`config "${item.key}": valueFrom needs a path or an env`, 'InitializationFailed');
+        throw new AgentError(`config "${item.key}": valueFrom needs a path or an env`, {
+          reason: 'InitializationFailed',
+        });
       }
       if (json) {
         try {
           raw = JSON.parse(raw as string);
         } catch {
           // Never echo the content: it may be a secret.
-          throw new AgentError(
-            `config "${item.key}": ${item.valueFrom.path ?? item.valueFrom.env} is not valid JSON`,
-            'InitializationFailed',
-          );
+          throw new AgentError(`config "${item.key}": ${item.valueFrom.path ?? item.valueFrom.env} is not valid JSON`, {
+            reason: 'InitializationFailed',
+          });
         }
       }
     } else {

@@ -1,4 +1,6 @@
 import * as fs from 'node:fs';
+import type * as http from 'node:http';
+import type * as k8s from '@kubernetes/client-node';
 import { Env, Paths, WORKSPACE_PORT, type WorkspaceStackSpec } from '../../../contract';
 import { parseFlags } from '../lib/args';
 import { loadEnvFile } from '../lib/envfile';
@@ -10,27 +12,29 @@ import { redactor } from '../lib/redact';
 import { allowAll, KubeAuthorizer, type Authorizer } from './auth';
 import { removeTempDirs } from './operation';
 import { killChildren } from './pulumi';
-import { createWorkspaceServer } from './server';
+import { createWorkspaceServer, type WorkspaceServer } from './server';
 import { StatusReporter } from './status';
 import { Workspace } from './workspace';
 
 export const SERVE_FLAGS = ['port', 'host', 'auth-mode', 'workspace', 'env-file'] as const;
 
+const invalidArguments = (message: string): AgentError =>
+  new AgentError(message, { reason: 'InvalidArguments', exitCode: 2 });
+
 function parseStackSpec(raw: string | undefined): WorkspaceStackSpec {
-  if (!raw)
-    throw new AgentError(`${Env.workspaceStack} is not set: it names the stack and its config`, 'InvalidArguments', 2);
+  if (!raw) throw invalidArguments(`${Env.workspaceStack} is not set: it names the stack and its config`);
   let v: unknown;
   try {
     v = JSON.parse(raw);
   } catch {
-    throw new AgentError(`${Env.workspaceStack} is not valid JSON`, 'InvalidArguments', 2);
+    throw invalidArguments(`${Env.workspaceStack} is not valid JSON`);
   }
   const s = v as Partial<WorkspaceStackSpec>;
   if (typeof s !== 'object' || s === null || typeof s.name !== 'string' || s.name === '') {
-    throw new AgentError(`${Env.workspaceStack} must be an object with a stack "name"`, 'InvalidArguments', 2);
+    throw invalidArguments(`${Env.workspaceStack} must be an object with a stack "name"`);
   }
   if (s.config !== undefined && !Array.isArray(s.config))
-    throw new AgentError(`${Env.workspaceStack}: "config" must be a list`, 'InvalidArguments', 2);
+    throw invalidArguments(`${Env.workspaceStack}: "config" must be a list`);
   return {
     name: s.name,
     create: s.create !== false,
@@ -38,6 +42,105 @@ function parseStackSpec(raw: string | undefined): WorkspaceStackSpec {
     ...(s.secretsProvider ? { secretsProvider: s.secretsProvider } : {}),
     ...(s.environment ? { environment: s.environment } : {}),
   };
+}
+
+type Flags = Partial<Record<(typeof SERVE_FLAGS)[number], string>>;
+
+function listenAddress(flags: Flags, env: NodeJS.ProcessEnv): { port: number; host: string } {
+  const port = Number(flags.port ?? env.PKO_AGENT_PORT ?? WORKSPACE_PORT);
+  if (!Number.isInteger(port) || port < 0 || port > 65535)
+    throw invalidArguments(`invalid port "${flags.port ?? env.PKO_AGENT_PORT}"`);
+  return { port, host: flags.host ?? env.PKO_AGENT_HOST ?? '0.0.0.0' };
+}
+
+function authModeOf(flags: Flags, env: NodeJS.ProcessEnv): 'none' | 'kube' {
+  const authMode = flags['auth-mode'] ?? env.PKO_AGENT_AUTH_MODE ?? 'kube';
+  if (authMode !== 'none' && authMode !== 'kube')
+    throw invalidArguments(`--auth-mode must be none or kube, not "${authMode}"`);
+  return authMode;
+}
+
+/** Upstream's dynamic env file: variables an init container appended (never overriding the pod's). */
+function loadPodEnvFile(flags: Flags, env: NodeJS.ProcessEnv): void {
+  const envFile = hostPath(flags['env-file'] ?? (env[Env.pulumiEnv] || Paths.envFile));
+  const loaded = loadEnvFile(envFile);
+  if (loaded.length) logger.info('loaded variables from the env file', { file: envFile, names: loaded.join(',') });
+}
+
+/** Kubernetes access when only the status report needs it: its absence is logged, not fatal. */
+function optionalKubeConfig(env: NodeJS.ProcessEnv): k8s.KubeConfig | undefined {
+  try {
+    return loadKubeConfig(env);
+  } catch (e) {
+    logger.warn('no Kubernetes access: the workspace status is not reported', { error: errorMessage(e) });
+    return undefined;
+  }
+}
+
+/** --auth-mode kube: TokenReview and SubjectAccessReview for the Stack's workspace. */
+function kubeAuthorizer(kubeConfig: k8s.KubeConfig, namespace: string, env: NodeJS.ProcessEnv): Authorizer {
+  const audience = env[Env.workspaceAudience];
+  const name = env[Env.stackName];
+  if (!audience || !namespace || !name)
+    throw invalidArguments(`--auth-mode kube needs ${Env.workspaceAudience}, ${Env.podNamespace} and ${Env.stackName}`);
+  return new KubeAuthorizer({ kubeConfig, audiences: [audience], namespace, name });
+}
+
+/** The project directory with the workspace symlink resolved. */
+function projectDir(flags: Flags): string {
+  const dir = hostPath(flags.workspace ?? Paths.workspace);
+  try {
+    return fs.realpathSync(dir);
+  } catch {
+    return dir; // reported by the workspace as InitializationFailed
+  }
+}
+
+/** Listens; the port actually bound (--port 0 picks one). */
+async function listen(server: http.Server, host: string, port: number): Promise<number> {
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', (e) => reject(new AgentError(`cannot listen on ${host}:${port}: ${errorMessage(e)}`)));
+    server.listen(port, host, () => resolve());
+  });
+  const address = server.address();
+  return typeof address === 'object' && address ? address.port : port;
+}
+
+/**
+ * SIGTERM and SIGINT: the first drains the server, interrupts the running operation and waits for
+ * it, flushes the status report and closes the server (exit 0); the second kills every Pulumi
+ * process at once (exit 1).
+ */
+function exitOnSignals(workspace: Workspace, served: WorkspaceServer, reporter: StatusReporter): Promise<number> {
+  let signals = 0;
+  return new Promise<number>((resolve) => {
+    const shutDown = async (sig: NodeJS.Signals): Promise<void> => {
+      const result = await workspace.shutdown(`the workspace received ${sig}`);
+      if (result) logger.info('the running operation ended', { state: result.state, reason: result.reason });
+      killChildren('SIGINT');
+      await reporter.settled(5000);
+      await new Promise<void>((closed) => {
+        served.server.close(() => closed());
+        setTimeout(closed, 5000).unref();
+      });
+      resolve(0);
+    };
+    const onSignal = (sig: NodeJS.Signals): void => {
+      signals++;
+      if (signals > 1) {
+        logger.error(`second ${sig}: exiting now`);
+        killChildren('SIGKILL');
+        removeTempDirs();
+        resolve(1);
+        return;
+      }
+      logger.info(`${sig} received: interrupting any running operation, then exiting`);
+      served.drain();
+      void shutDown(sig);
+    };
+    process.on('SIGTERM', onSignal);
+    process.on('SIGINT', onSignal);
+  });
 }
 
 /**
@@ -49,31 +152,22 @@ function parseStackSpec(raw: string | undefined): WorkspaceStackSpec {
 export async function serveCommand(argv: string[]): Promise<number> {
   const { flags } = parseFlags(argv, SERVE_FLAGS);
   const env = process.env;
-  const port = Number(flags.port ?? env.PKO_AGENT_PORT ?? WORKSPACE_PORT);
-  if (!Number.isInteger(port) || port < 0 || port > 65535)
-    throw new AgentError(`invalid port "${flags.port ?? env.PKO_AGENT_PORT}"`, 'InvalidArguments', 2);
-  const host = flags.host ?? env.PKO_AGENT_HOST ?? '0.0.0.0';
-  const authMode = flags['auth-mode'] ?? env.PKO_AGENT_AUTH_MODE ?? 'kube';
-  if (authMode !== 'none' && authMode !== 'kube')
-    throw new AgentError(`--auth-mode must be none or kube, not "${authMode}"`, 'InvalidArguments', 2);
-
-  // Upstream's dynamic env file: variables an init container appended (never overriding the pod's).
-  const envFile = hostPath(flags['env-file'] ?? (env[Env.pulumiEnv] || Paths.envFile));
-  const loaded = loadEnvFile(envFile);
-  if (loaded.length) logger.info('loaded variables from the env file', { file: envFile, names: loaded.join(',') });
-
+  const { port, host } = listenAddress(flags, env);
+  const authMode = authModeOf(flags, env);
+  loadPodEnvFile(flags, env);
   const stack = parseStackSpec(env[Env.workspaceStack]);
   const namespace = env[Env.podNamespace] ?? '';
   const workspaceName = env[Env.workspaceName] ?? '';
 
-  let kubeConfig;
-  if (authMode === 'kube' || (workspaceName && namespace)) {
-    try {
-      kubeConfig = loadKubeConfig(env);
-    } catch (e) {
-      if (authMode === 'kube') throw e;
-      logger.warn('no Kubernetes access: the workspace status is not reported', { error: errorMessage(e) });
-    }
+  let kubeConfig: k8s.KubeConfig | undefined;
+  let authorizer: Authorizer;
+  if (authMode === 'kube') {
+    kubeConfig = loadKubeConfig(env);
+    authorizer = kubeAuthorizer(kubeConfig, namespace, env);
+  } else {
+    kubeConfig = workspaceName && namespace ? optionalKubeConfig(env) : undefined;
+    logger.warn('authentication is off (--auth-mode none): any caller may run operations');
+    authorizer = allowAll;
   }
   const reporter = new StatusReporter(
     kubeConfig && workspaceName && namespace ? { kubeConfig, namespace, name: workspaceName } : undefined,
@@ -81,39 +175,17 @@ export async function serveCommand(argv: string[]): Promise<number> {
   if (!reporter.enabled)
     logger.info('workspace status reporting is off (needs POD_NAMESPACE, PULUMI_WORKSPACE_NAME and Kubernetes access)');
 
-  let authorizer: Authorizer = allowAll;
-  if (authMode === 'kube') {
-    const audience = env[Env.workspaceAudience];
-    const name = env[Env.stackName];
-    if (!audience || !namespace || !name) {
-      throw new AgentError(
-        `--auth-mode kube needs ${Env.workspaceAudience}, ${Env.podNamespace} and ${Env.stackName}`,
-        'InvalidArguments',
-        2,
-      );
-    }
-    authorizer = new KubeAuthorizer({ kubeConfig: kubeConfig!, audiences: [audience], namespace, name });
-  } else {
-    logger.warn('authentication is off (--auth-mode none): any caller may run operations');
-  }
-
-  const logLevel = Number(env[Env.pulumiLogLevel] ?? 0) || 0;
-  const hash = env[Env.workspaceHash] ?? '';
-  const dir = hostPath(flags.workspace ?? Paths.workspace);
-  let workDir = dir;
-  try {
-    workDir = fs.realpathSync(dir);
-  } catch {
-    /* reported by the workspace as InitializationFailed */
-  }
-  const workspace = new Workspace({ workDir, stack, hash, reporter, redactor, logLevel });
-  const { server, drain } = createWorkspaceServer({ workspace, authorizer });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', (e) => reject(new AgentError(`cannot listen on ${host}:${port}: ${errorMessage(e)}`)));
-    server.listen(port, host, () => resolve());
+  const workDir = projectDir(flags);
+  const workspace = new Workspace({
+    workDir,
+    stack,
+    hash: env[Env.workspaceHash] ?? '',
+    reporter,
+    redactor,
+    logLevel: Number(env[Env.pulumiLogLevel] ?? 0) || 0,
   });
-  const addr = server.address();
-  const actualPort = typeof addr === 'object' && addr ? addr.port : port;
+  const served = createWorkspaceServer({ workspace, authorizer });
+  const actualPort = await listen(served.server, host, port);
   logger.info('workspace server listening', {
     address: `${host}:${actualPort}`,
     auth: authMode,
@@ -123,34 +195,7 @@ export async function serveCommand(argv: string[]): Promise<number> {
   // For tests and local use: the chosen port when --port 0.
   if (env.PKO_AGENT_PORT_FILE) fs.writeFileSync(env.PKO_AGENT_PORT_FILE, String(actualPort));
 
-  let signals = 0;
-  const exited = new Promise<number>((resolve) => {
-    const onSignal = (sig: NodeJS.Signals): void => {
-      signals++;
-      if (signals > 1) {
-        logger.error(`second ${sig}: exiting now`);
-        killChildren('SIGKILL');
-        removeTempDirs();
-        resolve(1);
-        return;
-      }
-      logger.info(`${sig} received: interrupting any running operation, then exiting`);
-      drain();
-      void (async () => {
-        const result = await workspace.shutdown(`the workspace received ${sig}`);
-        if (result) logger.info('the running operation ended', { state: result.state, reason: result.reason });
-        killChildren('SIGINT');
-        await reporter.settled(5000);
-        await new Promise<void>((r) => {
-          server.close(() => r());
-          setTimeout(r, 5000).unref();
-        });
-        resolve(0);
-      })();
-    };
-    process.on('SIGTERM', onSignal);
-    process.on('SIGINT', onSignal);
-  });
+  const exited = exitOnSignals(workspace, served, reporter);
   void workspace
     .initialize()
     .catch((e) => logger.error('workspace initialisation crashed', { error: errorMessage(e) }));

@@ -1,13 +1,13 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import type { OperationRequest, ProjectInfo } from '../../../contract';
+import { rfc3339, type OperationRequest, type ProjectInfo } from '../../../contract';
 import type { OperationResult, OutputValue, StreamLine } from '../api';
 import { oneLine, truncate } from '../lib/errors';
 import { logger } from '../lib/log';
 import type { Redactor } from '../lib/redact';
 import { runPulumi } from './pulumi';
-import { SECRET_SIG, SIG_KEY, STACK_TYPE, type StackStateReader } from './stack-state';
+import { containsSecret, hasMarker, STACK_TYPE, type StackStateReader } from './stack-state';
 
 export interface OperationContext {
   workDir: string;
@@ -140,14 +140,6 @@ class EventLogTail {
   }
 }
 
-export function containsSecret(v: unknown, depth = 0): boolean {
-  if (depth > 64 || v === null || typeof v !== 'object') return false;
-  if (Array.isArray(v)) return v.some((x) => containsSecret(x, depth + 1));
-  const o = v as Record<string, unknown>;
-  if (o[SIG_KEY] === SECRET_SIG) return true;
-  return Object.values(o).some((x) => containsSecret(x, depth + 1));
-}
-
 const PERMALINK = /(?:View Live|View in Browser(?: \(Ctrl\+O\))?|Permalink):\s+(https?:\/\/\S+)/;
 
 export function findPermalink(stdout: string): string | undefined {
@@ -213,38 +205,25 @@ export interface RunOperationOptions {
   id: string;
   req: OperationRequest;
   emit: (line: StreamLine) => void;
+  /** Aborting interrupts the CLI; the abort's reason (a string) says why. */
   signal: AbortSignal;
-  /** Why the operation was interrupted, when it was. */
-  abortReason: () => string | undefined;
-}
-
-/** Whether a serialized property value carries any of Pulumi's special markers (secret, asset, resource reference…). */
-export function hasSignature(v: unknown, depth = 0): boolean {
-  if (depth > 64 || v === null || typeof v !== 'object') return false;
-  if (Array.isArray(v)) return v.some((x) => hasSignature(x, depth + 1));
-  const o = v as Record<string, unknown>;
-  if (SIG_KEY in o) return true;
-  return Object.values(o).some((x) => hasSignature(x, depth + 1));
 }
 
 /**
- * The stack's outputs with their secret flags and plaintext values. The engine event of the stack
- * resource carries the values with secrets blinded: when no output holds a secret (or another
- * special value) they are the outputs, and no CLI call is needed. When the only special values are
- * secrets and the stack uses the passphrase secrets provider, the plaintext comes from the state
- * the `up` just wrote, decrypted here with the key derived once per workspace (stack-state.ts): no
- * CLI call for a `file://` backend, a `pulumi stack export` (no key derivation) otherwise.
- * Otherwise one `pulumi stack output --json --show-secrets` reads the values (decrypting costs a
- * CLI start and the secrets provider's key derivation). The flags always come from the event (an
- * output is secret when it contains a secret anywhere). Without the event (never seen in
- * practice), `stack output` with and without `--show-secrets` give values and flags (upstream's way).
+ * The stack's outputs with their secret flags and plaintext values, with as few CLI calls as
+ * possible. The stack resource's engine event carries them with secrets blinded: without any
+ * special value they are the outputs. With only secrets in a passphrase stack, the plaintext comes
+ * from the state the `up` just wrote (stack-state.ts). Otherwise one `pulumi stack output --json
+ * --show-secrets` reads the values. The secret flags come from the event (an output is secret when
+ * it contains a secret anywhere); without the event, from `stack output` without `--show-secrets`
+ * (upstream's way).
  */
 async function readOutputs(
   ctx: OperationContext,
   fromEvent: { outputs: Record<string, unknown>; urn: string } | undefined,
   since: Date,
 ): Promise<{ outputs: Record<string, OutputValue> } | { error: string }> {
-  if (fromEvent && !hasSignature(fromEvent.outputs)) {
+  if (fromEvent && !hasMarker(fromEvent.outputs)) {
     const outputs: Record<string, OutputValue> = {};
     for (const key of Object.keys(fromEvent.outputs).sort())
       outputs[key] = { value: fromEvent.outputs[key], secret: false };
@@ -299,10 +278,10 @@ async function readOutputs(
 }
 
 /** Runs one operation with the CLI, streaming its events and output; never throws. */
-export async function runOperation(ctx: OperationContext, o: RunOperationOptions): Promise<OperationResult> {
-  const { req, emit } = o;
+export async function runOperation(ctx: OperationContext, options: RunOperationOptions): Promise<OperationResult> {
+  const { id, req, emit, signal } = options;
   const started = new Date();
-  const startTime = started.toISOString();
+  const startTime = rfc3339(started);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pko-op-'));
   tempDirs.add(dir);
   const eventLog = path.join(dir, 'events.jsonl');
@@ -330,16 +309,16 @@ export async function runOperation(ctx: OperationContext, o: RunOperationOptions
       cwd: ctx.workDir,
       // As the Automation API: --event-log exists only with PULUMI_DEBUG_COMMANDS.
       env: { PULUMI_DEBUG_COMMANDS: 'true', PULUMI_AUTOMATION_API: 'true' },
-      signal: o.signal,
+      signal,
       onStdout: (line) => emit({ kind: 'output', stream: 'stdout', line: r.redact(line) }),
       onStderr: (line) => emit({ kind: 'output', stream: 'stderr', line: r.redact(line) }),
     });
     await tail.stop();
-    const base = { id: o.id, type: req.type, startTime, projectInfo: ctx.projectInfo } as const;
+    const base = { id, type: req.type, startTime, projectInfo: ctx.projectInfo } as const;
     const permalink = findPermalink(run.stdout);
     const changes = summary?.resourceChanges;
-    const why = o.abortReason();
-    if (run.interrupted && why) {
+    const why: unknown = signal.reason;
+    if (run.interrupted && typeof why === 'string') {
       // Pulumi exits 0 after a Ctrl-C once the steps in flight are done, even when it skipped the
       // rest (a destroy that deleted one of two resources "succeeds"): an interrupted operation
       // is never reported as done.
@@ -392,7 +371,7 @@ export async function runOperation(ctx: OperationContext, o: RunOperationOptions
   } catch (e) {
     await tail.stop().catch(() => undefined);
     result = {
-      id: o.id,
+      id,
       type: req.type,
       startTime,
       state: 'failed',
@@ -405,7 +384,7 @@ export async function runOperation(ctx: OperationContext, o: RunOperationOptions
     fs.rmSync(dir, { recursive: true, force: true });
     tempDirs.delete(dir);
   }
-  result.endTime = new Date().toISOString();
+  result.endTime = rfc3339();
   result.message = truncate(r.redact(result.message), MAX_MESSAGE);
   if (result.projectInfo === undefined) delete result.projectInfo;
   return result;

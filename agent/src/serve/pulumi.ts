@@ -29,11 +29,6 @@ export function pulumiBinary(env: NodeJS.ProcessEnv = process.env): string {
 
 const running = new Set<ChildProcess>();
 
-/** Every pulumi process running now. */
-export function runningChildren(): ChildProcess[] {
-  return [...running];
-}
-
 /** The processes below `pid` (Linux /proc), deepest last. Pulumi starts its plugins and language
  * host in process groups of their own, so a group kill would miss them. */
 function descendants(pid: number): number[] {

@@ -1,11 +1,9 @@
 /**
- * The plaintext of an `up`'s secret stack outputs without `pulumi stack output --show-secrets`.
- *
- * The CLI never prints them in a form the agent could use: the engine events (`--event-log`, also
- * with `--show-secrets`) blind every secret, and `--show-secrets` only puts plaintext into the human
- * display — for every resource's secret properties too, which the agent could then no longer tell
- * apart. So each `up` with a secret output cost one more CLI process, whose time is mostly the
- * passphrase's key derivation (PBKDF2, 1,000,000 rounds) that every decrypting Pulumi command pays.
+ * The plaintext of an `up`'s secret stack outputs without one more CLI process (`pulumi stack
+ * output --show-secrets`, which pays the secrets provider's key derivation on every call:
+ * docs/agent.md#speed). The operation's own output cannot serve: the engine events blind every
+ * secret, and `--show-secrets` puts plaintext only into the human display, where the outputs cannot
+ * be told apart from the resources' secret properties.
  *
  * For stacks using the **passphrase** secrets provider the agent decrypts the outputs itself, with
  * Pulumi's own scheme (AES-256-GCM, key = PBKDF2-SHA256(passphrase, salt, 1e6), the salt state's
@@ -52,7 +50,7 @@ export interface Deployment {
 type Json = unknown;
 
 const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
-const asDeployment = (v: unknown): Deployment | undefined => (isObject(v) ? (v as Deployment) : undefined);
+const asDeployment = (v: unknown): Deployment | undefined => (isObject(v) ? v : undefined);
 
 /** Whether every special marker in a value is a secret's (a value without markers qualifies). */
 export function onlySecretMarkers(v: Json, depth = 0): boolean {
@@ -63,11 +61,20 @@ export function onlySecretMarkers(v: Json, depth = 0): boolean {
   return Object.values(v).every((x) => onlySecretMarkers(x, depth + 1));
 }
 
-function hasMarker(v: Json, depth = 0): boolean {
+/** Whether a value carries any special marker (nested too deeply to tell counts as one). */
+export function hasMarker(v: Json, depth = 0): boolean {
   if (depth > MAX_DEPTH) return true;
   if (Array.isArray(v)) return v.some((x) => hasMarker(x, depth + 1));
   if (!isObject(v)) return false;
   return SIG_KEY in v || Object.values(v).some((x) => hasMarker(x, depth + 1));
+}
+
+/** Whether a value holds a secret anywhere (an output that does is a secret output). */
+export function containsSecret(v: Json, depth = 0): boolean {
+  if (depth > MAX_DEPTH) return false;
+  if (Array.isArray(v)) return v.some((x) => containsSecret(x, depth + 1));
+  if (!isObject(v)) return false;
+  return v[SIG_KEY] === SECRET_SIG || Object.values(v).some((x) => containsSecret(x, depth + 1));
 }
 
 /** The passphrase the CLI would use (PULUMI_CONFIG_PASSPHRASE, else the trimmed PULUMI_CONFIG_PASSPHRASE_FILE), or undefined. */

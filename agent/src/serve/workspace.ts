@@ -1,10 +1,17 @@
 import * as crypto from 'node:crypto';
 import { LocalWorkspace } from '@pulumi/pulumi/automation';
-import type { OperationRequest, ProjectInfo, WorkspaceStackSpec, WorkspaceStatus } from '../../../contract';
+import {
+  rfc3339,
+  type OperationRequest,
+  type ProjectInfo,
+  type WorkspaceStackSpec,
+  type WorkspaceStatus,
+} from '../../../contract';
 import type { OperationResult, StreamLine } from '../api';
 import { AgentError, errorMessage, oneLine, truncate } from '../lib/errors';
 import { logger } from '../lib/log';
 import type { Redactor } from '../lib/redact';
+import { sleep } from '../lib/sleep';
 import {
   compareVersions,
   configJson,
@@ -17,7 +24,6 @@ import { runOperation } from './operation';
 import { runPulumi, type RunResult } from './pulumi';
 import { StackStateReader } from './stack-state';
 import type { StatusReporter } from './status';
-import { sleep } from '../lib/sleep';
 
 export interface WorkspaceOptions {
   /** The project directory (the workspace symlink resolved). */
@@ -33,12 +39,12 @@ export interface WorkspaceOptions {
   maxRetryDelayMs?: number;
 }
 
-interface Running {
+export interface RunningOperation {
   id: string;
   type: OperationRequest['type'];
   startTime: string;
+  /** Aborted with the reason of the interruption (a string). */
   abort: AbortController;
-  reason?: string;
   done: Promise<OperationResult>;
 }
 
@@ -69,23 +75,23 @@ export class Workspace {
   private ws?: LocalWorkspace;
   private config: ResolvedConfig[] = [];
   private stackReady = false;
-  private current?: Running;
+  private current?: RunningOperation;
   private readonly stopping = new AbortController();
   /** Keeps the passphrase key between operations (secret outputs without a CLI call). */
   private readonly stateReader = new StackStateReader();
 
-  constructor(private readonly o: WorkspaceOptions) {}
+  constructor(private readonly options: WorkspaceOptions) {}
 
   get stackName(): string {
-    return this.o.stack.name;
+    return this.options.stack.name;
   }
 
-  get busy(): Running | undefined {
+  get busy(): RunningOperation | undefined {
     return this.current;
   }
 
   status(): WorkspaceStatus {
-    const s: WorkspaceStatus = { hash: this.o.hash, state: this.state };
+    const s: WorkspaceStatus = { hash: this.options.hash, state: this.state };
     if (this.reason) s.reason = this.reason;
     if (this.message) s.message = this.message;
     if (this.pulumiVersion) s.pulumiVersion = this.pulumiVersion;
@@ -96,8 +102,8 @@ export class Workspace {
   private set(state: WorkspaceStatus['state'], reason?: string, message?: string): void {
     this.state = state;
     this.reason = reason;
-    this.message = message === undefined ? undefined : this.o.redactor.redact(message);
-    this.o.reporter.report(this.status());
+    this.message = message === undefined ? undefined : this.options.redactor.redact(message);
+    this.options.reporter.report(this.status());
   }
 
   /**
@@ -106,8 +112,8 @@ export class Workspace {
    */
   async initialize(): Promise<void> {
     this.set('Installing', 'Installing', 'installing the project dependencies');
-    let delay = this.o.retryDelayMs ?? 60_000;
-    const maxDelay = this.o.maxRetryDelayMs ?? 15 * 60_000;
+    let delay = this.options.retryDelayMs ?? 60_000;
+    const maxDelay = this.options.maxRetryDelayMs ?? 15 * 60_000;
     let installed = false;
     while (!this.stopping.signal.aborted) {
       try {
@@ -120,7 +126,7 @@ export class Workspace {
         this.set('Ready', 'Succeeded', `stack ${this.stackName} is ready`);
         return;
       } catch (e) {
-        const err = e instanceof AgentError ? e : new AgentError(errorMessage(e), 'InitializationFailed');
+        const err = e instanceof AgentError ? e : new AgentError(errorMessage(e), { reason: 'InitializationFailed' });
         const reason = err.reason ?? 'InitializationFailed';
         this.set('Failed', reason, err.message);
         if (reason === 'IncompatibleConfiguration') return;
@@ -138,14 +144,13 @@ export class Workspace {
     let ws: LocalWorkspace;
     try {
       ws = await LocalWorkspace.create({
-        workDir: this.o.workDir,
-        ...(this.o.stack.secretsProvider ? { secretsProvider: this.o.stack.secretsProvider } : {}),
+        workDir: this.options.workDir,
+        ...(this.options.stack.secretsProvider ? { secretsProvider: this.options.stack.secretsProvider } : {}),
       });
     } catch (e) {
-      throw new AgentError(
-        `cannot open the Pulumi workspace at ${this.o.workDir}: ${errorMessage(e)}`,
-        'InitializationFailed',
-      );
+      throw new AgentError(`cannot open the Pulumi workspace at ${this.options.workDir}: ${errorMessage(e)}`, {
+        reason: 'InitializationFailed',
+      });
     }
     this.pulumiVersion = ws.pulumiVersion;
     try {
@@ -153,24 +158,23 @@ export class Workspace {
       const runtime = typeof settings.runtime === 'string' ? settings.runtime : (settings.runtime?.name ?? '');
       this.projectInfo = { name: settings.name, runtime };
     } catch (e) {
-      throw new AgentError(
-        `cannot read the project (Pulumi.yaml) in ${this.o.workDir}: ${errorMessage(e)}`,
-        'InitializationFailed',
-      );
+      throw new AgentError(`cannot read the project (Pulumi.yaml) in ${this.options.workDir}: ${errorMessage(e)}`, {
+        reason: 'InitializationFailed',
+      });
     }
     // Read (and register as secrets) every config value before anything can print one.
-    const items = this.o.stack.config ?? [];
+    const items = this.options.stack.config ?? [];
     this.config = resolveConfig(items, this.projectInfo.name);
-    for (const c of this.config) if (c.secret) this.o.redactor.add(c.value);
+    for (const c of this.config) if (c.secret) this.options.redactor.add(c.value);
     if (hasStructuredConfig(items) && compareVersions(this.pulumiVersion, STRUCTURED_CONFIG_MIN_VERSION) < 0) {
       throw new AgentError(
         `structured (JSON) config needs Pulumi CLI ${STRUCTURED_CONFIG_MIN_VERSION} or later; this workspace has ${this.pulumiVersion}`,
-        'IncompatibleConfiguration',
+        { reason: 'IncompatibleConfiguration' },
       );
     }
     this.ws = ws;
     logger.info('workspace opened', {
-      dir: this.o.workDir,
+      dir: this.options.workDir,
       project: this.projectInfo.name,
       runtime: this.projectInfo.runtime,
       pulumi: this.pulumiVersion,
@@ -183,16 +187,16 @@ export class Workspace {
     this.installs++;
     const r = await runPulumi({
       args: ['install'],
-      cwd: this.o.workDir,
+      cwd: this.options.workDir,
       onStdout: (l) => l.trim() && logger.info(`install: ${l}`),
       onStderr: (l) => l.trim() && logger.info(`install: ${l}`),
     });
-    if (r.code !== 0) throw new AgentError(`pulumi install failed: ${cliError(r)}`, 'InstallationFailed');
+    if (r.code !== 0) throw new AgentError(`pulumi install failed: ${cliError(r)}`, { reason: 'InstallationFailed' });
     logger.info('dependencies installed', { ms: Date.now() - t0 });
   }
 
   private async cli(args: string[], stdin?: string): Promise<RunResult> {
-    return runPulumi({ args, cwd: this.o.workDir, ...(stdin !== undefined ? { stdin } : {}) });
+    return runPulumi({ args, cwd: this.options.workDir, ...(stdin !== undefined ? { stdin } : {}) });
   }
 
   /** Selects or creates the stack, then applies config and environments (upstream's initialisation). */
@@ -206,35 +210,32 @@ export class Workspace {
       const text = errorMessage(e);
       const missing = /no stack named|not found|does not exist/i.test(text);
       if (!missing)
-        throw new AgentError(
-          `cannot select stack ${name}: ${truncate(this.o.redactor.redact(text), 2000)}`,
-          'InitializationFailed',
-        );
-      if (!this.o.stack.create)
-        throw new AgentError(
-          `stack ${name} not found (it is not created because useLocalStackOnly is set)`,
-          'InitializationFailed',
-        );
+        throw new AgentError(`cannot select stack ${name}: ${truncate(this.options.redactor.redact(text), 2000)}`, {
+          reason: 'InitializationFailed',
+        });
+      if (!this.options.stack.create)
+        throw new AgentError(`stack ${name} not found (it is not created because useLocalStackOnly is set)`, {
+          reason: 'InitializationFailed',
+        });
       try {
         await ws.createStack(name);
         logger.info('stack created', { stack: name });
       } catch (e2) {
         throw new AgentError(
-          `cannot create stack ${name}: ${truncate(this.o.redactor.redact(errorMessage(e2)), 2000)}`,
-          'InitializationFailed',
+          `cannot create stack ${name}: ${truncate(this.options.redactor.redact(errorMessage(e2)), 2000)}`,
+          { reason: 'InitializationFailed' },
         );
       }
     }
     await this.applyConfig();
-    const envs = this.o.stack.environment ?? [];
+    const envs = this.options.stack.environment ?? [];
     if (envs.length) {
       try {
         await ws.addEnvironments(name, ...envs);
       } catch (e) {
-        throw new AgentError(
-          `cannot add environments ${envs.join(', ')}: ${truncate(errorMessage(e), 2000)}`,
-          'InitializationFailed',
-        );
+        throw new AgentError(`cannot add environments ${envs.join(', ')}: ${truncate(errorMessage(e), 2000)}`, {
+          reason: 'InitializationFailed',
+        });
       }
     }
     this.stackReady = true;
@@ -258,18 +259,16 @@ export class Workspace {
       else for (const c of batch) args.push('--plaintext', `${c.key}=${String(c.value)}`);
       const r = await this.cli(args);
       if (r.code !== 0)
-        throw new AgentError(
-          `cannot set the stack config: ${this.o.redactor.redact(cliError(r))}`,
-          'InitializationFailed',
-        );
+        throw new AgentError(`cannot set the stack config: ${this.options.redactor.redact(cliError(r))}`, {
+          reason: 'InitializationFailed',
+        });
     }
     for (const c of secretStrings) {
       const r = await this.cli(['config', 'set', '--secret', '--raw', '--stack', stack, '--', c.key], String(c.value));
       if (r.code !== 0)
-        throw new AgentError(
-          `cannot set the secret config ${c.key}: ${this.o.redactor.redact(cliError(r))}`,
-          'InitializationFailed',
-        );
+        throw new AgentError(`cannot set the secret config ${c.key}: ${this.options.redactor.redact(cliError(r))}`, {
+          reason: 'InitializationFailed',
+        });
     }
     if (this.config.length)
       logger.info('stack config applied', {
@@ -278,81 +277,89 @@ export class Workspace {
   }
 
   /** Starts an operation; the caller checked readiness and that nothing else runs. */
-  start(req: OperationRequest, emit: (line: StreamLine) => void): Running {
+  start(req: OperationRequest, emit: (line: StreamLine) => void): RunningOperation {
     const id = `op-${Date.now().toString(36)}-${crypto.randomBytes(3).toString('hex')}`;
     const abort = new AbortController();
-    const startTime = new Date().toISOString();
-    const running: Running = {
+    const startTime = rfc3339();
+    emit({ kind: 'started', id, type: req.type, stack: this.stackName, startTime });
+    const running: RunningOperation = {
       id,
       type: req.type,
       startTime,
       abort,
-      done: Promise.resolve(undefined as unknown as OperationResult),
+      done: this.run(id, req, emit, abort.signal, startTime),
     };
-    emit({ kind: 'started', id, type: req.type, stack: this.stackName, startTime });
-    running.done = (async (): Promise<OperationResult> => {
-      try {
-        if (!this.stackReady) {
-          try {
-            await this.initStack();
-          } catch (e) {
-            const now = new Date().toISOString();
-            return {
-              id,
-              type: req.type,
-              state: 'failed',
-              reason: 'InitializationFailed',
-              message: this.o.redactor.redact(errorMessage(e)),
-              startTime,
-              endTime: now,
-            };
-          }
-        }
-        logger.info('operation started', { id, type: req.type, stack: this.stackName });
-        const result = await runOperation(
-          {
-            workDir: this.o.workDir,
-            stack: this.stackName,
-            redactor: this.o.redactor,
-            logLevel: this.o.logLevel,
-            state: this.stateReader,
-            ...(this.projectInfo ? { projectInfo: this.projectInfo } : {}),
-          },
-          { id, req, emit, signal: abort.signal, abortReason: () => running.reason },
-        );
-        if (req.type === 'destroy' && req.remove && result.state === 'succeeded') this.stackReady = false;
-        logger.info('operation finished', {
-          id,
-          type: req.type,
-          state: result.state,
-          reason: result.reason,
-          message: result.message,
-        });
-        return result;
-      } finally {
-        if (this.current === running) this.current = undefined;
-      }
-    })();
     this.current = running;
     return running;
   }
 
-  /** Interrupts the running operation (SIGINT to the CLI). False when `id` is not running. */
+  private async run(
+    id: string,
+    req: OperationRequest,
+    emit: (line: StreamLine) => void,
+    signal: AbortSignal,
+    startTime: string,
+  ): Promise<OperationResult> {
+    try {
+      if (!this.stackReady) {
+        try {
+          await this.initStack();
+        } catch (e) {
+          return {
+            id,
+            type: req.type,
+            state: 'failed',
+            reason: 'InitializationFailed',
+            message: this.options.redactor.redact(errorMessage(e)),
+            startTime,
+            endTime: rfc3339(),
+          };
+        }
+      }
+      logger.info('operation started', { id, type: req.type, stack: this.stackName });
+      const result = await runOperation(
+        {
+          workDir: this.options.workDir,
+          stack: this.stackName,
+          redactor: this.options.redactor,
+          logLevel: this.options.logLevel,
+          state: this.stateReader,
+          ...(this.projectInfo ? { projectInfo: this.projectInfo } : {}),
+        },
+        { id, req, emit, signal },
+      );
+      if (req.type === 'destroy' && req.remove && result.state === 'succeeded') this.stackReady = false;
+      logger.info('operation finished', {
+        id,
+        type: req.type,
+        state: result.state,
+        reason: result.reason,
+        message: result.message,
+      });
+      return result;
+    } finally {
+      if (this.current?.id === id) this.current = undefined;
+    }
+  }
+
+  /**
+   * Interrupts the running operation (SIGINT to the CLI); the first reason given is the one the
+   * result names. False when `id` is not running.
+   */
   cancel(id: string | undefined, reason: string): boolean {
-    const cur = this.current;
-    if (!cur || (id !== undefined && cur.id !== id)) return false;
-    if (!cur.reason) cur.reason = reason;
-    logger.warn('interrupting the running operation', { id: cur.id, type: cur.type, reason });
-    cur.abort.abort();
+    const running = this.current;
+    if (!running || (id !== undefined && running.id !== id)) return false;
+    logger.warn('interrupting the running operation', { id: running.id, type: running.type, reason });
+    running.abort.abort(reason);
     return true;
   }
 
   /** Stops retrying initialisation; interrupts and waits for a running operation. */
   async shutdown(reason: string): Promise<OperationResult | undefined> {
     this.stopping.abort();
-    const cur = this.current;
-    if (!cur) return undefined;
-    this.cancel(cur.id, reason);
-    return cur.done;
+    const running = this.current;
+    if (!running) return undefined;
+    this.cancel(running.id, reason);
+    return running.done;
   }
 }

@@ -19,7 +19,7 @@ export async function waitForWorkspace(
   signal: AbortSignal,
 ): Promise<{ ready: true } | { ready: false; why: string }> {
   const deadline = Date.now() + timeoutMs;
-  let why = 'no answer yet';
+  let why: string;
   for (;;) {
     if (signal.aborted) return { ready: false, why: 'interrupted' };
     try {

@@ -8,31 +8,21 @@ import {
   maskOutputs,
   outputSecretKey,
   Paths,
+  rfc3339,
   type OperationRequest,
   type UpdateResult,
 } from '../../../contract';
 import { parseOperationRequest, type OperationResult, type OutputValue, type StreamLine } from '../api';
 import { AgentError, errorMessage, truncate } from '../lib/errors';
-import { annotationsPatch, apiStatus, k8sModule, loadKubeConfig, mergePatchOptions, withRetries } from '../lib/kube';
+import { annotationsPatch, k8sModule, loadKubeConfig, mergePatchOptions, withRetries } from '../lib/kube';
 import { say } from '../lib/log';
 import { hostPath } from '../lib/paths';
 import { redactor } from '../lib/redact';
-import { cancelRemoteOperation, runRemoteOperation, waitForWorkspace } from './client';
+import { cancelRemoteOperation, runRemoteOperation, waitForWorkspace, type RemoteOutcome } from './client';
 
-function seconds(name: string, fallback: number): number {
-  const v = process.env[name];
-  const n = v === undefined || v === '' ? NaN : Number(v);
-  return Number.isFinite(n) && n >= 0 ? n * 1000 : fallback * 1000;
-}
+const MAX_MESSAGE = 4000;
 
-function readToken(): string | undefined {
-  try {
-    return fs.readFileSync(hostPath(Paths.token), 'utf8').trim() || undefined;
-  } catch {
-    return undefined;
-  }
-}
-
+/** Reasons of a result when the workspace refused the operation, by HTTP status. */
 const REFUSAL_REASONS: Record<number, string> = {
   400: 'InvalidRequest',
   401: 'Unauthenticated',
@@ -42,28 +32,82 @@ const REFUSAL_REASONS: Record<number, string> = {
   503: 'WorkspaceUnavailable',
 };
 
-interface Reporter {
-  kc: k8s.KubeConfig;
+/** A duration in milliseconds from an env var in seconds, else `fallbackSeconds`. */
+function durationMs(name: string, fallbackSeconds: number): number {
+  const v = process.env[name];
+  const n = v === undefined || v === '' ? NaN : Number(v);
+  return (Number.isFinite(n) && n >= 0 ? n : fallbackSeconds) * 1000;
+}
+
+/** The projected token the runner presents to the workspace, read anew for each call (the kubelet rotates it). */
+function readToken(): string | undefined {
+  try {
+    return fs.readFileSync(hostPath(Paths.token), 'utf8').trim() || undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The Job this runner runs in, and what it was asked to do. */
+interface JobContext {
+  op: OperationRequest;
+  /** The workspace server's base URL. */
+  url: string;
+  kubeConfig: k8s.KubeConfig;
   namespace: string;
   job: string;
   stack: string;
+  startTime: string;
+}
+
+function readJobContext(env: NodeJS.ProcessEnv): JobContext {
+  let op: OperationRequest;
+  try {
+    op = parseOperationRequest(JSON.parse(env[Env.operation] ?? '') as unknown);
+  } catch (e) {
+    throw new AgentError(`${Env.operation} is not a valid operation: ${errorMessage(e)}`, {
+      reason: 'InvalidArguments',
+      exitCode: 2,
+    });
+  }
+  const url = env[Env.workspaceUrl];
+  const job = env[Env.jobName];
+  const namespace = env[Env.podNamespace];
+  if (!url || !job || !namespace)
+    throw new AgentError(`${Env.workspaceUrl}, ${Env.jobName} and ${Env.podNamespace} must be set`, {
+      reason: 'InvalidArguments',
+      exitCode: 2,
+    });
+  return {
+    op,
+    url,
+    kubeConfig: loadKubeConfig(env),
+    namespace,
+    job,
+    stack: env[Env.stackName] ?? op.stack,
+    startTime: rfc3339(),
+  };
+}
+
+function failedResult(ctx: JobContext, reason: string, message: string): UpdateResult {
+  return { state: 'failed', type: ctx.op.type, reason, message, startTime: ctx.startTime, endTime: rfc3339() };
 }
 
 /** The Job's UID (for the outputs Secret's owner reference), from a no-op merge patch: needs only `patch`. */
-async function jobUid(r: Reporter): Promise<string> {
-  const batch = r.kc.makeApiClient(k8sModule().BatchV1Api);
-  const job = await withRetries(`reading Job ${r.namespace}/${r.job}`, () =>
-    batch.patchNamespacedJob({ name: r.job, namespace: r.namespace, body: { metadata: {} } }, mergePatchOptions()),
+async function jobUid(ctx: JobContext): Promise<string> {
+  const batch = ctx.kubeConfig.makeApiClient(k8sModule().BatchV1Api);
+  const job = await withRetries(`reading Job ${ctx.namespace}/${ctx.job}`, () =>
+    batch.patchNamespacedJob({ name: ctx.job, namespace: ctx.namespace, body: { metadata: {} } }, mergePatchOptions()),
   );
   const uid = job.metadata?.uid;
-  if (!uid) throw new AgentError(`Job ${r.namespace}/${r.job} has no UID`);
+  if (!uid) throw new AgentError(`Job ${ctx.namespace}/${ctx.job} has no UID`);
   return uid;
 }
 
 /** Upstream's immutable `<update>-stack-outputs` Secret, owned by the Job. */
-async function createOutputsSecret(r: Reporter, outputs: Record<string, OutputValue>): Promise<string> {
-  const name = `${r.job}-stack-outputs`;
-  const uid = await jobUid(r);
+async function createOutputsSecret(ctx: JobContext, outputs: Record<string, OutputValue>): Promise<string> {
+  const name = `${ctx.job}-stack-outputs`;
+  const uid = await jobUid(ctx);
   const data: Record<string, string> = {};
   const secretKeys: string[] = [];
   for (const [k, v] of Object.entries(outputs)) {
@@ -76,33 +120,33 @@ async function createOutputsSecret(r: Reporter, outputs: Record<string, OutputVa
     kind: 'Secret',
     metadata: {
       name,
-      namespace: r.namespace,
-      labels: { [Labels.stackName]: r.stack, [Labels.workspaceComponent]: 'update' },
+      namespace: ctx.namespace,
+      labels: { [Labels.stackName]: ctx.stack, [Labels.workspaceComponent]: 'update' },
       annotations: { [Annotations.secretOutputs]: JSON.stringify([...new Set(secretKeys)].sort()) },
-      ownerReferences: [{ apiVersion: 'batch/v1', kind: 'Job', name: r.job, uid, controller: true }],
+      ownerReferences: [{ apiVersion: 'batch/v1', kind: 'Job', name: ctx.job, uid, controller: true }],
     },
     type: 'Opaque',
     immutable: true,
     data,
   };
-  const core = r.kc.makeApiClient(k8sModule().CoreV1Api);
+  const core = ctx.kubeConfig.makeApiClient(k8sModule().CoreV1Api);
   try {
-    await withRetries(`creating Secret ${r.namespace}/${name}`, () =>
-      core.createNamespacedSecret({ namespace: r.namespace, body }),
+    await withRetries(`creating Secret ${ctx.namespace}/${name}`, () =>
+      core.createNamespacedSecret({ namespace: ctx.namespace, body }),
     );
   } catch (e) {
     // Already there: an earlier attempt of this same Job wrote it (immutable, same content).
-    if (!(e instanceof AgentError && /HTTP 409/.test(e.message))) throw e;
+    if (!(e instanceof AgentError && e.status === 409)) throw e;
   }
   return name;
 }
 
-async function writeResult(r: Reporter, result: UpdateResult): Promise<void> {
-  const batch = r.kc.makeApiClient(k8sModule().BatchV1Api);
+async function writeResult(ctx: JobContext, result: UpdateResult): Promise<void> {
+  const batch = ctx.kubeConfig.makeApiClient(k8sModule().BatchV1Api);
   const value = redactor.redact(formatUpdateResult(result));
-  await withRetries(`writing the result on Job ${r.namespace}/${r.job}`, () =>
+  await withRetries(`writing the result on Job ${ctx.namespace}/${ctx.job}`, () =>
     batch.patchNamespacedJob(
-      { name: r.job, namespace: r.namespace, body: annotationsPatch({ [Annotations.updateResult]: value }) },
+      { name: ctx.job, namespace: ctx.namespace, body: annotationsPatch({ [Annotations.updateResult]: value }) },
       mergePatchOptions(),
     ),
   );
@@ -132,16 +176,172 @@ function toUpdateResult(op: OperationRequest, res: OperationResult): UpdateResul
 }
 
 function printLine(line: StreamLine): void {
-  switch (line.kind) {
-    case 'started':
-      say(`[pko-agent] ${line.type} of stack ${line.stack} started (operation ${line.id})`);
-      break;
-    case 'output':
-      say(line.line);
-      break;
-    default:
-      break;
+  if (line.kind === 'started') say(`[pko-agent] ${line.type} of stack ${line.stack} started (operation ${line.id})`);
+  else if (line.kind === 'output') say(line.line);
+}
+
+/**
+ * SIGTERM and SIGINT: the first asks the workspace to interrupt the operation (Pulumi finishes the
+ * steps in flight and unlocks the stack) and waits for its result, for a while; the second writes
+ * an Aborted result and ends the runner.
+ */
+class Interruptions {
+  /** Aborted when the runner stops waiting for the workspace. */
+  readonly abort = new AbortController();
+  /** How many signals arrived. */
+  received = 0;
+  private operationId: string | undefined;
+  private endRunner: (code: number) => void = () => undefined;
+  /** Resolves with the exit code when a second signal ends the runner. */
+  readonly ended = new Promise<number>((resolve) => (this.endRunner = resolve));
+
+  constructor(private readonly ctx: JobContext) {}
+
+  listen(): void {
+    process.on('SIGTERM', this.onSignal);
+    process.on('SIGINT', this.onSignal);
   }
+
+  /** The workspace started the operation: a signal from now on cancels it there. */
+  operationStarted(id: string): void {
+    this.operationId = id;
+    // A signal that arrived while the request was on its way.
+    if (this.received > 0) void cancelRemoteOperation(this.ctx.url, readToken(), id);
+  }
+
+  private readonly onSignal = (sig: NodeJS.Signals): void => {
+    this.received++;
+    const { op } = this.ctx;
+    if (this.received > 1) {
+      say(`[pko-agent] second ${sig}: writing an Aborted result and exiting`);
+      this.abort.abort();
+      void writeResult(this.ctx, failedResult(this.ctx, 'Aborted', `the ${op.type} was aborted (${sig})`))
+        .catch(() => undefined)
+        .finally(() => this.endRunner(1));
+      return;
+    }
+    say(`[pko-agent] ${sig} received: asking the workspace to interrupt the ${op.type}`);
+    const id = this.operationId;
+    if (!id) {
+      this.abort.abort();
+      return;
+    }
+    void cancelRemoteOperation(this.ctx.url, readToken(), id).then((s) =>
+      say(`[pko-agent] cancel request for ${id}: ${s}`),
+    );
+    setTimeout(() => this.abort.abort(), durationMs('PKO_AGENT_CANCEL_TIMEOUT_SECONDS', 570)).unref();
+  };
+}
+
+/** Waits for the workspace to be ready, saying why not every 15 s. */
+function awaitWorkspace(ctx: JobContext, signal: AbortSignal): ReturnType<typeof waitForWorkspace> {
+  let lastLogged = 0;
+  return waitForWorkspace(
+    ctx.url,
+    durationMs('PKO_AGENT_WAIT_SECONDS', 600),
+    (why) => {
+      if (Date.now() - lastLogged > 15_000) {
+        lastLogged = Date.now();
+        say(`[pko-agent] waiting for the workspace to be ready: ${why}`);
+      }
+    },
+    signal,
+  );
+}
+
+/** The result of what the workspace answered, and the outputs that go into the outputs Secret. */
+function resultOf(
+  ctx: JobContext,
+  outcome: RemoteOutcome,
+  interrupted: boolean,
+): { result: UpdateResult; outputs?: Record<string, OutputValue> } {
+  const { op } = ctx;
+  switch (outcome.kind) {
+    case 'result': {
+      const res = outcome.result;
+      if (res.outputs) for (const v of Object.values(res.outputs)) if (v.secret) redactor.add(v.value);
+      const result = toUpdateResult(op, res);
+      if (interrupted && res.state === 'failed') result.reason = 'Aborted';
+      if (op.type === 'up' && res.state === 'succeeded') return { result, outputs: res.outputs ?? {} };
+      return { result };
+    }
+    case 'refused': {
+      const reason = REFUSAL_REASONS[outcome.status] ?? 'WorkspaceUnavailable';
+      return { result: failedResult(ctx, reason, `the workspace refused the ${op.type}: ${outcome.error.message}`) };
+    }
+    case 'broken':
+      return {
+        result: interrupted
+          ? failedResult(ctx, 'Aborted', `the ${op.type} was aborted and did not finish: ${outcome.message}`)
+          : failedResult(ctx, 'WorkspaceUnavailable', outcome.message),
+      };
+  }
+}
+
+/** Runs the operation through the workspace; never throws. */
+async function runOperation(
+  ctx: JobContext,
+  interruptions: Interruptions,
+): Promise<{ result: UpdateResult; outputs?: Record<string, OutputValue> }> {
+  const { op, url } = ctx;
+  say(`[pko-agent] ${op.type} of stack ${op.stack} through ${url}`);
+  const signal = interruptions.abort.signal;
+  const ready = await awaitWorkspace(ctx, signal);
+  if (!ready.ready) {
+    return {
+      result: signal.aborted
+        ? failedResult(ctx, 'Aborted', `the ${op.type} was aborted before it started`)
+        : failedResult(ctx, 'WorkspaceUnavailable', `the workspace at ${url} did not become ready: ${ready.why}`),
+    };
+  }
+  const outcome = await runRemoteOperation(
+    url,
+    readToken(),
+    op,
+    { onStarted: (id) => interruptions.operationStarted(id), onLine: printLine },
+    signal,
+  );
+  return resultOf(ctx, outcome, interruptions.received > 0);
+}
+
+/** Creates the outputs Secret of a successful `up`; a failure to do so fails the result. */
+async function withOutputsSecret(
+  ctx: JobContext,
+  result: UpdateResult,
+  outputs: Record<string, OutputValue>,
+): Promise<UpdateResult> {
+  try {
+    return { ...result, outputsSecret: await createOutputsSecret(ctx, outputs) };
+  } catch (e) {
+    const failed: UpdateResult = {
+      ...result,
+      state: 'failed',
+      reason: 'UpdateFailed',
+      message: `the up succeeded, but the outputs Secret could not be written: ${errorMessage(e)}`,
+    };
+    delete failed.outputs;
+    return failed;
+  }
+}
+
+/** Prints the result and writes it on the Job; the exit code. */
+async function reportResult(ctx: JobContext, result: UpdateResult): Promise<number> {
+  result.message = truncate(redactor.redact(result.message), MAX_MESSAGE);
+  say(`[pko-agent] ${result.state === 'succeeded' ? '' : `${result.reason ?? 'failed'}: `}${result.message}`);
+  const outputs = result.outputs ?? {};
+  const names = Object.keys(outputs).map((k) => (outputs[k] === '[secret]' ? `${k} (secret)` : k));
+  if (names.length) say(`[pko-agent] outputs: ${names.join(', ')}`);
+  const job = `${ctx.namespace}/${ctx.job}`;
+  try {
+    await writeResult(ctx, result);
+    say(
+      `[pko-agent] result written on Job ${job}${result.outputsSecret ? ` (outputs in Secret ${result.outputsSecret})` : ''}`,
+    );
+  } catch (e) {
+    say(`[pko-agent] cannot write the result on Job ${job}: ${errorMessage(e)}`);
+    return 1;
+  }
+  return result.state === 'succeeded' ? 0 : 1;
 }
 
 /**
@@ -149,164 +349,13 @@ function printLine(line: StreamLine): void {
  * Job (and, for `up`, the outputs Secret). Exit 0 on success, 1 on failure.
  */
 export async function updateCommand(): Promise<number> {
-  const env = process.env;
-  let op: OperationRequest;
-  try {
-    op = parseOperationRequest(JSON.parse(env[Env.operation] ?? ''));
-  } catch (e) {
-    throw new AgentError(`${Env.operation} is not a valid operation: ${errorMessage(e)}`, 'InvalidArguments', 2);
-  }
-  const url = env[Env.workspaceUrl];
-  const job = env[Env.jobName];
-  const namespace = env[Env.podNamespace];
-  if (!url || !job || !namespace)
-    throw new AgentError(
-      `${Env.workspaceUrl}, ${Env.jobName} and ${Env.podNamespace} must be set`,
-      'InvalidArguments',
-      2,
-    );
-  const reporter: Reporter = { kc: loadKubeConfig(env), namespace, job, stack: env[Env.stackName] ?? op.stack };
-  const startTime = new Date().toISOString();
-
-  const interrupt = new AbortController();
-  let opId: string | undefined;
-  let signals = 0;
-  let hardExit: ((code: number) => void) | undefined;
-  const hardExitPromise = new Promise<number>((resolve) => (hardExit = resolve));
-  const onSignal = (sig: NodeJS.Signals): void => {
-    signals++;
-    if (signals === 1) {
-      say(`[pko-agent] ${sig} received: asking the workspace to interrupt the ${op.type}`);
-      if (opId) {
-        const id = opId;
-        void cancelRemoteOperation(url, readToken(), id).then((s) => say(`[pko-agent] cancel request for ${id}: ${s}`));
-        // Wait for the result (Pulumi finishes and unlocks the stack), but not forever.
-        setTimeout(() => interrupt.abort(), seconds('PKO_AGENT_CANCEL_TIMEOUT_SECONDS', 570)).unref();
-      } else {
-        interrupt.abort();
-      }
-    } else {
-      say(`[pko-agent] second ${sig}: writing an Aborted result and exiting`);
-      interrupt.abort();
-      void writeResult(reporter, {
-        state: 'failed',
-        type: op.type,
-        reason: 'Aborted',
-        message: `the ${op.type} was aborted (${sig})`,
-        startTime,
-        endTime: new Date().toISOString(),
-      })
-        .catch(() => undefined)
-        .finally(() => hardExit?.(1));
-    }
-  };
-  process.on('SIGTERM', onSignal);
-  process.on('SIGINT', onSignal);
-
+  const ctx = readJobContext(process.env);
+  const interruptions = new Interruptions(ctx);
+  interruptions.listen();
   const run = async (): Promise<number> => {
-    let result: UpdateResult;
-    let outputs: Record<string, OutputValue> | undefined;
-    say(`[pko-agent] ${op.type} of stack ${op.stack} through ${url}`);
-    let lastWait = 0;
-    const ready = await waitForWorkspace(
-      url,
-      seconds('PKO_AGENT_WAIT_SECONDS', 600),
-      (why) => {
-        if (Date.now() - lastWait > 15_000) {
-          lastWait = Date.now();
-          say(`[pko-agent] waiting for the workspace to be ready: ${why}`);
-        }
-      },
-      interrupt.signal,
-    );
-    const now = (): string => new Date().toISOString();
-    if (!ready.ready) {
-      const aborted = interrupt.signal.aborted;
-      result = {
-        state: 'failed',
-        type: op.type,
-        reason: aborted ? 'Aborted' : 'WorkspaceUnavailable',
-        message: aborted
-          ? `the ${op.type} was aborted before it started`
-          : `the workspace at ${url} did not become ready: ${ready.why}`,
-        startTime,
-        endTime: now(),
-      };
-    } else {
-      const outcome = await runRemoteOperation(
-        url,
-        readToken(),
-        op,
-        {
-          onStarted: (id) => {
-            opId = id;
-            // A signal that arrived while the request was on its way.
-            if (signals > 0) void cancelRemoteOperation(url, readToken(), id);
-          },
-          onLine: printLine,
-        },
-        interrupt.signal,
-      );
-      if (outcome.kind === 'result') {
-        const res = outcome.result;
-        if (res.outputs) for (const v of Object.values(res.outputs)) if (v.secret) redactor.add(v.value);
-        result = toUpdateResult(op, res);
-        if (signals > 0 && res.state === 'failed') result.reason = 'Aborted';
-        if (op.type === 'up' && res.state === 'succeeded') outputs = res.outputs ?? {};
-      } else if (outcome.kind === 'refused') {
-        const reason = REFUSAL_REASONS[outcome.status] ?? 'WorkspaceUnavailable';
-        result = {
-          state: 'failed',
-          type: op.type,
-          reason,
-          message: `the workspace refused the ${op.type}: ${outcome.error.message}`,
-          startTime,
-          endTime: now(),
-        };
-      } else {
-        const aborted = signals > 0;
-        result = {
-          state: 'failed',
-          type: op.type,
-          reason: aborted ? 'Aborted' : 'WorkspaceUnavailable',
-          message: aborted ? `the ${op.type} was aborted and did not finish: ${outcome.message}` : outcome.message,
-          startTime,
-          endTime: now(),
-        };
-      }
-    }
-    if (outputs) {
-      try {
-        result.outputsSecret = await createOutputsSecret(reporter, outputs);
-      } catch (e) {
-        result = {
-          ...result,
-          state: 'failed',
-          reason: 'UpdateFailed',
-          message: `the up succeeded, but the outputs Secret could not be written: ${errorMessage(e)}`,
-        };
-        delete result.outputs;
-      }
-    }
-    result.message = truncate(redactor.redact(result.message), 4000);
-    say(`[pko-agent] ${result.state === 'succeeded' ? '' : `${result.reason ?? 'failed'}: `}${result.message}`);
-    if (result.outputs) {
-      const names = Object.keys(result.outputs).map((k) => (result.outputs![k] === '[secret]' ? `${k} (secret)` : k));
-      if (names.length) say(`[pko-agent] outputs: ${names.join(', ')}`);
-    }
-    try {
-      await writeResult(reporter, result);
-      say(
-        `[pko-agent] result written on Job ${namespace}/${job}${result.outputsSecret ? ` (outputs in Secret ${result.outputsSecret})` : ''}`,
-      );
-    } catch (e) {
-      say(`[pko-agent] cannot write the result on Job ${namespace}/${job}: ${errorMessage(e)}`);
-      return 1;
-    }
-    return result.state === 'succeeded' ? 0 : 1;
+    const ran = await runOperation(ctx, interruptions);
+    const result = ran.outputs ? await withOutputsSecret(ctx, ran.result, ran.outputs) : ran.result;
+    return reportResult(ctx, result);
   };
-  return Promise.race([run(), hardExitPromise]);
+  return Promise.race([run(), interruptions.ended]);
 }
-
-/** Exposed for tests. */
-export const _internal = { toUpdateResult, apiStatus };
