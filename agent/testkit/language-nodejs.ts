@@ -160,39 +160,34 @@ function requiredPackages(programDir: string): plugin.PackageDependency[] {
   return found;
 }
 
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+const stringOf = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
+
 function pluginOf(packageJson: string): plugin.PackageDependency | undefined {
-  let pkg: {
-    name?: string;
-    version?: string;
-    pulumi?: {
-      resource?: boolean;
-      name?: string;
-      version?: string;
-      server?: string;
-      parameterization?: { name: string; version: string; value: string };
-    };
-  };
+  let pkg: unknown;
   try {
     pkg = JSON.parse(fs.readFileSync(packageJson, 'utf8'));
   } catch {
     return undefined;
   }
-  if (pkg.pulumi?.resource !== true) return undefined;
-  const name = pkg.pulumi.name ?? (pkg.name?.startsWith('@pulumi/') ? pkg.name.slice('@pulumi/'.length) : undefined);
-  const version = pkg.pulumi.version ?? pkg.version;
+  if (!isRecord(pkg) || !isRecord(pkg.pulumi) || pkg.pulumi.resource !== true) return undefined;
+  const pkgName = stringOf(pkg.name);
+  const name =
+    stringOf(pkg.pulumi.name) ?? (pkgName?.startsWith('@pulumi/') ? pkgName.slice('@pulumi/'.length) : undefined);
+  const version = stringOf(pkg.pulumi.version) ?? stringOf(pkg.version);
   if (!name || !version) return undefined;
   const dep = new plugin.PackageDependency()
     .setName(name)
     .setKind('resource')
     .setVersion(version.startsWith('v') ? version : `v${version}`)
-    .setServer(pkg.pulumi.server ?? '');
+    .setServer(stringOf(pkg.pulumi.server) ?? '');
   const p = pkg.pulumi.parameterization;
-  if (p)
+  if (isRecord(p))
     dep.setParameterization(
       new plugin.PackageParameterization()
-        .setName(p.name)
-        .setVersion(p.version)
-        .setValue(Buffer.from(p.value ?? '', 'base64')),
+        .setName(stringOf(p.name) ?? '')
+        .setVersion(stringOf(p.version) ?? '')
+        .setValue(Buffer.from(stringOf(p.value) ?? '', 'base64')),
     );
   return dep;
 }
