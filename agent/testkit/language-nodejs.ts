@@ -5,7 +5,7 @@
  * image ships the real host from the Pulumi CLI tarball; tests use the toolchain's real host when
  * e2e/toolchain/build.sh could build it, and this one otherwise.
  *
- * It follows the real host of Pulumi v3.248.0 where the agent's tests can tell:
+ * It follows the real host of Pulumi CLI v3.274.1 where the agent's tests can tell:
  * - Start: `pulumi-language-nodejs [--logtostderr] [-v=N] [--tracing URL] <engine address>`; serves the
  *   LanguageRuntime gRPC service on 127.0.0.1 and prints only its port on stdout.
  * - InstallDependencies (`pulumi install`): `npm install --loglevel=error` in the program directory,
@@ -18,7 +18,7 @@
  * Left out: npm only (no yarn/pnpm/bun, no npm workspaces), no fnm, no debugger, no RunPlugin (Node.js
  * plugins and policy packs), no code generation (GenerateProgram/Project/Package, Pack, Link). The
  * real host also puts a forwarding proxy between the program and the resource monitor and passes
- * FIFOs for synchronous invokes (`--sync`); @pulumi/pulumi 3.248 talks to the monitor directly and
+ * FIFOs for synchronous invokes (`--sync`); @pulumi/pulumi 3.270 talks to the monitor directly and
  * never uses those FIFOs, so the program gets the engine's monitor address.
  *
  * Built to dist/agent/testkit/language-nodejs.js (`npm run build`); installTestLanguageHost writes the
@@ -33,8 +33,11 @@ import * as lang from '@pulumi/pulumi/proto/language_pb';
 import * as plugin from '@pulumi/pulumi/proto/plugin_pb';
 import { Empty } from 'google-protobuf/google/protobuf/empty_pb';
 
-/** The version this host reports: the @pulumi/pulumi it is built with (3.248.0, the CLI's). */
-const VERSION: string = require('@pulumi/pulumi/package.json').version;
+/**
+ * The version this host reports, as the real one does: the CLI release it ships with (the version of
+ * the e2e toolchain's pulumi, which packaging/dockerfile.test.ts checks).
+ */
+const VERSION = '3.274.1';
 /** cmd/run's exit code for "the error was already reported to the engine". */
 const EXIT_ALREADY_REPORTED = 32;
 /** Same bound as the CLI's gRPC clients (400 MiB). */
