@@ -15,7 +15,7 @@
 # here and every command the images run against the repository and the build output.
 
 ARG NODE_VERSION=24
-ARG PULUMI_VERSION=3.248.0
+ARG PULUMI_VERSION=3.274.1
 ARG DEBIAN_RELEASE=bookworm
 
 # ---------------------------------------------------------------------------------------------

@@ -95,11 +95,11 @@ function dropNulls(v: Value): Value {
 }
 
 function toMap(s: Struct | undefined): PropertyMap {
-  return s ? (dropNulls(s.toJavaScript() as Value) as PropertyMap) : {};
+  return s ? (dropNulls(s.toJavaScript()) as PropertyMap) : {};
 }
 
 function toStruct(m: PropertyMap): Struct {
-  return Struct.fromJavaScript(m as Parameters<typeof Struct.fromJavaScript>[0]);
+  return Struct.fromJavaScript(m);
 }
 
 /** Pulumi's PropertyValue.DeepEquals: secrets equal only secrets, unknowns equal unknowns. */
@@ -536,7 +536,10 @@ export function baseInputs(m: PropertyMap): BaseInputs {
   if (Array.isArray(r.interpreter)) b.interpreter = r.interpreter.map(String);
   if (typeof r.dir === 'string') b.dir = r.dir;
   if (isPlainObject(r.environment))
-    b.environment = Object.fromEntries(Object.entries(r.environment).map(([k, v]) => [k, String(v)]));
+    // check() let only strings through; JSON for anything else rather than "[object Object]".
+    b.environment = Object.fromEntries(
+      Object.entries(r.environment).map(([k, v]) => [k, typeof v === 'string' ? v : JSON.stringify(v)]),
+    );
   if (typeof r.addPreviousOutputInEnv === 'boolean') b.addPreviousOutputInEnv = r.addPreviousOutputInEnv;
   return b;
 }

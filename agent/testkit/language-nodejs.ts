@@ -5,7 +5,7 @@
  * image ships the real host from the Pulumi CLI tarball; tests use the toolchain's real host when
  * e2e/toolchain/build.sh could build it, and this one otherwise.
  *
- * It follows the real host of Pulumi v3.248.0 where the agent's tests can tell:
+ * It follows the real host of Pulumi CLI v3.274.1 where the agent's tests can tell:
  * - Start: `pulumi-language-nodejs [--logtostderr] [-v=N] [--tracing URL] <engine address>`; serves the
  *   LanguageRuntime gRPC service on 127.0.0.1 and prints only its port on stdout.
  * - InstallDependencies (`pulumi install`): `npm install --loglevel=error` in the program directory,
@@ -18,7 +18,7 @@
  * Left out: npm only (no yarn/pnpm/bun, no npm workspaces), no fnm, no debugger, no RunPlugin (Node.js
  * plugins and policy packs), no code generation (GenerateProgram/Project/Package, Pack, Link). The
  * real host also puts a forwarding proxy between the program and the resource monitor and passes
- * FIFOs for synchronous invokes (`--sync`); @pulumi/pulumi 3.248 talks to the monitor directly and
+ * FIFOs for synchronous invokes (`--sync`); @pulumi/pulumi 3.270 talks to the monitor directly and
  * never uses those FIFOs, so the program gets the engine's monitor address.
  *
  * Built to dist/agent/testkit/language-nodejs.js (`npm run build`); installTestLanguageHost writes the
@@ -33,8 +33,11 @@ import * as lang from '@pulumi/pulumi/proto/language_pb';
 import * as plugin from '@pulumi/pulumi/proto/plugin_pb';
 import { Empty } from 'google-protobuf/google/protobuf/empty_pb';
 
-/** The version this host reports: the @pulumi/pulumi it is built with (3.248.0, the CLI's). */
-const VERSION: string = require('@pulumi/pulumi/package.json').version;
+/**
+ * The version this host reports, as the real one does: the CLI release it ships with (the version of
+ * the e2e toolchain's pulumi, which packaging/dockerfile.test.ts checks).
+ */
+const VERSION = '3.274.1';
 /** cmd/run's exit code for "the error was already reported to the engine". */
 const EXIT_ALREADY_REPORTED = 32;
 /** Same bound as the CLI's gRPC clients (400 MiB). */
@@ -160,39 +163,34 @@ function requiredPackages(programDir: string): plugin.PackageDependency[] {
   return found;
 }
 
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+const stringOf = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
+
 function pluginOf(packageJson: string): plugin.PackageDependency | undefined {
-  let pkg: {
-    name?: string;
-    version?: string;
-    pulumi?: {
-      resource?: boolean;
-      name?: string;
-      version?: string;
-      server?: string;
-      parameterization?: { name: string; version: string; value: string };
-    };
-  };
+  let pkg: unknown;
   try {
     pkg = JSON.parse(fs.readFileSync(packageJson, 'utf8'));
   } catch {
     return undefined;
   }
-  if (pkg.pulumi?.resource !== true) return undefined;
-  const name = pkg.pulumi.name ?? (pkg.name?.startsWith('@pulumi/') ? pkg.name.slice('@pulumi/'.length) : undefined);
-  const version = pkg.pulumi.version ?? pkg.version;
+  if (!isRecord(pkg) || !isRecord(pkg.pulumi) || pkg.pulumi.resource !== true) return undefined;
+  const pkgName = stringOf(pkg.name);
+  const name =
+    stringOf(pkg.pulumi.name) ?? (pkgName?.startsWith('@pulumi/') ? pkgName.slice('@pulumi/'.length) : undefined);
+  const version = stringOf(pkg.pulumi.version) ?? stringOf(pkg.version);
   if (!name || !version) return undefined;
   const dep = new plugin.PackageDependency()
     .setName(name)
     .setKind('resource')
     .setVersion(version.startsWith('v') ? version : `v${version}`)
-    .setServer(pkg.pulumi.server ?? '');
+    .setServer(stringOf(pkg.pulumi.server) ?? '');
   const p = pkg.pulumi.parameterization;
-  if (p)
+  if (isRecord(p))
     dep.setParameterization(
       new plugin.PackageParameterization()
-        .setName(p.name)
-        .setVersion(p.version)
-        .setValue(Buffer.from(p.value ?? '', 'base64')),
+        .setName(stringOf(p.name) ?? '')
+        .setVersion(stringOf(p.version) ?? '')
+        .setValue(Buffer.from(stringOf(p.value) ?? '', 'base64')),
     );
   return dep;
 }

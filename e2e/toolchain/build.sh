@@ -100,12 +100,13 @@ verify_component() {
   esac
 }
 
-# <dir>/.unavailable lists binaries the Go module proxy refused to serve ("name: reason" lines).
+# <dir>/.unavailable lists binaries that were not built ("name: reason" lines): the Go module proxy
+# refused them, or versions.env names no source for them.
 is_unavailable() { [ -f "$1/.unavailable" ] && grep -q "^$2: " "$1/.unavailable"; }
 
 mark_unavailable() { # dir binary reason
   echo "$2: $3" >>"$1/.unavailable"
-  WARNINGS+=("$2 was NOT built: the Go module proxy does not serve it ($3)")
+  WARNINGS+=("$2 was NOT built: $3")
 }
 
 # Checks a binary's embedded build info: built from module at version ("" = any). (With -trimpath
@@ -258,8 +259,11 @@ build_pulumi() {
   # The Node.js language host has no tags: pin the commit of the CLI's tag. It asks for an older
   # pkg/sdk; minimal version selection keeps both at $PULUMI_VERSION. Optional: a proxy that only
   # serves modules it has cached may not have this commit (then only YAML projects and inline
-  # Automation API programs work).
-  if fetch_module --optional "github.com/pulumi/pulumi/sdk/nodejs/cmd/pulumi-language-nodejs/v3@$PULUMI_NODEJS_COMMIT"; then
+  # Automation API programs work). PULUMI_NODEJS_COMMIT=unknown skips it the same way.
+  if [ "$PULUMI_NODEJS_COMMIT" = unknown ]; then
+    nodejs=false
+    mark_unavailable "$out" pulumi-language-nodejs "the commit of tag pkg/$PULUMI_VERSION is not known (versions.env)"
+  elif fetch_module --optional "github.com/pulumi/pulumi/sdk/nodejs/cmd/pulumi-language-nodejs/v3@$PULUMI_NODEJS_COMMIT"; then
     run go -C "$w" get -tool "github.com/pulumi/pulumi/sdk/nodejs/cmd/pulumi-language-nodejs/v3@$PULUMI_NODEJS_COMMIT"
   else
     nodejs=false
@@ -343,7 +347,7 @@ build_helm() {
 
 unavailable_note() { # dir
   [ -f "$1/.unavailable" ] || return 0
-  echo " WITHOUT $(cut -d: -f1 "$1/.unavailable" | paste -sd, -) (not served by the Go module proxy; see $1/.unavailable)"
+  echo " WITHOUT $(cut -d: -f1 "$1/.unavailable" | paste -sd, -) (see $1/.unavailable)"
 }
 
 build_component() {
