@@ -23,6 +23,7 @@ import {
   withStatus,
   workspaceBecomesReady,
 } from '../hooks/test/builders';
+import { templateOf } from '../hooks/test/children';
 
 let cp: ControlPlane;
 let objects: k8s.KubernetesObjectApi;
@@ -165,7 +166,7 @@ const scenarios: [string, KObject[]][] = [
 
 /** A Pod built from a pod template, as the StatefulSet or Job controller would create it. */
 function podFrom(owner: KObject): k8s.KubernetesObject {
-  const template = owner.spec.template;
+  const template = templateOf(owner);
   return {
     apiVersion: 'v1',
     kind: 'Pod',

@@ -14,7 +14,7 @@ import { AGENT_COMMAND } from '../contract';
 import { configFromEnv } from '../hooks/src/config';
 import { buildJob } from '../hooks/src/stack/job';
 import type { WorkspaceSource } from '../hooks/src/stack/source';
-import { buildWorkspace, RESTRICTED_POD_SECURITY } from '../hooks/src/stack/workspace';
+import { desiredWorkspace, RESTRICTED_POD_SECURITY } from '../hooks/src/stack/workspace';
 import type { Stack } from '../schemas';
 import { imageLayout, numericUser, parseDockerfile, stageNamed, startCommand } from './lib/dockerfile';
 import {
@@ -29,6 +29,7 @@ import {
 import { isExcluded, parseDockerignore } from './lib/dockerignore';
 import { freePort, httpRequest as get } from './lib/http';
 import { readRepoFile, repoPath, ROOT } from './lib/repo';
+import { podOf } from '../hooks/test/children';
 
 const df = parseDockerfile(readRepoFile('Dockerfile'));
 const dockerignore = readRepoFile('.dockerignore');
@@ -376,12 +377,13 @@ describe('agent image', () => {
     ];
     const commands = new Map<string, string[]>();
     for (const source of sources) {
-      const pod = buildWorkspace(stack, source, config).statefulSet.spec.template.spec;
-      for (const c of [...(pod.initContainers ?? []), ...pod.containers]) commands.set(c.command.join(' '), c.command);
+      const pod = podOf(desiredWorkspace(stack, source, config).statefulSet);
+      for (const c of [...(pod.initContainers ?? []), ...pod.containers])
+        commands.set(c.command!.join(' '), c.command!);
     }
     for (const type of ['up', 'preview', 'refresh', 'destroy'] as const) {
       const job = buildJob(stack, type, 'm', { generation: 1, reconcileRequest: '', commit: '', previous: '' }, config);
-      for (const c of job.spec.template.spec.containers) commands.set(c.command.join(' '), c.command);
+      for (const c of podOf(job).containers) commands.set((c.command ?? []).join(' '), c.command!);
     }
     expect([...commands.keys()].sort()).toEqual([
       'pko-agent fetch flux',

@@ -11,13 +11,14 @@ import { Annotations } from '../contract';
 import { configFromEnv, DEFAULT_AGENT_IMAGE } from '../hooks/src/config';
 import { buildServer } from '../hooks/src/server';
 import { buildJob } from '../hooks/src/stack/job';
-import { buildWorkspace, RESTRICTED_CONTAINER_SECURITY } from '../hooks/src/stack/workspace';
+import { desiredWorkspace, RESTRICTED_CONTAINER_SECURITY } from '../hooks/src/stack/workspace';
 import type { Stack } from '../schemas';
 import { INSTALL_FILE, renderInstall } from './build-install';
 import { numericUser, parseDockerfile, stageNamed } from './lib/dockerfile';
 import { httpRequest } from './lib/http';
 import { kustomizationDocuments } from './lib/kustomize';
 import { at, findObject, type K8sObject, loadObjects, objectKey, readRepoFile, repoPath } from './lib/repo';
+import { containerOf, podOf } from '../hooks/test/children';
 
 const install = loadObjects(readRepoFile(INSTALL_FILE), INSTALL_FILE);
 const pkg = JSON.parse(readRepoFile('package.json')) as { version: string };
@@ -214,13 +215,13 @@ describe('manifests/stack-rbac.yaml', () => {
       spec: { stack: 'dev', serviceAccountName: sa.metadata.name },
     } as Stack;
     const config = configFromEnv({});
-    const ws = buildWorkspace(stack, { kind: 'none' }, config);
+    const ws = desiredWorkspace(stack, { kind: 'none' }, config);
     const job = buildJob(stack, 'up', 'm', { generation: 1, reconcileRequest: '', commit: '', previous: '' }, config);
-    expect(ws.statefulSet.spec.template.spec.serviceAccountName).toBe(sa.metadata.name);
-    expect(job.spec.template.spec.serviceAccountName).toBe('app-update');
+    expect(podOf(ws.statefulSet).serviceAccountName).toBe(sa.metadata.name);
+    expect(podOf(job).serviceAccountName).toBe('app-update');
     // The Job presents a projected token for the workspace's audience; nothing else is mounted from the API.
-    expect(job.spec.template.spec.volumes[0].projected.sources[0].serviceAccountToken.audience).toBe('app.default');
-    expect(job.spec.template.spec.containers[0].securityContext).toEqual(RESTRICTED_CONTAINER_SECURITY);
+    expect(podOf(job).volumes?.[0]?.projected?.sources?.[0]?.serviceAccountToken?.audience).toBe('app.default');
+    expect(containerOf(job).securityContext).toEqual(RESTRICTED_CONTAINER_SECURITY);
     expect(Annotations.workspaceStatus).toBe('pulumi.com/workspace-status');
   });
 });

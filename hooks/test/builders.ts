@@ -10,6 +10,7 @@ import { cloneJson } from '../src/lib/json';
 import { LAST_APPLIED_ANNOTATION, mapKey, type KObject, type ObjectMap } from '../src/lib/k8s';
 import type { RefLookup } from '../src/stack/source';
 import type { StackSyncRequest, StackSyncResponse } from '../src/stack/sync';
+import { templateOf } from './children';
 
 export const NOW = new Date('2026-11-22T10:00:00Z');
 
@@ -131,7 +132,7 @@ export function applyChildren(observed: KObject[], desired: KObject[]): KObject[
 export function workspaceBecomesReady(children: KObject[]): KObject[] {
   return children.map((c) => {
     if (c.kind !== 'StatefulSet') return c;
-    const hash = c.spec.template.metadata.annotations[Annotations.workspaceHash];
+    const hash = templateOf(c).metadata?.annotations?.[Annotations.workspaceHash];
     return {
       ...c,
       metadata: {
@@ -156,7 +157,7 @@ export function workspaceBecomesReady(children: KObject[]): KObject[] {
 export function workspaceFails(children: KObject[], reason: string, message: string): KObject[] {
   return children.map((c) => {
     if (c.kind !== 'StatefulSet') return c;
-    const hash = c.spec.template.metadata.annotations[Annotations.workspaceHash];
+    const hash = templateOf(c).metadata?.annotations?.[Annotations.workspaceHash];
     return {
       ...c,
       metadata: {

@@ -17,6 +17,7 @@ import { configFromEnv } from '../src/config';
 import { buildServer } from '../src/server';
 import { syncStack } from '../src/stack/sync';
 import type { KObject } from '../src/lib/k8s';
+import { templateOf } from './children';
 
 const file = JSON.parse(
   readFileSync(join(__dirname, '..', '..', 'bench', 'requests', 'steady-state-sync.json'), 'utf8'),
@@ -27,7 +28,8 @@ const observed: KObject[] = Object.values(request.children as Record<string, Rec
   (byName) => Object.values(byName),
 );
 const names = (objects: KObject[]) => objects.map((o) => `${o.kind}/${o.metadata.name}`).sort();
-const hashOf = (sts: KObject | undefined) => sts?.spec?.template?.metadata?.annotations?.[Annotations.workspaceHash];
+const hashOf = (sts: KObject | undefined) =>
+  sts ? templateOf(sts).metadata?.annotations?.[Annotations.workspaceHash] : undefined;
 
 describe('a sync request recorded from a real cluster, Stack at rest', () => {
   it('is a valid Metacontroller request with what the API server adds', () => {

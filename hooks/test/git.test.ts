@@ -6,8 +6,9 @@ import { GitResolver, matchRef, parseAdvertisement, redactUrl } from '../src/git
 import type { KObject } from '../src/lib/k8s';
 import { customizeStack } from '../src/stack/customize';
 import { gitAuthEnv, planRefLookup } from '../src/stack/source';
-import { buildWorkspace } from '../src/stack/workspace';
+import { desiredWorkspace } from '../src/stack/workspace';
 import { makeStack, objectMap, testConfig } from './builders';
+import { containerOf } from './children';
 
 describe('resolving git refs over smart HTTP, against git http-backend', () => {
   let server: GitServer;
@@ -309,7 +310,7 @@ describe('a branch with GitHub App credentials, from the Stack', () => {
       auth: gitAuthEnv(spec),
     };
     const fetchEnv = (config: typeof testConfig) =>
-      buildWorkspace(makeStack(spec), source, config).statefulSet.spec.template.spec.initContainers[0].env;
+      containerOf(desiredWorkspace(makeStack(spec), source, config).statefulSet, 0, true).env ?? [];
     expect(fetchEnv({ ...testConfig, githubApiUrl: 'https://github.example/api/v3' })).toContainEqual({
       name: 'GITHUB_API_URL',
       value: 'https://github.example/api/v3',

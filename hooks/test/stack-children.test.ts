@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import * as yaml from 'js-yaml';
 import type { KObject } from '../src/lib/k8s';
 import { syncStack } from '../src/stack/sync';
-import { buildWorkspace } from '../src/stack/workspace';
+import { desiredWorkspace } from '../src/stack/workspace';
 import { buildJob } from '../src/stack/job';
 import {
   applyChildren,
@@ -19,6 +19,7 @@ import {
   withStatus,
   workspaceBecomesReady,
 } from './builders';
+import { containerOf, envValue, jobSpec, podOf as podSpecOf, statefulSetSpec, templateOf } from './children';
 
 const ctx = { config: testConfig, now: NOW, lookups: noLookups };
 const programSource = {
@@ -29,7 +30,7 @@ const programSource = {
 };
 
 function podOf(spec: Parameters<typeof makeStack>[0]) {
-  return buildWorkspace(makeStack(spec), programSource, testConfig).statefulSet.spec.template;
+  return templateOf(desiredWorkspace(makeStack(spec), programSource, testConfig).statefulSet);
 }
 function pulumiContainer(pod: any) {
   return pod.spec.containers.find((c: any) => c.name === 'pulumi');
@@ -43,48 +44,48 @@ describe('the workspace StatefulSet and Service', () => {
     const res = syncStack(syncRequest(makeStack()), ctx);
     const sts = find(res, 'StatefulSet')!;
     expect(sts.metadata.name).toBe('my-stack-workspace');
-    expect(sts.spec.serviceName).toBe('my-stack-workspace');
-    expect(sts.spec.replicas).toBe(1);
+    expect(statefulSetSpec(sts).serviceName).toBe('my-stack-workspace');
+    expect(statefulSetSpec(sts).replicas).toBe(1);
     expect(sts.metadata.labels).toEqual({ 'pulumi.com/stack-name': 'my-stack', 'pulumi.com/component': 'stack' });
-    expect(sts.spec.selector.matchLabels).toEqual({
+    expect(statefulSetSpec(sts).selector.matchLabels).toEqual({
       'auto.pulumi.com/component': 'workspace',
       'auto.pulumi.com/workspace-name': 'my-stack',
     });
     const svc = find(res, 'Service')!;
     expect(svc.spec).toEqual({
       clusterIP: 'None',
-      selector: sts.spec.selector.matchLabels,
+      selector: statefulSetSpec(sts).selector.matchLabels,
       ports: [{ name: 'http', port: 50051, targetPort: 50051, protocol: 'TCP' }],
     });
   });
 
   it('run as the restricted Pod Security profile by default', () => {
     const pod = podOf({});
-    expect(pod.spec.securityContext).toEqual({
+    expect(pod.spec!.securityContext).toEqual({
       runAsNonRoot: true,
       runAsUser: 1000,
       runAsGroup: 1000,
       fsGroup: 1000,
       seccompProfile: { type: 'RuntimeDefault' },
     });
-    for (const c of [...pod.spec.initContainers, ...pod.spec.containers]) {
+    for (const c of [...pod.spec!.initContainers!, ...pod.spec!.containers]) {
       expect(c.securityContext).toEqual({
         allowPrivilegeEscalation: false,
         capabilities: { drop: ['ALL'], add: ['NET_BIND_SERVICE'] },
       });
     }
-    expect(pod.spec.terminationGracePeriodSeconds).toBe(600);
+    expect(pod.spec!.terminationGracePeriodSeconds).toBe(600);
   });
 
   it('set no security context with the baseline profile', () => {
     const pod = podOf({ workspaceTemplate: { spec: { securityProfile: 'baseline' } } } as any);
-    expect(pod.spec.securityContext).toBeUndefined();
+    expect(pod.spec!.securityContext).toBeUndefined();
     expect(pulumiContainer(pod).securityContext).toBeUndefined();
   });
 
   it('fetch the Program from its ConfigMap, checking the digest', () => {
     const pod = podOf({});
-    const fetch = pod.spec.initContainers[0];
+    const fetch = pod.spec!.initContainers![0]!;
     expect(fetch.name).toBe('fetch');
     expect(fetch.image).toBe(testConfig.agentImage);
     expect(fetch.command).toEqual(['pko-agent', 'fetch', 'program']);
@@ -94,7 +95,7 @@ describe('the workspace StatefulSet and Service', () => {
         { name: 'PROGRAM_DIGEST', value: programSource.digest },
       ]),
     );
-    expect(pod.spec.volumes).toContainEqual({ name: 'program', configMap: { name: 'my-program-program' } });
+    expect(pod.spec!.volumes).toContainEqual({ name: 'program', configMap: { name: 'my-program-program' } });
   });
 
   it('pass the backend, access token and envRefs in upstream order, Secret values only by reference', () => {
@@ -150,7 +151,7 @@ describe('the workspace StatefulSet and Service', () => {
         },
       ],
     });
-    expect(pod.spec.volumes).toEqual(
+    expect(pod.spec!.volumes).toEqual(
       expect.arrayContaining([
         { name: 'configmap-app-config', configMap: { name: 'app-config' } },
         { name: 'secret-db', secret: { secretName: 'db' } },
@@ -213,35 +214,35 @@ describe('the workspace StatefulSet and Service', () => {
         },
       },
     } as any);
-    expect(pod.spec.serviceAccountName).toBe('from-template');
-    expect(pod.spec.nodeSelector).toEqual({ disk: 'ssd' });
-    expect(pod.metadata.annotations['example.test/a']).toBe('b');
-    expect(pod.spec.initContainers.map((c: any) => c.name)).toEqual(['fetch', 'setup']);
-    expect(pod.spec.containers.map((c: any) => c.name)).toEqual(['pulumi', 'sidecar']);
+    expect(pod.spec!.serviceAccountName).toBe('from-template');
+    expect(pod.spec!.nodeSelector).toEqual({ disk: 'ssd' });
+    expect(pod.metadata!.annotations!['example.test/a']).toBe('b');
+    expect(pod.spec!.initContainers!.map((c: any) => c.name)).toEqual(['fetch', 'setup']);
+    expect(pod.spec!.containers!.map((c: any) => c.name)).toEqual(['pulumi', 'sidecar']);
     const c = pulumiContainer(pod);
     expect(c.image).toBe('example.test/custom-agent:1');
     expect(c.resources).toEqual({ requests: { cpu: '1', memory: '1Gi' } });
     expect(c.volumeMounts.map((m: any) => m.name)).toEqual(['share', 'cache']);
     expect(envOf(c, 'EXTRA')).toEqual({ name: 'EXTRA', value: '1' });
     expect(envOf(c, 'PULUMI_LOG_LEVEL')).toEqual({ name: 'PULUMI_LOG_LEVEL', value: '3' });
-    expect(pod.spec.volumes.map((v: any) => v.name)).toContain('cache');
+    expect(pod.spec!.volumes!.map((v: any) => v.name)).toContain('cache');
     // Every container, the user's too, gets upstream's dynamic env file.
-    for (const x of [...pod.spec.initContainers, ...pod.spec.containers])
+    for (const x of [...pod.spec!.initContainers!, ...pod.spec!.containers])
       expect(envOf(x, 'PULUMI_ENV')).toEqual({ name: 'PULUMI_ENV', value: '/share/.env' });
   });
 
   it('change the template hash whenever the pod would change', () => {
-    const a = buildWorkspace(makeStack(), programSource, testConfig);
-    const b = buildWorkspace(
+    const a = desiredWorkspace(makeStack(), programSource, testConfig);
+    const b = desiredWorkspace(
       makeStack({ envRefs: { X: { type: 'Literal', literal: { value: '1' } } } } as any),
       programSource,
       testConfig,
     );
-    const c = buildWorkspace(makeStack(), programSource, testConfig);
+    const c = desiredWorkspace(makeStack(), programSource, testConfig);
     expect(a.hash).toMatch(/^[0-9a-f]{16}$/);
     expect(a.hash).not.toBe(b.hash);
     expect(a.hash).toBe(c.hash);
-    expect(a.statefulSet.spec.template.metadata.annotations['pulumi.com/workspace-hash']).toBe(a.hash);
+    expect(templateOf(a.statefulSet).metadata?.annotations?.['pulumi.com/workspace-hash']).toBe(a.hash);
   });
 
   it('fetch git sources with credentials only as secretKeyRefs', () => {
@@ -254,7 +255,7 @@ describe('the workspace StatefulSet and Service', () => {
       gitAuth: { accessToken: { type: 'Secret', secret: { name: 'git', key: 'token' } } },
     } as any);
     const res = syncStack(syncRequest(stack, [], []), ctx);
-    const fetch = find(res, 'StatefulSet')!.spec.template.spec.initContainers[0];
+    const fetch = containerOf(find(res, 'StatefulSet'), 0, true);
     expect(fetch.command).toEqual(['pko-agent', 'fetch', 'git']);
     expect(fetch.env).toEqual(
       expect.arrayContaining([
@@ -274,9 +275,9 @@ describe('the workspace StatefulSet and Service', () => {
       commit: 'b'.repeat(40),
       gitAuthSecret: 'legacy',
     } as any);
-    const fetch = find(syncStack(syncRequest(stack, [], []), ctx), 'StatefulSet')!.spec.template.spec.initContainers[0];
-    const refs = fetch.env
-      .filter((e: any) => e.valueFrom?.secretKeyRef)
+    const fetch = containerOf(find(syncStack(syncRequest(stack, [], []), ctx), 'StatefulSet'), 0, true);
+    const refs = fetch
+      .env!.filter((e: any) => e.valueFrom?.secretKeyRef)
       .map((e: any) => [e.name, e.valueFrom.secretKeyRef.key, e.valueFrom.secretKeyRef.optional]);
     expect(refs).toEqual([
       ['GIT_SSH_PRIVATE_KEY', 'sshPrivateKey', true],
@@ -310,9 +311,9 @@ describe('the workspace StatefulSet and Service', () => {
     };
     const fluxCtx = { ...ctx, config: { ...testConfig, fluxMaxUntarSizeBytes: '1000' } };
     const r1 = syncStack(syncRequest(stack, [], [repo]), fluxCtx);
-    const fetch = find(r1, 'StatefulSet')!.spec.template.spec.initContainers[0];
+    const fetch = containerOf(find(r1, 'StatefulSet'), 0, true);
     expect(fetch.command).toEqual(['pko-agent', 'fetch', 'flux']);
-    expect(fetch.env.filter((e: any) => e.name.startsWith('FLUX_') || e.name === 'PULUMI_ENV')).toEqual([
+    expect(fetch.env!.filter((e: any) => e.name.startsWith('FLUX_') || e.name === 'PULUMI_ENV')).toEqual([
       { name: 'FLUX_URL', value: 'http://source-controller/repo.tar.gz' },
       { name: 'FLUX_DIGEST', value: 'sha256:' + 'd'.repeat(64) },
       { name: 'FLUX_DIR', value: 'stacks/dev' },
@@ -320,7 +321,7 @@ describe('the workspace StatefulSet and Service', () => {
       { name: 'PULUMI_ENV', value: '/share/.env' },
     ]);
     // The fetch container can report a failure on the workspace StatefulSet, for its template.
-    expect(fetch.env.map((e: any) => e.name)).toEqual(
+    expect(fetch.env!.map((e: any) => e.name)).toEqual(
       expect.arrayContaining(['POD_NAMESPACE', 'PULUMI_WORKSPACE_HASH', 'PULUMI_WORKSPACE_NAME']),
     );
     const ready = workspaceBecomesReady(applyChildren([], r1.children));
@@ -341,13 +342,13 @@ describe('the operation Job', () => {
       testConfig,
     );
     expect(job.metadata.name).toMatch(/^my-stack-up-[0-9a-f]{8}$/);
-    expect(job.spec.backoffLimit).toBe(0);
-    expect(job.spec.ttlSecondsAfterFinished).toBe(86400);
-    const pod = job.spec.template.spec;
+    expect(jobSpec(job).backoffLimit).toBe(0);
+    expect(jobSpec(job).ttlSecondsAfterFinished).toBe(86400);
+    const pod = podSpecOf(job);
     expect(pod.restartPolicy).toBe('Never');
-    const c = pod.containers[0];
+    const c = pod.containers[0]!;
     expect(c.command).toEqual(['pko-agent', 'update']);
-    expect(JSON.parse(c.env[0].value)).toEqual({
+    expect(JSON.parse(c.env![0]!.value!)).toEqual({
       type: 'up',
       stack: 'dev',
       message: 'New stack generation: 3',
@@ -355,8 +356,8 @@ describe('the operation Job', () => {
       targetDependents: true,
       refresh: true,
     });
-    expect(c.env[1]).toEqual({ name: 'PULUMI_WORKSPACE_URL', value: 'http://my-stack-workspace.team-a.svc:50051' });
-    expect(pod.volumes[0].projected.sources[0].serviceAccountToken).toEqual({
+    expect(c.env![1]).toEqual({ name: 'PULUMI_WORKSPACE_URL', value: 'http://my-stack-workspace.team-a.svc:50051' });
+    expect(pod.volumes![0]!.projected!.sources![0]!.serviceAccountToken).toEqual({
       audience: 'my-stack.team-a',
       expirationSeconds: 3600,
       path: 'token',
@@ -382,9 +383,9 @@ describe('the operation Job', () => {
       id,
       testConfig,
     );
-    expect(job.spec.ttlSecondsAfterFinished).toBe(3600);
+    expect(jobSpec(job).ttlSecondsAfterFinished).toBe(3600);
     expect(job.metadata.labels!.team).toBe('a');
-    expect(JSON.parse(job.spec.template.spec.containers[0].env[0].value)).toEqual({
+    expect(JSON.parse(envValue(containerOf(job)))).toEqual({
       type: 'up',
       stack: 'dev',
       message: 'custom',
@@ -408,9 +409,12 @@ describe('the operation Job', () => {
 
   it('carries destroy options only on destroy', () => {
     const stack = makeStack({ runProgram: true, targets: ['urn:x'] } as any);
-    expect(
-      JSON.parse(buildJob(stack, 'destroy', 'm', id, testConfig).spec.template.spec.containers[0].env[0].value),
-    ).toEqual({ type: 'destroy', stack: 'dev', message: 'm', runProgram: true });
+    expect(JSON.parse(envValue(containerOf(buildJob(stack, 'destroy', 'm', id, testConfig))))).toEqual({
+      type: 'destroy',
+      stack: 'dev',
+      message: 'm',
+      runProgram: true,
+    });
   });
 });
 
@@ -475,7 +479,7 @@ describe("the Stack's identities", () => {
     const cluster = workspaceBecomesReady(applyChildren([], r1.children));
     const r2 = syncStack(syncRequest(withStatus(stack, r1), cluster), ctx);
     const job = jobsOf(r2)[0]!;
-    expect(job.spec.template.spec.serviceAccountName).toBe('my-stack-update');
+    expect(podSpecOf(job).serviceAccountName).toBe('my-stack-update');
     expect((role(r2, 'my-stack-update') as any).rules[1]).toEqual({
       apiGroups: ['batch'],
       resources: ['jobs'],
@@ -483,7 +487,7 @@ describe("the Stack's identities", () => {
       resourceNames: [job.metadata.name],
     });
     // The workspace still runs as the Stack's account.
-    expect(find(r2, 'StatefulSet')!.spec.template.spec.serviceAccountName).toBe('default');
+    expect(podSpecOf(find(r2, 'StatefulSet')).serviceAccountName).toBe('default');
   });
 
   it('are kept exactly as they were when the spec turns invalid', () => {

@@ -17,6 +17,7 @@ import {
   withStatus,
   workspaceBecomesReady,
 } from './builders';
+import { containerOf } from './children';
 
 const ctx = { config: testConfig, now: NOW, lookups: noLookups };
 
@@ -300,7 +301,7 @@ describe('branch tracking', () => {
     expect(r3.resyncAfterSeconds).toBe(90);
     // A push: the next poll sees a new commit and rolls the workspace to it.
     const r4 = syncStack(syncRequest(withStatus(stack, r3), applyChildren(c2, r3.children)), look(sha2));
-    expect(find(r4, 'StatefulSet')!.spec.template.spec.initContainers[0].env).toContainEqual({
+    expect(containerOf(find(r4, 'StatefulSet'), 0, true).env).toContainEqual({
       name: 'GIT_REVISION',
       value: sha2,
     });

@@ -19,6 +19,7 @@ import {
   workspaceBecomesReady,
   workspaceFails,
 } from './builders';
+import { containerOf, envValue } from './children';
 
 const ctx = (now = NOW) => ({ config: testConfig, now, lookups: noLookups });
 const at = (iso: string) => ctx(new Date(iso));
@@ -54,9 +55,7 @@ describe('a Program Stack from creation to Ready', () => {
     const { r2, job } = toFirstJob();
     expect(jobsOf(r2)).toHaveLength(1);
     expect(job.metadata.name).toMatch(/^my-stack-up-[0-9a-f]{8}$/);
-    const op = JSON.parse(
-      job.spec.template.spec.containers[0].env.find((e: any) => e.name === 'PULUMI_OPERATION').value,
-    );
+    const op = JSON.parse(containerOf(job).env?.find((e) => e.name === 'PULUMI_OPERATION')?.value ?? '');
     expect(op).toEqual({ type: 'up', stack: 'dev', message: 'Initial stack update' });
     expect(r2.status.currentUpdate).toEqual({
       generation: 1,
@@ -151,14 +150,14 @@ describe('a Program Stack from creation to Ready', () => {
     // The workspace template changed (new digest): wait for it to roll out before running.
     expect(jobsOf(r2).filter((j) => !done.some((d) => d.metadata.name === j.metadata.name))).toHaveLength(0);
     const sts = find(r2, 'StatefulSet')!;
-    expect(sts.spec.template.spec.initContainers[0].env).toContainEqual({
+    expect(containerOf(sts, 0, true).env).toContainEqual({
       name: 'PROGRAM_DIGEST',
       value: 'sha256:' + 'b'.repeat(64),
     });
     const cluster3 = workspaceBecomesReady(applyChildren(done, r2.children));
     const r3 = syncStack(syncRequest(withStatus(s1, r2), cluster3, [program2]), ctx());
     const newJob = jobsOf(r3).find((j) => j.metadata.name !== job.metadata.name)!;
-    expect(JSON.parse(newJob.spec.template.spec.containers[0].env[0].value).message).toBe('New commit detected: "2"');
+    expect(JSON.parse(envValue(containerOf(newJob))).message).toBe('New commit detected: "2"');
     expect(newJob.metadata.annotations!['pulumi.com/update-previous']).toBe(job.metadata.name);
   });
 
@@ -239,9 +238,7 @@ describe('failures, backoff and the failure budget', () => {
       t += cooldown * 1000;
       const retry = syncStack(syncRequest(stack, cluster), ctx(new Date(t)));
       const next = jobsOf(retry).find((j) => !cluster.some((c) => c.metadata.name === j.metadata.name))!;
-      expect(JSON.parse(next.spec.template.spec.containers[0].env[0].value).message).toBe(
-        `Backoff time elapsed: ${shown}`,
-      );
+      expect(JSON.parse(envValue(containerOf(next))).message).toBe(`Backoff time elapsed: ${shown}`);
       stack = withStatus(stack, retry);
       cluster = applyChildren(cluster, retry.children);
       jobName = next.metadata.name;
@@ -265,7 +262,7 @@ describe('failures, backoff and the failure budget', () => {
     };
     const r = syncStack(syncRequest(forced, cluster), ctx(new Date(t + 1000)));
     const newJob = jobsOf(r).find((j) => !cluster.some((c) => c.metadata.name === j.metadata.name))!;
-    expect(JSON.parse(newJob.spec.template.spec.containers[0].env[0].value).message).toBe('Sync request: "now"');
+    expect(JSON.parse(envValue(containerOf(newJob))).message).toBe('Sync request: "now"');
     expect(r.status.observedReconcileRequest).toBe('now');
     expect(r.status.currentUpdate?.reconcileRequest).toBe('now');
   });
@@ -321,7 +318,7 @@ describe('resync and polling', () => {
     expect(early.resyncAfterSeconds).toBe(60);
     const due = syncStack(syncRequest(stack, cluster), ctx(new Date('2026-11-22T10:03:00Z')));
     const job = jobsOf(due).find((j) => !cluster.some((c) => c.metadata.name === j.metadata.name))!;
-    expect(JSON.parse(job.spec.template.spec.containers[0].env[0].value).message).toBe('Resync time elapsed: 2m0s');
+    expect(JSON.parse(envValue(containerOf(job))).message).toBe('Resync time elapsed: 2m0s');
   });
 
   it('treats resyncFrequencySeconds below 60 as 60', () => {
@@ -441,7 +438,7 @@ describe('deletion', () => {
     // The Program is gone already: the destroy needs only projectInfo.
     const r1 = syncStack(syncRequest(del, cluster, [], true), ctx());
     expect(r1.finalized).toBe(false);
-    const fetch = find(r1, 'StatefulSet')!.spec.template.spec.initContainers[0];
+    const fetch = containerOf(find(r1, 'StatefulSet'), 0, true);
     expect(fetch.command).toEqual(['pko-agent', 'fetch', 'project-info']);
     expect(fetch.env).toEqual(
       expect.arrayContaining([
@@ -453,7 +450,7 @@ describe('deletion', () => {
     const r2 = syncStack(syncRequest(withStatus(del, r1), ready, [], true), ctx());
     const destroy = jobsOf(r2).find((j) => j.metadata.labels!['auto.pulumi.com/update-type'] === 'destroy')!;
     expect(destroy).toBeDefined();
-    expect(JSON.parse(destroy.spec.template.spec.containers[0].env[0].value)).toEqual({
+    expect(JSON.parse(envValue(containerOf(destroy)))).toEqual({
       type: 'destroy',
       stack: 'dev',
       message: 'Stack marked for deletion',

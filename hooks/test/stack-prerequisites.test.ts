@@ -14,6 +14,7 @@ import {
   withStatus,
   workspaceBecomesReady,
 } from './builders';
+import { containerOf, envValue } from './children';
 
 const ctx = (now = NOW) => ({ config: testConfig, now, lookups: noLookups });
 
@@ -120,7 +121,7 @@ describe('prerequisites', () => {
       const ready = workspaceBecomesReady(applyChildren([], r1.children));
       const r2 = syncStack(syncRequest(withStatus(base, r1), ready, [makeProgram(), request]), later);
       const job = jobsOf(r2)[0]!;
-      expect(JSON.parse(job.spec.template.spec.containers[0].env[0].value).message).toBe(
+      expect(JSON.parse(envValue(containerOf(job))).message).toBe(
         'Sync request: "after-base-up-12345678" from "my-stack"',
       );
       // Without the request, the same prerequisite is in sync.
