@@ -4,7 +4,7 @@
  * parser, so the hooks' own work can be told apart from their cheaper parsing).
  */
 import Fastify from 'fastify';
-import { installJsonBodyParser } from '../hooks/src/plugins/json-body';
+import { installJsonBodyParser } from '../hooks/src/http/body-parser';
 import { buildServer } from '../hooks/src/server';
 import { benchConfig, DEPLOYED_LOG_LEVEL, type RequestKind, type ServerMessage } from './sync-hook-request';
 

@@ -16,7 +16,7 @@ import { TEST_LANGUAGE_HOST_VERSION } from '../agent/testkit/language-nodejs';
 import { configFromEnv } from '../hooks/src/config';
 import { buildJob } from '../hooks/src/stack/job';
 import type { WorkspaceSource } from '../hooks/src/stack/source';
-import { buildWorkspace, RESTRICTED_POD_SECURITY } from '../hooks/src/stack/workspace';
+import { desiredWorkspace, RESTRICTED_POD_SECURITY } from '../hooks/src/stack/workspace';
 import type { CompositeSyncResponse, Stack } from '../schemas';
 import { imageLayout, numericUser, parseDockerfile, stageNamed, startCommand } from './lib/dockerfile';
 import {
@@ -383,7 +383,7 @@ describe('agent image', () => {
     ];
     const commands = new Map<string, string[]>();
     for (const source of sources) {
-      const pod = podSpecOf(buildWorkspace(stack, source, config).statefulSet.spec);
+      const pod = podSpecOf(desiredWorkspace(stack, source, config).statefulSet.spec);
       for (const c of [...(pod.initContainers ?? []), ...pod.containers]) {
         const command = required(c.command, `${c.name} has a command`);
         commands.set(command.join(' '), command);

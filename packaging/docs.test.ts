@@ -6,7 +6,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as yaml from 'js-yaml';
-import { HookMetrics } from '../hooks/src/plugins/metrics';
+import { HookMetrics } from '../hooks/src/http/metrics';
 import { Reasons } from '../hooks/src/stack/conditions';
 import { API_REFERENCE_FILE, renderApiReference } from './build-api-reference';
 import { loadObjects, readRepoFile, repoPath } from './lib/repo';

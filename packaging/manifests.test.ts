@@ -11,7 +11,7 @@ import { Annotations } from '../contract';
 import { configFromEnv, DEFAULT_AGENT_IMAGE } from '../hooks/src/config';
 import { buildServer } from '../hooks/src/server';
 import { buildJob } from '../hooks/src/stack/job';
-import { buildWorkspace, RESTRICTED_CONTAINER_SECURITY } from '../hooks/src/stack/workspace';
+import { desiredWorkspace, RESTRICTED_CONTAINER_SECURITY } from '../hooks/src/stack/workspace';
 import type { JsonSchema, Stack } from '../schemas';
 import { INSTALL_FILE, renderInstall } from './build-install';
 import { numericUser, parseDockerfile, stageNamed } from './lib/dockerfile';
@@ -226,7 +226,7 @@ describe('manifests/stack-rbac.yaml', () => {
       spec: { stack: 'dev', serviceAccountName: sa.metadata.name },
     } as Stack;
     const config = configFromEnv({});
-    const ws = buildWorkspace(stack, { kind: 'none' }, config);
+    const ws = desiredWorkspace(stack, { kind: 'none' }, config);
     const job = buildJob(stack, 'up', 'm', { generation: 1, reconcileRequest: '', commit: '', previous: '' }, config);
     const jobPod = podSpecOf(job.spec);
     expect(podSpecOf(ws.statefulSet.spec).serviceAccountName).toBe(sa.metadata.name);

@@ -1,15 +1,16 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import { randomUUID } from 'node:crypto';
 import { createAjv } from '../../schemas';
+import { SyncCache } from './cache/sync-cache';
 import type { HookConfig } from './config';
 import { GitResolver } from './git/ls-remote';
-import { installErrorHandler } from './plugins/errors';
-import { healthPlugin, type Health } from './plugins/health';
-import { installJsonBodyParser } from './plugins/json-body';
-import { HookMetrics, instrument, metricsPlugin } from './plugins/metrics';
-import { programHooks } from './plugins/program-hooks';
-import { installRequestLog, OneLinePerRequest } from './plugins/request-log';
-import { stackHooks } from './plugins/stack-hooks';
+import { installJsonBodyParser } from './http/body-parser';
+import { installErrorHandler } from './http/errors';
+import { healthPlugin, type Health } from './http/health';
+import { HookMetrics, instrument, metricsPlugin } from './http/metrics';
+import { programHooks } from './http/program-routes';
+import { installRequestLog, OneLinePerRequest } from './http/request-log';
+import { stackHooks } from './http/stack-routes';
 
 export interface ServerDeps {
   /** The hooks' only notion of time; tests pin it. */
@@ -27,7 +28,11 @@ export interface HookServer {
   metrics: HookMetrics;
 }
 
-/** The hook server: health endpoints and the Stack and Program hooks, each an encapsulated plugin. */
+/**
+ * The hook server: health endpoints and the Stack and Program hooks, each an encapsulated plugin
+ * (http/), around the domain code (stack/, program/, git/). The server's only memory is its caches:
+ * the git lookups' (git/ls-remote.ts) and the sync's (cache/sync-cache.ts).
+ */
 export function buildServer(config: HookConfig, deps: ServerDeps = {}): HookServer {
   const app = Fastify({
     logger:
@@ -63,7 +68,7 @@ export function buildServer(config: HookConfig, deps: ServerDeps = {}): HookServ
   instrument(app, metrics);
   app.register(healthPlugin, { health });
   app.register(metricsPlugin, { metrics });
-  app.register(stackHooks, { prefix: '/stack', config, git, clock, metrics });
+  app.register(stackHooks, { prefix: '/stack', config, git, clock, metrics, cache: new SyncCache() });
   app.register(programHooks, { prefix: '/program', clock, metrics });
   app.addHook('onClose', async () => {
     await git.close();

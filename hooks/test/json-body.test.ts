@@ -3,7 +3,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import type { AddressInfo } from 'node:net';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { installJsonBodyParser, mayHidePrototypeKeys } from '../src/plugins/json-body';
+import { installJsonBodyParser, mayHidePrototypeKeys } from '../src/http/body-parser';
 import { buildServer } from '../src/server';
 import { testConfig } from './builders';
 import { deleteAt, parseObject } from './json';

@@ -6,7 +6,7 @@ import fc from 'fast-check';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from '@jest/globals';
-import { MAX_DEPTH, parseWithoutManagedFields } from '../src/lib/managed-fields';
+import { MAX_DEPTH, parseWithoutManagedFields } from '../src/http/managed-fields';
 
 type Json = Record<string, unknown>;
 const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);

@@ -1,8 +1,10 @@
 import fc from 'fast-check';
 import { deepFreeze, nestedDeeperThan } from '../src/lib/json';
-import { contentTokens, jsonOf, matchesSnapshot, memoizeByContent, responseJson, snapshotJson } from '../src/lib/memo';
+import { contentTokens, matchesSnapshot, snapshotJson } from '../src/cache/snapshot';
+import { FrozenCache, SyncCache } from '../src/cache/sync-cache';
+import { responseJson } from '../src/http/stack-routes';
 import { syncStack } from '../src/stack/sync';
-import { buildWorkspace, desiredWorkspace } from '../src/stack/workspace';
+import { desiredWorkspace } from '../src/stack/workspace';
 import { makeStack, noLookups, NOW, syncRequest, testConfig } from './builders';
 import { asChild, templateOf } from './children';
 
@@ -13,13 +15,16 @@ const programSource = {
   digest: 'sha256:' + 'a'.repeat(64),
 };
 
-describe('memoizeByContent', () => {
+describe('FrozenCache', () => {
+  /** A pure function remembered by the JSON of its argument. */
+  function memoize<A, R>(fn: (a: A) => R, max = 2048): (a: A) => R {
+    const cache = new FrozenCache<R>({ max });
+    return (a) => cache.get(JSON.stringify(a), () => fn(a));
+  }
+
   it('answers equal content from the cache and different content anew', () => {
     let calls = 0;
-    const double = memoizeByContent(
-      (x: { n: number }) => ({ value: (calls++, x.n * 2) }),
-      (x) => x,
-    );
+    const double = memoize((x: { n: number }) => ({ value: (calls++, x.n * 2) }));
     const a = double({ n: 2 });
     expect(double({ n: 2 })).toBe(a); // another object with the same content: a hit
     expect(calls).toBe(1);
@@ -28,10 +33,7 @@ describe('memoizeByContent', () => {
   });
 
   it('returns frozen results, so no caller can change the next answer', () => {
-    const make = memoizeByContent(
-      (n: number) => ({ list: [n], nested: { n } }),
-      (n) => n,
-    );
+    const make = memoize((n: number) => ({ list: [n], nested: { n } }));
     const r = make(1);
     expect(() => {
       r.list.push(2);
@@ -44,11 +46,7 @@ describe('memoizeByContent', () => {
 
   it('is bounded: the least recently used entry is forgotten, and recomputed when asked again', () => {
     let calls = 0;
-    const f = memoizeByContent(
-      (n: number) => ({ n, call: ++calls }),
-      (n) => n,
-      2,
-    );
+    const f = memoize((n: number) => ({ n, call: ++calls }), 2);
     f(1);
     f(2);
     f(1); // 1 is now more recent than 2
@@ -214,8 +212,9 @@ describe('contentTokens', () => {
   });
 });
 
-describe('syncStack with warm memos', () => {
+describe('syncStack with a warm cache', () => {
   it('answers every edit of a Stack exactly as a fresh hook process would', async () => {
+    const cache = new SyncCache();
     const edits = fc.array(
       fc.record({
         config: fc.dictionary(fc.constantFrom('app:a', 'app:b'), fc.constantFrom('1', '2'), { maxKeys: 2 }),
@@ -235,7 +234,7 @@ describe('syncStack with warm memos', () => {
             },
             { generation: i + 1 },
           );
-          const warm = syncStack(syncRequest(stack), { config: testConfig, now: NOW, lookups: noLookups });
+          const warm = syncStack(syncRequest(stack), { config: testConfig, now: NOW, lookups: noLookups, cache });
           let cold: unknown;
           await jest.isolateModulesAsync(async () => {
             const fresh = await import('../src/stack/sync');
@@ -256,7 +255,8 @@ describe('syncStack with warm memos', () => {
   });
 });
 
-describe('the memoised workspace', () => {
+describe('the cached workspace', () => {
+  const cache = new SyncCache();
   const json = fc.letrec((tie) => ({
     value: fc.oneof(
       { depthSize: 'small' },
@@ -306,10 +306,10 @@ describe('the memoised workspace', () => {
         const specWith = (template: object): Record<string, unknown> => ({ workspaceTemplate: { spec: template } });
         const s1 = makeStack(specWith(t1));
         const s2 = makeStack(specWith(t2));
-        const w1 = desiredWorkspace(s1, programSource, testConfig);
-        const w2 = desiredWorkspace(s2, programSource, testConfig);
-        expect(w1).toEqual(buildWorkspace(structuredClone(s1), programSource, testConfig));
-        expect(w2).toEqual(buildWorkspace(structuredClone(s2), programSource, testConfig));
+        const w1 = cache.workspace(s1, programSource, testConfig);
+        const w2 = cache.workspace(s2, programSource, testConfig);
+        expect(w1).toEqual(desiredWorkspace(structuredClone(s1), programSource, testConfig));
+        expect(w2).toEqual(desiredWorkspace(structuredClone(s2), programSource, testConfig));
         if (JSON.stringify(t1) !== JSON.stringify(t2) && w1.hash === w2.hash) {
           // Different templates may build the same pod (e.g. an env value the agent overrides), never a different one under the same hash.
           expect(templateOf(asChild(w1.statefulSet, 'StatefulSet'))).toEqual(
@@ -323,24 +323,24 @@ describe('the memoised workspace', () => {
 
   it('differs when only the source, the name or the namespace differs', () => {
     const stack = makeStack();
-    const base = desiredWorkspace(stack, programSource, testConfig);
-    expect(desiredWorkspace(stack, { ...programSource, digest: 'sha256:' + 'b'.repeat(64) }, testConfig).hash).not.toBe(
+    const base = cache.workspace(stack, programSource, testConfig);
+    expect(cache.workspace(stack, { ...programSource, digest: 'sha256:' + 'b'.repeat(64) }, testConfig).hash).not.toBe(
       base.hash,
     );
+    expect(cache.workspace(makeStack({}, { name: 'other' }), programSource, testConfig).statefulSet.metadata.name).toBe(
+      'other-workspace',
+    );
     expect(
-      desiredWorkspace(makeStack({}, { name: 'other' }), programSource, testConfig).statefulSet.metadata.name,
-    ).toBe('other-workspace');
-    expect(
-      desiredWorkspace(makeStack({}, { namespace: 'team-b' }), programSource, testConfig).statefulSet.metadata
-        .namespace,
+      cache.workspace(makeStack({}, { namespace: 'team-b' }), programSource, testConfig).statefulSet.metadata.namespace,
     ).toBe('team-b');
-    expect(desiredWorkspace(stack, programSource, { ...testConfig, agentImage: 'example.test/other:1' }).hash).not.toBe(
+    expect(cache.workspace(stack, programSource, { ...testConfig, agentImage: 'example.test/other:1' }).hash).not.toBe(
       base.hash,
     );
   });
 });
 
 describe('responseJson', () => {
+  const cache = new SyncCache();
   it('gives the bytes JSON.stringify gives, for any response, with frozen and unfrozen children', () => {
     const json = fc.jsonValue({ maxDepth: 3 });
     fc.assert(
@@ -351,8 +351,8 @@ describe('responseJson', () => {
         (status, kids, resync) => {
           const children = kids.map(([child, freeze]) => (freeze ? deepFreeze(structuredClone(child)) : child));
           const response = { status, children, resyncAfterSeconds: resync ?? undefined, finalized: undefined };
-          expect(responseJson(response)).toBe(JSON.stringify(response));
-          expect(responseJson(response)).toBe(JSON.stringify(response)); // and again, from the cache
+          expect(responseJson(response, cache)).toBe(JSON.stringify(response));
+          expect(responseJson(response, cache)).toBe(JSON.stringify(response)); // and again, from the cache
         },
       ),
       { numRuns: 300 },
@@ -361,10 +361,10 @@ describe('responseJson', () => {
 
   it('remembers the JSON of frozen objects only', () => {
     const frozen = deepFreeze({ a: [1, 2] });
-    expect(jsonOf(frozen)).toBe('{"a":[1,2]}');
+    expect(cache.jsonOf(frozen)).toBe('{"a":[1,2]}');
     const open = { a: 1 };
-    expect(jsonOf(open)).toBe('{"a":1}');
+    expect(cache.jsonOf(open)).toBe('{"a":1}');
     open.a = 2;
-    expect(jsonOf(open)).toBe('{"a":2}');
+    expect(cache.jsonOf(open)).toBe('{"a":2}');
   });
 });

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { LRUCache } from 'lru-cache';
 import { Agent, interceptors, request, type Dispatcher } from 'undici';
 import type { RefLookup, RefLookupRequest } from '../stack/source';
 import { installationToken, type GitHubAppCredentials } from './github-app';
@@ -6,6 +7,11 @@ import { installationToken, type GitHubAppCredentials } from './github-app';
 /** Largest ref advertisement read (a repository with tens of thousands of tags fits easily). */
 const MAX_ADVERTISEMENT_BYTES = 16 * 1024 * 1024;
 const MAX_CACHE_ENTRIES = 2000;
+/** Failed lookups are retried sooner than answers are refreshed. */
+const MAX_FAILURE_TTL_MS = 5000;
+/** An installation token (valid an hour) is not used in its last 5 minutes. */
+const TOKEN_MARGIN_MS = 5 * 60_000;
+const TOKEN_LIFETIME_MS = 60 * 60_000;
 
 /** A URL fit for messages and logs: no credentials. */
 export function redactUrl(url: string): string {
@@ -72,14 +78,20 @@ export interface GitResolverOptions {
  * share one request. Keys hash the credentials; no credential is kept in clear or logged.
  */
 export class GitResolver {
-  private readonly cache = new Map<string, { expires: number; value: Promise<RefLookup> }>();
-  /** GitHub App installation tokens (valid an hour), reused until 5 minutes before they expire. */
-  private readonly appTokens = new Map<string, { expiresAtMs: number; token: Promise<string> }>();
+  /** Lookups in flight or answered, by a hash of the request, for cacheTtlMs. */
+  private readonly cache: LRUCache<string, Promise<RefLookup>>;
+  /** GitHub App installation tokens, reused until 5 minutes before they expire. */
+  private readonly appTokens: LRUCache<string, Promise<string>>;
   private readonly now: () => number;
   private readonly dispatcher: Dispatcher;
 
   constructor(private readonly options: GitResolverOptions) {
     this.now = options.now ?? Date.now;
+    // Every expiry is read from `now` (ttlResolution 0), so a test's clock moves them. Shifted by
+    // 1 ms: lru-cache takes an entry stored at time 0 for one without a TTL.
+    const ttlOptions = { max: MAX_CACHE_ENTRIES, ttlResolution: 0, perf: { now: () => this.now() + 1 } };
+    this.cache = new LRUCache({ ...ttlOptions, ttl: options.cacheTtlMs });
+    this.appTokens = new LRUCache({ ...ttlOptions, ttl: TOKEN_LIFETIME_MS - TOKEN_MARGIN_MS });
     this.dispatcher = new Agent({ connectTimeout: options.timeoutMs }).compose(
       interceptors.redirect({ maxRedirections: 3 }),
     );
@@ -96,20 +108,12 @@ export class GitResolver {
       .update(JSON.stringify([req.url, req.ref, req.username ?? '', req.password ?? '', ...app]))
       .digest('hex');
     const hit = this.cache.get(key);
-    const t = this.now();
-    if (hit && hit.expires > t) return hit.value;
+    if (hit) return hit;
     const value = this.lookup(req);
-    this.cache.set(key, { expires: t + this.options.cacheTtlMs, value });
+    this.cache.set(key, value);
     void value.then((v) => {
-      // Failures are retried sooner than answers are refreshed.
-      if ('error' in v) this.cache.set(key, { expires: this.now() + Math.min(this.options.cacheTtlMs, 5000), value });
+      if ('error' in v) this.cache.set(key, value, { ttl: Math.min(this.options.cacheTtlMs, MAX_FAILURE_TTL_MS) });
     });
-    if (this.cache.size > MAX_CACHE_ENTRIES) {
-      for (const [k, e] of this.cache) {
-        if (e.expires <= t || this.cache.size > MAX_CACHE_ENTRIES) this.cache.delete(k);
-        if (this.cache.size <= MAX_CACHE_ENTRIES) break;
-      }
-    }
     return value;
   }
 
@@ -117,19 +121,17 @@ export class GitResolver {
     const key = createHash('sha256')
       .update(JSON.stringify([creds.appId, creds.installationId, creds.privateKey]))
       .digest('hex');
-    const t = this.now();
     const hit = this.appTokens.get(key);
-    if (hit && hit.expiresAtMs - 5 * 60_000 > t) return hit.token;
+    if (hit) return hit;
     const apiUrl = this.options.githubApiUrl ?? 'https://api.github.com';
-    const exchange = installationToken(apiUrl, creds, { signal, dispatcher: this.dispatcher, nowMs: t });
+    const exchange = installationToken(apiUrl, creds, { signal, dispatcher: this.dispatcher, nowMs: this.now() });
     const token = exchange.then((r) => r.token);
     // Until the answer says when it expires, assume the documented hour; forget failures at once.
-    this.appTokens.set(key, { expiresAtMs: t + 60 * 60_000, token });
+    this.appTokens.set(key, token);
     exchange.then(
-      (r) => this.appTokens.set(key, { expiresAtMs: r.expiresAtMs, token }),
+      (r) => this.appTokens.set(key, token, { ttl: Math.max(1, r.expiresAtMs - TOKEN_MARGIN_MS - this.now()) }),
       () => this.appTokens.delete(key),
     );
-    if (this.appTokens.size > MAX_CACHE_ENTRIES) this.appTokens.delete(this.appTokens.keys().next().value!);
     return token;
   }
 

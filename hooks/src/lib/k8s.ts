@@ -1,56 +1,53 @@
+import type { KubernetesObject, ObjectsByType } from '../../../schemas/generated/types';
 import { isRecord } from './json';
 
-/** The parts of a Kubernetes object the hooks read. Objects arrive as JSON from Metacontroller. */
-export interface ObjectMeta {
-  name: string;
-  namespace?: string;
-  uid?: string;
-  generation?: number;
-  resourceVersion?: string;
-  creationTimestamp?: string;
-  deletionTimestamp?: string;
-  labels?: Record<string, string>;
-  annotations?: Record<string, string>;
-  ownerReferences?: unknown[];
-  finalizers?: string[];
-  [key: string]: unknown;
-}
+/**
+ * A Kubernetes object as Metacontroller sends it and as the hooks return it: apiVersion, kind and
+ * metadata (checked by the request schema), the rest depending on the kind.
+ */
+export type KObject = KubernetesObject & { metadata: { [key: string]: unknown } };
 
-export interface KObject {
-  apiVersion: string;
-  kind: string;
-  metadata: ObjectMeta;
-  spec?: any;
-  status?: any;
-  data?: Record<string, string>;
-  [key: string]: unknown;
-}
+/** A `@kubernetes/client-node` model as it travels in JSON: its times are RFC 3339 strings, not Dates. */
+export type Json<T> = T extends Date
+  ? string
+  : T extends (infer U)[]
+    ? Json<U>[]
+    : T extends object
+      ? { [K in keyof T]: Json<T[K]> }
+      : T;
+
+/** An object of a known kind (a client-node model, or one of schemas/generated/types.ts) as a KObject. */
+export type Typed<T> = Json<T> & KObject;
+
+/** Metacontroller's children, related objects or attachments: by `Kind.apiVersion`, then by key. */
+export type ObjectMap = ObjectsByType;
 
 /** Metacontroller's outer map key: `Kind.version` for the core group, `Kind.group/version` otherwise. */
 export function mapKey(kind: string, apiVersion: string): string {
   return `${kind}.${apiVersion}`;
 }
 
-export type ObjectMap = Record<string, Record<string, KObject>>;
-
-/** All objects of one kind in a Metacontroller children/related map, sorted by name (deterministic). */
-export function objectsOf(map: ObjectMap | undefined, kind: string, apiVersion: string): KObject[] {
+/**
+ * All objects of one kind in a Metacontroller children/related map, sorted by name (deterministic),
+ * typed as that kind: Metacontroller files each object under its own kind.
+ */
+export function objectsOf<T = object>(map: ObjectMap | undefined, kind: string, apiVersion: string): Typed<T>[] {
   const inner = map?.[mapKey(kind, apiVersion)];
   if (!inner) return [];
   return Object.values(inner)
-    .filter((o): o is KObject => isRecord(o) && isRecord(o.metadata) && typeof o.metadata.name === 'string')
+    .filter((o): o is Typed<T> => isRecord(o) && isRecord(o.metadata) && typeof o.metadata.name === 'string')
     .sort((a, b) => (a.metadata.name < b.metadata.name ? -1 : a.metadata.name > b.metadata.name ? 1 : 0));
 }
 
 /** One object by namespace and name (v2 keys are `namespace/name`; v1 keys are `name`). */
-export function findObject(
+export function findObject<T = object>(
   map: ObjectMap | undefined,
   kind: string,
   apiVersion: string,
   namespace: string | undefined,
   name: string,
-): KObject | undefined {
-  return objectsOf(map, kind, apiVersion).find(
+): Typed<T> | undefined {
+  return objectsOf<T>(map, kind, apiVersion).find(
     (o) => o.metadata.name === name && (namespace === undefined || (o.metadata.namespace ?? namespace) === namespace),
   );
 }
@@ -105,12 +102,26 @@ export function asRetained(observed: KObject): KObject {
   return kept;
 }
 
-/** A condition from an object's status.conditions. */
-export function conditionOf(
-  obj: KObject | undefined,
-  type: string,
-): { status?: string; reason?: string; message?: string; lastTransitionTime?: string } | undefined {
-  const conds: unknown = obj?.status?.conditions;
+/** The fields of a status condition the hooks read, whatever the object's kind. */
+export interface ObservedCondition {
+  type: string;
+  status?: string;
+  reason?: string;
+  message?: string;
+  lastTransitionTime?: string;
+}
+
+/** A condition from an object's status.conditions (fields that are not strings are left out). */
+export function conditionOf(obj: KObject | undefined, type: string): ObservedCondition | undefined {
+  const status = obj?.status;
+  const conds = isRecord(status) ? status.conditions : undefined;
   if (!Array.isArray(conds)) return undefined;
-  return conds.find((c) => isRecord(c) && c.type === type) as any;
+  const found: unknown = conds.find((c) => isRecord(c) && c.type === type);
+  if (!isRecord(found)) return undefined;
+  const condition: ObservedCondition = { type };
+  for (const key of ['status', 'reason', 'message', 'lastTransitionTime'] as const) {
+    const value = found[key];
+    if (typeof value === 'string') condition[key] = value;
+  }
+  return condition;
 }

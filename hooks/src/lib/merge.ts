@@ -40,7 +40,8 @@ function mergeValue(base: unknown, patch: unknown, field: string | undefined): u
   if (patch === undefined) return base;
   if (isRecord(patch)) {
     if (patch.$patch === 'replace') {
-      const { $patch: _d, ...rest } = patch;
+      const rest = { ...patch };
+      delete rest.$patch;
       return cloneJson(rest);
     }
     const out: Record<string, unknown> = isRecord(base) ? { ...base } : {};
@@ -55,7 +56,7 @@ function mergeValue(base: unknown, patch: unknown, field: string | undefined): u
     const key = field !== undefined ? MERGE_KEYS[field] : undefined;
     if (key === undefined || !Array.isArray(base))
       return patch.filter((p) => !(isRecord(p) && p.$patch === 'delete')).map(copyOf);
-    const out = [...base];
+    const out: unknown[] = [...(base as unknown[])];
     for (const item of patch) {
       if (!isRecord(item) || item[key] === undefined) {
         out.push(copyOf(item));

@@ -22,12 +22,14 @@ function sortDeep(value: unknown): unknown {
 }
 
 /**
- * Renders a Program as a Pulumi YAML project (reference §3.1): deterministic bytes for the same
- * Program, whatever order its maps arrive in, so the digest identifies the content.
+ * Renders a Program as a Pulumi YAML project (upstream's programToProject:
+ * https://github.com/pulumi/pulumi-kubernetes-operator/blob/475dbc6c9d34ccab38ba1d3b16c924dd8a1c59b1/operator/internal/controller/pulumi/program_controller.go#L209):
+ * deterministic bytes for the same Program, whatever order its maps arrive in, so the digest
+ * identifies the content.
  */
 export function renderProgram(program: Program): RenderedProgram {
   const spec = program.program ?? {};
-  const project: Record<string, unknown> = { name: program.metadata!.name, runtime: 'yaml' };
+  const project: Record<string, unknown> = { name: program.metadata.name, runtime: 'yaml' };
   for (const key of ['configuration', 'resources', 'variables', 'outputs', 'packages'] as const) {
     const v = (spec as Record<string, unknown>)[key];
     if (v !== undefined && !(isRecord(v) && Object.keys(v).length === 0)) project[key] = sortDeep(v);

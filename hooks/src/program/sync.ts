@@ -5,7 +5,7 @@ import { pathNestedDeeperThan } from '../lib/json';
 import { asLastApplied, objectsOf, type KObject, type ObjectMap } from '../lib/k8s';
 import { applyMark } from '../stack/conditions';
 import { programConfigMapName } from '../stack/source';
-import { MAX_SPEC_NESTING, tooDeepMessage } from '../stack/sync';
+import { MAX_SPEC_NESTING, tooDeepMessage } from '../stack/validate';
 import { renderProgram } from './render';
 
 export interface ProgramSyncRequest {
@@ -19,7 +19,7 @@ export interface ProgramSyncResponse {
   attachments: KObject[];
 }
 
-export const PROGRAM_LABEL = 'pulumi.com/program-name';
+const PROGRAM_LABEL = 'pulumi.com/program-name';
 
 /**
  * The Program decorator: validates the Program, renders it, attaches a ConfigMap holding the
@@ -29,9 +29,9 @@ export const PROGRAM_LABEL = 'pulumi.com/program-name';
  */
 export function syncProgram(req: ProgramSyncRequest, now: Date): ProgramSyncResponse {
   const program = req.object;
-  const name = program.metadata!.name as string;
-  const namespace = program.metadata!.namespace as string;
-  const generation = program.metadata!.generation as number;
+  const name = program.metadata.name;
+  const namespace = program.metadata.namespace ?? '';
+  const generation = program.metadata.generation;
   const cmName = programConfigMapName(name);
   const observed = objectsOf(req.attachments, 'ConfigMap', 'v1').find((o) => o.metadata.name === cmName);
   const previous = program.status ?? {};
@@ -40,12 +40,7 @@ export function syncProgram(req: ProgramSyncRequest, now: Date): ProgramSyncResp
   if (message !== undefined) {
     const status: ProgramStatus = {
       observedGeneration: generation,
-      conditions: applyMark(
-        previous.conditions,
-        { kind: 'stalled', reason: 'SpecInvalid', message },
-        generation,
-        now,
-      ) as ProgramStatus['conditions'],
+      conditions: applyMark(previous.conditions, { kind: 'stalled', reason: 'SpecInvalid', message }, generation, now),
     };
     return { status, attachments: observed ? [asLastApplied(observed)] : [] };
   }
@@ -60,7 +55,7 @@ export function syncProgram(req: ProgramSyncRequest, now: Date): ProgramSyncResp
       { kind: 'ready', message: 'the program has been rendered' },
       generation,
       now,
-    ) as ProgramStatus['conditions'],
+    ),
     artifact: {
       path: `programs/${namespace}/${name}/${revision}`,
       url: `configmap://${namespace}/${cmName}/Pulumi.yaml`,

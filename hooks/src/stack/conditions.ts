@@ -1,6 +1,7 @@
 /**
- * Upstream's kstatus-compatible Ready/Reconciling/Stalled protocol (reference §2.1). Reason strings
- * are part of the API: Argo CD's health check and users' alerts match on them.
+ * Upstream's kstatus-compatible Ready/Reconciling/Stalled protocol (the Mark*Condition methods of
+ * https://github.com/pulumi/pulumi-kubernetes-operator/blob/475dbc6c9d34ccab38ba1d3b16c924dd8a1c59b1/operator/api/pulumi/v1/stack_types.go#L114).
+ * Reason strings are part of the API: Argo CD's health check and users' alerts match on them.
  */
 export const Reasons = {
   // Reconciling

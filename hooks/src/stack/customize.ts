@@ -21,7 +21,7 @@ export interface RelatedResourceRule {
  */
 export function customizeStack(stack: Stack): { relatedResources: RelatedResourceRule[] } {
   const ns = stack.metadata?.namespace as string;
-  const name = stack.metadata?.name as string;
+  const name = stack.metadata.name;
   const rules: RelatedResourceRule[] = [];
   const refreshRequests: RelatedResourceRule = {
     apiVersion: 'v1',

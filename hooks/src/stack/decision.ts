@@ -1,7 +1,7 @@
 import type { Stack, StackUpdateState } from '../../../schemas/generated/types';
 import { formatDuration } from '../lib/duration';
 
-/** Upstream's constants (reference §4.5). */
+/** Upstream's constants (maxUpdateFailures, cooldown and resyncFreq: https://github.com/pulumi/pulumi-kubernetes-operator/blob/475dbc6c9d34ccab38ba1d3b16c924dd8a1c59b1/operator/internal/controller/pulumi/stack_controller.go#L1084, #L1357, #L1384). */
 export const MAX_UPDATE_FAILURES = 3;
 const BACKOFF_BASE_MS = 10_000;
 const BACKOFF_FACTOR = 3;
@@ -42,11 +42,14 @@ function since(now: Date, time: string | undefined): number {
   return Number.isNaN(t) ? Number.POSITIVE_INFINITY : now.getTime() - t;
 }
 
-/** Whether the Stack is in sync and, if not, the reason that becomes the operation's message. */
+/**
+ * Whether the Stack is in sync and, if not, the reason that becomes the operation's message
+ * (upstream's isSynced: https://github.com/pulumi/pulumi-kubernetes-operator/blob/475dbc6c9d34ccab38ba1d3b16c924dd8a1c59b1/operator/internal/controller/pulumi/stack_controller.go#L1223).
+ */
 export function decideSync(input: DecisionInput): Decision {
   const { stack, lastUpdate: last, commit, deleting, now } = input;
-  const generation = stack.metadata?.generation as number | undefined;
-  const request = stack.metadata?.annotations?.['pulumi.com/reconciliation-request'] as string | undefined;
+  const generation = stack.metadata.generation;
+  const request = stack.metadata.annotations?.['pulumi.com/reconciliation-request'];
 
   if (!last) return { synced: false, message: 'Initial stack update' };
   if (last.generation !== generation) {
@@ -85,8 +88,9 @@ export function decideSync(input: DecisionInput): Decision {
 }
 
 /**
- * When to look again while in sync (reference §4.5): the end of a failure's cooldown, the next
- * resync with continueResyncOnCommitMatch, and the branch polling period; the smallest wins.
+ * When to look again while in sync (as upstream, https://github.com/pulumi/pulumi-kubernetes-operator/blob/475dbc6c9d34ccab38ba1d3b16c924dd8a1c59b1/operator/internal/controller/pulumi/stack_controller.go#L827):
+ * the end of a failure's cooldown, the next resync with continueResyncOnCommitMatch, and the
+ * branch polling period; the smallest wins.
  */
 function requeueAfter(input: DecisionInput): number | undefined {
   const { stack, lastUpdate: last, now } = input;

@@ -1,11 +1,9 @@
-import type { V1Container, V1PodTemplateSpec } from '@kubernetes/client-node';
+import type { V1Container, V1Job, V1PodTemplateSpec } from '@kubernetes/client-node';
 import type { Stack } from '../../../schemas/generated/types';
 import {
   AGENT_COMMAND,
-  Annotations,
   Env,
   Labels,
-  parseUpdateResult,
   Paths,
   type OperationRequest,
   type OperationType,
@@ -13,9 +11,8 @@ import {
 } from '../../../contract';
 import type { HookConfig } from '../config';
 import { parseDuration } from '../lib/duration';
-import { LRUCache } from 'lru-cache';
-import { deepFreeze, shortHash, stableStringify } from '../lib/json';
-import { conditionOf, type KObject } from '../lib/k8s';
+import { shortHash, stableStringify } from '../lib/json';
+import { conditionOf, type Json, type KObject, type Typed } from '../lib/k8s';
 import { strategicMerge } from '../lib/merge';
 import { updateServiceAccountName } from './rbac';
 import { RESTRICTED_CONTAINER_SECURITY, RESTRICTED_POD_SECURITY, workspaceAudience, workspaceUrl } from './workspace';
@@ -48,8 +45,8 @@ export interface UpdateIdentity {
  * function of what it runs for, so the same request yields the same Job and each retry a new one.
  */
 export function jobName(stack: Stack, type: OperationType, id: UpdateIdentity): string {
-  const uid = stack.metadata?.uid ?? '';
-  return `${stack.metadata!.name}-${type}-${shortHash({ uid, type, ...id }, 8)}`;
+  const uid = stack.metadata.uid ?? '';
+  return `${stack.metadata.name}-${type}-${shortHash({ uid, type, ...id }, 8)}`;
 }
 
 export function identityOf(job: KObject): UpdateIdentity | undefined {
@@ -64,12 +61,15 @@ export function identityOf(job: KObject): UpdateIdentity | undefined {
   };
 }
 
-export function jobType(job: KObject): OperationType | undefined {
+function jobType(job: KObject): OperationType | undefined {
   const t = job.metadata.labels?.[Labels.updateType];
   return t === 'up' || t === 'preview' || t === 'refresh' || t === 'destroy' ? t : undefined;
 }
 
-/** The operation, from the Stack and its updateTemplate (reference §1.9, §1.11). */
+/**
+ * The operation, from the Stack and its updateTemplate (upstream's newUp and applyUpdateTemplate:
+ * https://github.com/pulumi/pulumi-kubernetes-operator/blob/475dbc6c9d34ccab38ba1d3b16c924dd8a1c59b1/operator/internal/controller/pulumi/stack_controller.go#L1794).
+ */
 export function operationFor(stack: Stack, type: OperationType, message: string): OperationRequest {
   const spec = stack.spec;
   const op: OperationRequest = { type, stack: spec.stack, message };
@@ -104,8 +104,8 @@ export function buildJob(
   config: HookConfig,
 ): KObject {
   const spec = stack.spec;
-  const name = stack.metadata!.name as string;
-  const namespace = stack.metadata!.namespace as string;
+  const name = stack.metadata.name;
+  const namespace = stack.metadata.namespace ?? '';
   const job = jobName(stack, type, id);
   const ttl = spec.updateTemplate?.spec?.ttlAfterCompleted;
   const ttlSeconds = ttl !== undefined ? Math.round(parseDuration(ttl)! / 1000) : DEFAULT_TTL_SECONDS;
@@ -126,7 +126,7 @@ export function buildJob(
     securityContext: structuredClone(RESTRICTED_CONTAINER_SECURITY),
   };
   if (config.agentImagePullPolicy) runner.imagePullPolicy = config.agentImagePullPolicy;
-  const template: V1PodTemplateSpec = {
+  const template: Json<V1PodTemplateSpec> = {
     metadata: {
       labels: { [Labels.stackName]: name, [Labels.workspaceComponent]: 'update', [Labels.updateType]: type },
     },
@@ -156,7 +156,7 @@ export function buildJob(
       ],
     },
   };
-  let obj: KObject = {
+  let obj: Typed<V1Job> = {
     apiVersion: 'batch/v1',
     kind: 'Job',
     metadata: {
@@ -177,8 +177,7 @@ export function buildJob(
       template,
     },
   };
-  const userMeta = spec.updateTemplate?.metadata as
-    { labels?: Record<string, string>; annotations?: Record<string, string> } | undefined;
+  const userMeta = spec.updateTemplate?.metadata;
   if (userMeta) {
     obj = strategicMerge(obj, { metadata: { labels: userMeta.labels, annotations: userMeta.annotations } });
     // Our keys win: they identify the Job.
@@ -198,46 +197,15 @@ export interface JobOutcome {
   endTime: string | undefined;
 }
 
-/** A finished Job's result, or undefined while it runs. A pod that died without reporting is a failure. */
-export function jobOutcome(job: KObject): JobOutcome | undefined {
-  // A sync asks about the same Job several times; the answer is parsed from its annotation once.
-  const known = outcomes.get(job);
-  if (known !== undefined) return known ?? undefined;
-  const outcome = readJobOutcome(job);
-  outcomes.set(job, outcome ?? null);
-  return outcome;
-}
-
-/** Per observed Job object (so per request): dropped with the request. */
-const outcomes = new WeakMap<KObject, JobOutcome | null>();
-
 /**
- * Parsed result annotations by their text: every sync of a Stack reads the same finished Jobs'
- * results again, and parsing them was a tenth of a steady-state sync. Bounded by total size; the
- * parsed results are frozen because they are shared.
+ * A finished Job's result, or undefined while it runs. `result` is the Job's
+ * `pulumi.com/update-result` annotation, parsed; a pod that died without reporting is a failure.
  */
-const parsedResults = new LRUCache<string, { result: UpdateResult | undefined }>({
-  maxSize: 16 * 1024 * 1024,
-  sizeCalculation: (_v, raw) => Math.max(1, raw.length),
-});
-
-function resultOf(raw: string | undefined): UpdateResult | undefined {
-  if (raw === undefined) return undefined;
-  let hit = parsedResults.get(raw);
-  if (!hit) {
-    hit = { result: deepFreeze(parseUpdateResult(raw)) };
-    if (raw.length <= 1024 * 1024) parsedResults.set(raw, hit);
-  }
-  return hit.result;
-}
-
-function readJobOutcome(job: KObject): JobOutcome | undefined {
+export function jobOutcome(job: Typed<V1Job>, result: UpdateResult | undefined): JobOutcome | undefined {
   const type = jobType(job) ?? 'up';
-  const result = resultOf(job.metadata.annotations?.[Annotations.updateResult]);
   const failed = conditionOf(job, 'Failed');
   const complete = conditionOf(job, 'Complete');
-  const jobEnd =
-    (job.status?.completionTime as string | undefined) ?? failed?.lastTransitionTime ?? complete?.lastTransitionTime;
+  const jobEnd = job.status?.completionTime ?? failed?.lastTransitionTime ?? complete?.lastTransitionTime;
   if (result) return { result, endTime: result.endTime ?? jobEnd };
   if (failed?.status === 'True') {
     const why = [failed.reason, failed.message].filter(Boolean).join(': ');

@@ -1,3 +1,4 @@
+import type { V1ConfigMap } from '@kubernetes/client-node';
 import type { Stack } from '../../../schemas/generated/types';
 import { Annotations, Labels } from '../../../contract';
 import { parseDuration } from '../lib/duration';
@@ -27,12 +28,12 @@ export interface PrerequisiteCheck {
 }
 
 export function checkPrerequisites(stack: Stack, related: ObjectMap | undefined, now: Date): PrerequisiteCheck {
-  const ns = stack.metadata!.namespace as string;
-  const name = stack.metadata!.name as string;
+  const ns = stack.metadata.namespace ?? '';
+  const name = stack.metadata.name;
   const failures: { name: string; error: string }[] = [];
   const refreshRequests: KObject[] = [];
   for (const p of stack.spec.prerequisites ?? []) {
-    const pre = findObject(related, 'Stack', GROUP_VERSION, ns, p.name);
+    const pre = findObject<Stack>(related, 'Stack', GROUP_VERSION, ns, p.name);
     if (!pre) {
       failures.push({ name: p.name, error: `stacks.pulumi.com "${p.name}" not found` });
       continue;
@@ -81,10 +82,10 @@ export function checkPrerequisites(stack: Stack, related: ObjectMap | undefined,
 
 /** Dependents asking this Stack to run again after its last update (see REFRESH_LABEL). */
 export function refreshRequestsFor(stack: Stack, related: ObjectMap | undefined): string[] {
-  const name = stack.metadata!.name as string;
+  const name = stack.metadata.name;
   const last = stack.status?.lastUpdate?.name;
   if (!last) return [];
-  return objectsOf(related, 'ConfigMap', 'v1')
+  return objectsOf<V1ConfigMap>(related, 'ConfigMap', 'v1')
     .filter((cm) => cm.metadata.labels?.[REFRESH_LABEL] === name && cm.data?.[AFTER_KEY] === `after-${last}`)
     .map((cm) => cm.data?.[REQUESTED_BY_KEY] ?? cm.metadata.name)
     .sort();

@@ -1,5 +1,4 @@
 import type { KObject } from '../lib/k8s';
-import { memoizeByContent } from '../lib/memo';
 import { stackLabels, workspaceName } from './workspace';
 
 /**
@@ -24,18 +23,6 @@ export function updateServiceAccountName(stack: string): string {
 }
 
 const RBAC_GROUP = 'rbac.authorization.k8s.io';
-
-/** stackRbac, memoised: the same few objects on every sync of a Stack (their JSON is then reused too). */
-export const desiredStackRbac = memoizeByContent(
-  (stack: string, namespace: string, workspaceServiceAccount: string, jobNames: string[]) =>
-    stackRbac(stack, namespace, workspaceServiceAccount, jobNames),
-  (stack: string, namespace: string, workspaceServiceAccount: string, jobNames: string[]) => [
-    stack,
-    namespace,
-    workspaceServiceAccount,
-    jobNames,
-  ],
-);
 
 export function stackRbac(
   stack: string,

@@ -1,5 +1,7 @@
 import type { Stack, StackSpec } from '../../../schemas/generated/types';
-import { findObject, type KObject, type ObjectMap } from '../lib/k8s';
+import type { V1Secret } from '@kubernetes/client-node';
+import { isRecord } from '../lib/json';
+import { conditionOf, findObject, type KObject, type ObjectMap } from '../lib/k8s';
 import { hasGitSource } from './validate';
 import { Reasons } from './conditions';
 
@@ -101,7 +103,7 @@ export function secretsForLookup(spec: StackSpec): string[] {
 }
 
 function secretValue(related: ObjectMap | undefined, namespace: string, name: string, key: string): string | undefined {
-  const secret = findObject(related, 'Secret', 'v1', namespace, name);
+  const secret = findObject<V1Secret>(related, 'Secret', 'v1', namespace, name);
   const b64 = secret?.data?.[key];
   return b64 === undefined ? undefined : Buffer.from(b64, 'base64').toString('utf8');
 }
@@ -153,7 +155,8 @@ export function planRefLookup(stack: Stack, related: ObjectMap | undefined): Ref
 }
 
 /**
- * The commit the Stack should be at and the source the workspace fetches (reference §4.3).
+ * The commit the Stack should be at and the source the workspace fetches ("Step 1. Resolve the
+ * source" in https://github.com/pulumi/pulumi-kubernetes-operator/blob/475dbc6c9d34ccab38ba1d3b16c924dd8a1c59b1/operator/internal/controller/pulumi/stack_controller.go#L671).
  * Precedence when several are set is upstream's: git, then Flux, then Program.
  */
 export function resolveSource(
@@ -225,9 +228,8 @@ export function resolveSource(
       };
     }
     const artifact = artifactOf(program);
-    const invalid = (program.status?.conditions as any[] | undefined)?.find(
-      (c) => c?.type === 'Stalled' && c?.status === 'True',
-    );
+    const stalled = conditionOf(program, 'Stalled');
+    const invalid = stalled?.status === 'True' ? stalled : undefined;
     if (!artifact || invalid) {
       const why = invalid?.message ? `: ${invalid.message}` : '';
       return { ok: false, reason: Reasons.SourceUnavailable, message: `Program ${ns}/${name} has no artifact${why}` };
@@ -243,9 +245,10 @@ export function resolveSource(
   return { ok: true, commit: '', source: { kind: 'none' } };
 }
 
+/** A Flux source's or a Program's `status.artifact`, the same shape for both. */
 function artifactOf(obj: KObject): { url: string; revision: string; digest: string } | undefined {
-  const a = obj.status?.artifact;
-  if (!a || typeof a.url !== 'string' || typeof a.revision !== 'string') return undefined;
+  const a = isRecord(obj.status) ? obj.status.artifact : undefined;
+  if (!isRecord(a) || typeof a.url !== 'string' || typeof a.revision !== 'string') return undefined;
   const digest =
     typeof a.digest === 'string' ? a.digest : typeof a.checksum === 'string' ? `sha256:${a.checksum}` : undefined;
   if (digest === undefined) return undefined;

@@ -1,17 +1,23 @@
+import type { V1ConfigMap, V1Job, V1Namespace, V1Service, V1StatefulSet } from '@kubernetes/client-node';
 import type { Stack, StackStatus, StackUpdateState } from '../../../schemas/generated/types';
-import { Annotations, type OperationType } from '../../../contract';
+import { Annotations, parseUpdateResult, type OperationType, type UpdateResult } from '../../../contract';
 import type { HookConfig } from '../config';
-import { isRecord, nestedDeeperThan, pathNestedDeeperThan } from '../lib/json';
-import { contentTokens } from '../lib/memo';
-import { asLastApplied, asRetained, findObject, objectsOf, type KObject, type ObjectMap } from '../lib/k8s';
+import { isRecord } from '../lib/json';
+import { asLastApplied, asRetained, findObject, objectsOf, type KObject, type ObjectMap, type Typed } from '../lib/k8s';
 import { applyMark, Reasons, type Mark } from './conditions';
 import { decideSync, MAX_UPDATE_FAILURES } from './decision';
-import { buildJob, identityOf, jobName, jobOutcome, jobType, type JobOutcome, type UpdateIdentity } from './job';
+import { buildJob, identityOf, jobOutcome, type JobOutcome, type UpdateIdentity } from './job';
 import { checkPrerequisites, refreshRequestsFor } from './prerequisites';
-import { resolveSource, type RefLookup } from './source';
+import { resolveSource, type RefLookup, type WorkspaceSource } from './source';
 import { validateStackObject } from './validate';
-import { desiredStackRbac } from './rbac';
-import { desiredWorkspace, workspaceName, workspaceReadiness, workspaceServiceAccount } from './workspace';
+import { stackRbac } from './rbac';
+import {
+  desiredWorkspace,
+  workspaceName,
+  workspaceReadiness,
+  workspaceServiceAccount,
+  type DesiredWorkspace,
+} from './workspace';
 
 export interface StackSyncRequest {
   parent: Stack;
@@ -27,30 +33,34 @@ export interface StackSyncResponse {
   finalized?: boolean;
 }
 
+/**
+ * The steps of a sync that are pure functions of their arguments and costly enough to remember
+ * between requests. The hook server hands in its cache (cache/sync-cache.ts); without one, each
+ * step is computed ({@link computeSteps}). A remembered answer is the computed one, frozen.
+ */
+export interface SyncSteps {
+  validate(stack: Stack): readonly string[];
+  workspace(stack: Stack, source: WorkspaceSource, config: HookConfig): DesiredWorkspace;
+  rbac(stack: string, namespace: string, workspaceServiceAccount: string, jobNames: string[]): KObject[];
+  /** A Job's `pulumi.com/update-result` annotation, parsed. */
+  updateResult(text: string | undefined): UpdateResult | undefined;
+}
+
+export const computeSteps: SyncSteps = {
+  validate: validateStackObject,
+  workspace: desiredWorkspace,
+  rbac: stackRbac,
+  updateResult: (text) => (text === undefined ? undefined : parseUpdateResult(text)),
+};
+
 export interface SyncContext {
   config: HookConfig;
   now: Date;
   /** Git refs resolved by the lookup phase, keyed by refLookupKey(url, ref). */
   lookups: ReadonlyMap<string, RefLookup>;
+  /** Where the costly steps' answers may be remembered; default: computed every time. */
+  cache?: SyncSteps;
 }
-
-/**
- * How deep a spec may nest. Real specs stay within about 15 levels (a pod template's affinity
- * rules); the limit keeps the hooks' recursive walks over a spec far from the stack's end, however
- * deep a free-form field the API server accepted (config values, workspaceTemplate) goes.
- */
-export const MAX_SPEC_NESTING = 100;
-
-/** The SpecInvalid message for a value nested deeper than MAX_SPEC_NESTING (`what`: Stack, program). */
-export function tooDeepMessage(path: string, what: string): string {
-  return `${path} is nested more than ${MAX_SPEC_NESTING} levels deep; no ${what} needs that many, so flatten that value`;
-}
-
-/**
- * Content tokens for Stack specs, one slot per Stack (lib/memo.ts). Only specs within
- * MAX_SPEC_NESTING get one, and a spec equal to one already seen is not measured again.
- */
-const specTokens = contentTokens({ admit: (spec) => !nestedDeeperThan(spec, MAX_SPEC_NESTING) });
 
 /** Upstream requeues a Stack whose source is unavailable after 30 s. */
 const SOURCE_RETRY_SECONDS = 30;
@@ -59,22 +69,33 @@ function rfc3339(d: Date): string {
   return d.toISOString().replace(/\.\d{3}Z$/, 'Z');
 }
 
+/** An observed Job with what it runs for (undefined: not one of ours) and its result (undefined: running). */
+interface ObservedJob {
+  job: Typed<V1Job>;
+  id: UpdateIdentity | undefined;
+  outcome: JobOutcome | undefined;
+}
+
 interface Observed {
-  statefulSet?: KObject;
-  service?: KObject;
-  jobs: KObject[];
-  refreshRequests: KObject[];
+  statefulSet?: Typed<V1StatefulSet>;
+  service?: Typed<V1Service>;
+  jobs: ObservedJob[];
+  refreshRequests: Typed<V1ConfigMap>[];
   /** The Stack's ServiceAccount, Roles and RoleBindings (rbac.ts). */
   rbac: KObject[];
 }
 
-function observe(children: ObjectMap | undefined, stack: string): Observed {
+function observe(children: ObjectMap | undefined, stack: string, steps: SyncSteps): Observed {
   const ws = workspaceName(stack);
   return {
-    statefulSet: objectsOf(children, 'StatefulSet', 'apps/v1').find((o) => o.metadata.name === ws),
-    service: objectsOf(children, 'Service', 'v1').find((o) => o.metadata.name === ws),
-    jobs: objectsOf(children, 'Job', 'batch/v1'),
-    refreshRequests: objectsOf(children, 'ConfigMap', 'v1'),
+    statefulSet: objectsOf<V1StatefulSet>(children, 'StatefulSet', 'apps/v1').find((o) => o.metadata.name === ws),
+    service: objectsOf<V1Service>(children, 'Service', 'v1').find((o) => o.metadata.name === ws),
+    jobs: objectsOf<V1Job>(children, 'Job', 'batch/v1').map((job) => ({
+      job,
+      id: identityOf(job),
+      outcome: jobOutcome(job, steps.updateResult(job.metadata.annotations?.[Annotations.updateResult])),
+    })),
+    refreshRequests: objectsOf<V1ConfigMap>(children, 'ConfigMap', 'v1'),
     rbac: [
       ...objectsOf(children, 'ServiceAccount', 'v1'),
       ...objectsOf(children, 'Role', 'rbac.authorization.k8s.io/v1'),
@@ -100,7 +121,7 @@ function absorb(status: StackStatus, job: KObject, id: UpdateIdentity, outcome: 
     lastAttemptedCommit: id.commit,
     lastSuccessfulCommit: succeeded ? id.commit : (prev?.lastSuccessfulCommit ?? ''),
     lastResyncTime: outcome.endTime ?? rfc3339(now),
-    failures: succeeded ? 0 : sameAttempt ? (prev!.failures ?? 0) + 1 : 0,
+    failures: succeeded ? 0 : sameAttempt ? (prev.failures ?? 0) + 1 : 0,
   };
   if (result.permalink) last.permalink = result.permalink;
   status.lastUpdate = last;
@@ -137,7 +158,7 @@ function resultMark(last: StackUpdateState | undefined): Mark {
 
 /** True when the Stack's namespace (a related object when destroyOnFinalize is set) is being deleted. */
 function namespaceTerminating(stack: Stack, related: ObjectMap | undefined): boolean {
-  const ns = findObject(related, 'Namespace', 'v1', undefined, stack.metadata?.namespace as string);
+  const ns = findObject<V1Namespace>(related, 'Namespace', 'v1', undefined, stack.metadata.namespace ?? '');
   return ns !== undefined && (ns.status?.phase === 'Terminating' || ns.metadata.deletionTimestamp !== undefined);
 }
 
@@ -151,41 +172,44 @@ function namespaceTerminatingMessage(name: string, namespace: string): string {
 
 /**
  * The Stack sync and finalize hook: a pure function of the request, the clock and the git lookups.
- * Reads top to bottom in upstream's order (reference §4.2): absorb a finished operation, wait for
- * one in flight, finalize without destroy, validate, resolve the source, decide, check
- * prerequisites, wait for the workspace, start the next operation.
+ * Reads top to bottom in upstream's order (the Reconcile function of
+ * https://github.com/pulumi/pulumi-kubernetes-operator/blob/475dbc6c9d34ccab38ba1d3b16c924dd8a1c59b1/operator/internal/controller/pulumi/stack_controller.go#L518):
+ * absorb a finished operation, wait for one in flight, finalize without destroy, validate, resolve
+ * the source, decide, check prerequisites, wait for the workspace, start the next operation.
  */
 export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncResponse {
   const stack = req.parent;
   const { now, config } = ctx;
-  const name = stack.metadata!.name as string;
-  const generation = stack.metadata!.generation as number;
-  const request = stack.metadata?.annotations?.[Annotations.reconciliationRequest] ?? '';
+  const steps = ctx.cache ?? computeSteps;
+  const name = stack.metadata.name;
+  const namespace = stack.metadata.namespace ?? '';
+  const generation = stack.metadata.generation ?? 0;
+  const request = stack.metadata.annotations?.[Annotations.reconciliationRequest] ?? '';
   const deleting = req.finalizing === true;
-  const observed = observe(req.children, name);
+  const observed = observe(req.children, name, steps);
 
   const status: StackStatus = {};
   const previous = stack.status ?? {};
   // Carried over by (shallow) copy: the decision replaces these objects, it never edits them in place.
-  for (const key of ['lastUpdate', 'currentUpdate', 'outputs', 'projectInfo'] as const) {
-    const value = previous[key];
-    if (isRecord(value)) (status as Record<string, unknown>)[key] = { ...value };
-  }
+  if (isRecord(previous.lastUpdate)) status.lastUpdate = { ...previous.lastUpdate };
+  if (isRecord(previous.currentUpdate)) status.currentUpdate = { ...previous.currentUpdate };
+  if (isRecord(previous.outputs)) status.outputs = { ...previous.outputs };
+  if (isRecord(previous.projectInfo)) status.projectInfo = { ...previous.projectInfo };
   status.observedGeneration = generation;
   if (request !== '') status.observedReconcileRequest = request;
 
   const respond = (mark: Mark, children: KObject[], extra: Partial<StackSyncResponse> = {}): StackSyncResponse => {
-    status.conditions = applyMark(previous.conditions, mark, generation, now) as StackStatus['conditions'];
+    status.conditions = applyMark(previous.conditions, mark, generation, now);
     // A finalize answer always says whether the Stack may go (absent would mean the same, but say it).
     return { status, children, ...(deleting ? { finalized: false } : {}), ...extra };
   };
-  const keptJobs = observed.jobs.map(asRetained);
+  const keptJobs = observed.jobs.map(({ job }) => asRetained(job));
   // The Stack's identities (rbac.ts) come with what it is given, allowed on exactly its Jobs.
   const withIdentities = (children: KObject[]): KObject[] => [
     ...children,
-    ...desiredStackRbac(
+    ...steps.rbac(
       name,
-      stack.metadata!.namespace as string,
+      namespace,
       workspaceServiceAccount(stack.spec),
       children.filter((c) => c.kind === 'Job').map((c) => c.metadata.name),
     ),
@@ -199,29 +223,26 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
 
   // 1. The operation that follows lastUpdate: absorb it when finished, wait while it runs.
   const lastName = status.lastUpdate?.name ?? '';
-  const current = observed.jobs.find((job) => {
-    const id = identityOf(job);
-    return (
+  const current = observed.jobs.find(
+    ({ job, id }) =>
       job.metadata.name === status.currentUpdate?.name ||
-      (id !== undefined && id.previous === lastName && job.metadata.name !== lastName)
-    );
-  });
+      (id !== undefined && id.previous === lastName && job.metadata.name !== lastName),
+  );
   if (current) {
-    const id = identityOf(current);
-    const outcome = jobOutcome(current);
+    const { job, id, outcome } = current;
     if (id && outcome) {
-      absorb(status, current, id, outcome, now);
+      absorb(status, job, id, outcome, now);
     } else if (id) {
       status.currentUpdate = {
         generation: id.generation,
         reconcileRequest: id.reconcileRequest,
-        name: current.metadata.name,
+        name: job.metadata.name,
         commit: id.commit,
       };
     }
   }
   if (!current) delete status.currentUpdate;
-  const running = observed.jobs.filter((j) => jobOutcome(j) === undefined);
+  const running = observed.jobs.filter(({ outcome }) => outcome === undefined);
   if (running.length > 0) {
     // One operation at a time. The workspace stays exactly as it is, so nothing rolls the pod under it.
     return respond(
@@ -236,14 +257,7 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
   }
 
   // 3. An invalid Stack stalls; its children stay exactly as they are.
-  // One token for the spec's content keys the memoised validation and workspace. A spec nested too
-  // deep gets none, and is reported before any step from here walks it recursively.
-  const specKey = specTokens(`${stack.metadata!.namespace}/${name}`, stack.spec);
-  if (specKey === undefined) {
-    const message = tooDeepMessage(pathNestedDeeperThan(stack.spec, MAX_SPEC_NESTING, 'spec')!, 'Stack');
-    return respond({ kind: 'stalled', reason: Reasons.SpecInvalid, message }, keepAll());
-  }
-  const problems = validateStackObject(stack, specKey);
+  const problems = steps.validate(stack);
   if (problems.length > 0) {
     return respond({ kind: 'stalled', reason: Reasons.SpecInvalid, message: problems.join('; ') }, keepAll());
   }
@@ -267,7 +281,7 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
     now,
     refreshRequestedBy: deleting ? [] : refreshRequestsFor(stack, req.related),
   });
-  const workspace = desiredWorkspace(stack, source.source, config, specKey);
+  const workspace = steps.workspace(stack, source.source, config);
   if (decision.synced) {
     const children: KObject[] = [...keptJobs];
     const reclaim = spec.workspaceReclaimPolicy === 'Delete' && status.lastUpdate?.state === 'succeeded';
@@ -313,7 +327,7 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
         {
           kind: 'stalled',
           reason: Reasons.NamespaceTerminating,
-          message: namespaceTerminatingMessage(name, stack.metadata?.namespace as string),
+          message: namespaceTerminatingMessage(name, namespace),
         },
         withIdentities(children),
         {
@@ -342,5 +356,3 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
     withIdentities([...children, job]),
   );
 }
-
-export { jobName, jobType };

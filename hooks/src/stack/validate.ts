@@ -1,7 +1,7 @@
 import type { ResourceRef, Stack, StackSpec } from '../../../schemas/generated/types';
 import { validateStack } from '../../../schemas';
 import { parseDuration } from '../lib/duration';
-import { memoizeByContent } from '../lib/memo';
+import { pathNestedDeeperThan } from '../lib/json';
 
 /** Flux source kinds a Stack may reference, with their resource names (customize needs the plural). */
 export const FLUX_KINDS: Record<string, string> = {
@@ -29,41 +29,43 @@ export function hasGitSource(spec: StackSpec): boolean {
 }
 
 /**
- * Everything wrong with a Stack, each as one sentence naming the field and what to do.
- * Empty when the Stack is valid. Checks the schema (the API server may not have: an older CRD,
- * or a request made up by hand) and then upstream's controller-side rules.
+ * How deep a spec may nest. Real specs stay within about 15 levels (a pod template's affinity
+ * rules); the limit keeps the hooks' recursive walks over a spec far from the stack's end, however
+ * deep a free-form field the API server accepted (config values, workspaceTemplate) goes.
  */
-export function validateStackObject(
-  stack: Stack,
-  specKey: string = JSON.stringify(stack.spec) ?? '',
-): readonly string[] {
-  return validateStackContent(stack, specKey);
+export const MAX_SPEC_NESTING = 100;
+
+/** The SpecInvalid message for a value nested deeper than MAX_SPEC_NESTING (`what`: Stack, program). */
+export function tooDeepMessage(path: string, what: string): string {
+  return `${path} is nested more than ${MAX_SPEC_NESTING} levels deep; no ${what} needs that many, so flatten that value`;
 }
 
 /**
- * The checks depend on the name, namespace and spec only: the status is the hooks' own output
- * (an unexpected status must never stall a Stack), and the rest of the metadata is the API
- * server's to validate. Memoised by content, since every sync validates an unchanged spec; the
- * caller passes what stands for the spec in the key: its JSON, or a content token (lib/memo.ts;
- * tokens start with `#`, which no JSON text does).
+ * Everything wrong with a Stack, each as one sentence naming the field and what to do.
+ * Empty when the Stack is valid. Checks the nesting first (the checks after it walk the spec
+ * recursively), then the schema (the API server may not have: an older CRD, or a request made up
+ * by hand) and then upstream's controller-side rules.
+ *
+ * The checks depend on the apiVersion, kind, name, namespace and spec only: the status is the
+ * hooks' own output (an unexpected status must never stall a Stack), and the rest of the metadata
+ * is the API server's to validate.
  */
-const validateStackContent = memoizeByContent(
-  (stack: Stack, _specKey: string) =>
-    checkStack({
-      apiVersion: stack.apiVersion,
-      kind: stack.kind,
-      metadata: { name: stack.metadata?.name, namespace: stack.metadata?.namespace },
-      spec: stack.spec,
-    } as Stack),
-  (stack: Stack, specKey: string) =>
-    `${JSON.stringify([stack.apiVersion, stack.kind, stack.metadata?.name, stack.metadata?.namespace])}\n${specKey}`,
-);
+export function validateStackObject(stack: Stack): readonly string[] {
+  const tooDeep = pathNestedDeeperThan(stack.spec, MAX_SPEC_NESTING, 'spec');
+  if (tooDeep !== undefined) return [tooDeepMessage(tooDeep, 'Stack')];
+  return checkStack({
+    apiVersion: stack.apiVersion,
+    kind: stack.kind,
+    metadata: { name: stack.metadata.name, namespace: stack.metadata.namespace },
+    spec: stack.spec,
+  });
+}
 
 function checkStack(stack: Stack): string[] {
   const schema = validateStack(stack);
   if (!schema.ok) return schema.errors.map((e) => `${e.path} ${e.message}`);
   const spec = stack.spec;
-  const namespace = stack.metadata?.namespace as string | undefined;
+  const namespace = stack.metadata.namespace;
   const problems: string[] = [];
 
   const checkRef = (field: string, ref: ResourceRef, secretOnly: boolean) => {

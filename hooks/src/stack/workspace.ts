@@ -3,6 +3,8 @@ import type {
   V1EnvFromSource,
   V1EnvVar,
   V1PodTemplateSpec,
+  V1Service,
+  V1StatefulSet,
   V1Volume,
   V1VolumeMount,
 } from '@kubernetes/client-node';
@@ -20,8 +22,7 @@ import {
 } from '../../../contract';
 import type { HookConfig } from '../config';
 import { shortHash, stableStringify } from '../lib/json';
-import { memoizeByContent } from '../lib/memo';
-import type { KObject } from '../lib/k8s';
+import type { Json, KObject, Typed } from '../lib/k8s';
 import { strategicMerge } from '../lib/merge';
 import type { WorkspaceSource } from './source';
 
@@ -76,20 +77,20 @@ function literalEnv(name: string, value: string): V1EnvVar {
 }
 
 /**
- * The stack settings for `pko-agent serve` and the volumes they need (reference §1.11): config,
- * configRef (ConfigMap files), secrets, secretsRef (Secret files), each group sorted by key.
- * Secret-sourced values reach the pod only as mounted files.
+ * The stack settings for `pko-agent serve` and the volumes they need (upstream's UpdateConfig:
+ * https://github.com/pulumi/pulumi-kubernetes-operator/blob/475dbc6c9d34ccab38ba1d3b16c924dd8a1c59b1/operator/internal/controller/pulumi/stack_controller.go#L1737):
+ * config, configRef (ConfigMap files), secrets, secretsRef (Secret files), each group sorted by
+ * key. Secret-sourced values reach the pod only as mounted files.
  */
 export function workspaceStack(spec: StackSpec): {
   stack: WorkspaceStackSpec;
-  volumes: V1Volume[];
+  volumes: Json<V1Volume>[];
   mounts: V1VolumeMount[];
 } {
   const config: ConfigItem[] = [];
-  const volumes = new Map<string, V1Volume>();
+  const volumes = new Map<string, Json<V1Volume>>();
   const mounts = new Map<string, V1VolumeMount>();
-  for (const [key, value] of sorted(spec.config as Record<string, unknown> | undefined))
-    config.push({ key, value, secret: false });
+  for (const [key, value] of sorted<unknown>(spec.config)) config.push({ key, value, secret: false });
   for (const [key, ref] of sorted(spec.configRef)) {
     const volume = `configmap-${ref.name}`;
     const dir = `${Paths.configMaps}/${ref.name}`;
@@ -117,7 +118,11 @@ export function workspaceStack(spec: StackSpec): {
   return { stack, volumes: [...volumes.values()], mounts: [...mounts.values()] };
 }
 
-/** The user's environment for Pulumi (reference §1.11 order): backend, access token, envRefs by key. */
+/**
+ * The user's environment for Pulumi, in upstream's order (SetEnvRefsForWorkspace:
+ * https://github.com/pulumi/pulumi-kubernetes-operator/blob/475dbc6c9d34ccab38ba1d3b16c924dd8a1c59b1/operator/internal/controller/pulumi/stack_controller.go#L1418):
+ * backend, access token, envRefs by key.
+ */
 function pulumiEnv(spec: StackSpec): V1EnvVar[] {
   const env: V1EnvVar[] = [];
   if (spec.backend) env.push(literalEnv('PULUMI_BACKEND_URL', spec.backend));
@@ -147,10 +152,10 @@ function fetchContainer(
   source: WorkspaceSource,
   config: HookConfig,
   workspaceNameOf: string,
-): { container?: V1Container; volumes: V1Volume[] } {
+): { container?: V1Container; volumes: Json<V1Volume>[] } {
   const env: V1EnvVar[] = [];
   const mounts: V1VolumeMount[] = [{ ...SHARE_MOUNT }];
-  const volumes: V1Volume[] = [];
+  const volumes: Json<V1Volume>[] = [];
   switch (source.kind) {
     case 'git':
       env.push(literalEnv(Env.gitUrl, source.url), literalEnv(Env.gitRevision, source.revision));
@@ -222,44 +227,14 @@ export interface DesiredWorkspace {
 }
 
 /**
- * buildWorkspace, memoised by content. Metacontroller calls the sync hook for every Stack on every
- * resync and child event, and in steady state the desired workspace does not change: building it
- * (a strategic merge of the user's template, then a stable hash of the pod template) was the
- * largest cost of a steady-state sync (bench/sync-hook.ts). The key is all buildWorkspace reads,
- * the spec standing in it as its JSON or a content token (see validate.ts).
+ * The workspace StatefulSet and Service for a Stack and its resolved source: upstream's Workspace
+ * StatefulSet (https://github.com/pulumi/pulumi-kubernetes-operator/blob/475dbc6c9d34ccab38ba1d3b16c924dd8a1c59b1/operator/internal/controller/auto/workspace_controller.go#L526),
+ * with our agent in place of upstream's.
  */
-const memoisedWorkspace = memoizeByContent(
-  (stack: Stack, source: WorkspaceSource, config: HookConfig, _specKey: string) =>
-    buildWorkspace(stack, source, config),
-  (stack: Stack, source: WorkspaceSource, config: HookConfig, specKey: string) =>
-    `${JSON.stringify([stack.metadata?.name, stack.metadata?.namespace, source])}\n${configJson(config)}\n${specKey}`,
-);
-
-export function desiredWorkspace(
-  stack: Stack,
-  source: WorkspaceSource,
-  config: HookConfig,
-  specKey: string = JSON.stringify(stack.spec) ?? '',
-): DesiredWorkspace {
-  return memoisedWorkspace(stack, source, config, specKey);
-}
-
-/** A HookConfig never changes once made (one per server), so its JSON is made once. */
-const configJsons = new WeakMap<HookConfig, string>();
-function configJson(config: HookConfig): string {
-  let json = configJsons.get(config);
-  if (json === undefined) {
-    json = JSON.stringify(config);
-    configJsons.set(config, json);
-  }
-  return json;
-}
-
-/** The workspace StatefulSet and Service for a Stack and its resolved source (reference §5.3, our agent). */
-export function buildWorkspace(stack: Stack, source: WorkspaceSource, config: HookConfig): DesiredWorkspace {
+export function desiredWorkspace(stack: Stack, source: WorkspaceSource, config: HookConfig): DesiredWorkspace {
   const spec = stack.spec;
-  const name = stack.metadata!.name as string;
-  const namespace = stack.metadata!.namespace as string;
+  const name = stack.metadata.name;
+  const namespace = stack.metadata.namespace ?? '';
   const wsName = workspaceName(name);
   const template = spec.workspaceTemplate;
   const restricted = (template?.spec?.securityProfile ?? 'restricted') === 'restricted';
@@ -298,7 +273,7 @@ export function buildWorkspace(stack: Stack, source: WorkspaceSource, config: Ho
   const from = [...envFrom(spec), ...((template?.spec?.envFrom ?? []) as V1EnvFromSource[])];
   if (from.length) pulumi.envFrom = from;
 
-  let pod: V1PodTemplateSpec = {
+  let pod: Json<V1PodTemplateSpec> = {
     metadata: { labels: { ...podSelector(name), [Labels.stackName]: name } },
     spec: {
       serviceAccountName: workspaceServiceAccount(spec),
@@ -313,10 +288,12 @@ export function buildWorkspace(stack: Stack, source: WorkspaceSource, config: Ho
     for (const c of [...pod.spec!.initContainers!, ...pod.spec!.containers])
       c.securityContext = structuredClone(RESTRICTED_CONTAINER_SECURITY);
   }
-  const userPod = template?.spec?.podTemplate as V1PodTemplateSpec | undefined;
+  const userPod = template?.spec?.podTemplate as Json<V1PodTemplateSpec> | undefined;
   if (userPod) {
     // The user's init containers run after ours (upstream enforces the order): fetch must come first.
-    const { initContainers: userInit, ...userSpec } = (userPod.spec ?? {}) as NonNullable<V1PodTemplateSpec['spec']>;
+    const { initContainers: userInit, ...userSpec } = (userPod.spec ?? {}) as NonNullable<
+      Json<V1PodTemplateSpec>['spec']
+    >;
     const ours = pod.spec!.initContainers!;
     pod = strategicMerge(pod, { ...userPod, spec: userSpec });
     const merged = strategicMerge({ initContainers: ours }, { initContainers: userInit ?? [] }).initContainers;
@@ -332,11 +309,11 @@ export function buildWorkspace(stack: Stack, source: WorkspaceSource, config: Ho
   pod.metadata.annotations = { ...pod.metadata.annotations, [Annotations.workspaceHash]: hash };
 
   const metaLabels = {
-    ...(template?.metadata?.labels as Record<string, string> | undefined),
+    ...template?.metadata?.labels,
     ...stackLabels(name, 'stack'),
   };
-  const metaAnnotations = template?.metadata?.annotations as Record<string, string> | undefined;
-  const statefulSet: KObject = {
+  const metaAnnotations = template?.metadata?.annotations;
+  const statefulSet: Typed<V1StatefulSet> = {
     apiVersion: 'apps/v1',
     kind: 'StatefulSet',
     metadata: { name: wsName, namespace, labels: metaLabels },
@@ -350,9 +327,8 @@ export function buildWorkspace(stack: Stack, source: WorkspaceSource, config: Ho
   };
   if (metaAnnotations && Object.keys(metaAnnotations).length) statefulSet.metadata.annotations = { ...metaAnnotations };
 
-  const serviceMeta = template?.spec?.serviceTemplate?.metadata as
-    { labels?: Record<string, string>; annotations?: Record<string, string> } | undefined;
-  const service: KObject = {
+  const serviceMeta = template?.spec?.serviceTemplate?.metadata;
+  const service: Typed<V1Service> = {
     apiVersion: 'v1',
     kind: 'Service',
     metadata: { name: wsName, namespace, labels: { ...serviceMeta?.labels, ...stackLabels(name, 'stack') } },
@@ -374,7 +350,7 @@ export type WorkspaceReadiness =
  * Whether the observed workspace runs the desired template and its agent is ready for operations.
  * The agent's own report (annotation on the StatefulSet) carries failures the probe cannot.
  */
-export function workspaceReadiness(observed: KObject | undefined, hash: string): WorkspaceReadiness {
+export function workspaceReadiness(observed: Typed<V1StatefulSet> | undefined, hash: string): WorkspaceReadiness {
   if (!observed) return { state: 'waiting', message: 'waiting for workspace readiness' };
   const report = parseWorkspaceStatus(observed.metadata.annotations?.[Annotations.workspaceStatus]);
   if (report && report.hash === hash && report.state === 'Failed') {
@@ -382,12 +358,12 @@ export function workspaceReadiness(observed: KObject | undefined, hash: string):
     return { state: 'failed', reason, message: `${reason}: ${report.message ?? 'the workspace failed'}` };
   }
   const observedHash = observed.spec?.template?.metadata?.annotations?.[Annotations.workspaceHash];
-  const st = observed.status ?? {};
+  const st = observed.status;
   const rolledOut =
     observedHash === hash &&
-    (st.observedGeneration ?? 0) >= (observed.metadata.generation ?? 0) &&
-    (!st.updateRevision || st.updateRevision === st.currentRevision) &&
-    (st.readyReplicas ?? 0) >= 1;
+    (st?.observedGeneration ?? 0) >= (observed.metadata.generation ?? 0) &&
+    (!st?.updateRevision || st.updateRevision === st.currentRevision) &&
+    (st?.readyReplicas ?? 0) >= 1;
   if (rolledOut && report?.hash === hash && report.state === 'Ready') return { state: 'ready' };
   return { state: 'waiting', message: 'waiting for workspace readiness' };
 }

@@ -6,31 +6,30 @@ import { syncProgram } from '../program/sync';
 import type { HookMetrics } from './metrics';
 
 /** The Program DecoratorController's sync hook (version v2). */
-export async function programHooks(
+export function programHooks(
   app: FastifyInstance,
   opts: { clock: () => Date; metrics: HookMetrics },
-): Promise<void> {
+  done: () => void,
+): void {
   app.post<{ Body: { object: Program; attachments?: ObjectMap; finalizing?: boolean } }>(
     '/sync',
     { schema: { body: requestSchemas.decoratorSync } },
-    async (request) => {
+    (request, reply) => {
       const body = request.body;
       const response = syncProgram(
         { object: body.object, attachments: body.attachments ?? {}, finalizing: body.finalizing === true },
         opts.clock(),
       );
-      opts.metrics.observeProgram(
-        String(body.object.metadata?.namespace ?? ''),
-        String(body.object.metadata?.name ?? ''),
-      );
+      opts.metrics.observeProgram(body.object.metadata.namespace ?? '', body.object.metadata.name);
       request.hookLog = {
         message: 'program sync',
         fields: {
-          program: `${body.object.metadata?.namespace}/${body.object.metadata?.name}`,
+          program: `${body.object.metadata.namespace}/${body.object.metadata.name}`,
           revision: response.status.artifact?.revision,
         },
       };
-      return response;
+      return reply.send(response);
     },
   );
+  done();
 }

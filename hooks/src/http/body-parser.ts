@@ -1,13 +1,13 @@
 import type { FastifyInstance } from 'fastify';
-import { parseWithoutManagedFields } from '../lib/managed-fields';
+import { parseWithoutManagedFields } from './managed-fields';
 
 /**
  * Fastify's JSON body parser with the same protection against prototype poisoning, made cheaper.
  *
  * Fastify parses with secure-json-parse, which after JSON.parse tests the whole text against two
  * regular expressions looking for a `"__proto__":` or `"constructor":` key, each letter either
- * literal or a `\u00XX` escape. On a 30 KB Metacontroller request those two scans cost about half
- * as much as JSON.parse itself (bench/sync-hook.ts), on every sync.
+ * literal or a `\u00XX` escape: two more passes over every sync request, costly next to JSON.parse
+ * itself (docs/benchmarks.md).
  *
  * What they reject is narrower than what they look for: an object with an own `__proto__` key, or
  * a `constructor` key whose value is an object with an own `prototype` key (a bare `constructor`
@@ -20,14 +20,14 @@ import { parseWithoutManagedFields } from '../lib/managed-fields';
  * exactly Fastify's; json-body.test.ts checks that on generated bodies.
  *
  * A body it clears is parsed without the managed fields of the request's objects where it can be
- * (lib/managed-fields.ts): Fastify's values, less fields the hooks never read, and the same errors.
+ * (./managed-fields.ts): Fastify's values, less fields the hooks never read, and the same errors.
  */
 export function mayHidePrototypeKeys(text: string): boolean {
   return SUSPECT.test(text);
 }
 
-// One regular expression rather than a search for `proto` and another for the escape: one pass over
-// the 59 KB of a real sync request instead of two (15 against 25 µs in a tight loop).
+// One regular expression rather than a search for `proto` and another for the escape: one pass
+// over the body instead of two (docs/benchmarks.md).
 const SUSPECT = /prototype|__proto__|\\u00[5-7]/;
 
 export function installJsonBodyParser(app: FastifyInstance): void {

@@ -39,14 +39,13 @@ export class HookMetrics {
       labelNames: ['hook', 'reason'],
       registers: [this.registry],
     });
-    const self = this;
-    new Gauge({
+    const stacksActive: Gauge = new Gauge({
       name: 'stacks_active',
       help: 'Stacks this replica synced in the last 30 minutes.',
       registers: [this.registry],
-      collect() {
-        self.forgetOld();
-        this.set(self.stacks.size);
+      collect: () => {
+        this.forgetOld();
+        stacksActive.set(this.stacks.size);
       },
     });
     this.stacksFailing = new Gauge({
@@ -55,19 +54,18 @@ export class HookMetrics {
       labelNames: ['namespace', 'name'],
       registers: [this.registry],
     });
-    new Gauge({
+    const programsActive: Gauge = new Gauge({
       name: 'programs_active',
       help: 'Programs this replica synced in the last 30 minutes.',
       registers: [this.registry],
-      collect() {
-        self.forgetOld();
-        this.set(self.programs.size);
+      collect: () => {
+        this.forgetOld();
+        programsActive.set(this.programs.size);
       },
     });
   }
 
-  /** Records what a Stack sync saw; a finalized Stack is forgotten. */
-  /** The per-hook histogram children, bound once (labelling on every request showed in profiles). */
+  /** The per-hook histogram children, bound once rather than looked up by label on every request. */
   private readonly durations = new Map<HookName, { observe(v: number): void }>();
 
   observeDuration(hook: HookName, seconds: number): void {
@@ -79,6 +77,7 @@ export class HookMetrics {
     child.observe(seconds);
   }
 
+  /** Records what a Stack sync saw; a finalized Stack is forgotten. */
   observeStack(namespace: string, name: string, lastState: string | undefined, finalized: boolean): void {
     const key = `${namespace}/${name}`;
     if (finalized) {
@@ -116,12 +115,13 @@ const HOOK_BY_URL: Record<string, HookName> = {
 };
 
 /** Serves /metrics and times every hook request (errors included). */
-export async function metricsPlugin(app: FastifyInstance, opts: { metrics: HookMetrics }): Promise<void> {
+export function metricsPlugin(app: FastifyInstance, opts: { metrics: HookMetrics }, done: () => void): void {
   const { metrics } = opts;
   app.get('/metrics', { logLevel: 'warn' }, async (_req, reply) => {
     reply.type(metrics.registry.contentType);
     return metrics.registry.metrics();
   });
+  done();
 }
 
 /** Installed on the root instance so it sees every route, including 400s and 413s. */

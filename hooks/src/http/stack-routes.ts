@@ -2,13 +2,13 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Stack } from '../../../schemas/generated/types';
 import { requestSchemas } from '../../../schemas';
 import type { HookConfig } from '../config';
+import type { SyncCache } from '../cache/sync-cache';
 import type { GitResolver } from '../git/ls-remote';
-import type { HookMetrics } from './metrics';
 import type { ObjectMap } from '../lib/k8s';
-import { responseJson } from '../lib/memo';
 import { customizeStack } from '../stack/customize';
 import { planRefLookup, refLookupKey, type RefLookup } from '../stack/source';
 import { syncStack, type StackSyncRequest } from '../stack/sync';
+import type { HookMetrics } from './metrics';
 
 const JSON_TYPE = 'application/json; charset=utf-8';
 
@@ -17,6 +17,8 @@ export interface StackHooksOptions {
   git: GitResolver;
   clock: () => Date;
   metrics: HookMetrics;
+  /** Remembers the sync's costly pure steps between requests. */
+  cache: SyncCache;
 }
 
 interface SyncBody {
@@ -28,15 +30,14 @@ interface SyncBody {
 
 /**
  * The Stack CompositeController's hooks: customize, sync and finalize (hook version v2). The only
- * I/O is the bounded, cached git lookup; the rest is syncStack, a pure function.
+ * I/O is the bounded, cached git lookup; the rest is syncStack, a pure function, handed the
+ * server's cache with the request.
  */
-export async function stackHooks(app: FastifyInstance, opts: StackHooksOptions): Promise<void> {
+export function stackHooks(app: FastifyInstance, opts: StackHooksOptions, done: () => void): void {
   app.post<{ Body: { parent: Stack } }>(
     '/customize',
     { schema: { body: requestSchemas.customize } },
-    async (request) => {
-      return customizeStack(request.body.parent);
-    },
+    (request, reply) => reply.send(customizeStack(request.body.parent)),
   );
 
   const sync = async (body: SyncBody, finalizing: boolean, request: FastifyRequest) => {
@@ -46,12 +47,12 @@ export async function stackHooks(app: FastifyInstance, opts: StackHooksOptions):
     const req: StackSyncRequest = { parent: body.parent, finalizing };
     if (body.children) req.children = body.children;
     if (body.related) req.related = body.related;
-    const response = syncStack(req, { config: opts.config, now: opts.clock(), lookups });
+    const response = syncStack(req, { config: opts.config, now: opts.clock(), lookups, cache: opts.cache });
     const meta = body.parent.metadata;
-    if (meta?.name)
+    if (meta.name)
       opts.metrics.observeStack(
-        String(meta.namespace ?? ''),
-        String(meta.name),
+        meta.namespace ?? '',
+        meta.name,
         response.status.lastUpdate?.state,
         response.finalized === true,
       );
@@ -59,8 +60,8 @@ export async function stackHooks(app: FastifyInstance, opts: StackHooksOptions):
     request.hookLog = {
       message: finalizing ? 'stack finalize' : 'stack sync',
       fields: {
-        stack: `${meta?.namespace}/${meta?.name}`,
-        generation: meta?.generation,
+        stack: `${meta.namespace}/${meta.name}`,
+        generation: meta.generation,
         condition: ready ? `${ready.type}/${ready.reason}` : 'Ready',
         children: response.children.length,
         resyncAfterSeconds: response.resyncAfterSeconds,
@@ -70,25 +71,43 @@ export async function stackHooks(app: FastifyInstance, opts: StackHooksOptions):
     return response;
   };
 
-  // Sent pre-serialised: the unchanged (memoised) workspace's JSON is reused, not rebuilt.
+  // Sent pre-serialised: the JSON of the children the cache handed out is reused, not rebuilt.
   app.post<{ Body: SyncBody }>('/sync', { schema: { body: requestSchemas.compositeSync } }, async (request, reply) => {
     const response = await sync(request.body, request.body.finalizing === true, request);
-    return reply.type(JSON_TYPE).send(responseJson(response));
+    return reply.type(JSON_TYPE).send(responseJson(response, opts.cache));
   });
   app.post<{ Body: SyncBody }>(
     '/finalize',
     { schema: { body: requestSchemas.compositeSync } },
     async (request, reply) => {
       const response = await sync(request.body, true, request);
-      return reply.type(JSON_TYPE).send(responseJson(response));
+      return reply.type(JSON_TYPE).send(responseJson(response, opts.cache));
     },
   );
+  done();
+}
+
+/**
+ * The same bytes as JSON.stringify(response), with each child's JSON from the cache's jsonOf
+ * (which remembers the JSON of the frozen children it handed out).
+ */
+export function responseJson(response: object, cache: Pick<SyncCache, 'jsonOf'>): string {
+  const parts: string[] = [];
+  for (const [key, value] of Object.entries(response)) {
+    if (value === undefined || typeof value === 'function') continue;
+    const json =
+      key === 'children' && Array.isArray(value)
+        ? `[${value.map((c: unknown) => (c === undefined ? 'null' : cache.jsonOf(c))).join(',')}]`
+        : JSON.stringify(value);
+    parts.push(`${JSON.stringify(key)}:${json}`);
+  }
+  return `{${parts.join(',')}}`;
 }
 
 /** The git lookup this request needs; none when the spec is too broken to say (validation reports it). */
 function safePlan(body: SyncBody) {
   try {
-    return body.parent?.spec ? planRefLookup(body.parent, body.related) : undefined;
+    return body.parent.spec ? planRefLookup(body.parent, body.related) : undefined;
   } catch {
     return undefined;
   }

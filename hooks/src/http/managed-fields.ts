@@ -4,10 +4,9 @@ import { randomUUID } from 'node:crypto';
  * Parses a Metacontroller request without building its objects' `metadata.managedFields`.
  *
  * Every object Metacontroller sends carries the API server's managed fields, and the hooks never
- * read them. Yet they are a third of a Stack's sync request (18.8 of the 59 KB of
- * bench/requests/steady-state-sync.json) and half of the time JSON.parse takes over it (140 of
- * 290 µs): their keys (`f:spec`, `k:{"name":"agent"}`) are all different, so each one is a new
- * string and each object a new shape.
+ * read them. Yet they are a third of a Stack's sync request and half of the time JSON.parse takes
+ * over it (docs/benchmarks.md): their keys (`f:spec`, `k:{"name":"agent"}`) are all different, so
+ * each one is a new string and each object a new shape.
  *
  * Each `"managedFields":[` in the text is found with indexOf, and the array after it is matched by
  * one sticky regular expression that accepts exactly the JSON of such an array, written compactly
@@ -25,8 +24,8 @@ import { randomUUID } from 'node:crypto';
  * state. So when the shorter text parses, the whole text parses to the same values but for the
  * markers; undefined (nothing cut, or no result) leaves the whole text, and its errors, to the
  * caller's JSON.parse. The expression has no ambiguous repetition, so it takes time linear in the
- * text (8.7 MB of managed fields: 63 ms). managed-fields.test.ts compares results with JSON.parse's
- * on generated bodies and after every single-character edit of an array.
+ * text. managed-fields.test.ts compares results with JSON.parse's on generated bodies and after
+ * every single-character edit of an array.
  */
 export function parseWithoutManagedFields(text: string): unknown {
   const cut = withoutManagedFields(text);

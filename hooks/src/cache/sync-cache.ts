@@ -1,0 +1,120 @@
+import { LRUCache } from 'lru-cache';
+import type { Stack } from '../../../schemas/generated/types';
+import { parseUpdateResult, type UpdateResult } from '../../../contract';
+import type { HookConfig } from '../config';
+import { deepFreeze, nestedDeeperThan } from '../lib/json';
+import type { KObject } from '../lib/k8s';
+import type { WorkspaceSource } from '../stack/source';
+import type { SyncSteps } from '../stack/sync';
+import { stackRbac } from '../stack/rbac';
+import { MAX_SPEC_NESTING, validateStackObject } from '../stack/validate';
+import { desiredWorkspace, type DesiredWorkspace } from '../stack/workspace';
+import { contentTokens } from './snapshot';
+
+/**
+ * Answers of pure functions, remembered by content in a bounded LRU (lru-cache). Answers are frozen,
+ * because they are shared between requests: a caller that tried to edit one would throw rather
+ * than corrupt the next answer. Forgetting an entry changes no answer, only its cost.
+ */
+export class FrozenCache<V> {
+  private readonly entries: LRUCache<string, { value: V }>;
+
+  constructor(options: LRUCache.Options<string, { value: V }, unknown>) {
+    this.entries = new LRUCache(options);
+  }
+
+  /** The remembered answer for `key`, else `compute()`, frozen and remembered. */
+  get(key: string, compute: () => V): V {
+    const hit = this.entries.get(key);
+    if (hit) return hit.value;
+    const value = deepFreeze(compute());
+    this.entries.set(key, { value });
+    return value;
+  }
+}
+
+const MAX_ENTRIES = 2048;
+/** Parsed update results are bounded by the size of their text; a larger one is parsed every time. */
+const MAX_RESULT_BYTES = 16 * 1024 * 1024;
+const MAX_CACHED_RESULT_BYTES = 1024 * 1024;
+
+/**
+ * The hook server's memory between requests: the sync's costly pure steps, remembered by content.
+ * Metacontroller calls the sync hook for every Stack on every resync and child event, and at rest
+ * the answers do not change (docs/benchmarks.md has what each step cost). The domain code does not
+ * know about it: syncStack asks its {@link SyncSteps}, and the Stack routes hand this in with the
+ * request.
+ *
+ * A Stack's spec stands in the keys as a short content token (./snapshot.ts), one slot per Stack.
+ * A spec nested deeper than MAX_SPEC_NESTING gets no token (snapshots are recursive) and is not
+ * cached: validation reports it.
+ */
+export class SyncCache implements SyncSteps {
+  private readonly specTokens = contentTokens({
+    max: MAX_ENTRIES,
+    admit: (spec: unknown) => !nestedDeeperThan(spec, MAX_SPEC_NESTING),
+  });
+  private readonly validations = new FrozenCache<readonly string[]>({ max: MAX_ENTRIES });
+  private readonly workspaces = new FrozenCache<DesiredWorkspace>({ max: MAX_ENTRIES });
+  private readonly rbacs = new FrozenCache<KObject[]>({ max: MAX_ENTRIES });
+  private readonly results = new FrozenCache<UpdateResult | undefined>({
+    maxSize: MAX_RESULT_BYTES,
+    sizeCalculation: (_value, text) => Math.max(1, text.length),
+  });
+  /** JSON of the frozen answers above (they cannot change, so neither can their JSON); see jsonOf. */
+  private readonly json = new WeakMap<object, string>();
+  /** JSON of each HookConfig in a key (one per server, never changed once made). */
+  private readonly configKeys = new WeakMap<HookConfig, string>();
+
+  validate(stack: Stack): readonly string[] {
+    const token = this.specToken(stack);
+    if (token === undefined) return validateStackObject(stack);
+    const key = `${JSON.stringify([stack.apiVersion, stack.kind, stack.metadata.name, stack.metadata.namespace])}\n${token}`;
+    return this.validations.get(key, () => validateStackObject(stack));
+  }
+
+  workspace(stack: Stack, source: WorkspaceSource, config: HookConfig): DesiredWorkspace {
+    const token = this.specToken(stack);
+    if (token === undefined) return desiredWorkspace(stack, source, config);
+    const key = `${JSON.stringify([stack.metadata.name, stack.metadata.namespace, source])}\n${this.configKey(config)}\n${token}`;
+    return this.workspaces.get(key, () => desiredWorkspace(stack, source, config));
+  }
+
+  rbac(stack: string, namespace: string, workspaceServiceAccount: string, jobNames: string[]): KObject[] {
+    const key = JSON.stringify([stack, namespace, workspaceServiceAccount, jobNames]);
+    return this.rbacs.get(key, () => stackRbac(stack, namespace, workspaceServiceAccount, jobNames));
+  }
+
+  updateResult(text: string | undefined): UpdateResult | undefined {
+    if (text === undefined) return undefined;
+    if (text.length > MAX_CACHED_RESULT_BYTES) return parseUpdateResult(text);
+    return this.results.get(text, () => parseUpdateResult(text));
+  }
+
+  /**
+   * JSON.stringify(value), remembered for frozen values (this cache's answers, which are
+   * returned again on every sync of an unchanged Stack).
+   */
+  jsonOf(value: unknown): string {
+    if (value === null || typeof value !== 'object' || !Object.isFrozen(value)) return JSON.stringify(value);
+    let json = this.json.get(value);
+    if (json === undefined) {
+      json = JSON.stringify(value);
+      this.json.set(value, json);
+    }
+    return json;
+  }
+
+  private specToken(stack: Stack): string | undefined {
+    return this.specTokens(`${stack.metadata.namespace}/${stack.metadata.name}`, stack.spec);
+  }
+
+  private configKey(config: HookConfig): string {
+    let key = this.configKeys.get(config);
+    if (key === undefined) {
+      key = JSON.stringify(config);
+      this.configKeys.set(config, key);
+    }
+    return key;
+  }
+}
