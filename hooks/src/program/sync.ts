@@ -1,5 +1,5 @@
 import type { Program, ProgramStatus } from '../../../schemas/generated/types';
-import { Annotations } from '../../../contract';
+import { Annotations, rfc3339 } from '../../../contract';
 import { formatErrors, validateProgram } from '../../../schemas';
 import { pathNestedDeeperThan } from '../lib/json';
 import { asLastApplied, objectsOf, type KObject, type ObjectMap } from '../lib/k8s';
@@ -62,10 +62,7 @@ export function syncProgram(req: ProgramSyncRequest, now: Date): ProgramSyncResp
       revision,
       digest: rendered.digest,
       size: rendered.size,
-      lastUpdateTime:
-        unchanged && previous.artifact?.lastUpdateTime
-          ? previous.artifact.lastUpdateTime
-          : now.toISOString().replace(/\.\d{3}Z$/, 'Z'),
+      lastUpdateTime: unchanged && previous.artifact?.lastUpdateTime ? previous.artifact.lastUpdateTime : rfc3339(now),
     },
   };
   const configMap: KObject = {

@@ -3,6 +3,8 @@
  * https://github.com/pulumi/pulumi-kubernetes-operator/blob/475dbc6c9d34ccab38ba1d3b16c924dd8a1c59b1/operator/api/pulumi/v1/stack_types.go#L114).
  * Reason strings are part of the API: Argo CD's health check and users' alerts match on them.
  */
+import { rfc3339 } from '../../../contract';
+
 export const Reasons = {
   // Reconciling
   StackProcessing: 'StackProcessing',
@@ -50,10 +52,7 @@ export function applyMark(observed: unknown, mark: Mark, generation: number | un
       status,
       reason,
       message,
-      lastTransitionTime:
-        existing && existing.status === status
-          ? existing.lastTransitionTime
-          : now.toISOString().replace(/\.\d{3}Z$/, 'Z'),
+      lastTransitionTime: existing && existing.status === status ? existing.lastTransitionTime : rfc3339(now),
     };
     if (generation !== undefined) next.observedGeneration = generation;
     conditions = existing ? conditions.map((c) => (c.type === type ? next : c)) : [...conditions, next];

@@ -1,6 +1,6 @@
 import type { V1ConfigMap, V1Job, V1Namespace, V1Service, V1StatefulSet } from '@kubernetes/client-node';
 import type { Stack, StackStatus, StackUpdateState } from '../../../schemas/generated/types';
-import { Annotations, parseUpdateResult, type OperationType, type UpdateResult } from '../../../contract';
+import { Annotations, parseUpdateResult, rfc3339, type OperationType, type UpdateResult } from '../../../contract';
 import type { HookConfig } from '../config';
 import { isRecord } from '../lib/json';
 import { asLastApplied, asRetained, findObject, objectsOf, type KObject, type ObjectMap, type Typed } from '../lib/k8s';
@@ -64,10 +64,6 @@ export interface SyncContext {
 
 /** Upstream requeues a Stack whose source is unavailable after 30 s. */
 const SOURCE_RETRY_SECONDS = 30;
-
-function rfc3339(d: Date): string {
-  return d.toISOString().replace(/\.\d{3}Z$/, 'Z');
-}
 
 /** An observed Job with what it runs for (undefined: not one of ours) and its result (undefined: running). */
 interface ObservedJob {
