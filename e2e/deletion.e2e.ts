@@ -7,15 +7,8 @@
  */
 import * as k8s from '@kubernetes/client-node';
 import type { Stack, StackSpec, StackUpdateState } from '../schemas/generated/types';
-import {
-  checkpointResources,
-  defined,
-  e2eStackSpec,
-  e2eSuite,
-  eventually,
-  type Operator,
-  stackCondition,
-} from './harness';
+import { checkpointResources, defined, e2eStackSpec, eventually, type Operator, stackCondition } from './harness';
+import { e2eSuite } from './suite';
 
 let op: Operator;
 const ns = 'deletion';

@@ -9,7 +9,8 @@
  */
 import * as k8s from '@kubernetes/client-node';
 import type { Stack } from '../schemas/generated/types';
-import { defined, e2eStackSpec, e2eSuite, eventually, type Operator, stackCondition } from './harness';
+import { defined, e2eStackSpec, eventually, type Operator, stackCondition } from './harness';
+import { e2eSuite } from './suite';
 
 let op: Operator;
 const getStack = (ns: string, name: string) => op.getStack(ns, name);

@@ -16,7 +16,8 @@ import * as k8s from '@kubernetes/client-node';
 import { expect } from '@jest/globals';
 import * as tar from 'tar';
 import type { Stack } from '../schemas/generated/types';
-import { e2eStackSpec, e2eSuite, eventually, type Operator, stackCondition } from './harness';
+import { e2eStackSpec, eventually, type Operator, stackCondition } from './harness';
+import { e2eSuite } from './suite';
 
 let op: Operator;
 const getStack = (ns: string, name: string) => op.getStack(ns, name);

@@ -7,7 +7,8 @@
  */
 import * as k8s from '@kubernetes/client-node';
 import { expect } from '@jest/globals';
-import { e2eStackSpec, e2eSuite, eventually, type Operator, stackCondition } from './harness';
+import { e2eStackSpec, eventually, type Operator, stackCondition } from './harness';
+import { e2eSuite } from './suite';
 import { startGitServer, type GitServer } from './testbed/git-server';
 
 let op: Operator;

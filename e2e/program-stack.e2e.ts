@@ -6,7 +6,8 @@
  */
 import * as k8s from '@kubernetes/client-node';
 import { Agent, request } from 'undici';
-import { defined, e2eStackSpec, e2eSuite, eventually, type Operator } from './harness';
+import { defined, e2eStackSpec, eventually, type Operator } from './harness';
+import { e2eSuite } from './suite';
 
 let op: Operator;
 const getStack = (ns: string, name: string) => op.getStack(ns, name);

@@ -14,7 +14,8 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, chmodSync, statSync }
 import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import { request } from 'undici';
-import { defined, e2eStackSpec, e2eSuite, eventually, type Operator, stackCondition } from './harness';
+import { defined, e2eStackSpec, eventually, type Operator, stackCondition } from './harness';
+import { e2eSuite } from './suite';
 
 let op: Operator;
 const ns = 'resilience';

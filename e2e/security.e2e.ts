@@ -11,7 +11,8 @@ import * as k8s from '@kubernetes/client-node';
 import { expect } from '@jest/globals';
 import { request } from 'undici';
 import type { Program } from '../schemas/generated/types';
-import { e2eStackSpec, e2eSuite, eventually, exists, type Operator, stackCondition } from './harness';
+import { e2eStackSpec, eventually, exists, type Operator, stackCondition } from './harness';
+import { e2eSuite } from './suite';
 
 let op: Operator;
 const ns = 'security';

@@ -4,11 +4,11 @@ import { hostRoot } from './paths';
 import { sleep } from './sleep';
 
 /**
- * @kubernetes/client-node is an ES module; Node 20.19+ loads it with require(). Loaded lazily so
+ * @kubernetes/client-node is an ES module, which Node.js loads with require(). Loaded lazily so
  * that subcommands without Kubernetes access (fetch) do not pay for it.
  */
 export function k8sModule(): typeof k8s {
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- a lazy load has no import statement
   return require('@kubernetes/client-node') as typeof k8s;
 }
 

@@ -1,6 +1,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { stripVTControlCharacters } from 'node:util';
 import { rfc3339, type OperationRequest, type ProjectInfo } from '../../../contract';
 import type { OperationResult, OutputValue, StreamLine } from '../api';
 import { oneLine, truncate } from '../lib/errors';
@@ -168,9 +169,9 @@ export function describeChanges(changes: Record<string, number> | undefined, pla
   return parts.join(', ');
 }
 
+/** The text without terminal escapes and the CLI's `<{%…%}>` markers. */
 function stripAnsi(s: string): string {
-  // eslint-disable-next-line no-control-regex
-  return s.replace(/\u001b\[[0-9;]*[A-Za-z]/g, '').replace(/<\{%[^%]*%\}>/g, '');
+  return stripVTControlCharacters(s).replace(/<\{%[^%]*%\}>/g, '');
 }
 
 /** The most useful lines of a failure: error diagnostics, else the CLI's own `error:` lines. */
