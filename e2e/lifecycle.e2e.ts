@@ -9,7 +9,16 @@
  */
 import * as k8s from '@kubernetes/client-node';
 import type { StackSpec } from '../schemas/generated/types';
-import { checkpointResources as checkpointIn, type CheckpointResource, defined, e2eStackSpec, eventually, exists, type Operator, stackCondition } from './harness';
+import {
+  checkpointResources as checkpointIn,
+  type CheckpointResource,
+  defined,
+  e2eStackSpec,
+  eventually,
+  exists,
+  type Operator,
+  stackCondition,
+} from './harness';
 import { e2eSuite } from './suite';
 
 let op: Operator;
