@@ -21,7 +21,8 @@ import { Api, ApiError, type KObject, type ObjectList, p, type WatchEvent } from
 import { kubernetesServiceEnv, nodeCapacity, POD_IP } from './pod-runner/env';
 import { type ImageConfig, type ImageRegistry, resolveImage } from './pod-runner/images';
 import { DEFAULT_PROTECTED_PATHS, registerOwner, releaseOwner } from './pod-runner/mountpoints';
-import { PodWorker, type RunnerContext } from './pod-runner/pod-worker';
+import { PodWorker } from './pod-runner/pod-worker';
+import type { RunnerContext } from './pod-runner/runner-context';
 import { findHostTools } from './pod-runner/process';
 import { installExitHook, liveRunners } from './pod-runner/exit-hooks';
 import { registerNode } from './pod-runner/node';

@@ -1,7 +1,10 @@
-/** A pod's containers as the pod worker tracks them: state, restarts, back-off. */
+/** A pod's containers as the pod worker tracks them: state, runs (log files, exit), restarts, back-off. */
 import * as crypto from 'node:crypto';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
 import type { V1Container } from '@kubernetes/client-node';
-import type { ContainerProcess } from './process';
+import type { ProbeTarget } from './probes';
+import type { ContainerProcess, ExitInfo } from './process';
 
 export type Waiting = { waiting: { reason: string; message?: string } };
 export type Running = { running: { startedAt: string } };
@@ -78,5 +81,69 @@ export class ContainerRun {
   }
   get terminated(): Terminated['terminated'] | undefined {
     return 'terminated' in this.state ? this.state.terminated : undefined;
+  }
+  /** The container in events' involvedObject.fieldPath. */
+  get fieldPath(): string {
+    return `spec.${this.kind === 'main' ? 'containers' : 'initContainers'}{${this.name}}`;
+  }
+
+  /** Its restart policy within a pod with restart policy `podPolicy` (sidecars always, init containers until success). */
+  restartPolicy(podPolicy: string): string {
+    if (this.kind === 'sidecar') return 'Always';
+    if (this.kind === 'init') return podPolicy === 'Never' ? 'Never' : 'OnFailure';
+    return podPolicy;
+  }
+
+  /** Probes and handlers run against this run's process. */
+  target(proc: ContainerProcess): ProbeTarget {
+    return { container: this.spec, exec: (argv, ms) => proc.exec(argv, ms) };
+  }
+
+  /** A new run is about to start: the restart count, last state and container ID move on; its log file under logDir. */
+  beginRun(logDir: string): string {
+    if (this.everStarted) {
+      this.restartCount++;
+      if (this.terminated) this.lastState = { terminated: this.terminated };
+    }
+    const logFile = path.join(logDir, this.name, `${this.restartCount}.log`);
+    fs.mkdirSync(path.dirname(logFile), { recursive: true });
+    this.logFiles.push(logFile);
+    this.containerID = `pko-pod-runner://${crypto.randomBytes(32).toString('hex')}`;
+    this.ready = false;
+    this.started = false;
+    return logFile;
+  }
+
+  /** The run's process has ended (or never ran: StartError): the terminated state it leaves. */
+  recordExit(exit: ExitInfo, startedAt: string): void {
+    this.stopProbes?.();
+    this.stopProbes = undefined;
+    this.ready = false;
+    this.started = false;
+    const finishedAt = now();
+    if (exit.startError !== undefined) {
+      this.state = {
+        terminated: {
+          exitCode: 128,
+          reason: 'StartError',
+          message: exit.startError,
+          startedAt: '1970-01-01T00:00:00Z',
+          finishedAt,
+          containerID: this.containerID,
+        },
+      };
+    } else {
+      this.state = {
+        terminated: {
+          exitCode: exit.exitCode,
+          reason: exit.exitCode === 0 ? 'Completed' : 'Error',
+          startedAt,
+          finishedAt,
+          containerID: this.containerID,
+          ...(exit.exitCode > 128 ? { signal: exit.exitCode - 128 } : {}),
+        },
+      };
+    }
+    this.proc = undefined;
   }
 }

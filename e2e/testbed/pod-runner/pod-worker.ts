@@ -1,53 +1,27 @@
 /**
  * One pod on the pod runner's node: the kubelet's pod worker, reduced to what a test bed needs.
  * Volumes first, then init containers in order (restartable init containers — sidecars — keep
- * running), then the containers concurrently; restarts with the kubelet's back-off; probes;
- * status written through pods/status as a strategic merge patch (as the kubelet does); graceful
+ * running), then the containers concurrently; restarts with the kubelet's back-off; graceful
  * termination on deletion, then the final delete with grace period 0. A container's state and
- * back-off: container-run.ts; its credentials and mounts: container-setup.ts; the status written:
- * pod-status.ts.
+ * back-off: container-run.ts; what it is launched with: container-launch.ts; its probes:
+ * probe-loops.ts; stopping it: termination.ts; the status computed: pod-status.ts, and written:
+ * status-writer.ts.
  */
-import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import type { V1LifecycleHandler, V1Pod, V1Probe } from '@kubernetes/client-node';
-import { type Api, isNotFound, p } from './api';
-import { ContainerConfigError, containerEnv, expandCommand, POD_IP } from './env';
-import type { ImageConfig } from './images';
-import { ensureHostMountPoint, mountTargetProblem } from './mountpoints';
-import { httpGet, type ProbeResult, probeTimings, runProbe, tcpSocket, resolvePort } from './probes';
-import { type BindMount, ContainerProcess, type Credentials, type HostTools } from './process';
-import { PodVolumes, readConfigMap, readSecret, VolumeError } from './volumes';
+import type { V1Pod } from '@kubernetes/client-node';
+import { ContainerConfigError } from './env';
+import { runHandler } from './probes';
+import { ContainerProcess } from './process';
+import { PodTimers } from './pod-timers';
+import { PodVolumes, VolumeError } from './volumes';
 import { ContainerRun, now } from './container-run';
-import { buildMounts, containerCredentials } from './container-setup';
+import { admissionProblem, type ContainerLaunch, prepareLaunch } from './container-launch';
 import { buildPodStatus, computePhase, type PodPhase, type PodState } from './pod-status';
-
-export interface RunnerContext {
-  api: Api;
-  tools: HostTools;
-  nodeName: string;
-  podsDir: string;
-  logsDir: string;
-  claimsDir: string;
-  /** Directories no mount may overlap (the runner's own). */
-  ownDirs: string[];
-  protectedPaths: string[];
-  capacity: Record<string, string>;
-  serviceEnv: Record<string, string>;
-  backoffInitialMs: number;
-  backoffMaxMs: number;
-  volumeRefreshMs: number;
-  /** The image config, or a string: why the image cannot be "pulled". */
-  image(image: string): ImageConfig | string;
-  /** Contents of the pod's /etc/hosts. */
-  hostsFile(pod: V1Pod): Promise<string>;
-  /** Output lines, when streaming. */
-  stream?: (prefix: string, chunk: Buffer) => void;
-  log(msg: string): void;
-  event(pod: V1Pod, type: 'Normal' | 'Warning', reason: string, message: string, fieldPath?: string): void;
-  /** The test's rewrite of the pod spec before it runs (ports, commands). */
-  transformPod?: (pod: V1Pod) => V1Pod;
-}
+import { type ProbeHost, startProbes } from './probe-loops';
+import type { RunnerContext } from './runner-context';
+import { StatusWriter } from './status-writer';
+import { finalDelete, killContainer, phaseAfterTermination, stopContainers } from './termination';
 
 export class PodWorker {
   pod: V1Pod;
@@ -66,20 +40,18 @@ export class PodWorker {
   private podReason: string | undefined;
   private podMessage: string | undefined;
   private readonly conditionTimes = new Map<string, { status: string; time: string }>();
-  /** Set once: no more container starts. */
-  private stopping = false;
-  private readonly stopWaiters = new Set<() => void>();
   private killDeadline = Infinity;
   private terminationStarted = false;
   private termination: Promise<void> | undefined;
   private finalized = false;
-  private goneFromApi = false;
-  /** No status writes any more (the pod was deleted, or the runner stops). */
-  private silent = false;
-  private statusDirty = false;
-  private statusWriting: Promise<void> | undefined;
-  private lastWritten = '';
-  private readonly timers = new Set<NodeJS.Timeout>();
+  private readonly status: StatusWriter;
+  private readonly probeHost: ProbeHost = {
+    pod: () => this.pod,
+    event: (type, reason, message, fieldPath) => this.ctx.event(this.pod, type, reason, message, fieldPath),
+    pushStatus: () => this.pushStatus(),
+    killContainer: (c, deadline) => void this.killContainer(c, deadline),
+  };
+  private readonly timers = new PodTimers();
   readonly done: Promise<void>;
   private resolveDone: () => void = () => undefined;
   private volumeFailures = 0;
@@ -110,6 +82,17 @@ export class PodWorker {
     const hasInit = this.inits.length > 0;
     this.mains = (this.pod.spec?.containers ?? []).map(
       (c) => new ContainerRun(c, 'main', hasInit ? 'PodInitializing' : 'ContainerCreating', ctx),
+    );
+    this.status = new StatusWriter(
+      ctx.api,
+      { namespace: this.namespace, name: this.name },
+      () => {
+        const status = this.buildStatus();
+        const phase = status.phase as string;
+        if (phase === 'Succeeded' || phase === 'Failed') this.phase = phase;
+        return status;
+      },
+      (msg) => ctx.log(msg),
     );
     this.done = new Promise((r) => (this.resolveDone = r));
   }
@@ -145,15 +128,15 @@ export class PodWorker {
 
   /** The pod is gone from the API server: kill everything now, write nothing. */
   gone(): void {
-    this.goneFromApi = true;
-    this.silent = true;
+    this.status.goneFromApi = true;
+    this.status.silent = true;
     this.finalized = true;
     void this.terminate(0);
   }
 
   /** The runner stops: SIGKILL everything, no status writes. */
   async kill(): Promise<void> {
-    this.silent = true;
+    this.status.silent = true;
     this.finalized = true;
     await this.terminate(0);
   }
@@ -177,34 +160,13 @@ export class PodWorker {
 
   // -------------------------------------------------------------------------------------------
 
-  private sleep(ms: number): Promise<void> {
-    if (this.stopping) return Promise.resolve();
-    return new Promise((resolve) => {
-      const t = setTimeout(() => {
-        this.timers.delete(t);
-        this.stopWaiters.delete(wake);
-        resolve();
-      }, ms);
-      const wake = (): void => {
-        clearTimeout(t);
-        this.timers.delete(t);
-        resolve();
-      };
-      this.timers.add(t);
-      this.stopWaiters.add(wake);
-    });
-  }
-
-  private setStopping(): void {
-    if (this.stopping) return;
-    this.stopping = true;
-    for (const w of this.stopWaiters) w();
-    this.stopWaiters.clear();
+  private get stopping(): boolean {
+    return this.timers.stopping;
   }
 
   private async run(): Promise<void> {
     this.startTime = now();
-    const problem = this.admit();
+    const problem = admissionProblem(this.pod, this.ctx);
     if (problem) {
       this.ctx.event(this.pod, 'Warning', problem.reason, problem.message);
       this.ctx.log(`pod ${this.key} rejected: ${problem.message}`);
@@ -212,18 +174,18 @@ export class PodWorker {
       this.podReason = problem.reason;
       this.podMessage = problem.message;
       for (const c of [...this.inits, ...this.mains]) c.state = { waiting: { reason: 'ContainerCreating' } };
-      this.setStopping();
+      this.timers.stop();
       this.pushStatus();
       return;
     }
+    if (this.pod.spec?.ephemeralContainers?.length) this.ctx.log(`pod ${this.key}: ephemeral containers are ignored`);
     this.pushStatus();
     const deadline = this.pod.spec?.activeDeadlineSeconds;
     if (deadline !== undefined && deadline !== null) {
-      const t = setTimeout(
-        () => void this.failPod('DeadlineExceeded', 'Pod was active on the node longer than the specified deadline'),
+      this.timers.after(
         deadline * 1000,
+        () => void this.failPod('DeadlineExceeded', 'Pod was active on the node longer than the specified deadline'),
       );
-      this.timers.add(t);
     }
 
     // Volumes (kubelet: the pod waits until every volume is mounted, FailedMount events meanwhile).
@@ -237,7 +199,7 @@ export class PodWorker {
           this.ctx.event(this.pod, 'Warning', 'FailedMount', `MountVolume.SetUp failed: ${msg}`);
           this.ctx.log(`pod ${this.key}: FailedMount: ${msg}`);
         }
-        await this.sleep(Math.min(500 * 2 ** Math.min(this.volumeFailures, 4), 5000));
+        await this.timers.sleep(Math.min(500 * 2 ** Math.min(this.volumeFailures, 4), 5000));
       }
     }
     if (this.stopping) return;
@@ -251,7 +213,7 @@ export class PodWorker {
       if (c.kind === 'sidecar') {
         c.loopDone = this.containerLoop(c);
         // The next init container starts once the sidecar has started (startup probe passed).
-        while (!this.stopping && !c.started) await this.sleep(100);
+        while (!this.stopping && !c.started) await this.timers.sleep(100);
         continue;
       }
       c.loopDone = this.containerLoop(c);
@@ -261,7 +223,7 @@ export class PodWorker {
         // Only reached with restartPolicy Never (otherwise the loop retries until success).
         if (!this.stopping) {
           this.phase = 'Failed';
-          this.setStopping();
+          this.timers.stop();
           await this.stopSidecars();
           this.pushStatus();
         }
@@ -277,27 +239,10 @@ export class PodWorker {
     if (!this.stopping) {
       // All containers are done for good (restartPolicy Never/OnFailure): the pod is terminal.
       this.phase = this.computePhase();
-      this.setStopping();
+      this.timers.stop();
       await this.stopSidecars();
       this.pushStatus();
     }
-  }
-
-  private admit(): { reason: string; message: string } | undefined {
-    const containers = [...(this.pod.spec?.initContainers ?? []), ...(this.pod.spec?.containers ?? [])];
-    for (const c of containers) {
-      const targets = (c.volumeMounts ?? []).map((m) => m.mountPath);
-      const img = this.ctx.image(c.image ?? '');
-      if (typeof img !== 'string')
-        targets.push(...Object.keys(img.binds ?? {}), ...Object.keys(img.writableDirs ?? {}));
-      for (const t of targets) {
-        const problem = mountTargetProblem(t, this.ctx.protectedPaths, this.ctx.ownDirs);
-        if (problem)
-          return { reason: 'UnsafeMountPath', message: `pod runner refuses container ${c.name}: ${problem}` };
-      }
-    }
-    if (this.pod.spec?.ephemeralContainers?.length) this.ctx.log(`pod ${this.key}: ephemeral containers are ignored`);
-    return undefined;
   }
 
   private startVolumeRefresh(): void {
@@ -308,19 +253,9 @@ export class PodWorker {
       } catch (e) {
         this.ctx.log(`pod ${this.key}: volume refresh: ${(e as Error).message}`);
       }
-      if (!this.stopping) {
-        const t = setTimeout(() => {
-          this.timers.delete(t);
-          void tick();
-        }, this.ctx.volumeRefreshMs);
-        this.timers.add(t);
-      }
+      if (!this.stopping) this.timers.after(this.ctx.volumeRefreshMs, () => void tick());
     };
-    const t = setTimeout(() => {
-      this.timers.delete(t);
-      void tick();
-    }, this.ctx.volumeRefreshMs);
-    this.timers.add(t);
+    this.timers.after(this.ctx.volumeRefreshMs, () => void tick());
   }
 
   // -------------------------------------------------------------------------------------------
@@ -334,14 +269,7 @@ export class PodWorker {
       if (this.stopping) return;
       if (outcome === 'retry') continue;
       const t = c.terminated!;
-      const policy =
-        c.kind === 'sidecar'
-          ? 'Always'
-          : c.kind === 'init'
-            ? this.restartPolicy === 'Never'
-              ? 'Never'
-              : 'OnFailure'
-            : this.restartPolicy;
+      const policy = c.restartPolicy(this.restartPolicy);
       if (policy === 'Never' || (policy === 'OnFailure' && t.exitCode === 0)) return;
       if (c.kind === 'main' && this.pod.metadata?.deletionTimestamp) return;
       const wait = c.backoff.delay(Date.parse(t.finishedAt));
@@ -353,17 +281,13 @@ export class PodWorker {
             message: `back-off ${Math.round(wait / 1000)}s restarting failed container=${c.name} pod=${this.name}_${this.namespace}(${this.uid})`,
           },
         };
-        this.ctx.event(this.pod, 'Warning', 'BackOff', 'Back-off restarting failed container', this.fieldPath(c));
+        this.ctx.event(this.pod, 'Warning', 'BackOff', 'Back-off restarting failed container', c.fieldPath);
         this.pushStatus();
-        await this.sleep(wait);
+        await this.timers.sleep(wait);
         if (this.stopping) return;
       }
       c.backoff.next();
     }
-  }
-
-  private fieldPath(c: ContainerRun): string {
-    return `spec.${c.kind === 'main' ? 'containers' : 'initContainers'}{${c.name}}`;
   }
 
   /** Starts the container and waits for it to end. 'retry': it could not be created (state waiting). */
@@ -372,100 +296,39 @@ export class PodWorker {
     const image = this.ctx.image(spec.image ?? '');
     if (typeof image === 'string') {
       c.state = { waiting: { reason: 'ErrImageNeverPull', message: image } };
-      this.ctx.event(this.pod, 'Warning', 'ErrImageNeverPull', image, this.fieldPath(c));
+      this.ctx.event(this.pod, 'Warning', 'ErrImageNeverPull', image, c.fieldPath);
       this.pushStatus();
-      await this.sleep(5000);
+      await this.timers.sleep(5000);
       return 'retry';
     }
 
     const containerDir = path.join(this.podDir, 'containers', spec.name);
     fs.mkdirSync(containerDir, { recursive: true });
-    let env: Record<string, string>;
-    let argv: string[];
-    let mounts: BindMount[];
-    let creds: Credentials;
-    let workingDir: string;
-    const hostname = this.hostname();
+    let launch: ContainerLaunch;
     try {
-      creds = containerCredentials(this.pod, spec, image);
-      const list = await containerEnv({
-        pod: this.pod,
-        container: spec,
-        nodeName: this.ctx.nodeName,
-        capacity: this.ctx.capacity,
-        serviceEnv: this.ctx.serviceEnv,
-        objects: {
-          secret: async (ns, name) => {
-            const m = await readSecret(this.ctx.api, ns, name);
-            return m && Object.fromEntries([...m].map(([k, v]) => [k, v.toString('utf8')]));
-          },
-          configMap: async (ns, name) => {
-            const m = await readConfigMap(this.ctx.api, ns, name);
-            return m && Object.fromEntries([...m].map(([k, v]) => [k, v.toString('utf8')]));
-          },
-        },
-      });
-      const basePath =
-        image.basePath ?? process.env.PATH ?? '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
-      env = {
-        PATH: [...(image.path ?? []), basePath].filter((x) => x !== '').join(':'),
-        HOSTNAME: hostname,
-        HOME: creds.uid === 0 ? '/root' : '/',
-        ...(image.env ?? {}),
-      };
-      for (const [k, v] of list) env[k] = v;
-      const command = spec.command?.length ? spec.command : (image.entrypoint ?? []);
-      const args = spec.command?.length ? (spec.args ?? []) : spec.args?.length ? spec.args : (image.cmd ?? []);
-      argv = [...expandCommand(command, env), ...expandCommand(args, env)];
-      if (argv.length === 0)
-        throw new ContainerConfigError(
-          'no command specified (the image has no ENTRYPOINT/CMD in the pod runner registry)',
-        );
-      workingDir = spec.workingDir || image.workingDir || '/';
-      mounts = buildMounts(spec, image, env, creds, containerDir, {
+      launch = await prepareLaunch(this.ctx, this.pod, spec, image, {
         podDir: this.podDir,
-        hostsFile: await this.ctx.hostsFile(this.pod),
+        containerDir,
         volumes: this.volumes.prepared,
       });
-      // A working dir outside every mount and missing on the host is created (and remembered).
-      if (
-        !mounts.some((m) => workingDir === m.target || workingDir.startsWith(`${m.target}/`)) &&
-        !fs.existsSync(workingDir)
-      ) {
-        ensureHostMountPoint(workingDir, 'dir');
-      }
     } catch (e) {
       const msg = (e as Error).message;
       const reason = e instanceof ContainerConfigError ? 'CreateContainerConfigError' : 'CreateContainerError';
       c.state = { waiting: { reason, message: msg } };
-      this.ctx.event(this.pod, 'Warning', 'Failed', `Error: ${msg}`, this.fieldPath(c));
+      this.ctx.event(this.pod, 'Warning', 'Failed', `Error: ${msg}`, c.fieldPath);
       this.ctx.log(`pod ${this.key} container ${spec.name}: ${reason}: ${msg}`);
       this.pushStatus();
-      await this.sleep(2000);
+      await this.timers.sleep(2000);
       return 'retry';
     }
 
     if (this.stopping) return 'retry';
-    if (c.everStarted) {
-      c.restartCount++;
-      if (c.terminated) c.lastState = { terminated: c.terminated };
-    }
-    const logFile = path.join(this.logDir, spec.name, `${c.restartCount}.log`);
-    fs.mkdirSync(path.dirname(logFile), { recursive: true });
-    c.logFiles.push(logFile);
-    c.containerID = `pko-pod-runner://${crypto.randomBytes(32).toString('hex')}`;
-    c.ready = false;
-    c.started = false;
+    const logFile = c.beginRun(this.logDir);
     const startedAt = now();
     const stream = this.ctx.stream;
     const prefix = `${this.namespace}/${this.name}/${spec.name}`;
     const proc = new ContainerProcess(this.ctx.tools, {
-      argv,
-      env,
-      workingDir,
-      mounts,
-      hostname,
-      creds,
+      ...launch,
       logFile,
       ...(stream ? { onOutput: (chunk: Buffer) => stream(prefix, chunk) } : {}),
     });
@@ -476,19 +339,19 @@ export class PodWorker {
       'Normal',
       'Pulled',
       `Container image "${spec.image ?? ''}" already present on machine`,
-      this.fieldPath(c),
+      c.fieldPath,
     );
-    this.ctx.event(this.pod, 'Normal', 'Created', `Created container ${spec.name}`, this.fieldPath(c));
+    this.ctx.event(this.pod, 'Normal', 'Created', `Created container ${spec.name}`, c.fieldPath);
     const pid = await proc.started;
     if (pid !== undefined) {
       c.state = { running: { startedAt } };
-      this.ctx.event(this.pod, 'Normal', 'Started', `Started container ${spec.name}`, this.fieldPath(c));
-      this.startProbes(c, proc);
+      this.ctx.event(this.pod, 'Normal', 'Started', `Started container ${spec.name}`, c.fieldPath);
+      startProbes(c, proc, this.probeHost);
       this.pushStatus();
       if (spec.lifecycle?.postStart) {
-        const r = await this.runHandler(spec.lifecycle.postStart, c, proc, Infinity);
+        const r = await runHandler(spec.lifecycle.postStart, c.target(proc), Infinity);
         if (!r.ok && proc.running) {
-          this.ctx.event(this.pod, 'Warning', 'FailedPostStartHook', r.message, this.fieldPath(c));
+          this.ctx.event(this.pod, 'Warning', 'FailedPostStartHook', r.message, c.fieldPath);
           proc.signal('SIGTERM');
           const grace = (this.pod.spec?.terminationGracePeriodSeconds ?? 30) * 1000;
           const t = setTimeout(() => proc.killAll(), grace);
@@ -497,229 +360,18 @@ export class PodWorker {
       }
     }
     const exit = await proc.exited;
-    c.stopProbes?.();
-    c.stopProbes = undefined;
-    c.ready = false;
-    c.started = false;
-    const finishedAt = now();
+    c.recordExit(exit, startedAt);
     if (exit.startError !== undefined) {
-      c.state = {
-        terminated: {
-          exitCode: 128,
-          reason: 'StartError',
-          message: exit.startError,
-          startedAt: '1970-01-01T00:00:00Z',
-          finishedAt,
-          containerID: c.containerID,
-        },
-      };
-      this.ctx.event(this.pod, 'Warning', 'Failed', `Error: ${exit.startError}`, this.fieldPath(c));
+      this.ctx.event(this.pod, 'Warning', 'Failed', `Error: ${exit.startError}`, c.fieldPath);
       this.ctx.log(`pod ${this.key} container ${spec.name}: StartError: ${exit.startError}`);
-    } else {
-      c.state = {
-        terminated: {
-          exitCode: exit.exitCode,
-          reason: exit.exitCode === 0 ? 'Completed' : 'Error',
-          startedAt,
-          finishedAt,
-          containerID: c.containerID,
-          ...(exit.exitCode > 128 ? { signal: exit.exitCode - 128 } : {}),
-        },
-      };
     }
-    c.proc = undefined;
     this.pushStatus();
     return 'exited';
   }
 
-  private hostname(): string {
-    const h = this.pod.spec?.hostname || this.name;
-    return h.slice(0, 63).replace(/[-.]+$/, '');
-  }
-
-  // -------------------------------------------------------------------------------------------
-  // Probes and handlers
-
-  private async runHandler(
-    h: V1LifecycleHandler,
-    c: ContainerRun,
-    proc: ContainerProcess,
-    timeoutMs: number,
-  ): Promise<ProbeResult> {
-    const t = Number.isFinite(timeoutMs) ? Math.max(timeoutMs, 1) : 2 ** 31 - 1;
-    if (h.exec) {
-      const r = await proc.exec(h.exec.command ?? [], t);
-      return {
-        ok: r.exitCode === 0 && !r.timedOut,
-        message: `exec ${JSON.stringify(h.exec.command)} exited ${r.exitCode}: ${r.output.trim()}`,
-      };
-    }
-    if (h.httpGet) return httpGet(h.httpGet, c.spec, Math.min(t, 2 ** 31 - 1));
-    if (h.tcpSocket) {
-      try {
-        return await tcpSocket(h.tcpSocket.host || POD_IP, resolvePort(h.tcpSocket.port, c.spec), Math.min(t, 30_000));
-      } catch (e) {
-        return { ok: false, message: (e as Error).message };
-      }
-    }
-    if (h.sleep) {
-      await new Promise((r) => setTimeout(r, Math.min(h.sleep!.seconds * 1000, t)));
-      return { ok: true, message: '' };
-    }
-    return { ok: false, message: 'handler has no action' };
-  }
-
-  private startProbes(c: ContainerRun, proc: ContainerProcess): void {
-    let stopped = false;
-    const timers = new Set<NodeJS.Timeout>();
-    c.stopProbes = () => {
-      stopped = true;
-      for (const t of timers) clearTimeout(t);
-      timers.clear();
-    };
-    const later = (ms: number, fn: () => void): void => {
-      const t = setTimeout(() => {
-        timers.delete(t);
-        if (!stopped) fn();
-      }, ms);
-      timers.add(t);
-    };
-    const target = { container: c.spec, exec: (argv: string[], ms: number) => proc.exec(argv, ms) };
-    const startup = c.spec.startupProbe;
-    const readiness = c.spec.readinessProbe;
-    const liveness = c.spec.livenessProbe;
-
-    const loop = (
-      probe: V1Probe,
-      kind: 'Startup' | 'Readiness' | 'Liveness',
-      onResult: (ok: boolean, changedTo?: boolean) => boolean,
-    ): void => {
-      const t = probeTimings(probe);
-      let successes = 0;
-      let failures = 0;
-      let result: boolean | undefined;
-      const tick = async (): Promise<void> => {
-        if (stopped || !proc.running) return;
-        const r = await runProbe(probe, target);
-        if (stopped || !proc.running) return;
-        if (r.ok) {
-          successes++;
-          failures = 0;
-        } else {
-          failures++;
-          successes = 0;
-          this.ctx.event(this.pod, 'Warning', 'Unhealthy', `${kind} probe failed: ${r.message}`, this.fieldPath(c));
-        }
-        let changed: boolean | undefined;
-        if (r.ok && successes >= t.successThreshold && result !== true) changed = result = true;
-        else if (!r.ok && failures >= t.failureThreshold && result !== false) {
-          result = false;
-          changed = false;
-          if (kind !== 'Readiness') failures = 0;
-        }
-        const keepGoing = onResult(r.ok, changed);
-        if (keepGoing) later(t.periodMs, () => void tick());
-      };
-      later(t.initialDelayMs, () => void tick());
-    };
-
-    const afterStartup = (): void => {
-      c.started = true;
-      if (!readiness) c.ready = true;
-      this.pushStatus();
-      if (readiness) {
-        loop(readiness, 'Readiness', (_ok, changed) => {
-          if (changed !== undefined && c.ready !== changed) {
-            c.ready = changed;
-            this.pushStatus();
-          }
-          return true;
-        });
-      }
-      if (liveness) {
-        loop(liveness, 'Liveness', (_ok, changed) => {
-          if (changed === false) {
-            this.ctx.event(
-              this.pod,
-              'Normal',
-              'Killing',
-              `Container ${c.name} failed liveness probe, will be restarted`,
-              this.fieldPath(c),
-            );
-            void this.killContainer(
-              c,
-              Date.now() +
-                (liveness.terminationGracePeriodSeconds ?? this.pod.spec?.terminationGracePeriodSeconds ?? 30) * 1000,
-            );
-            return false;
-          }
-          return true;
-        });
-      }
-    };
-
-    if (startup) {
-      loop(startup, 'Startup', (_ok, changed) => {
-        if (changed === true) {
-          afterStartup();
-          return false;
-        }
-        if (changed === false) {
-          this.ctx.event(
-            this.pod,
-            'Normal',
-            'Killing',
-            `Container ${c.name} failed startup probe, will be restarted`,
-            this.fieldPath(c),
-          );
-          void this.killContainer(
-            c,
-            Date.now() +
-              (startup.terminationGracePeriodSeconds ?? this.pod.spec?.terminationGracePeriodSeconds ?? 30) * 1000,
-          );
-          return false;
-        }
-        return true;
-      });
-    } else {
-      afterStartup();
-    }
-  }
-
-  /** preStop, SIGTERM, SIGKILL at the deadline (which may move earlier). */
-  private async killContainer(c: ContainerRun, deadline: number, runPreStop = true): Promise<void> {
-    const proc = c.proc;
-    if (!proc || !proc.running) return;
-    const localDeadline = (): number => Math.min(deadline, this.killDeadline);
-    const exited = proc.exited.then(() => true);
-    if (runPreStop && c.spec.lifecycle?.preStop && localDeadline() > Date.now()) {
-      const budget = localDeadline() - Date.now();
-      await Promise.race([
-        this.runHandler(c.spec.lifecycle.preStop, c, proc, budget),
-        exited,
-        this.waitUntil(localDeadline),
-      ]);
-    }
-    if (!proc.running) return;
-    if (localDeadline() > Date.now()) {
-      proc.signal('SIGTERM');
-      await Promise.race([exited, this.waitUntil(localDeadline)]);
-    }
-    if (proc.running) {
-      proc.killAll();
-      await proc.exited;
-    }
-  }
-
-  /** Resolves once Date.now() passes deadline() (re-read every 100 ms, so it can move earlier). */
-  private waitUntil(deadline: () => number): Promise<void> {
-    return new Promise((resolve) => {
-      const check = (): void => {
-        if (Date.now() >= deadline()) resolve();
-        else setTimeout(check, Math.min(100, Math.max(1, deadline() - Date.now())));
-      };
-      check();
-    });
+  /** preStop, SIGTERM, SIGKILL at the deadline, or earlier if the pod's termination deadline comes first. */
+  private killContainer(c: ContainerRun, deadline: number, runPreStop = true): Promise<void> {
+    return killContainer(c, () => Math.min(deadline, this.killDeadline), runPreStop);
   }
 
   private async stopSidecars(): Promise<void> {
@@ -738,7 +390,7 @@ export class PodWorker {
     this.podReason = reason;
     this.podMessage = message;
     this.ctx.event(this.pod, 'Warning', reason, message);
-    this.setStopping();
+    this.timers.stop();
     const grace = (this.pod.spec?.terminationGracePeriodSeconds ?? 30) * 1000;
     await Promise.all([...this.inits, ...this.mains].map((c) => this.killContainer(c, Date.now() + grace)));
     this.phase = 'Failed';
@@ -755,19 +407,15 @@ export class PodWorker {
 
   private async doTerminate(): Promise<void> {
     this.terminationStarted = true;
-    this.setStopping();
+    this.timers.stop();
     const all = [...this.inits, ...this.mains];
-    if (!this.silent && this.killDeadline > Date.now()) {
+    if (!this.status.silent && this.killDeadline > Date.now()) {
       for (const c of all)
-        if (c.proc?.running)
-          this.ctx.event(this.pod, 'Normal', 'Killing', `Stopping container ${c.name}`, this.fieldPath(c));
+        if (c.proc?.running) this.ctx.event(this.pod, 'Normal', 'Killing', `Stopping container ${c.name}`, c.fieldPath);
     }
-    // Regular containers first, then sidecars in reverse order (kubelet).
-    await Promise.all(this.mains.map((c) => this.killContainer(c, this.killDeadline, !this.silent)));
-    for (const s of [...this.inits].reverse()) await this.killContainer(s, this.killDeadline, !this.silent);
+    await stopContainers(this.inits, this.mains, (c) => this.killContainer(c, this.killDeadline, !this.status.silent));
     await Promise.all(all.map((c) => c.loopDone));
     await this.done;
-    for (const t of this.timers) clearTimeout(t);
     this.timers.clear();
     for (const c of all) {
       if (!c.terminated && c.everStarted && !c.running) {
@@ -775,37 +423,17 @@ export class PodWorker {
         if (c.lastState) c.state = c.lastState;
       }
     }
-    if (!this.silent) {
-      if (this.phase !== 'Succeeded' && this.phase !== 'Failed') {
-        const mainsDone = this.mains.filter((c) => c.terminated);
-        this.phase =
-          mainsDone.length === this.mains.length &&
-          mainsDone.every((c) => c.terminated!.exitCode === 0) &&
-          this.initDone
-            ? 'Succeeded'
-            : 'Failed';
-      }
+    if (!this.status.silent) {
+      if (this.phase !== 'Succeeded' && this.phase !== 'Failed')
+        this.phase = phaseAfterTermination(this.mains, this.initDone);
       this.pushStatus();
-      await this.flushStatus();
-      await this.finalDelete();
+      await this.status.flush();
+      if (!this.finalized && !this.status.goneFromApi) {
+        this.finalized = true;
+        await finalDelete(this.ctx.api, this, (msg) => this.ctx.log(msg));
+      }
     }
     this.cleanup();
-  }
-
-  private async finalDelete(): Promise<void> {
-    if (this.finalized || this.goneFromApi) return;
-    this.finalized = true;
-    try {
-      await this.ctx.api.request('DELETE', p`/api/v1/namespaces/${this.namespace}/pods/${this.name}`, {
-        apiVersion: 'v1',
-        kind: 'DeleteOptions',
-        gracePeriodSeconds: 0,
-        preconditions: { uid: this.uid },
-      });
-    } catch (e) {
-      if (!isNotFound(e) && !(e instanceof Error && /HTTP 409/.test(e.message)))
-        this.ctx.log(`pod ${this.key}: final delete: ${(e as Error).message}`);
-    }
   }
 
   private cleanup(): void {
@@ -849,47 +477,10 @@ export class PodWorker {
   }
 
   pushStatus(): void {
-    if (this.silent) return;
-    this.statusDirty = true;
-    if (this.statusWriting) return;
-    this.statusWriting = (async () => {
-      let failures = 0;
-      while (this.statusDirty && !this.silent) {
-        this.statusDirty = false;
-        const status = this.buildStatus();
-        const phase = status.phase as string;
-        if (phase === 'Succeeded' || phase === 'Failed') this.phase = phase;
-        const body = JSON.stringify(status);
-        if (body === this.lastWritten) continue;
-        try {
-          await this.ctx.api.request(
-            'PATCH',
-            p`/api/v1/namespaces/${this.namespace}/pods/${this.name}/status`,
-            { status },
-            'application/strategic-merge-patch+json',
-          );
-          this.lastWritten = body;
-          failures = 0;
-        } catch (e) {
-          if (isNotFound(e)) {
-            this.silent = true;
-            this.goneFromApi = true;
-            break;
-          }
-          failures++;
-          this.ctx.log(`pod ${this.key}: status update failed (${failures}): ${(e as Error).message}`);
-          this.statusDirty = true;
-          await new Promise((r) => setTimeout(r, Math.min(200 * failures, 2000)));
-          if (failures > 30) break;
-        }
-      }
-    })().finally(() => {
-      this.statusWriting = undefined;
-      if (this.statusDirty && !this.silent) this.pushStatus();
-    });
+    this.status.push();
   }
 
   async flushStatus(): Promise<void> {
-    while (this.statusWriting) await this.statusWriting;
+    await this.status.flush();
   }
 }

@@ -8,7 +8,7 @@ import * as http from 'node:http';
 import * as http2 from 'node:http2';
 import * as https from 'node:https';
 import * as net from 'node:net';
-import type { V1Container, V1HTTPGetAction, V1Probe } from '@kubernetes/client-node';
+import type { V1Container, V1HTTPGetAction, V1LifecycleHandler, V1Probe } from '@kubernetes/client-node';
 import { POD_IP } from './env';
 
 export type ProbeResult = { ok: boolean; message: string };
@@ -176,4 +176,34 @@ export function probeTimings(probe: V1Probe): {
     successThreshold: probe.successThreshold ?? 1,
     failureThreshold: probe.failureThreshold ?? 3,
   };
+}
+
+/** A lifecycle handler (postStart, preStop) within timeoutMs (Infinity: no limit of its own). */
+export async function runHandler(h: V1LifecycleHandler, target: ProbeTarget, timeoutMs: number): Promise<ProbeResult> {
+  const t = Number.isFinite(timeoutMs) ? Math.max(timeoutMs, 1) : 2 ** 31 - 1;
+  if (h.exec) {
+    const r = await target.exec(h.exec.command ?? [], t);
+    return {
+      ok: r.exitCode === 0 && !r.timedOut,
+      message: `exec ${JSON.stringify(h.exec.command)} exited ${r.exitCode}: ${r.output.trim()}`,
+    };
+  }
+  if (h.httpGet) return httpGet(h.httpGet, target.container, Math.min(t, 2 ** 31 - 1));
+  if (h.tcpSocket) {
+    try {
+      return await tcpSocket(
+        h.tcpSocket.host || POD_IP,
+        resolvePort(h.tcpSocket.port, target.container),
+        Math.min(t, 30_000),
+      );
+    } catch (e) {
+      return { ok: false, message: (e as Error).message };
+    }
+  }
+  if (h.sleep) {
+    const seconds = h.sleep.seconds;
+    await new Promise((r) => setTimeout(r, Math.min(seconds * 1000, t)));
+    return { ok: true, message: '' };
+  }
+  return { ok: false, message: 'handler has no action' };
 }
