@@ -2,6 +2,7 @@ import { syncStack } from '../src/stack/sync';
 import {
   applyChildren,
   condition,
+  jobFinishes,
   jobsOf,
   makeProgram,
   makeStack,
@@ -87,25 +88,10 @@ describe('branch tracking', () => {
     const r2 = syncStack(syncRequest(withStatus(stack, r1), c1), look(sha1));
     const job = at(jobsOf(r2), 0, 'Job');
     expect(r2.status.currentUpdate?.commit).toBe(sha1);
-    const c2 = applyChildren(c1, r2.children).map((c) =>
-      c.kind === 'Job'
-        ? {
-            ...c,
-            metadata: {
-              ...c.metadata,
-              annotations: {
-                ...c.metadata.annotations,
-                'pulumi.com/update-result': JSON.stringify({
-                  state: 'succeeded',
-                  type: 'up',
-                  message: 'ok',
-                  endTime: '2026-11-22T10:01:00Z',
-                }),
-              },
-            },
-          }
-        : c,
-    );
+    const c2 = jobFinishes(applyChildren(c1, r2.children), job.metadata.name ?? '', {
+      state: 'succeeded',
+      message: 'ok',
+    });
     const r3 = syncStack(syncRequest(withStatus(stack, r2), c2), look(sha1));
     expect(r3.status.lastUpdate).toMatchObject({ lastSuccessfulCommit: sha1, name: job.metadata.name });
     expect(r3.resyncAfterSeconds).toBe(90);

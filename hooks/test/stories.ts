@@ -47,30 +47,8 @@ export function withChildren() {
   const cluster1 = workspaceBecomesReady(applyChildren([], r1.children));
   const r2 = syncStack(syncRequest(withStatus(stack, r1), cluster1), ctx());
   const cluster2 = applyChildren(cluster1, r2.children);
-  const done = cluster2.map((c) =>
-    c.kind === 'Job'
-      ? {
-          ...c,
-          metadata: {
-            ...c.metadata,
-            annotations: {
-              ...c.metadata.annotations,
-              'pulumi.com/update-result': JSON.stringify({
-                state: 'succeeded',
-                type: 'up',
-                message: 'ok',
-                endTime: '2026-11-22T10:01:00Z',
-              }),
-            },
-          },
-          status: {
-            succeeded: 1,
-            completionTime: '2026-11-22T10:01:00Z',
-            conditions: [{ type: 'Complete', status: 'True' }],
-          },
-        }
-      : c,
-  );
+  const jobName = at(jobsOf(r2), 0, 'Job').metadata.name ?? '';
+  const done = jobFinishes(cluster2, jobName, { state: 'succeeded', message: 'ok' });
   const r3 = syncStack(syncRequest(withStatus(stack, r2), done), ctx());
   return { stack: withStatus(stack, r3), cluster: applyChildren(done, r3.children) };
 }
