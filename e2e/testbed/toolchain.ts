@@ -41,6 +41,10 @@ export interface ToolchainBinaries {
   etcd: string;
   kubeApiserver: string;
   kubeControllerManager: string;
+  kubeScheduler: string;
+  kubeProxy: string;
+  kubelet: string;
+  kubectl: string;
   pulumi: string;
   pulumiLanguageNodejs: string;
   pulumiLanguageYaml: string;
@@ -113,6 +117,10 @@ export function resolveToolchain(env: NodeJS.ProcessEnv = process.env): Toolchai
     etcd: 'etcd',
     kubeApiserver: 'kubernetes',
     kubeControllerManager: 'kubernetes',
+    kubeScheduler: 'kubernetes',
+    kubeProxy: 'kubernetes',
+    kubelet: 'kubernetes',
+    kubectl: 'kubernetes',
     pulumi: 'pulumi',
     pulumiLanguageNodejs: 'pulumi',
     pulumiLanguageYaml: 'pulumi',
@@ -124,6 +132,10 @@ export function resolveToolchain(env: NodeJS.ProcessEnv = process.env): Toolchai
     etcd: path.join(binDirs.etcd, 'etcd'),
     kubeApiserver: path.join(binDirs.kubernetes, 'kube-apiserver'),
     kubeControllerManager: path.join(binDirs.kubernetes, 'kube-controller-manager'),
+    kubeScheduler: path.join(binDirs.kubernetes, 'kube-scheduler'),
+    kubeProxy: path.join(binDirs.kubernetes, 'kube-proxy'),
+    kubelet: path.join(binDirs.kubernetes, 'kubelet'),
+    kubectl: path.join(binDirs.kubernetes, 'kubectl'),
     pulumi: path.join(binDirs.pulumi, 'pulumi'),
     pulumiLanguageNodejs: path.join(binDirs.pulumi, 'pulumi-language-nodejs'),
     pulumiLanguageYaml: path.join(binDirs.pulumi, 'pulumi-language-yaml'),

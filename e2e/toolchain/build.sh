@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the e2e test bed's toolchain from the Go module proxy (no prebuilt downloads):
-#   etcd, kube-apiserver + kube-controller-manager, pulumi (+ pulumi-language-nodejs,
-#   pulumi-language-yaml and the dynamic-provider shim), pulumi-resource-command, helm.
+#   etcd, kube-apiserver + kube-controller-manager + kube-scheduler + kube-proxy + kubelet +
+#   kubectl, pulumi (+ pulumi-language-nodejs, pulumi-language-yaml and the dynamic-provider shim),
+#   pulumi-resource-command, helm.
 #
 # Usage:
 #   e2e/toolchain/build.sh [component...]   build what is missing (default: all components:
@@ -30,6 +31,11 @@ TOOLCHAIN_DIR="${PKO_TOOLCHAIN_DIR:-$HOME/.cache/pko-toolchain}"
 SCRATCH="$TOOLCHAIN_DIR/.scratch"
 LOGS="$TOOLCHAIN_DIR/.logs"
 ALL_COMPONENTS=(etcd kubernetes pulumi command helm)
+# The commands of k8s.io/kubernetes/cmd/ that the kubernetes component builds, in one go build: the
+# control plane, and the node (kubelet, kube-proxy) that must match the API server's version.
+# A directory built before a binary was added lacks it, fails verify_component and is rebuilt;
+# the stamp stays as it was, so an older build.sh still accepts the larger directory.
+KUBERNETES_BINARIES="kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubelet kubectl"
 
 export GOTOOLCHAIN=local
 export CGO_ENABLED=0
@@ -50,7 +56,7 @@ component_dir() {
 component_binaries() {
   case "$1" in
     etcd) echo "etcd" ;;
-    kubernetes) echo "kube-apiserver kube-controller-manager" ;;
+    kubernetes) echo "$KUBERNETES_BINARIES" ;;
     pulumi) echo "pulumi pulumi-language-nodejs pulumi-language-yaml pulumi-resource-pulumi-nodejs" ;;
     command) echo "pulumi-resource-command" ;;
     helm) echo "helm" ;;
@@ -83,9 +89,14 @@ verify_component() {
       out=$("$bin/etcd" --version 2>&1) || true
       grep -qx "etcd Version: ${ETCD_VERSION#v}" <<<"$out" || { echo "etcd --version: $out" >&2; return 1; } ;;
     kubernetes)
-      for b in kube-apiserver kube-controller-manager; do
-        out=$("$bin/$b" --version 2>&1) || true
-        [ "$out" = "Kubernetes $KUBERNETES_VERSION" ] || { echo "$b --version: $out" >&2; return 1; }
+      for b in $KUBERNETES_BINARIES; do
+        if [ "$b" = kubectl ]; then
+          out=$("$bin/kubectl" version --client 2>&1) || true
+          grep -qx "Client Version: $KUBERNETES_VERSION" <<<"$out" || { echo "kubectl version --client: $out" >&2; return 1; }
+        else
+          out=$("$bin/$b" --version 2>&1) || true
+          [ "$out" = "Kubernetes $KUBERNETES_VERSION" ] || { echo "$b --version: $out" >&2; return 1; }
+        fi
       done ;;
     pulumi)
       out=$(PULUMI_SKIP_UPDATE_CHECK=true PULUMI_HOME="$SCRATCH/pulumi-home" "$bin/pulumi" version 2>&1) || true
@@ -232,16 +243,19 @@ build_kubernetes() {
   for gd in $(awk '$1=="godebug" && $2!="(" {print $2} /^godebug \(/ {b=1; next} b && /^\)/ {b=0} b {print $1}' "$gomod"); do
     run go -C "$w" mod edit -godebug="$gd"
   done
-  run go -C "$w" get -tool "k8s.io/kubernetes/cmd/kube-apiserver@$v" "k8s.io/kubernetes/cmd/kube-controller-manager@$v"
+  local pkgs=()
+  for p in $KUBERNETES_BINARIES; do pkgs+=("k8s.io/kubernetes/cmd/$p"); done
+  run go -C "$w" get -tool "${pkgs[@]/%/@$v}"
   # Version stamps as hack/lib/version.sh sets them (the module zip has no git commit:
-  # gitCommit stays empty, tree state "archive" as for upstream's tarball builds).
+  # gitCommit stays empty, tree state "archive" as for upstream's tarball builds). kubectl reports
+  # its client version from client-go's copy. All six are static (CGO_ENABLED=0); upstream links
+  # kubelet with cgo where it can (hack/lib/golang.sh), which changes no behaviour used here.
   ld="-s -w"
   for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ld="$ld -X $p.gitVersion=$v -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitCommit="
     ld="$ld -X $p.gitTreeState=archive -X $p.buildDate=$builddate"
   done
-  run go -C "$w" build -trimpath -ldflags "$ld" -o "$out/bin/" \
-    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
+  run go -C "$w" build -trimpath -ldflags "$ld" -o "$out/bin/" "${pkgs[@]}"
 }
 
 build_pulumi() {
@@ -416,7 +430,7 @@ main() {
         done
         return 0 ;;
       --force) FORCE=true ;;
-      -h|--help) sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; return 0 ;;
+      -h|--help) sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; return 0 ;;
       -*) die "unknown option $1 (see --help)" ;;
       *) component_dir "$1" >/dev/null; components+=("$1") ;;
     esac
