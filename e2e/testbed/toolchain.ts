@@ -32,10 +32,20 @@ export interface ToolchainVersions {
   pulumiCommand: string;
   pulumiCommandCommit: string;
   helm: string;
+  coredns: string;
+  crictl: string;
 }
 
-export type Component = 'etcd' | 'kubernetes' | 'pulumi' | 'command' | 'helm';
-export const COMPONENTS: readonly Component[] = ['etcd', 'kubernetes', 'pulumi', 'command', 'helm'];
+export type Component = 'etcd' | 'kubernetes' | 'pulumi' | 'command' | 'helm' | 'coredns' | 'crictl';
+export const COMPONENTS: readonly Component[] = [
+  'etcd',
+  'kubernetes',
+  'pulumi',
+  'command',
+  'helm',
+  'coredns',
+  'crictl',
+];
 
 export interface ToolchainBinaries {
   etcd: string;
@@ -52,6 +62,8 @@ export interface ToolchainBinaries {
   pulumiResourcePulumiNodejs: string;
   pulumiResourceCommand: string;
   helm: string;
+  coredns: string;
+  crictl: string;
 }
 
 export interface Toolchain {
@@ -93,6 +105,8 @@ export function readVersions(file = VERSIONS_FILE): ToolchainVersions {
     pulumiCommand: get('PULUMI_COMMAND_VERSION'),
     pulumiCommandCommit: get('PULUMI_COMMAND_COMMIT'),
     helm: get('HELM_VERSION'),
+    coredns: get('COREDNS_VERSION'),
+    crictl: get('CRICTL_VERSION'),
   };
 }
 
@@ -112,6 +126,8 @@ export function resolveToolchain(env: NodeJS.ProcessEnv = process.env): Toolchai
     pulumi: path.join(dir, `pulumi-${versions.pulumi}`, 'bin'),
     command: path.join(dir, `pulumi-command-${versions.pulumiCommand}`, 'bin'),
     helm: path.join(dir, `helm-${versions.helm}`, 'bin'),
+    coredns: path.join(dir, `coredns-${versions.coredns}`, 'bin'),
+    crictl: path.join(dir, `crictl-${versions.crictl}`, 'bin'),
   };
   const componentOf: Record<keyof ToolchainBinaries, Component> = {
     etcd: 'etcd',
@@ -127,6 +143,8 @@ export function resolveToolchain(env: NodeJS.ProcessEnv = process.env): Toolchai
     pulumiResourcePulumiNodejs: 'pulumi',
     pulumiResourceCommand: 'command',
     helm: 'helm',
+    coredns: 'coredns',
+    crictl: 'crictl',
   };
   const binaries: ToolchainBinaries = {
     etcd: path.join(binDirs.etcd, 'etcd'),
@@ -142,6 +160,8 @@ export function resolveToolchain(env: NodeJS.ProcessEnv = process.env): Toolchai
     pulumiResourcePulumiNodejs: path.join(binDirs.pulumi, 'pulumi-resource-pulumi-nodejs'),
     pulumiResourceCommand: path.join(binDirs.command, 'pulumi-resource-command'),
     helm: path.join(binDirs.helm, 'helm'),
+    coredns: path.join(binDirs.coredns, 'coredns'),
+    crictl: path.join(binDirs.crictl, 'crictl'),
   };
   return { dir, versions, binDirs, binaries, componentOf };
 }
@@ -234,7 +254,7 @@ export function requireToolchain(components: readonly Component[] = COMPONENTS, 
  * `build.sh --print-env` prints.
  */
 export function toolchainEnv(tc: Toolchain = toolchain, basePath = process.env.PATH ?? ''): Record<string, string> {
-  const order: Component[] = ['pulumi', 'command', 'kubernetes', 'etcd', 'helm'];
+  const order: Component[] = ['pulumi', 'command', 'kubernetes', 'etcd', 'helm', 'coredns', 'crictl'];
   const env: Record<string, string> = {
     PKO_TOOLCHAIN_DIR: tc.dir,
     PATH: [...order.map((c) => tc.binDirs[c]), ...(basePath === '' ? [] : [basePath])].join(path.delimiter),

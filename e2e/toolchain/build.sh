@@ -2,11 +2,11 @@
 # Builds the e2e test bed's toolchain from the Go module proxy (no prebuilt downloads):
 #   etcd, kube-apiserver + kube-controller-manager + kube-scheduler + kube-proxy + kubelet +
 #   kubectl, pulumi (+ pulumi-language-nodejs, pulumi-language-yaml and the dynamic-provider shim),
-#   pulumi-resource-command, helm.
+#   pulumi-resource-command, helm, coredns, crictl.
 #
 # Usage:
 #   e2e/toolchain/build.sh [component...]   build what is missing (default: all components:
-#                                           etcd kubernetes pulumi command helm)
+#                                           etcd kubernetes pulumi command helm coredns crictl)
 #   e2e/toolchain/build.sh --print-env      print `export` lines for `eval` (PATH and
 #                                           PKO_TOOLCHAIN_* bin dirs); builds nothing
 #   e2e/toolchain/build.sh --list           print each component, its bin dir and whether it is built
@@ -30,7 +30,7 @@ RECIPE_REVISION=1
 TOOLCHAIN_DIR="${PKO_TOOLCHAIN_DIR:-$HOME/.cache/pko-toolchain}"
 SCRATCH="$TOOLCHAIN_DIR/.scratch"
 LOGS="$TOOLCHAIN_DIR/.logs"
-ALL_COMPONENTS=(etcd kubernetes pulumi command helm)
+ALL_COMPONENTS=(etcd kubernetes pulumi command helm coredns crictl)
 # The commands of k8s.io/kubernetes/cmd/ that the kubernetes component builds, in one go build: the
 # control plane, and the node (kubelet, kube-proxy) that must match the API server's version.
 # A directory built before a binary was added lacks it, fails verify_component and is rebuilt;
@@ -49,6 +49,8 @@ component_dir() {
     pulumi) echo "$TOOLCHAIN_DIR/pulumi-$PULUMI_VERSION" ;;
     command) echo "$TOOLCHAIN_DIR/pulumi-command-$PULUMI_COMMAND_VERSION" ;;
     helm) echo "$TOOLCHAIN_DIR/helm-$HELM_VERSION" ;;
+    coredns) echo "$TOOLCHAIN_DIR/coredns-$COREDNS_VERSION" ;;
+    crictl) echo "$TOOLCHAIN_DIR/crictl-$CRICTL_VERSION" ;;
     *) die "unknown component '$1' (known: ${ALL_COMPONENTS[*]})" ;;
   esac
 }
@@ -60,6 +62,8 @@ component_binaries() {
     pulumi) echo "pulumi pulumi-language-nodejs pulumi-language-yaml pulumi-resource-pulumi-nodejs" ;;
     command) echo "pulumi-resource-command" ;;
     helm) echo "helm" ;;
+    coredns) echo "coredns" ;;
+    crictl) echo "crictl" ;;
   esac
 }
 
@@ -72,6 +76,8 @@ stamp_key() {
     pulumi) key="$key pulumi=$PULUMI_VERSION nodejs=$PULUMI_NODEJS_COMMIT yaml=$PULUMI_YAML_VERSION" ;;
     command) key="$key command=$PULUMI_COMMAND_VERSION commit=$PULUMI_COMMAND_COMMIT" ;;
     helm) key="$key helm=$HELM_VERSION" ;;
+    coredns) key="$key coredns=$COREDNS_VERSION" ;;
+    crictl) key="$key crictl=$CRICTL_VERSION" ;;
   esac
   echo "$key"
 }
@@ -108,6 +114,12 @@ verify_component() {
     helm)
       out=$("$bin/helm" version --template '{{.Version}}' 2>&1) || true
       [ "$out" = "$HELM_VERSION" ] || { echo "helm version: $out" >&2; return 1; } ;;
+    coredns)
+      out=$("$bin/coredns" -version 2>&1) || true
+      [ "$(head -n 1 <<<"$out")" = "CoreDNS-${COREDNS_VERSION#v}" ] || { echo "coredns -version: $out" >&2; return 1; } ;;
+    crictl)
+      out=$("$bin/crictl" --version 2>&1) || true
+      [ "$out" = "crictl version $CRICTL_VERSION" ] || { echo "crictl --version: $out" >&2; return 1; } ;;
   esac
 }
 
@@ -357,6 +369,34 @@ build_helm() {
   [ "$kv" = "v$kmaj.$kmin.0" ] || die "helm's default KubeVersion is '$kv', expected v$kmaj.$kmin.0 (ldflags outdated?)"
 }
 
+build_coredns() {
+  local out=$1 w
+  fetch_module "github.com/coredns/coredns@$COREDNS_VERSION"
+  # The plugin list and the directives are generated from plugin.cfg and committed: no go generate.
+  [ -f "$MOD_DIR/core/plugin/zplugin.go" ] && [ -f "$MOD_DIR/core/dnsserver/zdirectives.go" ] ||
+    die "coredns $COREDNS_VERSION has no generated core/plugin/zplugin.go (recipe outdated)"
+  w=$(new_wrapper coredns)
+  run go -C "$w" get -tool "github.com/coredns/coredns@$COREDNS_VERSION"
+  # As upstream's Makefile: the module root, CGO off, tag grpcnotrace, GitCommit = `git describe
+  # --dirty --always`, which is the tag on a clean checkout of it. The version is a source
+  # constant (coremain.CoreVersion).
+  run go -C "$w" build -trimpath -tags grpcnotrace \
+    -ldflags "-s -w -X github.com/coredns/coredns/coremain.GitCommit=$COREDNS_VERSION" \
+    -o "$out/bin/coredns" github.com/coredns/coredns
+}
+
+build_crictl() {
+  local out=$1
+  fetch_module "sigs.k8s.io/cri-tools@$CRICTL_VERSION"
+  [ -f "$MOD_DIR/pkg/version/version.go" ] || die "cri-tools $CRICTL_VERSION has no pkg/version (recipe outdated)"
+  # Upstream builds from its vendor directory, which the module zip leaves out: the wrapper
+  # resolves the same versions from cri-tools' go.mod. Version with the leading v, as
+  # hack/release.sh links it (`crictl --version` -> "crictl version v1.36.0").
+  build_with_wrapper crictl "sigs.k8s.io/cri-tools@$CRICTL_VERSION" \
+    "-s -w -X sigs.k8s.io/cri-tools/pkg/version.Version=$CRICTL_VERSION" "$out/bin" \
+    sigs.k8s.io/cri-tools/cmd/crictl
+}
+
 # --- driver -----------------------------------------------------------------------------------
 
 unavailable_note() { # dir
@@ -402,7 +442,7 @@ print_env() {
   local c dir var path=""
   printf 'export PKO_TOOLCHAIN_DIR=%q\n' "$TOOLCHAIN_DIR"
   # pulumi first: its bundled plugins must be the ones next to it
-  for c in pulumi command kubernetes etcd helm; do
+  for c in pulumi command kubernetes etcd helm coredns crictl; do
     dir=$(component_dir "$c")/bin
     var="PKO_TOOLCHAIN_$(tr '[:lower:]' '[:upper:]' <<<"$c")_BIN"
     printf 'export %s=%q\n' "$var" "$dir"
