@@ -1,0 +1,89 @@
+/**
+ * e2e/toolchain/build.sh and e2e/testbed/toolchain.ts describe the same toolchain: the same
+ * components in the same order, the same bin dirs, the same environment for child processes. Runs
+ * build.sh's `--list` and `--print-env` against an empty cache dir: nothing is built.
+ */
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import {
+  COMPONENTS,
+  REPO_ROOT,
+  readVersions,
+  resolveToolchain,
+  toolchainEnv,
+  type ToolchainBinaries,
+} from '../e2e/testbed/toolchain';
+
+const BUILD_SH = path.join(REPO_ROOT, 'e2e', 'toolchain', 'build.sh');
+
+describe('e2e toolchain: build.sh and toolchain.ts agree', () => {
+  let dir: string;
+  beforeAll(() => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pko-toolchain-test-'));
+  });
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  const buildSh = (...args: string[]): { stdout: string; stderr: string } => {
+    const r = spawnSync('bash', [BUILD_SH, ...args], {
+      encoding: 'utf8',
+      env: { ...process.env, PKO_TOOLCHAIN_DIR: dir },
+    });
+    expect(r.status).toBe(0);
+    return { stdout: r.stdout, stderr: r.stderr };
+  };
+
+  test('--list names the components of COMPONENTS, in order, with the bin dirs toolchain.ts resolves', () => {
+    const tc = resolveToolchain({ PKO_TOOLCHAIN_DIR: dir });
+    const rows = buildSh('--list')
+      .stdout.trim()
+      .split('\n')
+      .map((line) => line.split(/\s+/));
+    expect(rows.map((r) => r[0])).toEqual([...COMPONENTS]);
+    for (const [c, state, bin] of rows) {
+      expect(state).toBe('missing');
+      expect(bin).toBe(tc.binDirs[c as (typeof COMPONENTS)[number]]);
+    }
+  });
+
+  test('--print-env exports what toolchainEnv() sets', () => {
+    const tc = resolveToolchain({ PKO_TOOLCHAIN_DIR: dir });
+    const { stdout, stderr } = buildSh('--print-env');
+    const exported: Record<string, string> = {};
+    for (const line of stdout.trim().split('\n')) {
+      const m = /^export ([A-Z_]+)=(.*)$/.exec(line);
+      expect(m).not.toBeNull();
+      exported[m![1]!] = m![2]!;
+    }
+    // PATH is printed as `<dirs>"${PATH:+:$PATH}"`: compare the dirs without the caller's PATH.
+    expect(exported.PATH).toBe(`${toolchainEnv(tc, '').PATH}"\${PATH:+:$PATH}"`);
+    const expected = toolchainEnv(tc, '');
+    delete exported.PATH;
+    delete expected.PATH;
+    expect(exported).toEqual(expected);
+    for (const c of COMPONENTS) expect(stderr).toContain(`${c} is not built yet`);
+  });
+
+  test("the kubernetes component's binaries are the commands build.sh builds", () => {
+    const tc = resolveToolchain({ PKO_TOOLCHAIN_DIR: dir });
+    const m = /^KUBERNETES_BINARIES="([^"]+)"$/m.exec(fs.readFileSync(BUILD_SH, 'utf8'));
+    const fromToolchainTs = (Object.keys(tc.binaries) as (keyof ToolchainBinaries)[])
+      .filter((b) => tc.componentOf[b] === 'kubernetes')
+      .map((b) => path.basename(tc.binaries[b]));
+    expect(m?.[1]?.split(' ').sort()).toEqual(fromToolchainTs.sort());
+  });
+
+  test("every binary lies in its component's bin dir", () => {
+    const tc = resolveToolchain({ PKO_TOOLCHAIN_DIR: dir });
+    for (const [b, file] of Object.entries(tc.binaries) as [keyof ToolchainBinaries, string][]) {
+      expect(path.dirname(file)).toBe(tc.binDirs[tc.componentOf[b]]);
+    }
+  });
+
+  test("crictl has kubelet's minor version (cri-tools follows Kubernetes' minors)", () => {
+    const v = readVersions();
+    const minor = (s: string): string => s.split('.').slice(0, 2).join('.');
+    expect(minor(v.crictl)).toBe(minor(v.kubernetes));
+  });
+});
