@@ -18,6 +18,7 @@ import * as tar from 'tar';
 import type { Stack } from '../schemas/generated/types';
 import { e2eStackSpec, eventually, type Operator, stackCondition } from './harness';
 import { e2eSuite } from './suite';
+import { testServerHost } from './testbed/node/environment';
 
 let op: Operator;
 const getStack = (ns: string, name: string) => op.getStack(ns, name);
@@ -134,8 +135,9 @@ async function startArtifactServer(): Promise<ArtifactServer> {
     res.writeHead(200, { 'content-type': 'application/x-gzip', 'content-length': String(body.length) });
     res.end(body);
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const host = testServerHost();
+  await new Promise<void>((resolve) => server.listen(0, host, resolve));
+  const baseUrl = `http://${host}:${(server.address() as AddressInfo).port}`;
   return {
     baseUrl,
     publish(path, bytes) {
@@ -347,7 +349,7 @@ describe('a Flux source Stack', () => {
       // Say what the Stack shows instead, and what the init container said.
       const s = await getStack(ns, stackName);
       const pod = `${stackName}-workspace-0`;
-      const logs = [op.runner.logs(ns, pod, 'fetch', { previous: true }), op.runner.logs(ns, pod, 'fetch')].join('\n');
+      const logs = [await op.logs(ns, pod, 'fetch', { previous: true }), await op.logs(ns, pod, 'fetch')].join('\n');
       const fetchLog = logs
         .split('\n')
         .filter((l) => /digest/i.test(l))

@@ -181,7 +181,7 @@ describe('a git source Stack', () => {
     // The password reached neither the Stack's status nor its workspace's logs.
     expect(JSON.stringify(stack)).not.toContain(BASIC.password);
     for (const c of ['fetch', 'pulumi'])
-      expect(op.runner.logs(ns, 'private-workspace-0', c)).not.toContain(BASIC.password);
+      expect(await op.logs(ns, 'private-workspace-0', c)).not.toContain(BASIC.password);
     await deleteStack(ns, 'private');
   }, 360_000);
 
@@ -204,7 +204,7 @@ describe('a git source Stack', () => {
     expect(stack.status?.outputs).toEqual({ message: 'token' });
     expect(JSON.stringify(stack)).not.toContain(TOKEN.password);
     for (const c of ['fetch', 'pulumi'])
-      expect(op.runner.logs(ns, 'private-workspace-0', c)).not.toContain(TOKEN.password);
+      expect(await op.logs(ns, 'private-workspace-0', c)).not.toContain(TOKEN.password);
     await deleteStack(ns, 'private');
   }, 360_000);
 

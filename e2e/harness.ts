@@ -1,28 +1,31 @@
 /**
- * The whole operator on the test bed, wired as in a cluster: a real control plane, our CRDs, the
- * Metacontroller controllers from manifests/metacontroller (driven by the in-process driver, or
- * the real binary with METACONTROLLER_BIN), the hook server on a real port, and the pod runner
- * running workspace and Job pods with the agent from this repository (bin/pko-agent, built dist/)
- * and the real Pulumi CLI. Tests drive everything through the API server, like kubectl.
+ * The whole operator on the test bed, wired as in a cluster: a real control plane and a real node
+ * (kubelet, containerd, runc, CNI, CoreDNS) in the test network, our CRDs, the Metacontroller
+ * controllers from manifests/metacontroller (driven by the in-process driver, or the real binary
+ * with METACONTROLLER_BIN), the hook server on a real port, and workspace and Job pods running as
+ * containers of the agent image built from our Dockerfile. Tests drive everything through the API
+ * server, like kubectl.
  */
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { chownSync, existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { Writable } from 'node:stream';
 import { loadAll } from 'js-yaml';
 import * as k8s from '@kubernetes/client-node';
-import type { V1Pod } from '@kubernetes/client-node';
-import { WORKSPACE_PORT } from '../contract';
 import type { Stack, StackCondition, StackSpec } from '../schemas/generated/types';
 import { configFromEnv } from '../hooks/src/config';
 import { startHookServer, type RunningServer } from '../hooks/src/main';
 import { startControlPlane, freePort, type ControlPlane } from './testbed/control-plane';
 import { startControllers } from './testbed/metacontroller-harness';
-import { startPodRunner, type PodRunner } from './testbed/pod-runner';
+import { startNode, type RealNode } from './testbed/node';
+import { requireTestbedEnvironment } from './testbed/node/environment';
+import { ensureImages, TESTBED_IMAGES } from './testbed/images';
 import { REPO_ROOT, requireToolchain } from './testbed/toolchain';
 import { eventually } from './testbed/eventually';
 
 export { eventually };
 
-export const AGENT_IMAGE = 'e2e.test/pko-agent:dev';
+/** The agent image built from our Dockerfile (e2e/testbed/images), in the node's containerd. */
+export const AGENT_IMAGE = TESTBED_IMAGES.agent;
 
 export interface Operator {
   cp: ControlPlane;
@@ -31,13 +34,20 @@ export interface Operator {
   core: k8s.CoreV1Api;
   batch: k8s.BatchV1Api;
   apps: k8s.AppsV1Api;
-  runner: PodRunner;
+  node: RealNode;
   hooksPort: number;
+  /** A container's log through the API server (kubelet), as `kubectl logs [--previous]`; '' when there is none. */
+  logs(namespace: string, pod: string, container: string, options?: { previous?: boolean }): Promise<string>;
+  /**
+   * Follows a running container's log, as `kubectl logs -f`: what it logs until it ends stays
+   * readable after the pod is gone (kubelet removes a deleted pod's logs).
+   */
+  followLogs(namespace: string, pod: string, container: string): Promise<FollowedLog>;
   /** Stops the hook server and starts a new one on the same port (the hooks hold no state). */
   restartHooks(): Promise<void>;
   /** A namespace enforcing the restricted Pod Security profile, with the Stack RBAC and a state PVC. */
   namespace(name: string): Promise<string>;
-  /** Where the PVC `pulumi-state` of a namespace lives on this machine (the file backend). */
+  /** Where the PVC `pulumi-state` of a namespace lives on the node (a hostPath volume; the file backend). */
   stateDir(namespace: string): string;
   /** A Stack as the API server has it. */
   getStack(namespace: string, name: string): Promise<Stack>;
@@ -92,107 +102,85 @@ export function stackCondition<C extends { type: string } = StackCondition>(
   return (object?.status?.conditions ?? []).find((c) => c.type === type);
 }
 
-type Controllers = Awaited<ReturnType<typeof startControllers>>;
-
-/**
- * Every pod shares the host's network, so each workspace gets its own port: the workspace
- * container listens there and the Jobs of the same Stack call it there (docs/pod-runner.md).
- */
-function portRewriter(): (pod: V1Pod) => V1Pod {
-  const ports = new Map<string, number>();
-  let next = 0;
-  const portFor = (ns: string, stack: string): number => {
-    const key = `${ns}/${stack}`;
-    if (!ports.has(key)) ports.set(key, 40000 + (process.pid % 1000) * 20 + next++);
-    return ports.get(key)!;
-  };
-  return (pod) => {
-    const stack = pod.metadata?.labels?.['pulumi.com/stack-name'];
-    const ns = pod.metadata?.namespace ?? 'default';
-    if (!stack) return pod;
-    const port = portFor(ns, stack);
-    const copy = structuredClone(pod);
-    for (const c of copy.spec?.containers ?? []) {
-      if (c.name === 'pulumi') {
-        c.env = [...(c.env ?? []), { name: 'PKO_AGENT_PORT', value: String(port) }];
-        for (const p of c.ports ?? []) if (p.containerPort === WORKSPACE_PORT) p.containerPort = port;
-        if (c.readinessProbe?.httpGet) c.readinessProbe.httpGet.port = port;
-      }
-      for (const e of c.env ?? []) {
-        if (e.name === 'PULUMI_WORKSPACE_URL' && e.value) e.value = e.value.replace(`:${WORKSPACE_PORT}`, `:${port}`);
-      }
-    }
-    return copy;
-  };
+export interface FollowedLog {
+  /** Everything logged so far. */
+  text(): string;
+  /** Resolves when the log ends (the container stopped) or stop() was called. */
+  ended: Promise<void>;
+  stop(): void;
 }
 
+type Controllers = Awaited<ReturnType<typeof startControllers>>;
+
 export async function startOperator(): Promise<Operator> {
-  // YAML programs need only the CLI and its YAML host; Node.js programs and the command provider
-  // are the agent suite's business.
-  const toolchain = requireToolchain(['etcd', 'kubernetes']);
-  for (const bin of [toolchain.binaries.pulumi, toolchain.binaries.pulumiLanguageYaml]) {
-    if (!existsSync(bin)) throw new Error(`${bin} is missing: run e2e/toolchain/build.sh pulumi`);
-  }
-  if (!existsSync(join(REPO_ROOT, 'dist', 'agent', 'src', 'main.js')))
-    throw new Error('the agent is not built: run `npm run build` first');
-  const cp = await startControlPlane();
+  const env = requireTestbedEnvironment();
+  requireToolchain(['etcd', 'kubernetes', 'coredns', 'crictl']);
+  await ensureImages(env.containerdSocket);
+  const cp = await startControlPlane({ nodeAddress: env.nodeIp });
   const kc = cp.kubeConfig;
-  const objects = k8s.KubernetesObjectApi.makeApiClient(kc);
-  for (const file of readdirSync(join(REPO_ROOT, 'manifests', 'crds'))) {
-    for (const doc of loadAll(readFileSync(join(REPO_ROOT, 'manifests', 'crds', file), 'utf8')))
-      await objects.create(doc as k8s.KubernetesObject);
-  }
-  await eventually('the CRDs to be served', async () => {
-    await kc
-      .makeApiClient(k8s.CustomObjectsApi)
-      .listClusterCustomObject({ group: 'pulumi.com', version: 'v1', plural: 'stacks' });
-    await kc
-      .makeApiClient(k8s.CustomObjectsApi)
-      .listClusterCustomObject({ group: 'pulumi.com', version: 'v1', plural: 'programs' });
-    return true;
-  });
-
-  const hooksPort = await freePort();
-  const hookConfig = {
-    ...configFromEnv({}),
-    port: hooksPort,
-    host: '127.0.0.1',
-    agentImage: AGENT_IMAGE,
-    logLevel: process.env.PKO_E2E_HOOK_LOGS ? 'info' : 'warn',
+  let node: RealNode | undefined;
+  let hooks: RunningServer | undefined;
+  let controllers: Controllers | undefined;
+  const stopAll = async (): Promise<void> => {
+    await controllers?.stop().catch(() => undefined);
+    await hooks?.shutdown('test').catch(() => undefined);
+    await node?.stop().catch(() => undefined);
+    await cp.stop();
   };
-  let hooks: RunningServer = await startHookServer(hookConfig);
-  const controllers: Controllers = await startControllers({
-    kubeConfig: kc,
-    kubeconfigPath: cp.kubeconfigPath,
-    hooksBaseUrl: `http://127.0.0.1:${hooksPort}`,
-  });
+  try {
+    node = await startNode(cp);
+    const objects = k8s.KubernetesObjectApi.makeApiClient(kc);
+    for (const file of readdirSync(join(REPO_ROOT, 'manifests', 'crds'))) {
+      for (const doc of loadAll(readFileSync(join(REPO_ROOT, 'manifests', 'crds', file), 'utf8')))
+        await objects.create(doc as k8s.KubernetesObject);
+    }
+    await eventually('the CRDs to be served', async () => {
+      await kc
+        .makeApiClient(k8s.CustomObjectsApi)
+        .listClusterCustomObject({ group: 'pulumi.com', version: 'v1', plural: 'stacks' });
+      await kc
+        .makeApiClient(k8s.CustomObjectsApi)
+        .listClusterCustomObject({ group: 'pulumi.com', version: 'v1', plural: 'programs' });
+      return true;
+    });
 
-  const runner = await startPodRunner({
-    kubeConfig: kc,
-    images: {
-      [`${AGENT_IMAGE.split(':')[0]}:*`]: {
-        path: ['/opt/pko/bin', '/opt/pulumi/bin'],
-        binds: {
-          '/opt/pko': REPO_ROOT,
-          '/opt/pulumi/bin': toolchain.binDirs.pulumi,
-          '/opt/pulumi-command/bin': toolchain.binDirs.command,
-        },
-        writableDirs: { '/home/pulumi': {} },
-        env: {
-          HOME: '/home/pulumi',
-          PULUMI_SKIP_UPDATE_CHECK: 'true',
-          PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION: 'true',
-          PATH: `/opt/pko/bin:/opt/pulumi/bin:/opt/pulumi-command/bin:${process.env.PATH ?? '/usr/bin:/bin'}`,
-        },
-        user: 1000,
-        group: 1000,
+    const hooksPort = await freePort();
+    const hookConfig = {
+      ...configFromEnv({}),
+      port: hooksPort,
+      host: '127.0.0.1',
+      agentImage: AGENT_IMAGE,
+      logLevel: process.env.PKO_E2E_HOOK_LOGS ? 'info' : 'warn',
+    };
+    hooks = await startHookServer(hookConfig);
+    controllers = await startControllers({
+      kubeConfig: kc,
+      kubeconfigPath: cp.kubeconfigPath,
+      hooksBaseUrl: `http://127.0.0.1:${hooksPort}`,
+    });
+    return operatorOf(cp, node, objects, hooksPort, {
+      restartHooks: async () => {
+        await hooks?.shutdown('test');
+        hooks = await startHookServer(hookConfig);
       },
-    },
-    transformPod: portRewriter(),
-    backoffInitialMs: 500,
-    backoffMaxMs: 5000,
-  });
+      stop: stopAll,
+    });
+  } catch (e) {
+    await stopAll();
+    throw e;
+  }
+}
 
+function operatorOf(
+  cp: ControlPlane,
+  node: RealNode,
+  objects: k8s.KubernetesObjectApi,
+  hooksPort: number,
+  lifecycle: Pick<Operator, 'restartHooks' | 'stop'>,
+): Operator {
+  const kc = cp.kubeConfig;
+  const core = kc.makeApiClient(k8s.CoreV1Api);
+  const stateDir = (namespace: string): string => join(node.dir, 'claims', namespace, 'pulumi-state');
   const stackRbac = readFileSync(join(REPO_ROOT, 'manifests', 'stack-rbac.yaml'), 'utf8');
   const custom = kc.makeApiClient(k8s.CustomObjectsApi);
   const getStack = async (namespace: string, name: string): Promise<Stack> =>
@@ -220,14 +208,44 @@ export async function startOperator(): Promise<Operator> {
     cp,
     objects,
     custom,
-    core: kc.makeApiClient(k8s.CoreV1Api),
+    core,
     batch: kc.makeApiClient(k8s.BatchV1Api),
     apps: kc.makeApiClient(k8s.AppsV1Api),
-    runner,
+    node,
     hooksPort,
-    async restartHooks() {
-      await hooks.shutdown('test');
-      hooks = await startHookServer(hookConfig);
+    ...lifecycle,
+    logs: (namespace, pod, container, options) =>
+      core
+        .readNamespacedPodLog({ namespace, name: pod, container, previous: options?.previous })
+        .then((text) => String(text))
+        .catch((e: unknown) => {
+          // No such pod, or no such (previous) run of the container: nothing was logged.
+          if (e instanceof k8s.ApiException && (e.code === 400 || e.code === 404)) return '';
+          throw e;
+        }),
+    async followLogs(namespace, pod, container) {
+      let text = '';
+      let end: () => void = () => undefined;
+      const ended = new Promise<void>((resolve) => (end = resolve));
+      const sink = new Writable({
+        write(chunk: Buffer, _encoding, callback) {
+          text += chunk.toString('utf8');
+          callback();
+        },
+        final(callback) {
+          end();
+          callback();
+        },
+      });
+      const abort = await new k8s.Log(kc).log(namespace, pod, container, sink, () => end(), { follow: true });
+      return {
+        text: () => text,
+        ended,
+        stop: () => {
+          abort.abort();
+          end();
+        },
+      };
     },
     async namespace(name) {
       await objects.create({
@@ -244,21 +262,38 @@ export async function startOperator(): Promise<Operator> {
           if (!(e instanceof k8s.ApiException && e.code === 409)) throw e;
         });
       }
+      // The claim binds to a volume of the node's disk made for it: the test reads the file
+      // backend's state from there, and the agent (uid 1000) writes it.
+      const dir = stateDir(name);
+      mkdirSync(dir, { recursive: true });
+      chownSync(dir, 1000, 1000);
+      await objects.create({
+        apiVersion: 'v1',
+        kind: 'PersistentVolume',
+        metadata: { name: `pulumi-state-${name}` },
+        spec: {
+          capacity: { storage: '1Gi' },
+          accessModes: ['ReadWriteOnce'],
+          persistentVolumeReclaimPolicy: 'Retain',
+          storageClassName: '',
+          hostPath: { path: dir, type: 'Directory' },
+          claimRef: { namespace: name, name: 'pulumi-state' },
+        },
+      } as k8s.KubernetesObject);
       await objects.create({
         apiVersion: 'v1',
         kind: 'PersistentVolumeClaim',
         metadata: { name: 'pulumi-state', namespace: name },
-        spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } } },
+        spec: {
+          accessModes: ['ReadWriteOnce'],
+          storageClassName: '',
+          volumeName: `pulumi-state-${name}`,
+          resources: { requests: { storage: '1Gi' } },
+        },
       });
       return name;
     },
-    stateDir: (namespace) => join(runner.workDir, 'claims', namespace, 'pulumi-state'),
-    async stop() {
-      await runner.stop().catch(() => undefined);
-      await controllers.stop().catch(() => undefined);
-      await hooks.shutdown('test').catch(() => undefined);
-      await cp.stop();
-    },
+    stateDir,
   };
 }
 

@@ -63,8 +63,8 @@ describe('a Program Stack', () => {
     expect(JSON.stringify(stack.status)).not.toContain('swordfish');
     const pods = await op.core.listNamespacedPod({ namespace: ns, labelSelector: `job-name=${job.metadata!.name}` });
     expect(pods.items.length).toBeGreaterThan(0);
-    for (const p of pods.items) expect(op.runner.logs(ns, p.metadata!.name!, 'update')).not.toContain('swordfish');
-    expect(op.runner.logs(ns, 'hello-workspace-0', 'pulumi')).not.toContain('swordfish');
+    for (const p of pods.items) expect(await op.logs(ns, p.metadata!.name!, 'update')).not.toContain('swordfish');
+    expect(await op.logs(ns, 'hello-workspace-0', 'pulumi')).not.toContain('swordfish');
   });
 
   it('shows upstream printer columns', async () => {

@@ -1,6 +1,6 @@
 /**
  * Issue 5, scenario 7: resilience, driven through the API server with the real agent and Pulumi CLI.
- * - Deleting the workspace pod in the middle of an update: the pod runner sends SIGTERM, the agent
+ * - Deleting the workspace pod in the middle of an update: kubelet sends SIGTERM, the agent
  *   interrupts Pulumi, which unlocks the stack; the update is reported as failed and the next one
  *   succeeds, with no lock left in the backend.
  * - Restarting the hook server in the middle of an update changes nothing (the hooks hold no state):
@@ -10,7 +10,7 @@
  * blocks (while the stack is locked) until the test writes to the pipe.
  */
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, chmodSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, chmodSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import { request } from 'undici';
@@ -92,19 +92,6 @@ function lockFiles(): string[] {
 /** The lock entries of a project's `dev` stack: `organization/<project>/dev/<id>.json` (and its `.attrs`). */
 const locksOf = (project: string) => lockFiles().filter((f) => f.startsWith(`organization/${project}/dev/`));
 
-/** All runs of a container of a pod name, across pod incarnations (the runner keeps the logs). */
-function allLogs(pod: string, container: string): string {
-  const dir = join(op.runner.workDir, 'logs');
-  let text = '';
-  for (const d of readdirSync(dir)) {
-    if (!d.startsWith(`${ns}_${pod}_`)) continue;
-    const cdir = join(dir, d, container);
-    if (!existsSync(cdir)) continue;
-    for (const f of readdirSync(cdir)) text += readFileSync(join(cdir, f), 'utf8');
-  }
-  return text;
-}
-
 describe('resilience', () => {
   it('deleting the workspace pod mid-update leaves no lock, and the next update succeeds', async () => {
     const started = Date.now();
@@ -124,8 +111,9 @@ describe('resilience', () => {
     );
     const interrupted = defined(running.status?.currentUpdate?.name, 'currentUpdate.name');
     const oldPod = await op.core.readNamespacedPod({ namespace: ns, name: 'interrupted-workspace-0' });
+    const oldLog = await op.followLogs(ns, 'interrupted-workspace-0', 'pulumi');
 
-    // A short grace period: the runner sends SIGTERM, and SIGKILL 20 s later.
+    // A short grace period: kubelet sends SIGTERM, and SIGKILL 20 s later.
     await op.core.deleteNamespacedPod({ namespace: ns, name: 'interrupted-workspace-0', gracePeriodSeconds: 20 });
     const failed = await eventually(
       'the interrupted update to be reported',
@@ -147,7 +135,8 @@ describe('resilience', () => {
     expect((await jobsOf('interrupted')).map((j) => j.metadata?.name)).toEqual([interrupted]);
     expect(locks).toEqual([]);
     // The workspace was stopped by a SIGTERM (not killed) and interrupted Pulumi.
-    expect(allLogs('interrupted-workspace-0', 'pulumi')).toContain('SIGTERM received');
+    await eventually('the old workspace to log the SIGTERM', () => oldLog.text().includes('SIGTERM received'), 30_000);
+    oldLog.stop();
     recordTiming('pod deleted mid-update: failure reported', started, failed.status?.lastUpdate?.message);
 
     // The retry (same spec, after the backoff) runs in a new workspace pod and succeeds.

@@ -11,6 +11,7 @@ import * as k8s from '@kubernetes/client-node';
 import { expect } from '@jest/globals';
 import { request } from 'undici';
 import type { Program } from '../schemas/generated/types';
+import { WORKSPACE_PORT } from '../contract';
 import { e2eStackSpec, eventually, exists, type Operator, stackCondition } from './harness';
 import { e2eSuite } from './suite';
 
@@ -30,15 +31,12 @@ const program = {
   },
 } as k8s.KubernetesObject;
 
-/**
- * The workspace server's port. Every pod shares the host's network, so the harness gives each
- * workspace its own port (PKO_AGENT_PORT, harness.ts portRewriter); the agent logs where it listens.
- */
-function workspacePort(stack: string): number {
-  const log = op.runner.logs(ns, `${stack}-workspace-0`, 'pulumi');
-  const m = /workspace server listening address=\S*:(\d+)/.exec(log);
-  if (!m) throw new Error(`the workspace of ${stack} has not logged its address yet`);
-  return Number(m[1]);
+/** The workspace server's address: its pod's IP, reachable from the test network, and the agent's port. */
+async function workspaceAddress(stack: string): Promise<string> {
+  const pod = await op.core.readNamespacedPod({ namespace: ns, name: `${stack}-workspace-0` });
+  const ip = pod.status?.podIP;
+  if (!ip) throw new Error(`the workspace of ${stack} has no IP yet`);
+  return `${ip}:${WORKSPACE_PORT}`;
 }
 
 async function token(serviceAccount: string, audiences: string[]): Promise<string> {
@@ -51,14 +49,14 @@ async function token(serviceAccount: string, audiences: string[]): Promise<strin
 }
 
 async function call(
-  port: number,
+  address: string,
   method: 'GET' | 'POST',
   path: string,
   authorization?: string,
 ): Promise<{ status: number; body: unknown }> {
   const headers: Record<string, string> = { 'content-type': 'application/json' };
   if (authorization !== undefined) headers.authorization = authorization;
-  const res = await request(`http://127.0.0.1:${port}${path}`, {
+  const res = await request(`http://${address}${path}`, {
     method,
     headers,
     ...(method === 'POST' ? { body: JSON.stringify({ type: 'up', stack: 'dev', message: 'not allowed' }) } : {}),
@@ -127,28 +125,28 @@ describe('security', () => {
 
   it('the workspace refuses callers without a valid token', async () => {
     const started = Date.now();
-    const port = await eventually('the workspace address', () => workspacePort('secure'), 30_000);
+    const address = await eventually('the workspace address', () => workspaceAddress('secure'), 30_000);
     // The right server: health needs no token.
-    expect((await call(port, 'GET', '/healthz')).status).toBe(200);
+    expect((await call(address, 'GET', '/healthz')).status).toBe(200);
 
-    const anonymous = await call(port, 'GET', '/v1/workspace');
+    const anonymous = await call(address, 'GET', '/v1/workspace');
     expect(anonymous).toMatchObject({ status: 401, body: { reason: 'Unauthenticated' } });
-    expect((await call(port, 'POST', '/v1/operations')).status).toBe(401);
-    expect((await call(port, 'GET', '/v1/workspace', 'Bearer not-a-token')).status).toBe(401);
-    expect((await call(port, 'POST', '/v1/operations', 'Basic dXNlcjpwYXNz')).status).toBe(401);
+    expect((await call(address, 'POST', '/v1/operations')).status).toBe(401);
+    expect((await call(address, 'GET', '/v1/workspace', 'Bearer not-a-token')).status).toBe(401);
+    expect((await call(address, 'POST', '/v1/operations', 'Basic dXNlcjpwYXNz')).status).toBe(401);
 
     // A genuine token of the Jobs' account, but for the API server's audience, not the workspace's.
-    const wrongAudience = await call(port, 'GET', '/v1/workspace', `Bearer ${await token('secure-update', [])}`);
+    const wrongAudience = await call(address, 'GET', '/v1/workspace', `Bearer ${await token('secure-update', [])}`);
     expect(wrongAudience).toMatchObject({ status: 401, body: { reason: 'Unauthenticated' } });
     // The workspace's audience, but an account that may not use it.
     const audience = 'secure.security';
-    const forbidden = await call(port, 'POST', '/v1/operations', `Bearer ${await token('default', [audience])}`);
+    const forbidden = await call(address, 'POST', '/v1/operations', `Bearer ${await token('default', [audience])}`);
     expect(forbidden).toMatchObject({ status: 403, body: { reason: 'PermissionDenied' } });
     // Nor the Stack's own account, which the user's program runs as: it cannot drive the workspace.
-    const program = await call(port, 'POST', '/v1/operations', `Bearer ${await token('pulumi', [audience])}`);
+    const program = await call(address, 'POST', '/v1/operations', `Bearer ${await token('pulumi', [audience])}`);
     expect(program).toMatchObject({ status: 403, body: { reason: 'PermissionDenied' } });
     // What a Job presents (the Stack's update account, the workspace's audience) is let in.
-    const allowed = await call(port, 'GET', '/v1/workspace', `Bearer ${await token('secure-update', [audience])}`);
+    const allowed = await call(address, 'GET', '/v1/workspace', `Bearer ${await token('secure-update', [audience])}`);
     expect(allowed).toMatchObject({ status: 200, body: { stack: 'dev', busy: false } });
     recordTiming('workspace token checks', started);
   });

@@ -23,7 +23,6 @@
  * SIGTERM/SIGHUP hooks, and a watchdog shell that kills them if Node.js dies without running hooks:
  * control-plane/processes.ts). Ports, probes and kubeconfigs: control-plane/helpers.ts.
  */
-import { spawn } from 'node:child_process';
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -32,11 +31,13 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import { distinctFreePorts, kubeconfigYaml, loadKubeConfig, request, tail } from './control-plane/helpers';
 import {
   installHooks,
+  launchProcess,
   type Managed,
   type ProcessInfo,
   type Running,
   running,
   startWatchdog,
+  stopProcesses,
 } from './control-plane/processes';
 import { sleep } from './eventually';
 import { requireToolchain, toolchain } from './toolchain';
@@ -60,6 +61,12 @@ export interface ControlPlaneOptions {
   startTimeoutMs?: number;
   /** Keep the temp dir (logs, etcd data) after stop(); also set by PKO_KEEP_CONTROL_PLANE_DIR=1. */
   keepDir?: boolean;
+  /**
+   * For a cluster with a real node (e2e/testbed/node): the API server listens on this address too
+   * and advertises it, so that pods reach it through the `kubernetes` Service, whose endpoints it
+   * then keeps (lease reconciler). Default: loopback only, no Service endpoints.
+   */
+  nodeAddress?: string;
 }
 
 export const DEFAULT_CONTROLLERS = [
@@ -72,7 +79,23 @@ export const DEFAULT_CONTROLLERS = [
   'ttl-after-finished-controller',
   // publishes the kube-root-ca.crt ConfigMap that projected kube-api-access volumes refer to
   'root-ca-certificate-publisher-controller',
+  // with a real node: Services route to pods, claims bind, Deployments run, pods of gone nodes go
+  'endpointslice-controller',
+  'persistentvolume-binder-controller',
+  'deployment-controller',
+  'replicaset-controller',
+  'pod-garbage-collector-controller',
 ];
+
+/** Service addresses of a cluster with a real node (kube-proxy and CoreDNS serve them). */
+export const SERVICE_CIDR = '10.200.128.0/24';
+/** The ClusterIP of kube-system/kube-dns. */
+export const CLUSTER_DNS_IP = '10.200.128.10';
+/** The name the node registers under. */
+export const NODE_NAME = 'pko-e2e-node';
+
+/** Identities of the node's components, each with its own static token (see tokens.csv below). */
+export type NodeIdentity = 'kubelet' | 'kube-proxy' | 'kube-scheduler' | 'coredns';
 
 /** The issuer of service account tokens; also the default API audience. */
 export const SERVICE_ACCOUNT_ISSUER = 'https://kubernetes.default.svc.cluster.local';
@@ -82,7 +105,7 @@ export interface ControlPlane {
   dir: string;
   /** Admin kubeconfig (token of `admin`, group system:masters; CA data embedded). */
   kubeconfigPath: string;
-  /** https://127.0.0.1:<port> */
+  /** https://127.0.0.1:<port>, or https://<nodeAddress>:<port> */
   server: string;
   /** PEM of the API server's certificate chain (serving cert + its self-signed CA). */
   caData: string;
@@ -95,6 +118,10 @@ export interface ControlPlane {
   apiAudiences: string[];
   /** Private key (PEM) that signs service account tokens. */
   serviceAccountKeyFile: string;
+  /** The address the API server advertises to pods (options.nodeAddress), if any. */
+  nodeAddress?: string;
+  /** A kubeconfig file for each node component's identity. */
+  nodeKubeconfigs: Record<NodeIdentity, string>;
   processes: ProcessInfo[];
   /** Milliseconds from the call to ready, in total and per phase. */
   startupMs: number;
@@ -147,8 +174,18 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
   fs.writeFileSync(saPub, publicKey);
 
   // Static tokens: token,user,uid,"groups".
-  const adminToken = crypto.randomBytes(24).toString('hex');
-  const kcmToken = crypto.randomBytes(24).toString('hex');
+  const newToken = (): string => crypto.randomBytes(24).toString('hex');
+  const adminToken = newToken();
+  const kcmToken = newToken();
+  // The node's components as a cluster knows them: the kubelet in system:nodes (the Node
+  // authorizer and NodeRestriction apply to it), the proxy and the scheduler under the users the
+  // bootstrap RBAC binds; CoreDNS reads Services, EndpointSlices and Namespaces (a test-bed admin).
+  const nodeIdentities: Record<NodeIdentity, { user: string; groups: string; token: string }> = {
+    kubelet: { user: `system:node:${NODE_NAME}`, groups: 'system:nodes', token: newToken() },
+    'kube-proxy': { user: 'system:kube-proxy', groups: '', token: newToken() },
+    'kube-scheduler': { user: 'system:kube-scheduler', groups: '', token: newToken() },
+    coredns: { user: 'pko-e2e-coredns', groups: 'system:masters', token: newToken() },
+  };
   const tokensFile = path.join(pki, 'tokens.csv');
   fs.writeFileSync(
     tokensFile,
@@ -156,38 +193,24 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
       `${adminToken},admin,pko-e2e-admin,"system:masters"`,
       // With --use-service-account-credentials=false every controller shares this identity.
       `${kcmToken},system:kube-controller-manager,pko-e2e-kcm,"system:masters"`,
+      ...Object.values(nodeIdentities).map((i) => `${i.token},${i.user},${i.user}${i.groups ? `,"${i.groups}"` : ''}`),
     ].join('\n') + '\n',
     { mode: 0o600 },
   );
 
   const [etcdPort, peerPort, apiPort] = (await distinctFreePorts(3)) as [number, number, number];
   const etcdEndpoint = `http://127.0.0.1:${etcdPort}`;
-  const server = `https://127.0.0.1:${apiPort}`;
+  // The certificate the API server makes itself names the address it advertises (and the
+  // `kubernetes` Service's), not loopback, once that is the node's.
+  const server = `https://${options.nodeAddress ?? '127.0.0.1'}:${apiPort}`;
   const apiAudiences = [SERVICE_ACCOUNT_ISSUER];
 
-  const launch = (name: ProcessInfo['name'], bin: string, args: string[]): Managed => {
-    const logFile = path.join(dir, `${name}.log`);
-    const fd = fs.openSync(logFile, 'a');
-    const child = spawn(bin, args, { stdio: ['ignore', fd, fd], cwd: dir, env: { ...process.env } });
-    fs.closeSync(fd);
-    if (child.pid === undefined) throw new ControlPlaneStartError(`cannot start ${bin}`);
-    const m: Managed = {
-      info: { name, pid: child.pid, args, logFile },
-      child,
-      hasExited: false,
-      exited: new Promise((resolve) => {
-        child.once('exit', (code, signal) => {
-          m.hasExited = true;
-          resolve({ code, signal });
-        });
-      }),
-    };
-    child.once('error', () => {
-      /* reported through 'exit' or the start-up timeout */
-    });
-    state.procs.push(m);
-    fs.appendFileSync(path.join(dir, 'pids'), `${child.pid}\n`);
-    return m;
+  const launch = (name: string, bin: string, args: string[]): Managed => {
+    try {
+      return launchProcess(state, name, bin, args);
+    } catch (e) {
+      throw new ControlPlaneStartError((e as Error).message);
+    }
   };
 
   const stop = async (): Promise<void> => {
@@ -195,20 +218,7 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
     running.delete(state);
     // One at a time, in reverse start order: kube-apiserver shuts down gracefully (about 1 s)
     // only while etcd is still there.
-    for (const p of [...state.procs].reverse()) {
-      if (p.hasExited) continue;
-      p.child.kill('SIGTERM');
-      let timer: NodeJS.Timeout | undefined;
-      const exited = await Promise.race([
-        p.exited.then(() => true),
-        new Promise<false>((r) => (timer = setTimeout(() => r(false), 5000))),
-      ]);
-      clearTimeout(timer);
-      if (!exited) {
-        p.child.kill('SIGKILL');
-        await p.exited;
-      }
-    }
+    await stopProcesses(state);
     state.watchdog?.kill('SIGKILL');
     if (!keepDir) fs.rmSync(dir, { recursive: true, force: true });
   };
@@ -263,8 +273,21 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
     tPhase = Date.now();
     const apiserver = launch('kube-apiserver', apiserverBin, [
       `--etcd-servers=${etcdEndpoint}`,
-      '--bind-address=127.0.0.1',
-      '--advertise-address=127.0.0.1',
+      ...(options.nodeAddress
+        ? [
+            '--bind-address=0.0.0.0',
+            `--advertise-address=${options.nodeAddress}`,
+            `--service-cluster-ip-range=${SERVICE_CIDR}`,
+            '--endpoint-reconciler-type=lease',
+            // Nothing resolves the node's name inside the test network: logs and exec go by address.
+            '--kubelet-preferred-address-types=InternalIP',
+          ]
+        : [
+            '--bind-address=127.0.0.1',
+            '--advertise-address=127.0.0.1',
+            '--service-cluster-ip-range=10.0.0.0/24',
+            '--endpoint-reconciler-type=none',
+          ]),
       `--secure-port=${apiPort}`,
       `--cert-dir=${pki}`,
       `--token-auth-file=${tokensFile}`,
@@ -276,8 +299,6 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
       `--service-account-key-file=${saPub}`,
       `--service-account-signing-key-file=${saKey}`,
       `--api-audiences=${apiAudiences.join(',')}`,
-      '--service-cluster-ip-range=10.0.0.0/24',
-      '--endpoint-reconciler-type=none',
       '--profiling=false',
       ...(options.extraApiserverArgs ?? []),
     ]);
@@ -295,6 +316,13 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
     fs.writeFileSync(kcmKubeconfig, kubeconfigYaml(server, caData, 'system:kube-controller-manager', kcmToken), {
       mode: 0o600,
     });
+    const nodeKubeconfigs = {} as Record<NodeIdentity, string>;
+    for (const [name, identity] of Object.entries(nodeIdentities) as [NodeIdentity, { user: string; token: string }][]) {
+      nodeKubeconfigs[name] = path.join(dir, `${name}.kubeconfig`);
+      fs.writeFileSync(nodeKubeconfigs[name], kubeconfigYaml(server, caData, identity.user, identity.token), {
+        mode: 0o600,
+      });
+    }
 
     // kube-controller-manager
     tPhase = Date.now();
@@ -339,6 +367,8 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
       serviceAccountIssuer: SERVICE_ACCOUNT_ISSUER,
       apiAudiences,
       serviceAccountKeyFile: saKey,
+      nodeAddress: options.nodeAddress,
+      nodeKubeconfigs,
       processes: state.procs.map((p) => p.info),
       startupMs: Date.now() - t0,
       timings: { etcdMs, apiserverMs, controllerManagerMs, defaultServiceAccountMs },

@@ -9,6 +9,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { testServerHost } from './node/environment';
 
 export interface GitServerOptions {
   /** Require HTTP basic auth with these credentials for every repository. */
@@ -120,9 +121,10 @@ export async function startGitServer(options: GitServerOptions = {}): Promise<Gi
     if (options.delayMs) setTimeout(() => handle(req, res), options.delayMs);
     else handle(req, res);
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const host = testServerHost();
+  await new Promise<void>((resolve) => server.listen(0, host, resolve));
   const port = (server.address() as AddressInfo).port;
-  const baseUrl = `http://127.0.0.1:${port}`;
+  const baseUrl = `http://${host}:${port}`;
 
   return {
     baseUrl,

@@ -5,9 +5,11 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
+import * as path from 'node:path';
 
 export interface ProcessInfo {
-  name: 'etcd' | 'kube-apiserver' | 'kube-controller-manager';
+  /** etcd, kube-apiserver, kube-controller-manager; kubelet, kube-proxy, kube-scheduler, coredns. */
+  name: string;
   pid: number;
   args: string[];
   logFile: string;
@@ -83,4 +85,51 @@ export function startWatchdog(dir: string, keepDir: boolean): ChildProcess {
   });
   child.unref();
   return child;
+}
+
+/**
+ * Starts `bin` in the group's dir with stdout and stderr appended to `<dir>/<name>.log`, and
+ * registers it, so that stopProcesses() and the exit hooks stop it.
+ */
+export function launchProcess(state: Running, name: string, bin: string, args: string[]): Managed {
+  const logFile = path.join(state.dir, `${name}.log`);
+  const fd = fs.openSync(logFile, 'a');
+  const child = spawn(bin, args, { stdio: ['ignore', fd, fd], cwd: state.dir, env: { ...process.env } });
+  fs.closeSync(fd);
+  if (child.pid === undefined) throw new Error(`cannot start ${bin}`);
+  const m: Managed = {
+    info: { name, pid: child.pid, args, logFile },
+    child,
+    hasExited: false,
+    exited: new Promise((resolve) => {
+      child.once('exit', (code, signal) => {
+        m.hasExited = true;
+        resolve({ code, signal });
+      });
+    }),
+  };
+  child.once('error', () => {
+    /* reported through 'exit' or the caller's start-up timeout */
+  });
+  state.procs.push(m);
+  fs.appendFileSync(path.join(state.dir, 'pids'), `${child.pid}\n`);
+  return m;
+}
+
+/** SIGTERM to each process in reverse start order, one at a time; SIGKILL after `graceMs`. */
+export async function stopProcesses(state: Running, graceMs = 5000): Promise<void> {
+  for (const p of [...state.procs].reverse()) {
+    if (p.hasExited) continue;
+    p.child.kill('SIGTERM');
+    let timer: NodeJS.Timeout | undefined;
+    const exited = await Promise.race([
+      p.exited.then(() => true),
+      new Promise<false>((r) => (timer = setTimeout(() => r(false), graceMs))),
+    ]);
+    clearTimeout(timer);
+    if (!exited) {
+      p.child.kill('SIGKILL');
+      await p.exited;
+    }
+  }
 }
