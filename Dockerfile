@@ -11,12 +11,17 @@
 #        The fetch init container, the workspace (`pko-agent serve`) and every operation Job run it.
 #
 # Build arguments: NODE_VERSION (a tag of the official node image: 24, 24.21, ...), PULUMI_VERSION
-# (a Pulumi CLI release) and DEBIAN_RELEASE. packaging/dockerfile.test.ts checks every path copied
-# here and every command the images run against the repository and the build output.
+# (a Pulumi CLI release), DEBIAN_RELEASE, and PULUMI_STAGE: where the agent's /pulumi/bin comes
+# from. Its default, pulumi-release, is the stage below that downloads the release for
+# PULUMI_VERSION; any other value names an image holding /pulumi/bin/* (the e2e test bed, which
+# cannot download releases, passes an image of the Pulumi binaries it builds from source:
+# e2e/testbed/images/pulumi.ts). packaging/dockerfile.test.ts checks every path copied here and
+# every command the images run against the repository and the build output.
 
 ARG NODE_VERSION=24
 ARG PULUMI_VERSION=3.274.1
 ARG DEBIAN_RELEASE=bookworm
+ARG PULUMI_STAGE=pulumi-release
 
 # ---------------------------------------------------------------------------------------------
 # build: compile contract/, schemas/, hooks/ and agent/ into dist/ (npm run build).
@@ -40,9 +45,9 @@ COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 
 # ---------------------------------------------------------------------------------------------
-# pulumi: the official release tarball for PULUMI_VERSION, verified against the release's
+# pulumi-release: the official release tarball for PULUMI_VERSION, verified against the release's
 # checksums file; only the CLI, the Node.js and YAML language hosts and their helper scripts are kept.
-FROM debian:${DEBIAN_RELEASE}-slim AS pulumi
+FROM debian:${DEBIAN_RELEASE}-slim AS pulumi-release
 ARG PULUMI_VERSION
 ARG TARGETARCH
 RUN apt-get update \
@@ -68,6 +73,10 @@ RUN set -eu; \
       install -m 0755 "pulumi/${f}" /pulumi/bin/; \
     done; \
     /pulumi/bin/pulumi version
+
+# ---------------------------------------------------------------------------------------------
+# pulumi: the Pulumi binaries the agent copies (/pulumi/bin), from PULUMI_STAGE.
+FROM ${PULUMI_STAGE} AS pulumi
 
 # ---------------------------------------------------------------------------------------------
 # hooks: `node dist/hooks/src/main.js` on port 8080.

@@ -18,7 +18,7 @@ import { buildJob } from '../hooks/src/stack/job';
 import type { WorkspaceSource } from '../hooks/src/stack/source';
 import { desiredWorkspace, RESTRICTED_POD_SECURITY } from '../hooks/src/stack/workspace';
 import type { CompositeSyncResponse, Stack } from '../schemas';
-import { imageLayout, numericUser, parseDockerfile, stageNamed, startCommand } from './lib/dockerfile';
+import { effectiveStage, imageLayout, numericUser, parseDockerfile, stageNamed, startCommand } from './lib/dockerfile';
 import {
   emulateBuildStage,
   ImageFs,
@@ -111,8 +111,25 @@ function listTree(dir: string): string[] {
 }
 
 describe('Dockerfile: stages and build arguments', () => {
-  test('has the build, prod-deps, pulumi, hooks and agent stages', () => {
-    expect(df.stages.map((s) => s.name)).toEqual(['build', 'prod-deps', 'pulumi', 'hooks', 'agent']);
+  test('has the build, prod-deps, pulumi-release, pulumi, hooks and agent stages', () => {
+    expect(df.stages.map((s) => s.name)).toEqual(['build', 'prod-deps', 'pulumi-release', 'pulumi', 'hooks', 'agent']);
+  });
+
+  test('PULUMI_STAGE picks where /pulumi/bin comes from, by default the release download', () => {
+    // `FROM ${PULUMI_STAGE} AS pulumi` and nothing else: with the default it is the pulumi-release
+    // stage; the e2e test bed passes an image of its own Pulumi build (e2e/testbed/images/pulumi.ts).
+    expect(df.globalArgs.PULUMI_STAGE).toBe('pulumi-release');
+    expect(readRepoFile('Dockerfile')).toMatch(/^FROM \$\{PULUMI_STAGE\} AS pulumi$/m);
+    const alias = stageNamed(df, 'pulumi');
+    expect({ base: alias.base, instructions: alias.instructions.length }).toEqual({
+      base: 'pulumi-release',
+      instructions: 0,
+    });
+    expect(effectiveStage(df, 'pulumi').name).toBe('pulumi-release');
+    const agentCopies = stageNamed(df, 'agent').copies.filter(
+      (c) => c.from !== undefined && c.from.startsWith('pulumi'),
+    );
+    expect(agentCopies.map((c) => [c.from, c.sources, c.dest])).toEqual([['pulumi', ['/pulumi/bin'], '/pulumi/bin']]);
   });
 
   test('NODE_VERSION defaults to the Node.js major the package runs on, and every Node stage uses it', () => {
@@ -132,7 +149,7 @@ describe('Dockerfile: stages and build arguments', () => {
     const exact = /^\d+\.\d+\.\d+$/;
     const cli = df.globalArgs.PULUMI_VERSION ?? '';
     expect(cli).toMatch(exact);
-    expect(stageNamed(df, 'pulumi').args.PULUMI_VERSION).toBe(cli);
+    expect(stageNamed(df, 'pulumi-release').args.PULUMI_VERSION).toBe(cli);
     expect(/^PULUMI_VERSION=v(\S+)$/m.exec(readRepoFile('e2e/toolchain/versions.env'))?.[1]).toBe(cli);
     expect(TEST_LANGUAGE_HOST_VERSION).toBe(cli);
     const sdk = pkg.dependencies['@pulumi/pulumi'] ?? '';
@@ -344,7 +361,7 @@ describe('agent image', () => {
   });
 
   test('downloads the official Pulumi release for PULUMI_VERSION and verifies its checksum before use', () => {
-    const pulumi = stageNamed(df, 'pulumi');
+    const pulumi = stageNamed(df, 'pulumi-release');
     const script = pulumi.runs.map((r) => r.command).join('\n');
     expect(script).toContain('https://github.com/pulumi/pulumi/releases/download/v${PULUMI_VERSION}');
     expect(script).toContain('tarball="pulumi-v${PULUMI_VERSION}-linux-${arch}.tar.gz"');

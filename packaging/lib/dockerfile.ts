@@ -258,6 +258,21 @@ export function stageNamed(df: Dockerfile, name: string): Stage {
   return s;
 }
 
+/**
+ * The stage that really provides a stage's files: a stage with no instructions of its own
+ * (`FROM ${PULUMI_STAGE} AS pulumi`, with the build argument's default naming an earlier stage) is
+ * an alias of that stage.
+ */
+export function effectiveStage(df: Dockerfile, name: string): Stage {
+  let stage = stageNamed(df, name);
+  for (;;) {
+    const current = stage;
+    const parent = df.stages.find((s) => s.name === current.base && s.index < current.index);
+    if (!parent || current.instructions.length > 0) return current;
+    stage = parent;
+  }
+}
+
 /** Numeric uid and gid of a `USER uid[:gid]`; undefined when not numeric. */
 export function numericUser(user: string | undefined): { uid: number; gid?: number } | undefined {
   const m = /^(\d+)(?::(\d+))?$/.exec(user ?? '');

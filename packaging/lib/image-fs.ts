@@ -11,7 +11,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { promisify } from 'node:util';
-import { copiedEntries, type Dockerfile, type Stage, stageNamed } from './dockerfile';
+import { copiedEntries, type Dockerfile, effectiveStage, type Stage, stageNamed } from './dockerfile';
 import { contextFiles } from './dockerignore';
 import { ROOT } from './repo';
 
@@ -84,7 +84,7 @@ function matchesGlob(glob: string, p: string): boolean {
   return re.test(p);
 }
 
-/** The binaries the `pulumi` stage installs into /pulumi/bin (from its `for f in …; do install` loop). */
+/** The binaries the `pulumi-release` stage installs into /pulumi/bin (from its `for f in …; do install` loop). */
 export function pulumiBinaries(stage: Stage): string[] {
   for (const r of stage.runs) {
     const m = /for f in ([^;]+); do\s+install -m 0755 "pulumi\/\$\{f\}" \/pulumi\/bin\//.exec(r.command);
@@ -233,8 +233,9 @@ export class ImageFs {
     return { kind: 'missing', why: `nothing in stage ${this.stage.name} puts anything at ${p}` };
   }
 
-  private resolveInStage(stageName: string, stagePath: string, imagePath: string, line: number): Resolved {
-    const from = stageNamed(this.df, stageName);
+  private resolveInStage(name: string, stagePath: string, imagePath: string, line: number): Resolved {
+    const from = effectiveStage(this.df, name);
+    const stageName = from.name;
     if (stageName === 'build') {
       const host = path.join(this.build.root, stagePath);
       if (fs.existsSync(host)) return { kind: 'host', hostPath: host, what: `${stagePath} of the build stage` };
@@ -255,7 +256,7 @@ export class ImageFs {
         what: `production package ${m[1]}`,
       };
     }
-    if (stageName === 'pulumi') {
+    if (stageName === 'pulumi-release') {
       const bins = pulumiBinaries(from);
       if (stagePath === '/pulumi/bin') return { kind: 'known', executable: false, what: 'Pulumi binaries' };
       const name = stagePath.startsWith('/pulumi/bin/') ? stagePath.slice('/pulumi/bin/'.length) : '';
@@ -263,7 +264,7 @@ export class ImageFs {
         return { kind: 'known', executable: true, what: `Pulumi ${name} from the release tarball` };
       return {
         kind: 'missing',
-        why: `${stagePath} is not among the Pulumi binaries the pulumi stage installs (${bins.join(', ')})`,
+        why: `${stagePath} is not among the Pulumi binaries the pulumi-release stage installs (${bins.join(', ')})`,
       };
     }
     return { kind: 'missing', why: `stage ${stageName} is not emulated` };

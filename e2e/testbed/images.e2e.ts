@@ -1,0 +1,110 @@
+/**
+ * The test bed's images (e2e/testbed/images): the pause image is built with buildah, reused from
+ * its archive on the next call, and imported into a throw-away containerd (own root, state and
+ * socket in a temp dir, no CRI plugin, so no network set-up) with importImages().
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { buildImages } from './images/build';
+import { importImages } from './images/containerd';
+import { run } from './images/exec';
+import { mountsUnder } from './images/buildah';
+import { IMAGE_REFS } from './images/refs';
+import { eventually } from './eventually';
+
+interface ScratchContainerd {
+  address: string;
+  dir: string;
+  log: string;
+  stop(): Promise<void>;
+}
+
+async function startContainerd(): Promise<ScratchContainerd> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pko-ctrd-'));
+  const address = path.join(dir, 'containerd.sock');
+  const log = path.join(dir, 'containerd.log');
+  const config = path.join(dir, 'config.toml');
+  fs.writeFileSync(
+    config,
+    [
+      'version = 2',
+      `root = "${dir}/root"`,
+      `state = "${dir}/state"`,
+      `temp = "${dir}/tmp"`,
+      'disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.internal.v1.opt",',
+      '  "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs",',
+      '  "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs",',
+      '  "io.containerd.tracing.processor.v1.otlp"]',
+      '[grpc]',
+      `  address = "${address}"`,
+      '[ttrpc]',
+      `  address = "${address}.ttrpc"`,
+      '',
+    ].join('\n'),
+  );
+  fs.mkdirSync(path.join(dir, 'tmp'));
+  const out = fs.openSync(log, 'a');
+  const child: ChildProcess = spawn('containerd', ['--config', config], { stdio: ['ignore', out, out] });
+  fs.closeSync(out);
+  const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
+  const stop = async () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+      await exited;
+      clearTimeout(timer);
+    }
+    for (const m of mountsUnder(dir)) await run('umount', [m], { log });
+    fs.rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    await eventually(
+      'the containerd socket',
+      () => {
+        if (child.exitCode !== null) throw new Error(`containerd exited:\n${fs.readFileSync(log, 'utf8')}`);
+        return fs.existsSync(address);
+      },
+      20_000,
+    );
+    await run('ctr', ['--address', address, 'version'], { log });
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  return { address, dir, log, stop };
+}
+
+describe('test-bed images', () => {
+  test('the pause image is built once, then reused from its archive', async () => {
+    const [first] = await buildImages({ only: ['pause'] });
+    expect(first).toMatchObject({ name: 'pause', ref: IMAGE_REFS.pause });
+    expect(fs.statSync(first!.archive).size).toBe(first!.bytes);
+    const [again] = await buildImages({ only: ['pause'] });
+    expect(again).toMatchObject({ name: 'pause', reused: true, key: first!.key, imageId: first!.imageId });
+    expect(again!.seconds).toBeLessThan(5);
+  }, 300_000);
+
+  test('importImages() puts the archive into a containerd, config intact (/pause as 65535)', async () => {
+    const containerd = await startContainerd();
+    try {
+      const [imported] = await importImages(containerd.address, { images: ['pause'] });
+      expect(imported).toMatchObject({ name: 'pause', ref: IMAGE_REFS.pause });
+      const ctr = (...args: string[]) =>
+        run('ctr', ['--address', containerd.address, '--namespace', 'k8s.io', ...args], { log: containerd.log });
+      // `images list`: REF TYPE DIGEST …; the manifest names the config blob.
+      const line = (await ctr('images', 'list')).split('\n').find((l) => l.startsWith(`${IMAGE_REFS.pause} `));
+      const digest = line?.split(/\s+/)[2];
+      expect(digest).toMatch(/^sha256:/);
+      const manifest = JSON.parse(await ctr('content', 'get', digest!)) as { config: { digest: string } };
+      const config = JSON.parse(await ctr('content', 'get', manifest.config.digest)) as {
+        config: { User?: string; Entrypoint?: string[] };
+      };
+      expect(config.config).toMatchObject({ User: '65535:65535', Entrypoint: ['/pause'] });
+    } finally {
+      await containerd.stop();
+    }
+    expect(fs.existsSync(containerd.dir)).toBe(false);
+  }, 120_000);
+});

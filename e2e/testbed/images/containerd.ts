@@ -1,0 +1,56 @@
+/**
+ * Moving the built images into a containerd (the test bed's node): `ctr -a <socket> -n k8s.io
+ * images import <archive>` per image, the namespace the CRI plugin (kubelet) uses. Pods then run
+ * them with `imagePullPolicy: Never`.
+ */
+import * as path from 'node:path';
+import { readRecord } from './cache';
+import { run } from './exec';
+import { imageDirs } from './paths';
+import { IMAGE_NAMES, type ImageName } from './refs';
+
+/** The images a node needs: the sandbox, the project's two and the bases (tests may run plain Debian/Node pods). */
+const NODE_IMAGES: readonly ImageName[] = ['pause', 'debian', 'node', 'hooks', 'agent'];
+
+export interface ImportOptions {
+  /** Default: pause, debian, node, hooks and agent (the pulumi image is only a build input). */
+  images?: readonly ImageName[];
+  namespace?: string;
+  env?: NodeJS.ProcessEnv;
+}
+
+export interface ImportResult {
+  name: ImageName;
+  ref: string;
+  archive: string;
+  seconds: number;
+}
+
+function ctr(address: string, namespace: string, args: string[], log: string): Promise<string> {
+  return run('ctr', ['--address', address, '--namespace', namespace, ...args], { log });
+}
+
+/**
+ * Imports the archives of the last buildImages() into the containerd at `containerdAddress` (its
+ * gRPC socket) and checks that each reference is listed afterwards. Throws when an image was not
+ * built.
+ */
+export async function importImages(containerdAddress: string, options: ImportOptions = {}): Promise<ImportResult[]> {
+  const dirs = imageDirs(options.env);
+  const namespace = options.namespace ?? 'k8s.io';
+  const log = path.join(dirs.logs, 'import.log');
+  const names = options.images ?? NODE_IMAGES;
+  const results: ImportResult[] = [];
+  for (const name of IMAGE_NAMES.filter((n) => names.includes(n))) {
+    const record = readRecord(dirs, name);
+    if (!record) throw new Error(`image ${name} is not built: run npm run testbed:images`);
+    const started = Date.now();
+    await ctr(containerdAddress, namespace, ['images', 'import', record.archive], log);
+    results.push({ name, ref: record.ref, archive: record.archive, seconds: (Date.now() - started) / 1000 });
+  }
+  const listed = new Set((await ctr(containerdAddress, namespace, ['images', 'list', '--quiet'], log)).split('\n'));
+  const missing = results.filter((r) => !listed.has(r.ref)).map((r) => r.ref);
+  if (missing.length > 0)
+    throw new Error(`containerd at ${containerdAddress} does not list ${missing.join(', ')} after the import`);
+  return results;
+}

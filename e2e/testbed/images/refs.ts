@@ -1,0 +1,53 @@
+/**
+ * The test bed's images and their references. The base-image stand-ins carry exactly the names
+ * the project's Dockerfile builds FROM (read from it, normalized as Docker does:
+ * `node:24-bookworm-slim` → `docker.io/library/node:24-bookworm-slim`), so `buildah bud
+ * --pull=never` finds them locally; the others live under `localhost/pko-testbed/`. Pods use them
+ * with `imagePullPolicy: Never` after importImages() (containerd.ts).
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { type Dockerfile, parseDockerfile, stageNamed } from '../../../packaging/lib/dockerfile';
+import { REPO_ROOT, versions } from '../toolchain';
+
+export type ImageName = 'debian' | 'node' | 'pause' | 'pulumi' | 'hooks' | 'agent';
+
+/** Build order: each image comes after the ones it is built from. */
+export const IMAGE_NAMES: readonly ImageName[] = ['debian', 'node', 'pause', 'pulumi', 'hooks', 'agent'];
+
+/** Version of our pause program (pause.c), the tag of its image. */
+export const PAUSE_VERSION = '1.0';
+
+export const DOCKERFILE = path.join(REPO_ROOT, 'Dockerfile');
+
+export function readDockerfile(): Dockerfile {
+  return parseDockerfile(fs.readFileSync(DOCKERFILE, 'utf8'));
+}
+
+/** `name[:tag]` as Docker resolves a short name on Docker Hub. */
+export function normalizeRef(ref: string): string {
+  const slash = ref.indexOf('/');
+  const first = slash < 0 ? '' : ref.slice(0, slash);
+  const qualified = slash >= 0 && (first.includes('.') || first.includes(':') || first === 'localhost');
+  const full = qualified ? ref : `docker.io/${slash < 0 ? `library/${ref}` : ref}`;
+  return /:[^/]+$/.test(full) || full.includes('@') ? full : `${full}:latest`;
+}
+
+function imageRefs(df: Dockerfile): Record<ImageName, string> {
+  return {
+    debian: normalizeRef(stageNamed(df, 'pulumi-release').base),
+    node: normalizeRef(stageNamed(df, 'build').base),
+    pause: `localhost/pko-testbed/pause:${PAUSE_VERSION}`,
+    pulumi: `localhost/pko-testbed/pulumi:${versions.pulumi}`,
+    hooks: 'localhost/pko-testbed/hooks:dev',
+    agent: 'localhost/pko-testbed/agent:dev',
+  };
+}
+
+/**
+ * The reference of each image: `debian` and `node` are the Dockerfile's base images
+ * (docker.io/library/debian:bookworm-slim, docker.io/library/node:24-bookworm-slim), `pause` the
+ * pod sandbox image to set as containerd's `sandbox_image`, `pulumi` the toolchain's Pulumi
+ * binaries (the agent's PULUMI_STAGE), `hooks` and `agent` the project's two images.
+ */
+export const IMAGE_REFS: Readonly<Record<ImageName, string>> = imageRefs(readDockerfile());
