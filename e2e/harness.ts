@@ -18,14 +18,15 @@ import { startControlPlane, freePort, type ControlPlane } from './testbed/contro
 import { startControllers } from './testbed/metacontroller-harness';
 import { startNode, type RealNode } from './testbed/node';
 import { requireTestbedEnvironment } from './testbed/node/environment';
-import { ensureImages, TESTBED_IMAGES } from './testbed/images';
+import { ensureImages } from './testbed/images/containerd';
+import { IMAGE_REFS } from './testbed/images/refs';
 import { REPO_ROOT, requireToolchain } from './testbed/toolchain';
 import { eventually } from './testbed/eventually';
 
 export { eventually };
 
 /** The agent image built from our Dockerfile (e2e/testbed/images), in the node's containerd. */
-export const AGENT_IMAGE = TESTBED_IMAGES.agent;
+export const AGENT_IMAGE = IMAGE_REFS.agent;
 
 export interface Operator {
   cp: ControlPlane;

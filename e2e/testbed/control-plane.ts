@@ -85,6 +85,8 @@ export const DEFAULT_CONTROLLERS = [
   'deployment-controller',
   'replicaset-controller',
   'pod-garbage-collector-controller',
+  // kubelet registers its node tainted not-ready; this controller lifts the taint once it is Ready
+  'node-lifecycle-controller',
 ];
 
 /** Service addresses of a cluster with a real node (kube-proxy and CoreDNS serve them). */

@@ -7,7 +7,8 @@ import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import * as k8s from '@kubernetes/client-node';
 import { type ControlPlane, startControlPlane } from './control-plane';
 import { eventually } from './eventually';
-import { ensureImages, TESTBED_IMAGES } from './images';
+import { ensureImages } from './images/containerd';
+import { IMAGE_REFS } from './images/refs';
 import { type RealNode, startNode } from './node';
 import { requireTestbedEnvironment } from './node/environment';
 
@@ -73,7 +74,7 @@ const logOf = (name: string): Promise<string> =>
 
 describe('the real node', () => {
   it('runs a restricted pod as a container: uid 1000, read-only root, no capabilities', async () => {
-    const body = pod('restricted', TESTBED_IMAGES.debian, 'id -u; grep CapEff /proc/self/status; touch /probe 2>&1 || true');
+    const body = pod('restricted', IMAGE_REFS.debian, 'id -u; grep CapEff /proc/self/status; touch /probe 2>&1 || true');
     body.spec!.containers[0]!.securityContext = { ...container, readOnlyRootFilesystem: true };
     await core.createNamespacedPod({ namespace: ns, body });
     const done = await finished('restricted');
@@ -88,7 +89,7 @@ describe('the real node', () => {
   });
 
   it('refuses to start an image that runs as root under runAsNonRoot', async () => {
-    const body = pod('as-root', TESTBED_IMAGES.debian, 'id -u');
+    const body = pod('as-root', IMAGE_REFS.debian, 'id -u');
     delete body.spec!.securityContext!.runAsUser;
     delete body.spec!.securityContext!.runAsGroup;
     await core.createNamespacedPod({ namespace: ns, body });
@@ -110,7 +111,7 @@ describe('the real node', () => {
       namespace: ns,
       body: { metadata: { name: 'web' }, spec: { clusterIP: 'None', selector: { app: 'web' }, ports: [{ port: 80 }] } },
     });
-    await core.createNamespacedPod({ namespace: ns, body: pod('web', TESTBED_IMAGES.debian, 'sleep 300') });
+    await core.createNamespacedPod({ namespace: ns, body: pod('web', IMAGE_REFS.debian, 'sleep 300') });
     const web = await eventually('pod web to run', async () => {
       const p = await core.readNamespacedPod({ namespace: ns, name: 'web' });
       return p.status?.phase === 'Running' && p.status.podIP ? p : undefined;
@@ -119,7 +120,7 @@ describe('the real node', () => {
       namespace: ns,
       body: pod(
         'resolver',
-        TESTBED_IMAGES.debian,
+        IMAGE_REFS.debian,
         `getent hosts web.${ns}.svc.cluster.local; getent hosts kubernetes.default.svc.cluster.local; cat /etc/resolv.conf`,
       ),
     });
@@ -134,7 +135,7 @@ describe('the real node', () => {
   it('sends SIGTERM on delete and keeps the pod for its grace period', async () => {
     await core.createNamespacedPod({
       namespace: ns,
-      body: pod('graceful', TESTBED_IMAGES.debian, `trap 'echo got SIGTERM; exit 0' TERM; echo started; while :; do sleep 1; done`),
+      body: pod('graceful', IMAGE_REFS.debian, `trap 'echo got SIGTERM; exit 0' TERM; echo started; while :; do sleep 1; done`),
     });
     await eventually('pod graceful to log', async () => ((await logOf('graceful')).includes('started') ? true : undefined));
     const follow = new k8s.Log(cp.kubeConfig);

@@ -7,7 +7,7 @@ import * as path from 'node:path';
 import { readRecord } from './cache';
 import { run } from './exec';
 import { imageDirs } from './paths';
-import { IMAGE_NAMES, type ImageName } from './refs';
+import { IMAGE_NAMES, IMAGE_REFS, type ImageName } from './refs';
 
 /** The images a node needs: the sandbox, the project's two and the bases (tests may run plain Debian/Node pods). */
 const NODE_IMAGES: readonly ImageName[] = ['pause', 'debian', 'node', 'hooks', 'agent'];
@@ -53,4 +53,17 @@ export async function importImages(containerdAddress: string, options: ImportOpt
   if (missing.length > 0)
     throw new Error(`containerd at ${containerdAddress} does not list ${missing.join(', ')} after the import`);
   return results;
+}
+
+/**
+ * The node's images in the containerd at `containerdAddress`, importing only those it does not
+ * list yet: the first test file of a run imports them, the others find them there.
+ */
+export async function ensureImages(containerdAddress: string, options: ImportOptions = {}): Promise<ImportResult[]> {
+  const dirs = imageDirs(options.env);
+  const namespace = options.namespace ?? 'k8s.io';
+  const log = path.join(dirs.logs, 'import.log');
+  const listed = new Set((await ctr(containerdAddress, namespace, ['images', 'list', '--quiet'], log)).split('\n'));
+  const names = (options.images ?? NODE_IMAGES).filter((n) => !listed.has(IMAGE_REFS[n]));
+  return names.length > 0 ? importImages(containerdAddress, { ...options, images: names }) : [];
 }

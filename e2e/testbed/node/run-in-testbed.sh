@@ -139,7 +139,7 @@ cat >"$DIR/cni/net.d/10-pko-e2e.conflist" <<EOF
   ]
 }
 EOF
-PAUSE_IMAGE=${PKO_TESTBED_PAUSE_IMAGE:-localhost/pko-testbed/pause:3.10}
+PAUSE_IMAGE=${PKO_TESTBED_PAUSE_IMAGE:-localhost/pko-testbed/pause:1.0} # e2e/testbed/images/refs.ts: IMAGE_REFS.pause
 cat >"$DIR/containerd/config.toml" <<EOF
 version = 2
 root = "$DIR/containerd/root"
