@@ -16,8 +16,8 @@
  *   ServiceAccount, service account keys so TokenRequest and TokenReview work.
  * - kube-controller-manager with its own kubeconfig and the job, statefulset, garbage collector,
  *   namespace, serviceaccount, serviceaccount-token, ttl-after-finished and root CA publisher
- *   controllers. There is no scheduler and no kubelet: pods stay Pending unless something (the pod
- *   runner) writes their status.
+ *   controllers, and with a node (option nodeAddress) those a node needs. kube-scheduler and kubelet
+ *   belong to the node (e2e/testbed/node.ts): without one, pods stay Pending.
  *
  * Every process is killed by stop(), and also when the Node.js process exits (exit hook, SIGINT/
  * SIGTERM/SIGHUP hooks, and a watchdog shell that kills them if Node.js dies without running hooks:

@@ -12,8 +12,9 @@
 #   PKO_TESTBED_CONTAINERD   containerd's socket
 #   PKO_TESTBED_CGROUP_ROOT  the cgroup (in every v1 hierarchy) that kubelet puts pods under
 #
-# The namespace has no route out: every address a test reaches (API server, hooks, git and Flux
-# servers, pods, Services, CoreDNS) exists only inside it. docs/testbed.md has the picture.
+# The namespace has no route out: every address a test reaches (API server, git and Flux servers,
+# pods, Services, CoreDNS; the hooks on its loopback) exists only inside it. docs/testbed.md has
+# the picture. Runs on one machine take turns (a lock in /tmp).
 # PKO_TESTBED_KEEP=1 keeps the run's directory (logs) after cleanup.
 set -uo pipefail
 
@@ -22,6 +23,19 @@ set -uo pipefail
 for tool in ip nsenter containerd runc iptables-save; do
   command -v "$tool" >/dev/null || { echo "run-in-testbed: $tool is missing (.ci/run installs the node's Debian packages)" >&2; exit 2; }
 done
+
+# One test bed at a time on a machine: a run's cleanup and its check of the host would take another
+# run's namespaces, links and mounts for its own leftovers.
+LOCK=/tmp/pko-testbed.lock
+exec 9>"$LOCK"
+if ! flock -n 9; then
+  echo "run-in-testbed: another test bed runs on this machine; waiting for it ($LOCK)" >&2
+  flock 9
+fi
+
+# crictl (from the toolchain) removes the pods at cleanup.
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+CRICTL="$(bash "$HERE/../../toolchain/build.sh" --print-env | sed -n 's/^export PKO_TOOLCHAIN_CRICTL_BIN=//p')/crictl"
 
 NAME="pko-e2e-$$"
 NODE_IP=10.200.0.1
@@ -55,8 +69,8 @@ cleanup() {
   local rc=$? d p
   trap - EXIT INT TERM HUP
   # Pods first, while containerd still runs: stops their containers and removes their namespaces.
-  if [ -S "$SOCK" ] && command -v crictl >/dev/null; then
-    nsenter --net="/run/netns/$NAME" crictl --runtime-endpoint "unix://$SOCK" --timeout 20s rmp -fa >/dev/null 2>&1
+  if [ -S "$SOCK" ] && [ -x "$CRICTL" ]; then
+    nsenter --net="/run/netns/$NAME" "$CRICTL" --runtime-endpoint "unix://$SOCK" --timeout 20s rmp -fa >/dev/null 2>&1
   fi
   # Then every process left: the namespace's own (containerd, shims, stray test-bed processes) and
   # every process in our cgroups (containers live in pod namespaces of their own).
