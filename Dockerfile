@@ -15,8 +15,14 @@
 # from. Its default, pulumi-release, is the stage below that downloads the release for
 # PULUMI_VERSION; any other value names an image holding /pulumi/bin/* (the e2e test bed, which
 # cannot download releases, passes an image of the Pulumi binaries it builds from source:
-# e2e/testbed/images/pulumi.ts). packaging/dockerfile.test.ts checks every path copied here and
-# every command the images run against the repository and the build output.
+# e2e/testbed/images/pulumi.ts).
+#
+# buildah (1.28 at least) skips stages it thinks unused and cannot see that FROM ${PULUMI_STAGE}
+# names a stage: a default build then fails with "pulumi-release: image not known". Build with
+# `buildah bud --skip-unused-stages=false` (Docker BuildKit resolves the stage by itself).
+#
+# packaging/dockerfile.test.ts checks the stages, build arguments and build context;
+# packaging/images.e2e.ts runs the built images as pods on the e2e test bed's node.
 
 ARG NODE_VERSION=24
 ARG PULUMI_VERSION=3.274.1

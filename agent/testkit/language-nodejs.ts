@@ -35,7 +35,7 @@ import { Empty } from 'google-protobuf/google/protobuf/empty_pb';
 
 /**
  * The version this host reports, as the real one does: the CLI release it ships with (the version of
- * the e2e toolchain's pulumi, which packaging/dockerfile.test.ts checks).
+ * the e2e toolchain's pulumi, which packaging/dockerfile.test.ts checks against the Dockerfile).
  */
 const VERSION = '3.274.1';
 /** cmd/run's exit code for "the error was already reported to the engine". */

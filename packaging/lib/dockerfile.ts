@@ -1,8 +1,8 @@
 /**
  * A small reader of our Dockerfile: enough of the syntax to know, for each stage, what it is built
- * from, what it copies from where, what it runs and how its image starts. No image is built: the
- * tests check what this model says against the repository and the build output, and the e2e pod
- * runner can describe the images from the same model (imageLayout()).
+ * from, what it copies from where, what it runs and how its image starts. packaging/dockerfile.test.ts
+ * checks the stages, build arguments and context with it; the e2e test bed's image builder reads the
+ * base images from it (e2e/testbed/images/refs.ts).
  *
  * Supported: comments, line continuations, parser directives, ARG (with defaults, global and per
  * stage), FROM … AS …, WORKDIR, COPY [--from=…] [--chown=…] [--chmod=…] (shell and JSON forms),
@@ -278,76 +278,4 @@ export function numericUser(user: string | undefined): { uid: number; gid?: numb
   const m = /^(\d+)(?::(\d+))?$/.exec(user ?? '');
   if (!m) return undefined;
   return m[2] === undefined ? { uid: Number(m[1]) } : { uid: Number(m[1]), gid: Number(m[2]) };
-}
-
-/** What a container of the image runs when the pod gives no command/args: ENTRYPOINT + CMD. */
-export function startCommand(stage: Stage): string[] {
-  return [...(stage.entrypoint ?? []), ...(stage.cmd ?? [])];
-}
-
-/**
- * One file or directory of an image, traced back to where it comes from: the build context
- * (repository path), another stage (that stage's absolute path) or the base image / a package
- * manager (no source known here).
- */
-export interface ImageEntry {
-  imagePath: string;
-  origin: { kind: 'context'; path: string } | { kind: 'stage'; stage: string; path: string };
-  line: number;
-}
-
-/**
- * Where each COPY of a stage puts its sources, as image paths. Sources are literal paths (our
- * Dockerfile uses no globs); a directory source copies its contents into the destination.
- */
-export function copiedEntries(stage: Stage): ImageEntry[] {
-  const out: ImageEntry[] = [];
-  for (const c of stage.copies) {
-    for (const src of c.sources) {
-      const clean = src.replace(/\/+$/, '');
-      const target = c.destIsDir ? path.posix.join(c.dest, path.posix.basename(clean)) : c.dest;
-      // `COPY dir/ dest/` copies the contents of dir into dest: the directory itself maps to dest.
-      const imagePath = c.destIsDir && src.endsWith('/') ? c.dest : target;
-      const origin: ImageEntry['origin'] =
-        c.from === undefined ? { kind: 'context', path: clean } : { kind: 'stage', stage: c.from, path: clean };
-      out.push({ imagePath, origin, line: c.line });
-    }
-  }
-  return out;
-}
-
-/**
- * The start-up facts of a target image, for whoever must run its commands the way the image
- * would (the e2e pod runner): PATH directories, user, working directory, environment, and the
- * command a container runs by default.
- */
-export interface ImageLayout {
-  target: string;
-  path: string[];
-  uid?: number;
-  gid?: number;
-  workingDir: string;
-  env: Record<string, string>;
-  entrypoint: string[];
-  cmd: string[];
-  entries: ImageEntry[];
-}
-
-export function imageLayout(df: Dockerfile, target: string): ImageLayout {
-  const stage = stageNamed(df, target);
-  const user = numericUser(stage.user);
-  const layout: ImageLayout = {
-    target,
-    path: (stage.env.PATH ?? '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin').split(':'),
-    workingDir: stage.workdir,
-    env: { ...stage.env },
-    entrypoint: stage.entrypoint ?? [],
-    cmd: stage.cmd ?? [],
-    entries: copiedEntries(stage),
-  };
-  if (user) {
-    layout.uid = user.uid;
-    if (user.gid !== undefined) layout.gid = user.gid;
-  }
-  return layout;
 }

@@ -1,6 +1,5 @@
-/** Minimal loopback HTTP client for tests (node:http; no dependencies that jest cannot load). */
+/** Minimal HTTP client for tests (node:http; no dependencies that jest cannot load). */
 import * as http from 'node:http';
-import * as net from 'node:net';
 
 export interface HttpResult {
   status: number;
@@ -23,16 +22,5 @@ export function httpRequest(
     req.on('error', reject);
     req.on('timeout', () => req.destroy(new Error(`timeout: ${method} ${url}`)));
     req.end(body);
-  });
-}
-
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const port = (srv.address() as net.AddressInfo).port;
-      srv.close(() => resolve(port));
-    });
   });
 }

@@ -1,0 +1,178 @@
+/**
+ * The project's two images, built from the Dockerfile (npm run testbed:images), run as pods on the
+ * test bed's real node: the hooks image serves under the restricted profile with a read-only root
+ * and stops cleanly; the agent image has its tools, runs as uid/gid 1000 under tini, and every
+ * command the hooks put in pod specs resolves in it.
+ */
+import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
+import { AGENT_COMMAND, Env, WORKSPACE_PORT } from '../contract';
+import { eventually } from '../e2e/testbed/eventually';
+import { IMAGE_REFS } from '../e2e/testbed/images/refs';
+import { versions } from '../e2e/testbed/toolchain';
+import { configFromEnv } from '../hooks/src/config';
+import { buildJob } from '../hooks/src/stack/job';
+import type { WorkspaceSource } from '../hooks/src/stack/source';
+import { desiredWorkspace, RESTRICTED_POD_SECURITY } from '../hooks/src/stack/workspace';
+import type { CompositeSyncResponse, Stack } from '../schemas';
+import { httpRequest } from './lib/http';
+import { deleteAndWatchEnd, imageConfigOf, type PodBed, podOf, runningWithIp, runPod, startPodBed } from './lib/pods';
+import { podSpecOf, readRepoFile, required } from './lib/repo';
+
+jest.setTimeout(180_000);
+
+let bed: PodBed;
+
+beforeAll(async () => {
+  bed = await startPodBed('images');
+});
+
+afterAll(async () => {
+  await bed?.stop();
+});
+
+const sh = (script: string) => ({ command: ['/bin/sh', '-c', script] });
+
+/** Every distinct container command of the pods the hooks build (workspace StatefulSets, Jobs). */
+function hookCommands(): string[][] {
+  const config = configFromEnv({});
+  const stack: Stack = {
+    apiVersion: 'pulumi.com/v1',
+    kind: 'Stack',
+    metadata: { name: 'app', namespace: 'team-a', uid: 'uid-1', generation: 1 },
+    spec: { stack: 'dev' },
+  };
+  const sources: WorkspaceSource[] = [
+    { kind: 'git', url: 'https://example.com/repo.git', revision: 'a'.repeat(40), shallow: false, auth: [] },
+    { kind: 'flux', url: 'http://source-controller/artifact.tar.gz', digest: 'sha256:00' },
+    { kind: 'program', program: 'p', configMap: 'p-program', digest: 'sha256:00' },
+    { kind: 'local', dir: '/src' },
+    { kind: 'projectInfo', name: 'p', runtime: 'yaml' },
+  ];
+  const specs = sources.map((source) => podSpecOf(desiredWorkspace(stack, source, config).statefulSet.spec));
+  for (const type of ['up', 'preview', 'refresh', 'destroy'] as const) {
+    const job = buildJob(stack, type, 'm', { generation: 1, reconcileRequest: '', commit: '', previous: '' }, config);
+    specs.push(podSpecOf(job.spec));
+  }
+  const commands = new Map<string, string[]>();
+  for (const spec of specs)
+    for (const c of [...(spec.initContainers ?? []), ...spec.containers]) {
+      const command = required(c.command, `container ${c.name} has a command`);
+      commands.set(command.join(' '), command);
+    }
+  return [...commands.values()];
+}
+
+describe('hooks image', () => {
+  it('runs as a numeric non-root user', async () => {
+    const user = /^(\d+):(\d+)$/.exec((await imageConfigOf(bed, IMAGE_REFS.hooks)).User ?? '');
+    expect(user).not.toBeNull();
+    const [uid, gid] = [Number(user![1]), Number(user![2])];
+    expect(uid).toBeGreaterThan(0);
+    expect(gid).toBeGreaterThan(0);
+    // runAsNonRoot without runAsUser: kubelet admits the image's user only if numeric and not 0. It
+    // takes only the uid from it: without runAsGroup the process's gid is 0, as the uid has no
+    // /etc/passwd entry (the Deployment sets runAsUser and runAsGroup, packaging/manifests.test.ts).
+    const { phase, log } = await runPod(bed, podOf(bed.ns, 'hooks-id', IMAGE_REFS.hooks, sh('id -u')));
+    expect(phase).toBe('Succeeded');
+    expect(log.trim()).toBe(String(uid));
+  });
+
+  it('has no npm, npx or corepack at run time', async () => {
+    const script = 'for t in npm npx corepack; do command -v "$t" || echo "no $t"; done';
+    const { phase, log } = await runPod(bed, podOf(bed.ns, 'hooks-tools', IMAGE_REFS.hooks, sh(script)));
+    expect(phase).toBe('Succeeded');
+    expect(log.trim().split('\n')).toEqual(['no npm', 'no npx', 'no corepack']);
+  });
+
+  it('its default command serves the hooks on a read-only root, and stops cleanly on SIGTERM', async () => {
+    const port = configFromEnv({}).port;
+    expect(Object.keys((await imageConfigOf(bed, IMAGE_REFS.hooks)).ExposedPorts ?? {})).toEqual([`${port}/tcp`]);
+    await bed.core.createNamespacedPod({ namespace: bed.ns, body: podOf(bed.ns, 'hooks-serve', IMAGE_REFS.hooks) });
+    const base = `http://${await runningWithIp(bed, 'hooks-serve')}:${port}`;
+    const health = await eventually('GET /healthz', async () => {
+      const r = await httpRequest(`${base}/healthz`);
+      return r.status === 200 ? r : undefined;
+    });
+    expect(health.status).toBe(200);
+    const sync = await httpRequest(`${base}/stack/sync`, readRepoFile('examples/hooks/stack-sync-new.json'));
+    expect(sync.status).toBe(200);
+    expect((JSON.parse(sync.text) as CompositeSyncResponse).children?.length).toBeGreaterThan(0);
+    const end = await deleteAndWatchEnd(bed, 'hooks-serve');
+    expect({ exitCode: end.exitCode, reason: end.reason }).toEqual({ exitCode: 0, reason: 'Completed' });
+  });
+});
+
+describe('agent image', () => {
+  it("runs as uid/gid 1000, the ids of the workspace pods' restricted profile, with tini as PID 1", async () => {
+    // args only: the image's ENTRYPOINT stays in front of them.
+    const script = 'id -u; id -g; echo "$HOME"; tr "\\0" " " < /proc/1/cmdline; echo';
+    const { phase, log } = await runPod(
+      bed,
+      podOf(bed.ns, 'agent-id', IMAGE_REFS.agent, { args: ['/bin/sh', '-c', script] }),
+    );
+    expect(phase).toBe('Succeeded');
+    const [uid, gid, home, pid1] = log.trim().split('\n');
+    expect([Number(uid), Number(gid)]).toEqual([RESTRICTED_POD_SECURITY.runAsUser, RESTRICTED_POD_SECURITY.runAsGroup]);
+    expect(home).toBe('/home/node');
+    expect(pid1?.trim().split(' ').slice(0, 3)).toEqual(['/usr/bin/tini', '--', '/bin/sh']);
+  });
+
+  it('has git, ssh, pulumi, pulumi-language-yaml and pko-agent on PATH, and pulumi is the toolchain CLI', async () => {
+    const tools = ['git', 'ssh', 'pulumi', 'pulumi-language-yaml', AGENT_COMMAND];
+    const script = `for t in ${tools.join(' ')}; do p=$(command -v "$t") && [ -x "$p" ] && echo "$t $p" || echo "$t missing"; done; pulumi version; ${AGENT_COMMAND} version`;
+    const { phase, log } = await runPod(bed, podOf(bed.ns, 'agent-tools', IMAGE_REFS.agent, sh(script)));
+    expect(phase).toBe('Succeeded');
+    const lines = log.trim().split('\n');
+    expect(lines.slice(0, tools.length)).toEqual([
+      'git /usr/bin/git',
+      'ssh /usr/bin/ssh',
+      'pulumi /pulumi/bin/pulumi',
+      'pulumi-language-yaml /pulumi/bin/pulumi-language-yaml',
+      `${AGENT_COMMAND} /usr/local/bin/${AGENT_COMMAND}`,
+    ]);
+    const bare = (v: string | undefined) => v?.trim().replace(/^v/, '');
+    expect(bare(lines[tools.length])).toBe(bare(versions.pulumi));
+    // The launcher reaches the compiled agent: everything it loads is in the image.
+    const pkg = JSON.parse(readRepoFile('package.json')) as { version: string };
+    expect(lines[tools.length + 1]).toBe(`${AGENT_COMMAND} ${pkg.version}`);
+  });
+
+  it('every command the hooks put in pod specs resolves to an executable in the image', async () => {
+    const commands = hookCommands();
+    expect(commands.map((c) => c.join(' ')).sort()).toEqual([
+      'pko-agent fetch flux',
+      'pko-agent fetch git',
+      'pko-agent fetch local',
+      'pko-agent fetch program',
+      'pko-agent fetch project-info',
+      'pko-agent serve',
+      'pko-agent update',
+    ]);
+    const names = [...new Set(commands.map((c) => c[0]!))];
+    const script = names.map((n) => `p=$(command -v '${n}') && [ -x "$p" ] && echo "${n} ok" || echo "${n} missing"`);
+    const { phase, log } = await runPod(bed, podOf(bed.ns, 'agent-commands', IMAGE_REFS.agent, sh(script.join('; '))));
+    expect(phase).toBe('Succeeded');
+    expect(log.trim().split('\n')).toEqual(names.map((n) => `${n} ok`));
+  });
+
+  it('its default command is pko-agent serve, behind tini', async () => {
+    const config = await imageConfigOf(bed, IMAGE_REFS.agent);
+    expect({ entrypoint: config.Entrypoint, cmd: config.Cmd }).toEqual({
+      entrypoint: ['/usr/bin/tini', '--'],
+      cmd: [AGENT_COMMAND, 'serve'],
+    });
+    // Started with neither command nor args, the container serves the workspace.
+    const env = [
+      { name: Env.workspaceStack, value: JSON.stringify({ name: 'dev' }) },
+      { name: 'PKO_AGENT_AUTH_MODE', value: 'none' },
+    ];
+    const body = podOf(bed.ns, 'agent-serve', IMAGE_REFS.agent, { env }, true);
+    await bed.core.createNamespacedPod({ namespace: bed.ns, body });
+    const ip = await runningWithIp(bed, 'agent-serve');
+    const health = await eventually('GET /healthz of the workspace server', async () => {
+      const r = await httpRequest(`http://${ip}:${WORKSPACE_PORT}/healthz`);
+      return r.status === 200 ? r : undefined;
+    });
+    expect(health.status).toBe(200);
+  });
+});
