@@ -112,10 +112,21 @@ describe('security', () => {
     for (const c of [...(ws.spec?.initContainers ?? []), ...(ws.spec?.containers ?? [])]) {
       expect(c.securityContext).toMatchObject({ allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } });
     }
-    const jobPods = await op.core.listNamespacedPod({
-      namespace: ns,
-      labelSelector: `job-name=${stack.status?.lastUpdate?.name}`,
-    });
+    // The Job's result reaches the Stack before kubelet has reported its pod's end: wait for that.
+    const jobPods = await eventually(
+      'the update pod to have succeeded',
+      async () => {
+        const pods = await op.core.listNamespacedPod({
+          namespace: ns,
+          labelSelector: `job-name=${stack.status?.lastUpdate?.name}`,
+        });
+        return pods.items.every((p) => p.status?.phase !== 'Running' && p.status?.phase !== 'Pending')
+          ? pods
+          : undefined;
+      },
+      60_000,
+      500,
+    );
     expect(jobPods.items.map((p) => p.status?.phase)).toEqual(['Succeeded']);
     expect(jobPods.items[0]!.spec?.securityContext).toMatchObject({
       runAsNonRoot: true,

@@ -319,7 +319,10 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
       mode: 0o600,
     });
     const nodeKubeconfigs = {} as Record<NodeIdentity, string>;
-    for (const [name, identity] of Object.entries(nodeIdentities) as [NodeIdentity, { user: string; token: string }][]) {
+    for (const [name, identity] of Object.entries(nodeIdentities) as [
+      NodeIdentity,
+      { user: string; token: string },
+    ][]) {
       nodeKubeconfigs[name] = path.join(dir, `${name}.kubeconfig`);
       fs.writeFileSync(nodeKubeconfigs[name], kubeconfigYaml(server, caData, identity.user, identity.token), {
         mode: 0o600,

@@ -28,7 +28,9 @@ beforeAll(async () => {
   await core.createNamespace({
     body: { metadata: { name: ns, labels: { 'pod-security.kubernetes.io/enforce': 'restricted' } } },
   });
-  await eventually('the default ServiceAccount', () => core.readNamespacedServiceAccount({ namespace: ns, name: 'default' }));
+  await eventually('the default ServiceAccount', () =>
+    core.readNamespacedServiceAccount({ namespace: ns, name: 'default' }),
+  );
 });
 
 afterAll(async () => {
@@ -51,7 +53,13 @@ function pod(name: string, image: string, script: string): k8s.V1Pod {
       restartPolicy: 'Never',
       securityContext: restricted(),
       containers: [
-        { name: 'main', image, imagePullPolicy: 'Never', command: ['/bin/sh', '-c', script], securityContext: container },
+        {
+          name: 'main',
+          image,
+          imagePullPolicy: 'Never',
+          command: ['/bin/sh', '-c', script],
+          securityContext: container,
+        },
       ],
     },
   };
@@ -74,7 +82,11 @@ const logOf = (name: string): Promise<string> =>
 
 describe('the real node', () => {
   it('runs a restricted pod as a container: uid 1000, read-only root, no capabilities', async () => {
-    const body = pod('restricted', IMAGE_REFS.debian, 'id -u; grep CapEff /proc/self/status; touch /probe 2>&1 || true');
+    const body = pod(
+      'restricted',
+      IMAGE_REFS.debian,
+      'id -u; grep CapEff /proc/self/status; touch /probe 2>&1 || true',
+    );
     body.spec!.containers[0]!.securityContext = { ...container, readOnlyRootFilesystem: true };
     await core.createNamespacedPod({ namespace: ns, body });
     const done = await finished('restricted');
@@ -135,9 +147,15 @@ describe('the real node', () => {
   it('sends SIGTERM on delete and keeps the pod for its grace period', async () => {
     await core.createNamespacedPod({
       namespace: ns,
-      body: pod('graceful', IMAGE_REFS.debian, `trap 'echo got SIGTERM; exit 0' TERM; echo started; while :; do sleep 1; done`),
+      body: pod(
+        'graceful',
+        IMAGE_REFS.debian,
+        `trap 'echo got SIGTERM; exit 0' TERM; echo started; while :; do sleep 1; done`,
+      ),
     });
-    await eventually('pod graceful to log', async () => ((await logOf('graceful')).includes('started') ? true : undefined));
+    await eventually('pod graceful to log', async () =>
+      (await logOf('graceful')).includes('started') ? true : undefined,
+    );
     const follow = new k8s.Log(cp.kubeConfig);
     let text = '';
     const { Writable } = await import('node:stream');
@@ -158,7 +176,8 @@ describe('the real node', () => {
     abort.abort();
     await eventually(
       'pod graceful to be gone',
-      async () => ((await core.readNamespacedPod({ namespace: ns, name: 'graceful' }).catch(() => undefined)) ? undefined : true),
+      async () =>
+        (await core.readNamespacedPod({ namespace: ns, name: 'graceful' }).catch(() => undefined)) ? undefined : true,
       60_000,
     );
   });

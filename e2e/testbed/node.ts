@@ -46,7 +46,9 @@ let nodeCount = 0;
 export async function startNode(cp: ControlPlane, options: { startTimeoutMs?: number } = {}): Promise<RealNode> {
   const env = requireTestbedEnvironment();
   if (cp.nodeAddress !== env.nodeIp) {
-    throw new Error(`the control plane must advertise the node's address: startControlPlane({ nodeAddress: '${env.nodeIp}' })`);
+    throw new Error(
+      `the control plane must advertise the node's address: startControlPlane({ nodeAddress: '${env.nodeIp}' })`,
+    );
   }
   const tc = requireToolchain(['kubernetes', 'coredns', 'crictl']);
   const dir = path.join(env.dir, `node-${process.pid}-${++nodeCount}`);
@@ -76,7 +78,13 @@ export async function startNode(cp: ControlPlane, options: { startTimeoutMs?: nu
     await stopProcesses(state);
     // kubelet does not stop pods when it stops: remove them, so that the next node starts empty.
     await crictl('--timeout', '30s', 'rmp', '--force', '--all').catch(() => undefined);
-    for (const m of fs.readFileSync('/proc/self/mountinfo', 'utf8').split('\n').map((l) => l.split(' ')[4] ?? '').filter((m) => m.startsWith(`${dir}/`)).sort().reverse()) {
+    for (const m of fs
+      .readFileSync('/proc/self/mountinfo', 'utf8')
+      .split('\n')
+      .map((l) => l.split(' ')[4] ?? '')
+      .filter((m) => m.startsWith(`${dir}/`))
+      .sort()
+      .reverse()) {
       await execFileAsync('umount', ['-l', m]).catch(() => undefined);
     }
   };
@@ -112,7 +120,7 @@ export async function startNode(cp: ControlPlane, options: { startTimeoutMs?: nu
     ]);
 
     const objects = k8s.KubernetesObjectApi.makeApiClient(cp.kubeConfig);
-    for (const o of kubeDnsObjects(env.nodeIp)) await objects.create(o as k8s.KubernetesObject);
+    for (const o of kubeDnsObjects(env.nodeIp)) await objects.create(o);
 
     const core = cp.kubeConfig.makeApiClient(k8s.CoreV1Api);
     const outcome = await eventually(
@@ -131,6 +139,6 @@ export async function startNode(cp: ControlPlane, options: { startTimeoutMs?: nu
   } catch (e) {
     await stop();
     const logs = state.procs.map((p) => `--- ${p.info.name}, last lines:\n${tail(p.info.logFile)}`).join('\n');
-    throw new Error(`the node did not start: ${(e as Error).message}\n${logs}`);
+    throw new Error(`the node did not start: ${(e as Error).message}\n${logs}`, { cause: e });
   }
 }
