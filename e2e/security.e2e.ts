@@ -12,7 +12,7 @@ import { expect } from '@jest/globals';
 import { request } from 'undici';
 import type { Program } from '../schemas/generated/types';
 import { WORKSPACE_PORT } from '../contract';
-import { e2eStackSpec, eventually, exists, type Operator, stackCondition } from './harness';
+import { AGENT_IMAGE, defined, e2eStackSpec, eventually, exists, type Operator, stackCondition } from './harness';
 import { e2eSuite } from './suite';
 
 let op: Operator;
@@ -108,6 +108,11 @@ describe('security', () => {
 
     const ws = await op.core.readNamespacedPod({ namespace: ns, name: 'secure-workspace-0' });
     expect(ws.status?.phase).toBe('Running');
+    // A container of the agent image built from our Dockerfile, run by the node's containerd.
+    const pulumi = ws.status?.containerStatuses?.find((c) => c.name === 'pulumi');
+    expect(pulumi?.image).toBe(AGENT_IMAGE);
+    const containerId = defined(pulumi?.containerID, 'containerID').replace('containerd://', '');
+    expect(await op.node.crictl('ps', '--quiet', '--id', containerId)).toContain(containerId);
     expect(ws.spec?.securityContext).toMatchObject({ runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } });
     for (const c of [...(ws.spec?.initContainers ?? []), ...(ws.spec?.containers ?? [])]) {
       expect(c.securityContext).toMatchObject({ allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } });
