@@ -12,7 +12,8 @@
  * Metacontroller builds from them (hook version v2: objects by `<Kind>.<apiVersion>`, then by
  * `<namespace>/<name>`) to bench/requests/steady-state-sync.json.
  *
- * Run: e2e/toolchain/build.sh (once), then npm run build && node dist/bench/capture-sync-request.js
+ * Run: e2e/toolchain/build.sh (once), then npm run build && npm run testbed:images &&
+ *   bash e2e/testbed/node/run-in-testbed.sh node dist/bench/capture-sync-request.js (the real node, as the e2e suite)
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
