@@ -1,9 +1,11 @@
 /**
  * The test bed's images (e2e/testbed/images): the pause image is built with buildah, reused from
  * its archive on the next call, and imported into a throw-away containerd (own root, state and
- * socket in a temp dir, no CRI plugin, so no network set-up) with importImages().
+ * socket in a temp dir, no CRI plugin, so no network set-up) with importImages(). The stand-ins
+ * of Pulumi's nonroot images are checked in their archives (the config and layers containerd
+ * imports): user 1000:1000, /pulumi/bin on PATH, and Node.js only in pulumi/pulumi.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -11,7 +13,7 @@ import { buildImages } from './images/build';
 import { importImages } from './images/containerd';
 import { run } from './images/exec';
 import { mountsUnder } from './images/buildah';
-import { IMAGE_REFS } from './images/refs';
+import { IMAGE_REFS, type ImageName } from './images/refs';
 import { eventually } from './eventually';
 
 interface ScratchContainerd {
@@ -76,6 +78,30 @@ async function startContainerd(): Promise<ScratchContainerd> {
   return { address, dir, log, stop };
 }
 
+/** A file of a docker-archive tar. */
+const fromArchive = (archive: string, member: string): string =>
+  execFileSync('tar', ['-xOf', archive, member], { encoding: 'utf8', maxBuffer: 1 << 26 });
+
+interface ArchiveImage {
+  config: { User?: string; Env?: string[]; WorkingDir?: string; Cmd?: string[] };
+  /** Every path in the image's layers, without a leading `./` or `/`. */
+  paths: Set<string>;
+}
+
+function readArchiveImage(archive: string): ArchiveImage {
+  const [manifest] = JSON.parse(fromArchive(archive, 'manifest.json')) as { Config: string; Layers: string[] }[];
+  const { config } = JSON.parse(fromArchive(archive, manifest!.Config)) as { config: ArchiveImage['config'] };
+  const paths = new Set<string>();
+  for (const layer of manifest!.Layers) {
+    const list = execFileSync('sh', ['-c', 'tar -xOf "$1" "$2" | tar -t', 'sh', archive, layer], {
+      encoding: 'utf8',
+      maxBuffer: 1 << 28,
+    });
+    for (const p of list.split('\n')) if (p !== '') paths.add(p.replace(/^\.?\//, '').replace(/\/$/, ''));
+  }
+  return { config, paths };
+}
+
 describe('test-bed images', () => {
   test('the pause image is built once, then reused from its archive', async () => {
     const [first] = await buildImages({ only: ['pause'] });
@@ -107,4 +133,35 @@ describe('test-bed images', () => {
     }
     expect(fs.existsSync(containerd.dir)).toBe(false);
   }, 120_000);
+
+  test.each<[ImageName, boolean]>([
+    ['pulumiNonroot', true],
+    ['pulumiBase', false],
+  ])(
+    "%s: Pulumi's nonroot image stand-in (user 1000, /pulumi/bin on PATH, Node.js: %s)",
+    async (name, hasNode) => {
+      const results = await buildImages({ only: [name] });
+      const built = results.find((r) => r.name === name);
+      expect(built).toMatchObject({ ref: IMAGE_REFS[name] });
+      const image = readArchiveImage(built!.archive);
+      expect(image.config).toMatchObject({ User: '1000:1000', WorkingDir: '/home/pulumi', Cmd: ['pulumi'] });
+      const pathEnv = image.config.Env?.find((e) => e.startsWith('PATH='));
+      expect(pathEnv?.slice('PATH='.length).split(':')).toContain('/pulumi/bin');
+      expect(image.paths).toContain('pulumi/bin/pulumi');
+      expect(image.paths).toContain('pulumi/bin/pulumi-language-yaml');
+      expect(image.paths).toContain('home/pulumi');
+      const passwd = [...image.paths].includes('etc/passwd');
+      expect(passwd).toBe(true);
+      const node = [...image.paths].filter((p) => /(^|\/)(node|nodejs)$/.test(p) && /bin\//.test(p));
+      if (hasNode) {
+        expect(node).toContain('usr/local/bin/node');
+        expect(image.paths).toContain('pulumi/bin/pulumi-resource-pulumi-nodejs');
+        expect(image.paths).toContain('usr/bin/git');
+      } else {
+        expect(node).toEqual([]);
+        expect(image.paths).not.toContain('usr/local/lib/node_modules');
+      }
+    },
+    900_000,
+  );
 });

@@ -65,6 +65,16 @@ export class Buildah {
     return this.exec(['run', '--runtime', RUNTIME, '--network', 'none', container, '--', ...argv]);
   }
 
+  /** `buildah copy --from <image>`: `src` is a path in that image. */
+  copyFrom(image: string, container: string, src: string, dest: string): Promise<string> {
+    return this.exec(['copy', '--from', image, container, src, dest]);
+  }
+
+  /** A command in the container on the host's network (apt-get from Debian's mirror). */
+  runOnHostNetwork(container: string, argv: readonly string[]): Promise<string> {
+    return this.exec(['run', '--runtime', RUNTIME, '--network', 'host', container, '--', ...argv]);
+  }
+
   config(container: string, flags: readonly string[]): Promise<string> {
     return this.exec(['config', ...flags, container]);
   }

@@ -13,7 +13,10 @@ import { IMAGE_NAMES, IMAGE_REFS, type ImageName } from './refs';
 const NODE_IMAGES: readonly ImageName[] = ['pause', 'debian', 'node', 'hooks', 'agent'];
 
 export interface ImportOptions {
-  /** Default: pause, debian, node, hooks and agent (the pulumi image is only a build input). */
+  /**
+   * Default: pause, debian, node, hooks and agent (the pulumi image is only a build input; the
+   * stand-ins of Pulumi's images, 713 MB together, are imported only when named).
+   */
   images?: readonly ImageName[];
   namespace?: string;
   env?: NodeJS.ProcessEnv;

@@ -2,7 +2,8 @@
  * `npm run testbed:images [-- [--force] [--import <containerd socket>] [image ...]]`: builds the
  * test bed's images (all, or the ones named and what they need), prints what was built or reused
  * and how long it took; with --force the named images are rebuilt; with --import the archives are
- * then imported into that containerd. Images: debian node pause pulumi hooks agent.
+ * then imported into that containerd. Images: debian node pause pulumi pulumiNonroot pulumiBase
+ * hooks agent.
  */
 import { buildImages, type ImageResult } from './build';
 import { importImages } from './containerd';

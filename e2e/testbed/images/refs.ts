@@ -10,10 +10,22 @@ import * as path from 'node:path';
 import { type Dockerfile, parseDockerfile, stageNamed } from '../../../packaging/lib/dockerfile';
 import { REPO_ROOT, versions } from '../toolchain';
 
-export type ImageName = 'debian' | 'node' | 'pause' | 'pulumi' | 'hooks' | 'agent';
+export type ImageName = 'debian' | 'node' | 'pause' | 'pulumi' | 'pulumiNonroot' | 'pulumiBase' | 'hooks' | 'agent';
 
 /** Build order: each image comes after the ones it is built from. */
-export const IMAGE_NAMES: readonly ImageName[] = ['debian', 'node', 'pause', 'pulumi', 'hooks', 'agent'];
+export const IMAGE_NAMES: readonly ImageName[] = [
+  'debian',
+  'node',
+  'pause',
+  'pulumi',
+  'pulumiNonroot',
+  'pulumiBase',
+  'hooks',
+  'agent',
+];
+
+/** The toolchain's Pulumi version as Pulumi's image tags spell it (3.274.1, no `v`). */
+const PULUMI_TAG = versions.pulumi.replace(/^v/, '');
 
 /** Version of our pause program (pause.c), the tag of its image. */
 export const PAUSE_VERSION = '1.0';
@@ -39,6 +51,8 @@ function imageRefs(df: Dockerfile): Record<ImageName, string> {
     node: normalizeRef(stageNamed(df, 'build').base),
     pause: `localhost/pko-testbed/pause:${PAUSE_VERSION}`,
     pulumi: `localhost/pko-testbed/pulumi:${versions.pulumi}`,
+    pulumiNonroot: `docker.io/pulumi/pulumi:${PULUMI_TAG}-nonroot`,
+    pulumiBase: `docker.io/pulumi/pulumi-base:${PULUMI_TAG}-nonroot`,
     hooks: 'localhost/pko-testbed/hooks:dev',
     agent: 'localhost/pko-testbed/agent:dev',
   };
@@ -48,6 +62,8 @@ function imageRefs(df: Dockerfile): Record<ImageName, string> {
  * The reference of each image: `debian` and `node` are the Dockerfile's base images
  * (docker.io/library/debian:bookworm-slim, docker.io/library/node:24-bookworm-slim), `pause` the
  * pod sandbox image to set as containerd's `sandbox_image`, `pulumi` the toolchain's Pulumi
- * binaries (the agent's PULUMI_STAGE), `hooks` and `agent` the project's two images.
+ * binaries (the agent's PULUMI_STAGE), `pulumiNonroot` and `pulumiBase` stand-ins of Pulumi's
+ * docker.io/pulumi/pulumi and pulumi-base `<version>-nonroot` images (upstream-pulumi.ts), `hooks`
+ * and `agent` the project's two images.
  */
 export const IMAGE_REFS: Readonly<Record<ImageName, string>> = imageRefs(readDockerfile());

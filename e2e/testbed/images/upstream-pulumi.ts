@@ -1,0 +1,102 @@
+/**
+ * Stand-ins of Pulumi's own images, under their upstream names, for workspaces that run in the
+ * user's choice of Pulumi image (pulumi-docker-containers' nonroot variants):
+ *
+ *   pulumiNonroot  docker.io/pulumi/pulumi:<version>-nonroot       debian + Node.js (node.ts's, with
+ *                                                                  npm) + git + the toolchain's
+ *                                                                  pulumi, pulumi-language-yaml,
+ *                                                                  pulumi-resource-pulumi-nodejs
+ *   pulumiBase     docker.io/pulumi/pulumi-base:<version>-nonroot  debian + pulumi and
+ *                                                                  pulumi-language-yaml only: no
+ *                                                                  Node.js, no git
+ *
+ * Both: /pulumi/bin first on PATH, user and group `pulumi` 1000:1000 with home /home/pulumi,
+ * `USER 1000:1000`, WORKDIR /home/pulumi, CMD ["pulumi"]. The binaries are copied from the
+ * toolchain as the `pulumi` recipe does; Node.js from the node stand-in (`buildah copy --from`);
+ * git by apt-get from Debian's mirror (the one RUN step on the host's network).
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { hashFile } from './hash';
+import type { BuildContext, Recipe } from './recipe';
+import type { ImageName } from './refs';
+import { requireBinaries, type ToolchainBinaries } from '../toolchain';
+
+const ADD_USER = 'groupadd --gid 1000 pulumi && useradd --uid 1000 --gid pulumi --shell /bin/bash --create-home pulumi';
+const INSTALL_GIT =
+  'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends ' +
+  'git ca-certificates >/dev/null && apt-get clean && rm -rf /var/lib/apt/lists/*';
+const PATH_ENV = 'PATH=/pulumi/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+const CONFIG = ['--env', PATH_ENV, '--user', '1000:1000', '--workingdir', '/home/pulumi', '--cmd', '["pulumi"]'];
+
+/** Binary name in /pulumi/bin → its toolchain key. */
+type Binaries = Record<string, keyof ToolchainBinaries>;
+
+interface Variant {
+  name: ImageName;
+  binaries: Binaries;
+  /** Node.js (and npm) from the node stand-in, and git. */
+  nodeAndGit: boolean;
+}
+
+function upstreamPulumi(v: Variant): Recipe {
+  const files = (): [string, string][] => {
+    const bins = requireBinaries(Object.values(v.binaries));
+    return Object.entries(v.binaries).map(([name, key]) => [name, bins[key]]);
+  };
+  return {
+    name: v.name,
+    needs: v.nodeAndGit ? ['debian', 'node'] : ['debian'],
+    tools: ['runc'],
+    async inputs() {
+      const out: Record<string, string> = {};
+      for (const [name, file] of files()) out[name] = await hashFile(file);
+      out.user = ADD_USER;
+      out.config = CONFIG.join(' ');
+      if (v.nodeAndGit) out.git = INSTALL_GIT;
+      return out;
+    },
+    async build(ctx: BuildContext) {
+      const dir = path.join(ctx.work, 'bin');
+      fs.mkdirSync(dir);
+      for (const [name, file] of files()) fs.copyFileSync(file, path.join(dir, name));
+      const b = ctx.buildah;
+      const c = await b.from(ctx.refs.debian);
+      await b.copy(c, `${dir}/`, '/pulumi/bin/', '0755');
+      let check = 'pulumi version >/dev/null && test ! -e /usr/local/bin/node';
+      if (v.nodeAndGit) {
+        const node = ctx.refs.node;
+        await b.copyFrom(node, c, '/usr/local/bin/node', '/usr/local/bin/node');
+        await b.copyFrom(node, c, '/usr/local/lib/node_modules/', '/usr/local/lib/node_modules/');
+        await b.runIn(c, [
+          'sh',
+          '-ec',
+          'ln -s node /usr/local/bin/nodejs && ' +
+            'ln -s ../lib/node_modules/npm/bin/npm-cli.js /usr/local/bin/npm && ' +
+            'ln -s ../lib/node_modules/npm/bin/npx-cli.js /usr/local/bin/npx',
+        ]);
+        await b.runOnHostNetwork(c, ['sh', '-ec', INSTALL_GIT]);
+        check = 'pulumi version >/dev/null && node --version >/dev/null && npm --version >/dev/null && git --version';
+      }
+      await b.runIn(c, ['sh', '-ec', `export ${PATH_ENV} && ${ADD_USER} && ${check}`]);
+      await b.config(c, CONFIG);
+      await b.commit(c, ctx.refs[v.name]);
+    },
+  };
+}
+
+export const pulumiNonroot: Recipe = upstreamPulumi({
+  name: 'pulumiNonroot',
+  binaries: {
+    pulumi: 'pulumi',
+    'pulumi-language-yaml': 'pulumiLanguageYaml',
+    'pulumi-resource-pulumi-nodejs': 'pulumiResourcePulumiNodejs',
+  },
+  nodeAndGit: true,
+});
+
+export const pulumiBase: Recipe = upstreamPulumi({
+  name: 'pulumiBase',
+  binaries: { pulumi: 'pulumi', 'pulumi-language-yaml': 'pulumiLanguageYaml' },
+  nodeAndGit: false,
+});
