@@ -15,7 +15,15 @@ import type { WorkspaceSource } from '../hooks/src/stack/source';
 import { desiredWorkspace, RESTRICTED_POD_SECURITY } from '../hooks/src/stack/workspace';
 import type { CompositeSyncResponse, Stack } from '../schemas';
 import { httpRequest } from './lib/http';
-import { deleteAndWatchEnd, imageConfigOf, type PodBed, podOf, runningWithIp, runPod, startPodBed } from './lib/pods';
+import {
+  deleteAndWatchEnd,
+  imageConfigOf,
+  type PodBed,
+  podOf,
+  runningWithIp,
+  runPod,
+  startPodBed,
+} from '../e2e/testbed/pod-bed';
 import { podSpecOf, readRepoFile, required } from './lib/repo';
 
 jest.setTimeout(180_000);

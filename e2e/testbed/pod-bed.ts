@@ -1,14 +1,14 @@
 /**
- * Pods of the project's images on the test bed's real node, for packaging/images.e2e.ts: a
+ * Plain pods on the test bed's real node, for its self-test (node.e2e.ts) and packaging/images.e2e.ts: a
  * control plane and node with the images imported, a namespace that enforces the restricted Pod
  * Security Standard, and helpers to run a pod to its end, read its log and watch its containers.
  */
 import * as k8s from '@kubernetes/client-node';
-import { type ControlPlane, startControlPlane } from '../../e2e/testbed/control-plane';
-import { eventually } from '../../e2e/testbed/eventually';
-import { ensureImages } from '../../e2e/testbed/images/containerd';
-import { type RealNode, startNode } from '../../e2e/testbed/node';
-import { requireTestbedEnvironment } from '../../e2e/testbed/node/environment';
+import { type ControlPlane, startControlPlane } from './control-plane';
+import { eventually } from './eventually';
+import { ensureImages } from './images/containerd';
+import { type RealNode, startNode } from './node';
+import { requireTestbedEnvironment } from './node/environment';
 
 export interface PodBed {
   cp: ControlPlane;
