@@ -50,6 +50,12 @@ export interface Operator {
   namespace(name: string): Promise<string>;
   /** Where the PVC `pulumi-state` of a namespace lives on the node (a hostPath volume; the file backend). */
   stateDir(namespace: string): string;
+  /**
+   * A PersistentVolume for the claim `namespace/claim`, bound to it in advance (the test bed has no
+   * provisioner): a directory of the node's disk, owned by uid 1000 (the workspace's user).
+   * Returns the directory.
+   */
+  volumeForClaim(namespace: string, claim: string): Promise<string>;
   /** A Stack as the API server has it. */
   getStack(namespace: string, name: string): Promise<Stack>;
   /** Waits until the Stack is Ready for its current generation (and `after` holds, if given). */
@@ -181,7 +187,27 @@ function operatorOf(
 ): Operator {
   const kc = cp.kubeConfig;
   const core = kc.makeApiClient(k8s.CoreV1Api);
-  const stateDir = (namespace: string): string => join(node.dir, 'claims', namespace, 'pulumi-state');
+  const claimDir = (namespace: string, claim: string): string => join(node.dir, 'claims', namespace, claim);
+  const stateDir = (namespace: string): string => claimDir(namespace, 'pulumi-state');
+  const volumeForClaim = async (namespace: string, claim: string): Promise<string> => {
+    const dir = claimDir(namespace, claim);
+    mkdirSync(dir, { recursive: true });
+    chownSync(dir, 1000, 1000);
+    await objects.create({
+      apiVersion: 'v1',
+      kind: 'PersistentVolume',
+      metadata: { name: `${claim}-${namespace}` },
+      spec: {
+        capacity: { storage: '1Gi' },
+        accessModes: ['ReadWriteOnce'],
+        persistentVolumeReclaimPolicy: 'Retain',
+        storageClassName: '',
+        hostPath: { path: dir, type: 'Directory' },
+        claimRef: { namespace, name: claim },
+      },
+    } as k8s.KubernetesObject);
+    return dir;
+  };
   const stackRbac = readFileSync(join(REPO_ROOT, 'manifests', 'stack-rbac.yaml'), 'utf8');
   const custom = kc.makeApiClient(k8s.CustomObjectsApi);
   const getStack = async (namespace: string, name: string): Promise<Stack> =>
@@ -265,22 +291,7 @@ function operatorOf(
       }
       // The claim binds to a volume of the node's disk made for it: the test reads the file
       // backend's state from there, and the agent (uid 1000) writes it.
-      const dir = stateDir(name);
-      mkdirSync(dir, { recursive: true });
-      chownSync(dir, 1000, 1000);
-      await objects.create({
-        apiVersion: 'v1',
-        kind: 'PersistentVolume',
-        metadata: { name: `pulumi-state-${name}` },
-        spec: {
-          capacity: { storage: '1Gi' },
-          accessModes: ['ReadWriteOnce'],
-          persistentVolumeReclaimPolicy: 'Retain',
-          storageClassName: '',
-          hostPath: { path: dir, type: 'Directory' },
-          claimRef: { namespace: name, name: 'pulumi-state' },
-        },
-      } as k8s.KubernetesObject);
+      await volumeForClaim(name, 'pulumi-state');
       await objects.create({
         apiVersion: 'v1',
         kind: 'PersistentVolumeClaim',
@@ -295,6 +306,7 @@ function operatorOf(
       return name;
     },
     stateDir,
+    volumeForClaim,
   };
 }
 
