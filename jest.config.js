@@ -8,6 +8,7 @@ module.exports = {
     '<rootDir>/schemas',
     '<rootDir>/bench',
     '<rootDir>/packaging',
+    '<rootDir>/e2e',
   ],
   testMatch: ['**/*.test.ts'],
   transform: { '^.+\\.ts$': ['ts-jest', {}] },
