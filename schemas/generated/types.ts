@@ -650,7 +650,7 @@ export interface WorkspaceTemplateSpec {
    */
   securityProfile?: string;
   /**
-   * Image of the `pulumi` container: the Pulumi CLI plus the language runtime the project needs. Defaults to `pulumi/pulumi:latest-nonroot` (restricted) or `pulumi/pulumi:latest` (baseline).
+   * Image of the `pulumi` container: the Pulumi CLI plus the language runtime the project needs. Any image with the Pulumi CLI on PATH and glibc: the agent is copied into the pod by the `bootstrap` init container. Defaults to the official image of the Pulumi release the operator supports, `pulumi/pulumi:3.274.1-nonroot` (restricted) or `pulumi/pulumi:3.274.1` (baseline); the hooks' WORKSPACE_IMAGE and WORKSPACE_IMAGE_BASELINE change the defaults.
    */
   image?: string;
   /**
