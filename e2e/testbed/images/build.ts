@@ -21,10 +21,21 @@ import { pause } from './pause';
 import { agent, hooks } from './project';
 import { pulumi } from './pulumi';
 import { pulumiBase, pulumiNonroot } from './upstream-pulumi';
+import { userPulumi } from './user-image';
 import type { Recipe } from './recipe';
 import { IMAGE_NAMES, IMAGE_REFS, type ImageName } from './refs';
 
-const RECIPES: Record<ImageName, Recipe> = { debian, node, pause, pulumi, pulumiNonroot, pulumiBase, hooks, agent };
+const RECIPES: Record<ImageName, Recipe> = {
+  debian,
+  node,
+  pause,
+  pulumi,
+  pulumiNonroot,
+  pulumiBase,
+  userPulumi,
+  hooks,
+  agent,
+};
 
 export interface BuildOptions {
   /** Images wanted (default: all); the images they need are built too. */

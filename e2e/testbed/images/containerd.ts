@@ -9,13 +9,16 @@ import { run } from './exec';
 import { imageDirs } from './paths';
 import { IMAGE_NAMES, IMAGE_REFS, type ImageName } from './refs';
 
-/** The images a node needs: the sandbox, the project's two and the bases (tests may run plain Debian/Node pods). */
-const NODE_IMAGES: readonly ImageName[] = ['pause', 'debian', 'node', 'hooks', 'agent'];
+/**
+ * The images a node needs: the sandbox, the project's two, the default workspace image (the
+ * stand-in of pulumi/pulumi:<version>-nonroot) and the bases (tests may run plain Debian/Node pods).
+ */
+const NODE_IMAGES: readonly ImageName[] = ['pause', 'debian', 'node', 'pulumiNonroot', 'hooks', 'agent'];
 
 export interface ImportOptions {
   /**
-   * Default: pause, debian, node, hooks and agent (the pulumi image is only a build input; the
-   * stand-ins of Pulumi's images, 713 MB together, are imported only when named).
+   * Default: pause, debian, node, pulumiNonroot, hooks and agent (the pulumi image is only a build
+   * input; pulumi-base's stand-in is imported only when named).
    */
   images?: readonly ImageName[];
   namespace?: string;

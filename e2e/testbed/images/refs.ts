@@ -10,7 +10,8 @@ import * as path from 'node:path';
 import { type Dockerfile, parseDockerfile, stageNamed } from '../../../packaging/lib/dockerfile';
 import { REPO_ROOT, versions } from '../toolchain';
 
-export type ImageName = 'debian' | 'node' | 'pause' | 'pulumi' | 'pulumiNonroot' | 'pulumiBase' | 'hooks' | 'agent';
+export type ImageName =
+  'debian' | 'node' | 'pause' | 'pulumi' | 'pulumiNonroot' | 'pulumiBase' | 'userPulumi' | 'hooks' | 'agent';
 
 /** Build order: each image comes after the ones it is built from. */
 export const IMAGE_NAMES: readonly ImageName[] = [
@@ -20,6 +21,7 @@ export const IMAGE_NAMES: readonly ImageName[] = [
   'pulumi',
   'pulumiNonroot',
   'pulumiBase',
+  'userPulumi',
   'hooks',
   'agent',
 ];
@@ -53,6 +55,7 @@ function imageRefs(df: Dockerfile): Record<ImageName, string> {
     pulumi: `localhost/pko-testbed/pulumi:${versions.pulumi}`,
     pulumiNonroot: `docker.io/pulumi/pulumi:${PULUMI_TAG}-nonroot`,
     pulumiBase: `docker.io/pulumi/pulumi-base:${PULUMI_TAG}-nonroot`,
+    userPulumi: 'localhost/pko-testbed/user-pulumi:1',
     hooks: 'localhost/pko-testbed/hooks:dev',
     agent: 'localhost/pko-testbed/agent:dev',
   };
@@ -63,7 +66,8 @@ function imageRefs(df: Dockerfile): Record<ImageName, string> {
  * (docker.io/library/debian:bookworm-slim, docker.io/library/node:24-bookworm-slim), `pause` the
  * pod sandbox image to set as containerd's `sandbox_image`, `pulumi` the toolchain's Pulumi
  * binaries (the agent's PULUMI_STAGE), `pulumiNonroot` and `pulumiBase` stand-ins of Pulumi's
- * docker.io/pulumi/pulumi and pulumi-base `<version>-nonroot` images (upstream-pulumi.ts), `hooks`
- * and `agent` the project's two images.
+ * docker.io/pulumi/pulumi and pulumi-base `<version>-nonroot` images (upstream-pulumi.ts),
+ * `userPulumi` a user's image built FROM the first (user-image.ts), `hooks` and `agent` the
+ * project's two images.
  */
 export const IMAGE_REFS: Readonly<Record<ImageName, string>> = imageRefs(readDockerfile());
