@@ -156,6 +156,9 @@ describe('the workspace image', () => {
       image: DEFAULT_IMAGE,
       command: ['sh', '-c', `mkdir -p /share/workspace && printf '${project}' > /share/workspace/Pulumi.yaml`],
       volumeMounts: [{ name: 'share', mountPath: '/share' }],
+      // The namespace enforces the restricted profile, which the hooks give only their own containers
+      // (as upstream, whose custom-workspace example sets the same on its init container).
+      securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } },
     };
     await op.objects.create(stackIn(ns, 'custom', {}, { initContainers: [init] }));
     const stack = await op.readyStack(ns, 'custom');
