@@ -41,7 +41,7 @@ async function kubectlExec(ns: string, pod: string, argv: string[]): Promise<str
 
 function program(ns: string, name: string, outputs: Record<string, unknown>): k8s.KubernetesObject {
   const obj = { apiVersion: 'pulumi.com/v1', kind: 'Program', metadata: { name, namespace: ns }, program: { outputs } };
-  return obj as k8s.KubernetesObject;
+  return obj;
 }
 
 interface WorkspaceChoice {
@@ -66,7 +66,7 @@ function stackIn(ns: string, name: string, spec: Partial<StackSpec>, ws: Workspa
     metadata: { name, namespace: ns },
     spec: { ...base, workspaceTemplate: { spec: template } },
   };
-  return stack as k8s.KubernetesObject;
+  return stack;
 }
 
 async function workspacePod(ns: string, stack: string): Promise<k8s.V1Pod> {
