@@ -41,7 +41,7 @@ async function kubectlExec(ns: string, pod: string, argv: string[]): Promise<str
 
 function program(ns: string, name: string, outputs: Record<string, unknown>): k8s.KubernetesObject {
   const obj = { apiVersion: 'pulumi.com/v1', kind: 'Program', metadata: { name, namespace: ns }, program: { outputs } };
-  return obj as k8s.KubernetesObject;
+  return obj;
 }
 
 interface WorkspaceChoice {
@@ -66,7 +66,7 @@ function stackIn(ns: string, name: string, spec: Partial<StackSpec>, ws: Workspa
     metadata: { name, namespace: ns },
     spec: { ...base, workspaceTemplate: { spec: template } },
   };
-  return stack as k8s.KubernetesObject;
+  return stack;
 }
 
 async function workspacePod(ns: string, stack: string): Promise<k8s.V1Pod> {
@@ -156,6 +156,9 @@ describe('the workspace image', () => {
       image: DEFAULT_IMAGE,
       command: ['sh', '-c', `mkdir -p /share/workspace && printf '${project}' > /share/workspace/Pulumi.yaml`],
       volumeMounts: [{ name: 'share', mountPath: '/share' }],
+      // The namespace enforces the restricted profile, which the hooks give only their own containers
+      // (as upstream, whose custom-workspace example sets the same on its init container).
+      securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } },
     };
     await op.objects.create(stackIn(ns, 'custom', {}, { initContainers: [init] }));
     const stack = await op.readyStack(ns, 'custom');

@@ -66,6 +66,20 @@ export function closure(wanted: readonly ImageName[]): ImageName[] {
   return IMAGE_NAMES.filter((n) => all.has(n));
 }
 
+/**
+ * The cache key of each wanted image (and of what it needs) for this checkout, as buildImages()
+ * computes it: importers use it to find the archives built from these sources.
+ */
+export async function cacheKeys(wanted: readonly ImageName[]): Promise<Partial<Record<ImageName, string>>> {
+  const keys: Partial<Record<ImageName, string>> = {};
+  for (const name of closure(wanted)) {
+    const recipe = RECIPES[name];
+    const needed = Object.fromEntries(recipe.needs.map((n) => [n, keys[n]!]));
+    keys[name] = cacheKey(name, IMAGE_REFS[name], await recipe.inputs(), needed);
+  }
+  return keys;
+}
+
 /** Leftovers of an interrupted or finished build: working containers, then mounts under our dirs. */
 async function cleanUp(buildah: Buildah, dirs: ImageDirs): Promise<void> {
   try {
@@ -104,7 +118,7 @@ export async function buildImages(options: BuildOptions = {}): Promise<ImageResu
       const needed = Object.fromEntries(recipe.needs.map((n) => [n, keys[n]!]));
       const key = cacheKey(name, ref, inputs, needed);
       keys[name] = key;
-      const previous = readRecord(dirs, name);
+      const previous = readRecord(dirs, name, key);
       if (previous && previous.key === key && !options.force?.includes(name)) {
         records[name] = previous;
         const seconds = (Date.now() - started) / 1000;
@@ -125,11 +139,11 @@ export async function buildImages(options: BuildOptions = {}): Promise<ImageResu
       const work = path.join(dirs.work, name);
       fs.rmSync(work, { recursive: true, force: true });
       fs.mkdirSync(work, { recursive: true });
-      dropRecord(dirs, name);
+      dropRecord(dirs, name, key);
       try {
         for (const n of recipe.needs) await ensureInStorage(buildah, records[n]!);
         await recipe.build({ buildah, dirs, work, log, refs: IMAGE_REFS });
-        const archive = archivePath(dirs, name);
+        const archive = archivePath(dirs, name, key);
         await buildah.pushArchive(ref, `${archive}.partial`);
         fs.renameSync(`${archive}.partial`, archive);
         const imageId = await buildah.imageId(ref);
