@@ -7,6 +7,7 @@ import { asLastApplied, asRetained, findObject, objectsOf, type KObject, type Ob
 import { applyMark, Reasons, type Mark } from './conditions';
 import { decideSync, MAX_UPDATE_FAILURES } from './decision';
 import { buildJob, identityOf, jobOutcome, type JobOutcome, type UpdateIdentity } from './job';
+import { recordOutputs } from './outputs';
 import { checkPrerequisites, refreshRequestsFor } from './prerequisites';
 import { resolveSource, type RefLookup, type WorkspaceSource } from './source';
 import { validateStackObject } from './validate';
@@ -121,13 +122,8 @@ function absorb(status: StackStatus, job: KObject, id: UpdateIdentity, outcome: 
   };
   if (result.permalink) last.permalink = result.permalink;
   status.lastUpdate = last;
-  if (succeeded && result.type === 'up' && result.outputs && !result.outputsOmitted) {
-    status.outputs = Object.fromEntries(
-      Object.keys(result.outputs)
-        .sort()
-        .map((k) => [k, result.outputs![k]]),
-    );
-  }
+  if (succeeded && result.type === 'up')
+    recordOutputs(status, result, job.metadata.name, id.generation, last.lastResyncTime ?? rfc3339(now));
   if (succeeded && result.projectInfo) status.projectInfo = { ...result.projectInfo };
   delete status.currentUpdate;
 }
@@ -191,11 +187,15 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
   if (isRecord(previous.currentUpdate)) status.currentUpdate = { ...previous.currentUpdate };
   if (isRecord(previous.outputs)) status.outputs = { ...previous.outputs };
   if (isRecord(previous.projectInfo)) status.projectInfo = { ...previous.projectInfo };
+  // Absorbing a result may set conditions of its own (outputs.ts); respond() adds the kstatus ones.
+  if (Array.isArray(previous.conditions)) status.conditions = previous.conditions;
   status.observedGeneration = generation;
   if (request !== '') status.observedReconcileRequest = request;
 
   const respond = (mark: Mark, children: KObject[], extra: Partial<StackSyncResponse> = {}): StackSyncResponse => {
-    status.conditions = applyMark(previous.conditions, mark, generation, now);
+    const conditions = applyMark(status.conditions, mark, generation, now);
+    delete status.conditions; // re-added last, where every answer has it
+    status.conditions = conditions;
     // A finalize answer always says whether the Stack may go (absent would mean the same, but say it).
     return { status, children, ...(deleting ? { finalized: false } : {}), ...extra };
   };
