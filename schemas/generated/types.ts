@@ -1603,7 +1603,7 @@ export interface UpdateTemplateSpec {
    */
   type?: string;
   /**
-   * How long a finished operation is kept before it is deleted, as a duration such as `1h` or `30m`. Defaults to 24h.
+   * How long a finished operation (its Job and outputs Secret) is kept before it is deleted, as a duration such as `1h` or `30m`, counted from when it finished; never before the Stack's status has its result. Defaults to 24h.
    */
   ttlAfterCompleted?: string;
   /**

@@ -9,6 +9,7 @@ import { decideSync, MAX_UPDATE_FAILURES } from './decision';
 import { buildJob, identityOf, jobOutcome, type JobOutcome, type UpdateIdentity } from './job';
 import { recordOutputs } from './outputs';
 import { checkPrerequisites, refreshRequestsFor } from './prerequisites';
+import { retainJobs } from './retention';
 import { resolveSource, type RefLookup, type WorkspaceSource } from './source';
 import { validateStackObject } from './validate';
 import { stackRbac } from './rbac';
@@ -197,9 +198,23 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
     delete status.conditions; // re-added last, where every answer has it
     status.conditions = conditions;
     // A finalize answer always says whether the Stack may go (absent would mean the same, but say it).
-    return { status, children, ...(deleting ? { finalized: false } : {}), ...extra };
+    const answer: StackSyncResponse = { status, children, ...(deleting ? { finalized: false } : {}), ...extra };
+    const wake = retained.resyncAfterSeconds;
+    if (wake !== undefined && !(answer.resyncAfterSeconds !== undefined && answer.resyncAfterSeconds <= wake))
+      answer.resyncAfterSeconds = wake;
+    return answer;
   };
-  const keptJobs = observed.jobs.map(({ job }) => asRetained(job));
+  // The Job that follows lastUpdate: the one whose result the status does not have yet.
+  const lastName = status.lastUpdate?.name ?? '';
+  const follows = ({ job, id }: ObservedJob): boolean =>
+    job.metadata.name === status.currentUpdate?.name ||
+    (id !== undefined && id.previous === lastName && job.metadata.name !== lastName);
+  // Finished Jobs go once their result is in the observed status and their TTL has passed.
+  const retained = retainJobs(
+    observed.jobs.map((o) => ({ ...o, absorbed: !follows(o) })),
+    now,
+  );
+  const keptJobs = retained.kept.map(({ job }) => asRetained(job));
   // The Stack's identities (rbac.ts) come with what it is given, allowed on exactly its Jobs.
   const withIdentities = (children: KObject[]): KObject[] => [
     ...children,
@@ -218,12 +233,7 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
   ];
 
   // 1. The operation that follows lastUpdate: absorb it when finished, wait while it runs.
-  const lastName = status.lastUpdate?.name ?? '';
-  const current = observed.jobs.find(
-    ({ job, id }) =>
-      job.metadata.name === status.currentUpdate?.name ||
-      (id !== undefined && id.previous === lastName && job.metadata.name !== lastName),
-  );
+  const current = observed.jobs.find(follows);
   if (current) {
     const { job, id, outcome } = current;
     if (id && outcome) {
