@@ -199,9 +199,9 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
     status.conditions = conditions;
     // A finalize answer always says whether the Stack may go (absent would mean the same, but say it).
     const answer: StackSyncResponse = { status, children, ...(deleting ? { finalized: false } : {}), ...extra };
+    // Called again when the next finished Job's TTL runs out, unless something else comes first.
     const wake = retained.resyncAfterSeconds;
-    if (wake !== undefined && !(answer.resyncAfterSeconds !== undefined && answer.resyncAfterSeconds <= wake))
-      answer.resyncAfterSeconds = wake;
+    if (wake !== undefined && (answer.resyncAfterSeconds ?? Infinity) > wake) answer.resyncAfterSeconds = wake;
     return answer;
   };
   // The Job that follows lastUpdate: the one whose result the status does not have yet.
