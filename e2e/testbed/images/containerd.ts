@@ -15,7 +15,7 @@ const NODE_IMAGES: readonly ImageName[] = ['pause', 'debian', 'node', 'hooks', '
 export interface ImportOptions {
   /**
    * Default: pause, debian, node, hooks and agent (the pulumi image is only a build input; the
-   * stand-ins of Pulumi's images, 713 MB together, are imported only when named).
+   * stand-ins of Pulumi's images, 713 MB for the first two, are imported only when named).
    */
   images?: readonly ImageName[];
   namespace?: string;
