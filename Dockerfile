@@ -8,7 +8,8 @@
 # hooks: the Metacontroller hook server (Deployment pulumi-mc-hooks). Production dependencies only,
 #        numeric non-root user, nothing written outside /tmp (runs with a read-only root filesystem).
 # agent: `pko-agent` plus the Pulumi CLI with its Node.js and YAML language hosts, git and ssh.
-#        The fetch init container, the workspace (`pko-agent serve`) and every operation Job run it.
+#        The bootstrap and fetch init containers and every operation Job run it; it also holds the
+#        self-contained agent (/opt/pko-agent) that the workspace runs in the user's Pulumi image.
 #
 # Build arguments: NODE_VERSION (a tag of the official node image: 24, 24.21, ...), PULUMI_VERSION
 # (a Pulumi CLI release), DEBIAN_RELEASE, and PULUMI_STAGE: where the agent's /pulumi/bin comes
@@ -85,6 +86,30 @@ RUN set -eu; \
 FROM ${PULUMI_STAGE} AS pulumi
 
 # ---------------------------------------------------------------------------------------------
+# injected-agent: what the workspace pod's `bootstrap` init container copies into /share, so that
+# the workspace runs in the user's image (docs/design.md, "The workspace pod"): /opt/pko-agent/tini
+# (static) and /opt/pko-agent/agent/{node, agent.js, lib/}: Node.js (stripped) with the agent as one
+# bundled file (npm run build:bundles). node finds libstdc++ and libgcc_s in its own lib/ (RUNPATH
+# $ORIGIN/lib, set with patchelf), so the workspace image needs only glibc 2.28+ and the Pulumi CLI.
+FROM node:${NODE_VERSION}-${DEBIAN_RELEASE}-slim AS injected-agent
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends binutils patchelf tini \
+ && rm -rf /var/lib/apt/lists/*
+COPY --from=build /src/dist/bundles/pko-agent.js /opt/pko-agent/agent/agent.js
+RUN set -eu; \
+    dir=/opt/pko-agent/agent; \
+    mkdir -p "$dir/lib"; \
+    cp /usr/local/bin/node "$dir/node"; \
+    strip "$dir/node"; \
+    for lib in libstdc++.so.6 libgcc_s.so.1; do \
+      cp -L "$(ldd /usr/local/bin/node | awk -v l="$lib" '$1 == l { print $3 }')" "$dir/lib/"; \
+    done; \
+    patchelf --set-rpath '$ORIGIN/lib' "$dir/node"; \
+    install -m 0755 /usr/bin/tini-static /opt/pko-agent/tini; \
+    ldd "$dir/node" | grep -q "libstdc++.so.6 => $dir/lib/"; \
+    "$dir/node" "$dir/agent.js" version
+
+# ---------------------------------------------------------------------------------------------
 # hooks: `node dist/hooks/src/main.js` on port 8080.
 FROM node:${NODE_VERSION}-${DEBIAN_RELEASE}-slim AS hooks
 # npm, npx, corepack and yarn are not needed at run time.
@@ -115,6 +140,8 @@ COPY --from=build /src/dist ./dist
 COPY --from=build /src/bin/pko-agent ./bin/pko-agent
 # `pko-agent` on PATH: puts tini in front of the agent when it is PID 1 (see the script).
 COPY packaging/docker/pko-agent /usr/local/bin/pko-agent
+# The workspace's injected agent, copied into /share by the `bootstrap` init container.
+COPY --from=injected-agent /opt/pko-agent /opt/pko-agent
 ENV PATH=/pulumi/bin:/usr/local/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin \
     HOME=/home/node \
     PULUMI_SKIP_UPDATE_CHECK=true

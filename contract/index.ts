@@ -89,6 +89,13 @@ export const Paths = {
   workspace: '/share/workspace',
   source: '/share/source',
   envFile: '/share/.env',
+  /** The injected agent (copied by the `bootstrap` init container): Node.js and the bundled agent. */
+  agentNode: '/share/agent/node',
+  agentBundle: '/share/agent/agent.js',
+  /** tini, PID 1 of the workspace container: forwards signals, reaps what plugins leave behind. */
+  tini: '/share/tini',
+  /** HOME for the workspace when the image's own HOME is not writable (an image without a user 1000). */
+  fallbackHome: '/share/home',
   /** Projected ServiceAccount token the runner presents to the workspace. */
   tokenDir: '/var/run/secrets/pulumi.com/workspace-token',
   token: '/var/run/secrets/pulumi.com/workspace-token/token',
@@ -104,6 +111,9 @@ export const WORKSPACE_PORT = 50051;
 
 /** The agent's executable, as installed on the agent image's PATH. */
 export const AGENT_COMMAND = 'pko-agent';
+
+/** In the agent image: what the `bootstrap` init container copies into /share (tini, agent/). */
+export const INJECTED_AGENT_DIR = '/opt/pko-agent';
 
 export type OperationType = 'up' | 'preview' | 'refresh' | 'destroy';
 export const OPERATION_TYPES: readonly OperationType[] = ['up', 'preview', 'refresh', 'destroy'];

@@ -7,7 +7,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { V1PodSpec } from '@kubernetes/client-node';
 import * as yaml from 'js-yaml';
-import { configFromEnv, DEFAULT_AGENT_IMAGE } from '../hooks/src/config';
+import { configFromEnv, DEFAULT_AGENT_IMAGE, DEFAULT_WORKSPACE_IMAGE } from '../hooks/src/config';
 import { CHART_DIR, helm, helmTemplate, removeHelmHome } from './lib/helm';
 import {
   findObject,
@@ -80,6 +80,9 @@ describe('helm template with the default values', () => {
     const d = findObject(objects, 'Deployment', 'pulumi-operator');
     expect(d.spec?.template.spec?.containers[0]?.image).toBe(`ghcr.io/pulumi-mc-operator/hooks:v${pkg.version}`);
     expect(envOf(d).AGENT_IMAGE).toBe(DEFAULT_AGENT_IMAGE);
+    // No workspace image settings: the hooks default to pulumi/pulumi:<supported version>-nonroot.
+    expect(envOf(d).WORKSPACE_IMAGE).toBeUndefined();
+    expect(configFromEnv(envOf(d)).workspaceImage).toEqual(DEFAULT_WORKSPACE_IMAGE);
   });
 
   test('the controllers call the Service the chart names after the release', () => {
@@ -179,6 +182,10 @@ describe('helm template with every value changed (packaging/testdata/chart-value
       bodyLimit: 16777216,
       fluxMaxUntarSizeBytes: '209715200',
       agentImagePullPolicy: 'IfNotPresent',
+      workspaceImage: {
+        restricted: 'registry.example.com/acme/pulumi-python:3.274.1-nonroot',
+        baseline: 'registry.example.com/acme/pulumi-python:3.274.1',
+      },
     });
   });
 

@@ -6,6 +6,7 @@
  */
 import * as fs from 'node:fs';
 import { compareVersions } from '../agent/src/serve/config';
+import { PULUMI_VERSION } from '../hooks/src/config';
 import { TEST_LANGUAGE_HOST_VERSION } from '../agent/testkit/language-nodejs';
 import { effectiveStage, parseDockerfile, stageNamed } from './lib/dockerfile';
 import { contextFiles, isExcluded, parseDockerignore } from './lib/dockerignore';
@@ -21,8 +22,16 @@ const pkg = JSON.parse(readRepoFile('package.json')) as {
 };
 
 describe('Dockerfile: stages and build arguments', () => {
-  test('has the build, prod-deps, pulumi-release, pulumi, hooks and agent stages', () => {
-    expect(df.stages.map((s) => s.name)).toEqual(['build', 'prod-deps', 'pulumi-release', 'pulumi', 'hooks', 'agent']);
+  test('has the build, prod-deps, pulumi-release, pulumi, injected-agent, hooks and agent stages', () => {
+    expect(df.stages.map((s) => s.name)).toEqual([
+      'build',
+      'prod-deps',
+      'pulumi-release',
+      'pulumi',
+      'injected-agent',
+      'hooks',
+      'agent',
+    ]);
   });
 
   test('PULUMI_STAGE picks where /pulumi/bin comes from, by default the release download', () => {
@@ -62,15 +71,40 @@ describe('Dockerfile: stages and build arguments', () => {
     expect(stageNamed(df, 'pulumi-release').args.PULUMI_VERSION).toBe(cli);
     expect(/^PULUMI_VERSION=v(\S+)$/m.exec(readRepoFile('e2e/toolchain/versions.env'))?.[1]).toBe(cli);
     expect(TEST_LANGUAGE_HOST_VERSION).toBe(cli);
+    // …and the default workspace image is that release's official image.
+    expect(PULUMI_VERSION).toBe(cli);
     const sdk = pkg.dependencies['@pulumi/pulumi'] ?? '';
     expect(sdk).toMatch(exact);
     expect(compareVersions(sdk, cli)).toBeLessThanOrEqual(0);
   });
 
-  test('the build stage installs with npm ci and builds with npm run build (tsc -p tsconfig.build.json)', () => {
+  test('the build stage installs with npm ci and builds with npm run build (tsc, then the bundles)', () => {
     const runs = stageNamed(df, 'build').runs.map((r) => r.command);
     expect(runs).toEqual(['npm ci --no-audit --no-fund', 'npm run build']);
-    expect(pkg.scripts.build).toBe('tsc -p tsconfig.build.json');
+    expect(pkg.scripts.build).toBe('tsc -p tsconfig.build.json && npm run build:bundles --silent');
+    expect(pkg.scripts['build:bundles']).toContain('pko-agent=agent/src/main.ts');
+  });
+
+  test('the injected agent: the bundle, a stripped node finding its C++ runtime in its own lib/, static tini', () => {
+    const stage = stageNamed(df, 'injected-agent');
+    expect(stage.copies).toEqual([
+      expect.objectContaining({
+        from: 'build',
+        sources: ['/src/dist/bundles/pko-agent.js'],
+        dest: '/opt/pko-agent/agent/agent.js',
+      }),
+    ]);
+    const script = stage.runs.map((r) => r.command).join('\n');
+    expect(script).toContain('strip "$dir/node"');
+    expect(script).toContain(`patchelf --set-rpath '$ORIGIN/lib' "$dir/node"`);
+    expect(script).toContain('for lib in libstdc++.so.6 libgcc_s.so.1; do');
+    expect(script).toContain('install -m 0755 /usr/bin/tini-static /opt/pko-agent/tini');
+    // The build fails unless node then loads libstdc++ from lib/ and runs the bundle.
+    expect(script).toContain('ldd "$dir/node" | grep -q "libstdc++.so.6 => $dir/lib/"');
+    expect(script).toContain('"$dir/node" "$dir/agent.js" version');
+    expect(stageNamed(df, 'agent').copies).toContainEqual(
+      expect.objectContaining({ from: 'injected-agent', sources: ['/opt/pko-agent'], dest: '/opt/pko-agent' }),
+    );
   });
 
   test('prod-deps installs production dependencies only', () => {

@@ -4,8 +4,10 @@ import { version } from '../../package.json';
 export interface HookConfig {
   port: number;
   host: string;
-  /** The image of the fetch init container and the Job runner (and the default workspace image). */
+  /** The image of the bootstrap and fetch init containers and of the Job runner. */
   agentImage: string;
+  /** Default workspace images (no `workspaceTemplate.spec.image`), per security profile. */
+  workspaceImage: { restricted: string; baseline: string };
   agentImagePullPolicy?: 'Always' | 'IfNotPresent' | 'Never';
   /** Passed to the fetch container (upstream's FLUX_MAX_UNTAR_SIZE_BYTES). */
   fluxMaxUntarSizeBytes?: string;
@@ -20,6 +22,18 @@ export interface HookConfig {
 }
 
 export const DEFAULT_AGENT_IMAGE = `ghcr.io/pulumi-mc-operator/agent:v${version}`;
+
+/** The Pulumi CLI release this operator is built and tested with (the Dockerfile's PULUMI_VERSION). */
+export const PULUMI_VERSION = '3.274.1';
+
+/**
+ * Upstream's default workspace images, pinned to the supported release instead of `latest`: the
+ * official non-root image for the restricted profile, the root one for baseline.
+ */
+export const DEFAULT_WORKSPACE_IMAGE = {
+  restricted: `pulumi/pulumi:${PULUMI_VERSION}-nonroot`,
+  baseline: `pulumi/pulumi:${PULUMI_VERSION}`,
+} as const;
 
 function pullPolicy(v: string | undefined): HookConfig['agentImagePullPolicy'] {
   if (!v) return undefined;
@@ -42,6 +56,10 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): HookConfig 
     port: positiveInt('PORT', env.PORT, 8080),
     host: env.HOST || '0.0.0.0',
     agentImage: env.AGENT_IMAGE || DEFAULT_AGENT_IMAGE,
+    workspaceImage: {
+      restricted: env.WORKSPACE_IMAGE || DEFAULT_WORKSPACE_IMAGE.restricted,
+      baseline: env.WORKSPACE_IMAGE_BASELINE || DEFAULT_WORKSPACE_IMAGE.baseline,
+    },
     bodyLimit: positiveInt('BODY_LIMIT_BYTES', env.BODY_LIMIT_BYTES, 8 * 1024 * 1024),
     logLevel: env.LOG_LEVEL || 'info',
     gitTimeoutMs: positiveInt('GIT_TIMEOUT_MS', env.GIT_TIMEOUT_MS, 2000),

@@ -18,6 +18,7 @@ export const testConfig: HookConfig = {
   port: 0,
   host: '127.0.0.1',
   agentImage: 'example.test/pko-agent:v0.1.0',
+  workspaceImage: { restricted: 'example.test/pulumi:3-nonroot', baseline: 'example.test/pulumi:3' },
   bodyLimit: 1024 * 1024,
   logLevel: 'silent',
   gitTimeoutMs: 2000,

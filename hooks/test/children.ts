@@ -114,7 +114,9 @@ export function containerOf(pod: PodSpec, name: string, init = false): Container
 
 /** The workspace's first init container: the one that fetches the source. */
 export function fetchContainerOf(sts: Child<'StatefulSet'>): Container {
-  return at(podSpecOf(sts).initContainers, 0, 'init container');
+  const fetch = podSpecOf(sts).initContainers?.find((c) => c.name === 'fetch');
+  if (!fetch) throw new Error('the workspace pod has no fetch init container');
+  return fetch;
 }
 
 /** A container's env list; throws when it has none. */

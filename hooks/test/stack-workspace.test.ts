@@ -36,8 +36,8 @@ function podOf(spec: Parameters<typeof makeStack>[0]): PodTemplate {
   return templateOf(asChild(desiredWorkspace(makeStack(spec), programSource, testConfig).statefulSet, 'StatefulSet'));
 }
 const pulumiContainer = (pod: PodTemplate) => containerOf(pod.spec, 'pulumi');
-/** The workspace's first init container, the one that fetches the source. */
-const fetchOf = (pod: PodTemplate) => at(pod.spec.initContainers, 0, 'init container');
+/** The init container after bootstrap: the one that fetches the source. */
+const fetchOf = (pod: PodTemplate) => at(pod.spec.initContainers, 1, 'init container');
 /** PULUMI_WORKSPACE_STACK, the stack settings `pko-agent serve` reads, parsed. */
 const workspaceStackOf = (pod: PodTemplate): unknown =>
   JSON.parse(envValue(pulumiContainer(pod), 'PULUMI_WORKSPACE_STACK'));
@@ -73,7 +73,7 @@ describe('the workspace StatefulSet and Service', () => {
       seccompProfile: { type: 'RuntimeDefault' },
     });
     const all = [...(pod.spec.initContainers ?? []), ...pod.spec.containers];
-    expect(all.map((c) => c.name)).toEqual(['fetch', 'pulumi']);
+    expect(all.map((c) => c.name)).toEqual(['bootstrap', 'fetch', 'pulumi']);
     for (const c of all) {
       expect(c.securityContext).toEqual({
         allowPrivilegeEscalation: false,
@@ -219,7 +219,7 @@ describe('the workspace StatefulSet and Service', () => {
     expect(pod.spec.serviceAccountName).toBe('from-template');
     expect(pod.spec.nodeSelector).toEqual({ disk: 'ssd' });
     expect(pod.metadata.annotations?.['example.test/a']).toBe('b');
-    expect(pod.spec.initContainers?.map((c) => c.name)).toEqual(['fetch', 'setup']);
+    expect(pod.spec.initContainers?.map((c) => c.name)).toEqual(['bootstrap', 'fetch', 'setup']);
     expect(pod.spec.containers.map((c) => c.name)).toEqual(['pulumi', 'sidecar']);
     const c = pulumiContainer(pod);
     expect(c.image).toBe('example.test/custom-agent:1');
@@ -230,7 +230,7 @@ describe('the workspace StatefulSet and Service', () => {
     expect(pod.spec.volumes?.map((v) => v.name)).toContain('cache');
     // Every container, the user's too, gets upstream's dynamic env file.
     const all = [...(pod.spec.initContainers ?? []), ...pod.spec.containers];
-    expect(all).toHaveLength(4);
+    expect(all).toHaveLength(5);
     for (const x of all) expect(envVar(x, 'PULUMI_ENV')).toEqual({ name: 'PULUMI_ENV', value: '/share/.env' });
   });
 

@@ -650,7 +650,7 @@ export interface WorkspaceTemplateSpec {
    */
   securityProfile?: string;
   /**
-   * Image of the `pulumi` container: the Pulumi CLI plus the language runtime the project needs. Defaults to `pulumi/pulumi:latest-nonroot` (restricted) or `pulumi/pulumi:latest` (baseline).
+   * Image of the `pulumi` container: the Pulumi CLI plus the language runtime the project needs. Any image with the Pulumi CLI on PATH and glibc: the agent is copied into the pod by the `bootstrap` init container. Defaults to the official image of the Pulumi release the operator supports, `pulumi/pulumi:3.274.1-nonroot` (restricted) or `pulumi/pulumi:3.274.1` (baseline); the hooks' WORKSPACE_IMAGE and WORKSPACE_IMAGE_BASELINE change the defaults.
    */
   image?: string;
   /**
@@ -658,19 +658,19 @@ export interface WorkspaceTemplateSpec {
    */
   imagePullPolicy?: string;
   /**
-   * Git source of the workspace, derived from the Stack's git fields. Accepted so that a complete Workspace or Update object can be used as a template; the operator sets it itself.
+   * Not settable: the workspace's git source is the Stack's own (`projectRepo`, `commit` or `branch`, `repoDir`, `gitAuth`, `shallow`). Kept in the schema so that upstream manifests apply; when it is set, the Stack is Stalled (`SpecInvalid`) naming this field (upstream merges it over the source it generates).
    */
   git?: WorkspaceGitSource;
   /**
-   * Flux artifact source of the workspace, derived from `fluxSource` or `programRef`. Accepted so that a complete Workspace or Update object can be used as a template; the operator sets it itself.
+   * Not settable: the workspace's artifact is the Stack's own (`fluxSource` with its `dir`, or `programRef`). Kept in the schema so that upstream manifests apply; when it is set, the Stack is Stalled (`SpecInvalid`) naming this field (upstream merges it over the source it generates).
    */
   flux?: WorkspaceFluxSource;
   /**
-   * Use a directory inside `image` as the project instead of fetching a source (for images that contain the program).
+   * Use a directory of the workspace image as the project instead of fetching a source (for images that contain the program), as upstream. Only for a Stack without `projectRepo`, `fluxSource` or `programRef`: with one of them too, the Stack is Stalled (`SpecInvalid`) naming this field. On deletion with `destroyOnFinalize`, the destroy runs from `status.projectInfo` as for any other source.
    */
   local?: WorkspaceLocalSource;
   /**
-   * Project of a workspace without a source, used to destroy a stack whose source is gone. Accepted so that a complete Workspace or Update object can be used as a template; the operator sets it itself.
+   * Not settable: the operator sets it itself, from `status.projectInfo`, to destroy a deleted Stack whose source is gone. Kept in the schema so that upstream manifests apply; when it is set, the Stack is Stalled (`SpecInvalid`) naming this field. For a project inside the image, use `local`.
    */
   projectInfo?: WorkspaceProjectInfo;
   /**
@@ -698,7 +698,7 @@ export interface WorkspaceTemplateSpec {
    */
   pulumiLogLevel?: number;
   /**
-   * Stacks of the workspace, derived from `stack`, `config`, `configRef`, `secrets`, `secretsRef`, `secretsProvider`, `environment` and `useLocalStackOnly`. Accepted so that a complete Workspace or Update object can be used as a template; the operator sets it itself.
+   * Not settable: the workspace's one stack is the Stack's own, from `stack`, `config`, `configRef`, `secrets`, `secretsRef`, `secretsProvider`, `environment` and `useLocalStackOnly` (config items go in `config`, `configRef` or `secretsRef`, not in `stacks[].config`). Kept in the schema so that upstream manifests apply; when the list is not empty, the Stack is Stalled (`SpecInvalid`) naming this field (upstream appends the Stack's own stack after these, and a second entry of the same name cannot be applied).
    */
   stacks?: WorkspaceStack[];
 }
@@ -796,7 +796,7 @@ export interface WorkspaceFluxSource {
  */
 export interface WorkspaceLocalSource {
   /**
-   * Absolute path of the project directory (the one holding `Pulumi.yaml`) inside the image.
+   * Path of the project directory (the one holding `Pulumi.yaml`), required. An absolute path is in the workspace image; a relative one is relative to `/share`, as upstream's symbolic link makes it (for a project an init container of `podTemplate` writes there). It may not be `/share/workspace` or inside it.
    */
   dir?: string;
 }
@@ -1591,15 +1591,15 @@ export interface UpdateTemplate {
  */
 export interface UpdateTemplateSpec {
   /**
-   * Workspace the operation runs in. Accepted so that a complete Workspace or Update object can be used as a template; the operator sets it itself.
+   * Set by the operator: each Stack runs its operations in its own workspace, named after the Stack as upstream. The Stack's own name changes nothing; any other value and the Stack is Stalled (`SpecInvalid`) naming this field.
    */
   workspaceName?: string;
   /**
-   * Stack the operation runs against. Accepted so that a complete Workspace or Update object can be used as a template; the operator sets it itself.
+   * Set by the operator: operations run against `spec.stack`, the only stack the workspace selects and configures. The value of `spec.stack` changes nothing; any other value and the Stack is Stalled (`SpecInvalid`) naming this field.
    */
   stackName?: string;
   /**
-   * Kind of operation: `up`, `preview`, `refresh` or `destroy`. Accepted so that a complete Workspace or Update object can be used as a template; the operator sets it itself.
+   * Not settable: the Stack chooses each operation (`up`; `preview` with `preview: true`; `destroy` on deletion with `destroyOnFinalize`). When it is set, the Stack is Stalled (`SpecInvalid`) naming this field (upstream would run this type for every operation, the destroy on deletion included).
    */
   type?: string;
   /**

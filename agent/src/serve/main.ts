@@ -11,6 +11,7 @@ import { hostPath } from '../lib/paths';
 import { redactor } from '../lib/redact';
 import { allowAll, KubeAuthorizer, type Authorizer } from './auth';
 import { removeTempDirs } from './operation';
+import { ensureWritableHome } from './home';
 import { killChildren } from './pulumi';
 import { createWorkspaceServer, type WorkspaceServer } from './server';
 import { StatusReporter } from './status';
@@ -155,6 +156,7 @@ export async function serveCommand(argv: string[]): Promise<number> {
   const { port, host } = listenAddress(flags, env);
   const authMode = authModeOf(flags, env);
   loadPodEnvFile(flags, env);
+  ensureWritableHome(env);
   const stack = parseStackSpec(env[Env.workspaceStack]);
   const namespace = env[Env.podNamespace] ?? '';
   const workspaceName = env[Env.workspaceName] ?? '';

@@ -1,10 +1,10 @@
 /**
  * Builds the test bed's images with buildah and keeps each as a docker-archive tar, rebuilt only
  * when a cache key changes (cache.ts). Order: debian → node → pause → pulumi → pulumiNonroot →
- * pulumiBase → pulumiOld → hooks → agent; an image is built after the ones it needs, which are loaded back
- * into buildah's storage from their archives when the storage lost them.
+ * pulumiBase → pulumiOld → userPulumi → hooks → agent; an image is built after the ones it needs,
+ * which are loaded back into buildah's storage from their archives when the storage lost them.
  *
- *   const images = await buildImages();                 // all nine
+ *   const images = await buildImages();                 // all ten
  *   await buildImages({ only: ['pause'] });             // pause (and what it needs)
  *   await buildImages({ force: ['debian'] });           // rebuild debian (and what is built FROM it)
  */
@@ -21,6 +21,7 @@ import { pause } from './pause';
 import { agent, hooks } from './project';
 import { pulumi } from './pulumi';
 import { pulumiBase, pulumiNonroot, pulumiOld } from './upstream-pulumi';
+import { userPulumi } from './user-image';
 import type { Recipe } from './recipe';
 import { IMAGE_NAMES, IMAGE_REFS, type ImageName } from './refs';
 
@@ -32,6 +33,7 @@ const RECIPES: Record<ImageName, Recipe> = {
   pulumiNonroot,
   pulumiBase,
   pulumiOld,
+  userPulumi,
   hooks,
   agent,
 };
@@ -63,6 +65,20 @@ export function closure(wanted: readonly ImageName[]): ImageName[] {
   };
   wanted.forEach(add);
   return IMAGE_NAMES.filter((n) => all.has(n));
+}
+
+/**
+ * The cache key of each wanted image (and of what it needs) for this checkout, as buildImages()
+ * computes it: importers use it to find the archives built from these sources.
+ */
+export async function cacheKeys(wanted: readonly ImageName[]): Promise<Partial<Record<ImageName, string>>> {
+  const keys: Partial<Record<ImageName, string>> = {};
+  for (const name of closure(wanted)) {
+    const recipe = RECIPES[name];
+    const needed = Object.fromEntries(recipe.needs.map((n) => [n, keys[n]!]));
+    keys[name] = cacheKey(name, IMAGE_REFS[name], await recipe.inputs(), needed);
+  }
+  return keys;
 }
 
 /** Leftovers of an interrupted or finished build: working containers, then mounts under our dirs. */
@@ -103,7 +119,7 @@ export async function buildImages(options: BuildOptions = {}): Promise<ImageResu
       const needed = Object.fromEntries(recipe.needs.map((n) => [n, keys[n]!]));
       const key = cacheKey(name, ref, inputs, needed);
       keys[name] = key;
-      const previous = readRecord(dirs, name);
+      const previous = readRecord(dirs, name, key);
       if (previous && previous.key === key && !options.force?.includes(name)) {
         records[name] = previous;
         const seconds = (Date.now() - started) / 1000;
@@ -124,11 +140,11 @@ export async function buildImages(options: BuildOptions = {}): Promise<ImageResu
       const work = path.join(dirs.work, name);
       fs.rmSync(work, { recursive: true, force: true });
       fs.mkdirSync(work, { recursive: true });
-      dropRecord(dirs, name);
+      dropRecord(dirs, name, key);
       try {
         for (const n of recipe.needs) await ensureInStorage(buildah, records[n]!);
         await recipe.build({ buildah, dirs, work, log, refs: IMAGE_REFS });
-        const archive = archivePath(dirs, name);
+        const archive = archivePath(dirs, name, key);
         await buildah.pushArchive(ref, `${archive}.partial`);
         fs.renameSync(`${archive}.partial`, archive);
         const imageId = await buildah.imageId(ref);

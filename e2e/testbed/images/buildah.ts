@@ -13,7 +13,8 @@ export const STORAGE_DRIVER = 'overlay';
 export interface BudOptions {
   dockerfile: string;
   contextDir: string;
-  target: string;
+  /** The stage to build; undefined: the last one. */
+  target?: string;
   tag: string;
   buildArgs: Record<string, string>;
   /** `host:container[:options]` bind mounts for RUN steps only (never committed). */
@@ -98,8 +99,7 @@ export class Buildah {
       '--layers',
       '--file',
       o.dockerfile,
-      '--target',
-      o.target,
+      ...(o.target ? ['--target', o.target] : []),
       ...buildArgs,
       ...volumes,
       '--tag',

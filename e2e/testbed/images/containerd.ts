@@ -4,18 +4,23 @@
  * them with `imagePullPolicy: Never`.
  */
 import * as path from 'node:path';
+import { cacheKeys } from './build';
 import { readRecord } from './cache';
 import { run } from './exec';
 import { imageDirs } from './paths';
 import { IMAGE_NAMES, IMAGE_REFS, type ImageName } from './refs';
 
-/** The images a node needs: the sandbox, the project's two and the bases (tests may run plain Debian/Node pods). */
-const NODE_IMAGES: readonly ImageName[] = ['pause', 'debian', 'node', 'hooks', 'agent'];
+/**
+ * The images a node needs: the sandbox, the project's two, the default workspace image (the
+ * stand-in of pulumi/pulumi:<version>-nonroot) and the bases (tests may run plain Debian/Node pods).
+ */
+const NODE_IMAGES: readonly ImageName[] = ['pause', 'debian', 'node', 'pulumiNonroot', 'hooks', 'agent'];
 
 export interface ImportOptions {
   /**
-   * Default: pause, debian, node, hooks and agent (the pulumi image is only a build input; the
-   * stand-ins of Pulumi's images, 713 MB for the first two, are imported only when named).
+   * Default: pause, debian, node, pulumiNonroot, hooks and agent (the pulumi image is only a build
+   * input; the stand-ins of pulumi-base and of the older pulumi/pulumi are imported only when
+   * named).
    */
   images?: readonly ImageName[];
   namespace?: string;
@@ -34,9 +39,9 @@ function ctr(address: string, namespace: string, args: string[], log: string): P
 }
 
 /**
- * Imports the archives of the last buildImages() into the containerd at `containerdAddress` (its
- * gRPC socket) and checks that each reference is listed afterwards. Throws when an image was not
- * built.
+ * Imports the archives that buildImages() made from this checkout into the containerd at
+ * `containerdAddress` (its gRPC socket) and checks that each reference is listed afterwards. Throws
+ * when an image was not built from these sources.
  */
 export async function importImages(containerdAddress: string, options: ImportOptions = {}): Promise<ImportResult[]> {
   const dirs = imageDirs(options.env);
@@ -44,9 +49,10 @@ export async function importImages(containerdAddress: string, options: ImportOpt
   const log = path.join(dirs.logs, 'import.log');
   const names = options.images ?? NODE_IMAGES;
   const results: ImportResult[] = [];
+  const keys = await cacheKeys(names);
   for (const name of IMAGE_NAMES.filter((n) => names.includes(n))) {
-    const record = readRecord(dirs, name);
-    if (!record) throw new Error(`image ${name} is not built: run npm run testbed:images`);
+    const record = readRecord(dirs, name, keys[name]!);
+    if (!record) throw new Error(`image ${name} is not built from this checkout: run npm run testbed:images`);
     const started = Date.now();
     await ctr(containerdAddress, namespace, ['images', 'import', record.archive], log);
     results.push({ name, ref: record.ref, archive: record.archive, seconds: (Date.now() - started) / 1000 });

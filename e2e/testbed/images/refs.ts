@@ -11,7 +11,16 @@ import { type Dockerfile, parseDockerfile, stageNamed } from '../../../packaging
 import { REPO_ROOT, versions } from '../toolchain';
 
 export type ImageName =
-  'debian' | 'node' | 'pause' | 'pulumi' | 'pulumiNonroot' | 'pulumiBase' | 'pulumiOld' | 'hooks' | 'agent';
+  | 'debian'
+  | 'node'
+  | 'pause'
+  | 'pulumi'
+  | 'pulumiNonroot'
+  | 'pulumiBase'
+  | 'pulumiOld'
+  | 'userPulumi'
+  | 'hooks'
+  | 'agent';
 
 /** Build order: each image comes after the ones it is built from. */
 export const IMAGE_NAMES: readonly ImageName[] = [
@@ -22,6 +31,7 @@ export const IMAGE_NAMES: readonly ImageName[] = [
   'pulumiNonroot',
   'pulumiBase',
   'pulumiOld',
+  'userPulumi',
   'hooks',
   'agent',
 ];
@@ -57,6 +67,7 @@ function imageRefs(df: Dockerfile): Record<ImageName, string> {
     pulumiNonroot: `docker.io/pulumi/pulumi:${PULUMI_TAG}-nonroot`,
     pulumiBase: `docker.io/pulumi/pulumi-base:${PULUMI_TAG}-nonroot`,
     pulumiOld: `docker.io/pulumi/pulumi:${imageTag(versions.oldPulumi)}-nonroot`,
+    userPulumi: 'localhost/pko-testbed/user-pulumi:1',
     hooks: 'localhost/pko-testbed/hooks:dev',
     agent: 'localhost/pko-testbed/agent:dev',
   };
@@ -69,6 +80,7 @@ function imageRefs(df: Dockerfile): Record<ImageName, string> {
  * binaries (the agent's PULUMI_STAGE), `pulumiNonroot` and `pulumiBase` stand-ins of Pulumi's
  * docker.io/pulumi/pulumi and pulumi-base `<version>-nonroot` images (upstream-pulumi.ts),
  * `pulumiOld` of docker.io/pulumi/pulumi at the toolchain's older CLI (3.197.0-nonroot: a CLI
- * older than structured config needs), `hooks` and `agent` the project's two images.
+ * older than structured config needs), `userPulumi` a user's image built FROM pulumiNonroot
+ * (user-image.ts), `hooks` and `agent` the project's two images.
  */
 export const IMAGE_REFS: Readonly<Record<ImageName, string>> = imageRefs(readDockerfile());

@@ -5,7 +5,10 @@
  *   pulumiNonroot  docker.io/pulumi/pulumi:<version>-nonroot       debian + Node.js (node.ts's, with
  *                                                                  npm) + git + the toolchain's
  *                                                                  pulumi, pulumi-language-yaml,
- *                                                                  pulumi-resource-pulumi-nodejs
+ *                                                                  pulumi-resource-pulumi-nodejs,
+ *                                                                  and pulumi-language-nodejs: the
+ *                                                                  test-bed host (one bundled file,
+ *                                                                  dist/bundles/language-nodejs.js)
  *   pulumiBase     docker.io/pulumi/pulumi-base:<version>-nonroot  debian + pulumi and
  *                                                                  pulumi-language-yaml only: no
  *                                                                  Node.js, no git
@@ -15,7 +18,7 @@
  *                                                                  and the current YAML host, which
  *                                                                  runs with it (gRPC only)
  *
- * Both: /pulumi/bin first on PATH, user and group `pulumi` 1000:1000 with home /home/pulumi,
+ * All three: /pulumi/bin first on PATH, user and group `pulumi` 1000:1000 with home /home/pulumi,
  * `USER 1000:1000`, WORKDIR /home/pulumi, CMD ["pulumi"]. The binaries are copied from the
  * toolchain as the `pulumi` recipe does; Node.js from the node stand-in (`buildah copy --from`);
  * git by apt-get from Debian's mirror (the one RUN step on the host's network).
@@ -25,7 +28,7 @@ import * as path from 'node:path';
 import { hashFile } from './hash';
 import type { BuildContext, Recipe } from './recipe';
 import type { ImageName } from './refs';
-import { requireBinaries, type ToolchainBinaries } from '../toolchain';
+import { REPO_ROOT, requireBinaries, type ToolchainBinaries } from '../toolchain';
 
 const ADD_USER = 'groupadd --gid 1000 pulumi && useradd --uid 1000 --gid pulumi --shell /bin/bash --create-home pulumi';
 const INSTALL_GIT =
@@ -40,9 +43,16 @@ type Binaries = Record<string, keyof ToolchainBinaries>;
 interface Variant {
   name: ImageName;
   binaries: Binaries;
-  /** Node.js (and npm) from the node stand-in, and git. */
+  /** Node.js (and npm) from the node stand-in, git, and the test-bed Node.js language host. */
   nodeAndGit: boolean;
 }
+
+/**
+ * The test-bed Node.js language host (agent/testkit/language-nodejs.ts bundled by `npm run build`):
+ * the Go module proxy refuses the real one, which Pulumi's image has.
+ */
+const NODEJS_HOST_BUNDLE = path.join(REPO_ROOT, 'dist', 'bundles', 'language-nodejs.js');
+const NODEJS_HOST_LAUNCHER = '#!/bin/sh\nexec node /pulumi/bin/pulumi-language-nodejs.js "$@"\n';
 
 function upstreamPulumi(v: Variant): Recipe {
   const files = (): [string, string][] => {
@@ -58,13 +68,21 @@ function upstreamPulumi(v: Variant): Recipe {
       for (const [name, file] of files()) out[name] = await hashFile(file);
       out.user = ADD_USER;
       out.config = CONFIG.join(' ');
-      if (v.nodeAndGit) out.git = INSTALL_GIT;
+      if (v.nodeAndGit) {
+        out.git = INSTALL_GIT;
+        out.nodejsHost = await hashFile(NODEJS_HOST_BUNDLE);
+        out.nodejsLauncher = NODEJS_HOST_LAUNCHER;
+      }
       return out;
     },
     async build(ctx: BuildContext) {
       const dir = path.join(ctx.work, 'bin');
       fs.mkdirSync(dir);
       for (const [name, file] of files()) fs.copyFileSync(file, path.join(dir, name));
+      if (v.nodeAndGit) {
+        fs.copyFileSync(NODEJS_HOST_BUNDLE, path.join(dir, 'pulumi-language-nodejs.js'));
+        fs.writeFileSync(path.join(dir, 'pulumi-language-nodejs'), NODEJS_HOST_LAUNCHER);
+      }
       const b = ctx.buildah;
       const c = await b.from(ctx.refs.debian);
       await b.copy(c, `${dir}/`, '/pulumi/bin/', '0755');

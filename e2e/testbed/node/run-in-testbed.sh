@@ -43,13 +43,16 @@ DIR=$(mktemp -d "/tmp/${NAME}.XXXX")
 CGROUP_ROOT="/$NAME"
 SOCK="$DIR/containerd/containerd.sock"
 SYSCTLS=(vm.overcommit_memory kernel.panic kernel.panic_on_oops)
+IMAGE_STORAGE="${PKO_TOOLCHAIN_DIR:-$HOME/.cache/pko-toolchain}/images/storage"
 
 # --- the host as found ---------------------------------------------------------------------------
 host_state() {
   echo "## netns"; ip netns list 2>/dev/null | awk '{print $1}' | sort
   echo "## links"; ip -o link show | sed -E 's/^[0-9]+: //; s/ (qlen|state|mode|group) [^ ]+//g' | awk '{print $1, $2}' | sort
   echo "## iptables"; iptables-save 2>/dev/null | grep -v '^#' | sed -E 's/\[[0-9]+:[0-9]+\]//' | sort
-  echo "## mounts"; awk '{print $5}' /proc/self/mountinfo | sort
+  # The image builder's own overlay mounts (npm run testbed:images, maybe running beside this run
+  # from another checkout) come and go outside the test network; the builder removes its own.
+  echo "## mounts"; awk '{print $5}' /proc/self/mountinfo | grep -v "^$IMAGE_STORAGE/" | sort
   echo "## sysctls"; for s in "${SYSCTLS[@]}"; do echo "$s=$(sysctl -n "$s")"; done
 }
 host_state >"$DIR/host-before"

@@ -4,6 +4,7 @@ import { isRecord } from '../lib/json';
 import { conditionOf, findObject, type KObject, type ObjectMap } from '../lib/k8s';
 import { hasGitSource } from './validate';
 import { Reasons } from './conditions';
+import { localSourceDir } from './template-fields';
 
 /** A Secret key the fetch container receives as an env var (secretKeyRef); never a literal value. */
 export interface SecretEnv {
@@ -241,7 +242,7 @@ export function resolveSource(
     };
   }
   const local = spec.workspaceTemplate?.spec?.local?.dir;
-  if (local) return { ok: true, commit: '', source: { kind: 'local', dir: local } };
+  if (local) return { ok: true, commit: '', source: { kind: 'local', dir: localSourceDir(local) } };
   return { ok: true, commit: '', source: { kind: 'none' } };
 }
 

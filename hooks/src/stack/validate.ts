@@ -2,6 +2,7 @@ import type { ResourceRef, Stack, StackSpec } from '../../../schemas/generated/t
 import { validateStack } from '../../../schemas';
 import { parseDuration } from '../lib/duration';
 import { pathNestedDeeperThan } from '../lib/json';
+import { templateFieldProblems } from './template-fields';
 
 /** Flux source kinds a Stack may reference, with their resource names (customize needs the plural). */
 export const FLUX_KINDS: Record<string, string> = {
@@ -162,6 +163,7 @@ function checkStack(stack: Stack): string[] {
   if (ttl !== undefined && (parseDuration(ttl) === undefined || parseDuration(ttl)! < 0)) {
     problems.push(`spec.updateTemplate.spec.ttlAfterCompleted: "${ttl}" is not a duration like "24h"`);
   }
+  problems.push(...templateFieldProblems(stack, hasGitSource(spec)));
   const profile = spec.workspaceTemplate?.spec?.securityProfile;
   if (profile !== undefined && profile !== 'restricted' && profile !== 'baseline') {
     problems.push(

@@ -13,6 +13,7 @@ import {
   AGENT_COMMAND,
   Annotations,
   Env,
+  INJECTED_AGENT_DIR,
   Labels,
   parseWorkspaceStatus,
   Paths,
@@ -206,6 +207,22 @@ function fetchContainer(
   return { container, volumes };
 }
 
+/**
+ * Upstream's `bootstrap` init container: copies the self-contained agent (tini, Node.js and the
+ * bundled agent) from the agent image into /share, so that the workspace container runs it in any
+ * image that has the Pulumi CLI and glibc.
+ */
+function bootstrapContainer(config: HookConfig): V1Container {
+  const container: V1Container = {
+    name: 'bootstrap',
+    image: config.agentImage,
+    command: ['cp', '-R', `${INJECTED_AGENT_DIR}/.`, `${Paths.share}/`],
+    volumeMounts: [{ ...SHARE_MOUNT }],
+  };
+  if (config.agentImagePullPolicy) container.imagePullPolicy = config.agentImagePullPolicy;
+  return container;
+}
+
 /** What an agent in the workspace pod needs to report on its StatefulSet. */
 function workspaceIdentityEnv(wsName: string): V1EnvVar[] {
   return [
@@ -229,7 +246,7 @@ export interface DesiredWorkspace {
 /**
  * The workspace StatefulSet and Service for a Stack and its resolved source: upstream's Workspace
  * StatefulSet (https://github.com/pulumi/pulumi-kubernetes-operator/blob/475dbc6c9d34ccab38ba1d3b16c924dd8a1c59b1/operator/internal/controller/auto/workspace_controller.go#L526),
- * with our agent in place of upstream's.
+ * with our agent (injected by the bootstrap init container) in place of upstream's.
  */
 export function desiredWorkspace(stack: Stack, source: WorkspaceSource, config: HookConfig): DesiredWorkspace {
   const spec = stack.spec;
@@ -253,8 +270,9 @@ export function desiredWorkspace(stack: Stack, source: WorkspaceSource, config: 
 
   const pulumi: V1Container = {
     name: 'pulumi',
-    image: template?.spec?.image ?? config.agentImage,
-    command: [AGENT_COMMAND, 'serve'],
+    image: template?.spec?.image || config.workspaceImage[restricted ? 'restricted' : 'baseline'],
+    // The injected agent (bootstrapContainer), under tini, in the user's image.
+    command: [Paths.tini, '--', Paths.agentNode, Paths.agentBundle, 'serve'],
     workingDir: Paths.workspace,
     ports: [{ name: 'http', containerPort: WORKSPACE_PORT }],
     env,
@@ -262,9 +280,7 @@ export function desiredWorkspace(stack: Stack, source: WorkspaceSource, config: 
     readinessProbe: { httpGet: { path: '/readyz', port: WORKSPACE_PORT }, periodSeconds: 5 },
     resources: (template?.spec?.resources as V1Container['resources']) ?? { requests: { cpu: '100m', memory: '64Mi' } },
   };
-  const pullPolicy =
-    template?.spec?.imagePullPolicy ?? (template?.spec?.image ? undefined : config.agentImagePullPolicy);
-  if (pullPolicy) pulumi.imagePullPolicy = pullPolicy;
+  if (template?.spec?.imagePullPolicy) pulumi.imagePullPolicy = template.spec.imagePullPolicy;
   for (const e of (template?.spec?.env ?? []) as V1EnvVar[]) {
     const i = pulumi.env!.findIndex((x) => x.name === e.name);
     if (i >= 0) pulumi.env![i] = e;
@@ -278,7 +294,7 @@ export function desiredWorkspace(stack: Stack, source: WorkspaceSource, config: 
     spec: {
       serviceAccountName: workspaceServiceAccount(spec),
       terminationGracePeriodSeconds: 600,
-      initContainers: fetch.container ? [fetch.container] : [],
+      initContainers: [bootstrapContainer(config), ...(fetch.container ? [fetch.container] : [])],
       containers: [pulumi],
       volumes: [{ name: 'share', emptyDir: {} }, ...fetch.volumes, ...configVolumes],
     },
@@ -303,7 +319,6 @@ export function desiredWorkspace(stack: Stack, source: WorkspaceSource, config: 
   for (const c of [...(pod.spec!.initContainers ?? []), ...pod.spec!.containers]) {
     c.env = [...(c.env ?? []).filter((e) => e.name !== Env.pulumiEnv), { name: Env.pulumiEnv, value: Paths.envFile }];
   }
-  if (pod.spec!.initContainers!.length === 0) delete pod.spec!.initContainers;
   pod.metadata = { ...pod.metadata, labels: { ...pod.metadata?.labels, ...podSelector(name) } };
   const hash = shortHash(pod, 16);
   pod.metadata.annotations = { ...pod.metadata.annotations, [Annotations.workspaceHash]: hash };
