@@ -168,10 +168,18 @@ export interface UpdateResult {
   startTime?: string;
   endTime?: string;
   projectInfo?: ProjectInfo;
-  /** Outputs with every secret value replaced by SECRET_MASK. Absent for preview/refresh/destroy. */
+  /**
+   * Outputs with every secret value replaced by SECRET_MASK. Absent for preview/refresh/destroy.
+   * With `outputsOmitted`, only those that fit in the annotation (fitOutputs()).
+   */
   outputs?: Record<string, unknown>;
-  /** Set when the outputs were too large for an annotation and were left out. */
+  /**
+   * Set when the outputs were too large for the annotation and some or all were left out (an
+   * older agent left them all out and sent no `outputs`); the outputs Secret has them all.
+   */
   outputsOmitted?: boolean;
+  /** With `outputsOmitted`: how many outputs the stack has, in the outputs Secret. */
+  outputsTotal?: number;
   /** Name of the Secret holding the full outputs. */
   outputsSecret?: string;
 }
@@ -188,7 +196,11 @@ export interface WorkspaceStatus {
   projectInfo?: ProjectInfo;
 }
 
-/** Annotations are capped at 256 KiB in total per object; outputs beyond this are left out. */
+/**
+ * The budget of a result annotation. Annotations are capped at 256 KiB in total per object, and the
+ * Job also carries Metacontroller's last-applied copy and the user's annotations; outputs that would
+ * take the result past this are left out (fitOutputs()).
+ */
 export const MAX_OUTPUTS_ANNOTATION_BYTES = 64 * 1024;
 
 function isRecord(v: unknown): v is Record<string, unknown> {
@@ -221,6 +233,8 @@ export function parseUpdateResult(raw: string | undefined): UpdateResult | undef
   }
   if (isRecord(v.outputs)) result.outputs = v.outputs;
   if (v.outputsOmitted === true) result.outputsOmitted = true;
+  if (typeof v.outputsTotal === 'number' && Number.isSafeInteger(v.outputsTotal) && v.outputsTotal >= 0)
+    result.outputsTotal = v.outputsTotal;
   return result;
 }
 
@@ -246,16 +260,42 @@ export function parseWorkspaceStatus(raw: string | undefined): WorkspaceStatus |
   return status;
 }
 
+/** Bytes of `value` as JSON (0 for what JSON leaves out, such as undefined). */
+function jsonBytes(value: unknown): number {
+  const text = JSON.stringify(value) as string | undefined;
+  return text === undefined ? 0 : Buffer.byteLength(text);
+}
+
 /**
- * Serialises a result for the annotation, leaving the outputs out (and saying so) when they would
- * exceed MAX_OUTPUTS_ANNOTATION_BYTES.
+ * The result as its annotation carries it: unchanged when it fits in MAX_OUTPUTS_ANNOTATION_BYTES,
+ * else with only the outputs that fit. Outputs are taken whole, in key order, each one kept if it
+ * still fits (a large one does not push out the small ones after it), so the same outputs always
+ * give the same annotation; `outputsOmitted` and `outputsTotal` say that some were left out.
  */
+export function fitOutputs(result: UpdateResult): UpdateResult {
+  const outputs = result.outputs;
+  if (outputs === undefined || jsonBytes(result) <= MAX_OUTPUTS_ANNOTATION_BYTES) return result;
+  const keys = Object.keys(outputs)
+    .filter((k) => jsonBytes(outputs[k]) > 0)
+    .sort();
+  const kept: Record<string, unknown> = {};
+  const fitted: UpdateResult = { ...result, outputs: kept, outputsOmitted: true, outputsTotal: keys.length };
+  // Each kept output adds `"key":value` to the `{}` already counted, and a comma after the first.
+  let size = jsonBytes(fitted);
+  let count = 0;
+  for (const key of keys) {
+    const entry = jsonBytes(key) + 1 + jsonBytes(outputs[key]) + (count > 0 ? 1 : 0);
+    if (size + entry > MAX_OUTPUTS_ANNOTATION_BYTES) continue;
+    kept[key] = outputs[key];
+    size += entry;
+    count++;
+  }
+  return fitted;
+}
+
+/** Serialises a result for the annotation, with the outputs that fit (fitOutputs()). */
 export function formatUpdateResult(result: UpdateResult): string {
-  const full = JSON.stringify(result);
-  if (result.outputs === undefined || Buffer.byteLength(full) <= MAX_OUTPUTS_ANNOTATION_BYTES) return full;
-  const withoutOutputs: UpdateResult = { ...result, outputsOmitted: true };
-  delete withoutOutputs.outputs;
-  return JSON.stringify(withoutOutputs);
+  return JSON.stringify(fitOutputs(result));
 }
 
 /** Replaces secret output values by the mask; `secretKeys` lists the outputs Pulumi marked secret. */

@@ -3,10 +3,15 @@
  * and a Stack, watch the Stack become Ready, read its outputs and columns, edit the Program, force
  * a run, delete the Stack. Everything goes through the API server; the hooks run behind
  * Metacontroller and the agent runs in the workspace and Job pods with the real Pulumi CLI.
+ * Issue 20's limits too: outputs over a result's 64 KiB, `ttlAfterCompleted: 0s`, and Programs
+ * around the size the API server accepts for their ConfigMap.
  */
 import * as k8s from '@kubernetes/client-node';
 import { Agent, request } from 'undici';
-import { defined, e2eStackSpec, eventually, type Operator } from './harness';
+import { MAX_OUTPUTS_ANNOTATION_BYTES } from '../contract';
+import { syncProgram } from '../hooks/src/program/sync';
+import type { Program } from '../schemas/generated/types';
+import { defined, e2eStackSpec, eventually, exists, stackCondition, type Operator } from './harness';
 import { e2eSuite } from './suite';
 
 let op: Operator;
@@ -126,6 +131,70 @@ describe('a Program Stack', () => {
     expect(after.status?.observedReconcileRequest).toBe('please');
   });
 
+  const patch = (plural: 'stacks' | 'programs', body: object) =>
+    op.custom.patchNamespacedCustomObject(
+      { group: 'pulumi.com', version: 'v1', namespace: ns, plural, name: 'hello', body },
+      k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
+    );
+  const huge = 'z'.repeat(70 * 1024);
+
+  it('shows the outputs that fit when they exceed a result, says so, and keeps them all in the Secret', async () => {
+    const before = await getStack(ns, 'hello');
+    await patch('programs', { program: { outputs: { huge } } });
+    const after = await readyStack(ns, 'hello', (s) => s.status?.lastUpdate?.name !== before.status?.lastUpdate?.name);
+    // "huge" alone is over the budget: the other two are shown, the secret one still masked.
+    expect(after.status?.outputs).toEqual({ greeting: 'bonjour', secretWord: '[secret]' });
+    const job = defined(after.status?.lastUpdate?.name, 'lastUpdate.name');
+    const truncated = stackCondition(after, 'OutputsTruncated');
+    expect(truncated).toMatchObject({ status: 'True', reason: 'OutputsTooLarge' });
+    expect(truncated?.message).toContain("status.outputs holds 2 of the stack's 3 outputs");
+    expect(truncated?.message).toContain(`Secret ${job}-stack-outputs`);
+    const annotation = defined(
+      (await op.batch.readNamespacedJob({ namespace: ns, name: job })).metadata?.annotations?.[
+        'pulumi.com/update-result'
+      ],
+      'the result annotation',
+    );
+    expect(Buffer.byteLength(annotation)).toBeLessThanOrEqual(MAX_OUTPUTS_ANNOTATION_BYTES);
+    expect(annotation).not.toContain('swordfish');
+    const secret = await op.core.readNamespacedSecret({ namespace: ns, name: `${job}-stack-outputs` });
+    const data = secret.data ?? {};
+    expect(Object.keys(data).sort()).toEqual(['greeting', 'huge', 'secretWord']);
+    expect(JSON.parse(Buffer.from(defined(data.huge, 'huge'), 'base64').toString())).toBe(huge);
+  });
+
+  it('keeps the result of a Job deleted as soon as it is absorbed (ttlAfterCompleted: 0s)', async () => {
+    const before = await getStack(ns, 'hello');
+    await patch('stacks', { spec: { updateTemplate: { spec: { ttlAfterCompleted: '0s' } } } });
+    const after = await readyStack(ns, 'hello', (s) => s.status?.lastUpdate?.name !== before.status?.lastUpdate?.name);
+    expect(after.status?.lastUpdate).toMatchObject({
+      type: 'up',
+      state: 'succeeded',
+      generation: after.metadata.generation,
+    });
+    const job = defined(after.status?.lastUpdate?.name, 'lastUpdate.name');
+    await eventually(
+      `Job ${job} and its outputs Secret to be deleted`,
+      async () =>
+        !(await exists(() => op.batch.readNamespacedJob({ namespace: ns, name: job }))) &&
+        !(await exists(() => op.core.readNamespacedSecret({ namespace: ns, name: `${job}-stack-outputs` }))),
+      60_000,
+      500,
+    );
+    const later = await getStack(ns, 'hello');
+    expect(later.status?.lastUpdate).toEqual(after.status?.lastUpdate);
+    expect(later.status?.outputs).toEqual({ greeting: 'bonjour', secretWord: '[secret]' });
+    expect(stackCondition(later, 'Ready')?.status).toBe('True');
+  });
+
+  it('shows all outputs again, and drops the condition, once they fit', async () => {
+    const before = await getStack(ns, 'hello');
+    await patch('programs', { program: { outputs: { huge: null, small: 'fits' } } });
+    const after = await readyStack(ns, 'hello', (s) => s.status?.lastUpdate?.name !== before.status?.lastUpdate?.name);
+    expect(after.status?.outputs).toEqual({ greeting: 'bonjour', secretWord: '[secret]', small: 'fits' });
+    expect(stackCondition(after, 'OutputsTruncated')).toBeUndefined();
+  });
+
   it('is destroyed and removed on delete with destroyOnFinalize', async () => {
     const started = Date.now();
     await op.custom.deleteNamespacedCustomObject({
@@ -149,5 +218,80 @@ describe('a Program Stack', () => {
       500,
     );
     timings['delete with destroy'] = Date.now() - started;
+  });
+});
+
+describe('a Program larger than its ConfigMap may carry', () => {
+  const ns = 'program-size';
+  /** A Program whose one variable is `text`, as the API server will hold it (generation 1). */
+  const sized = (name: string, text: string): Program => ({
+    apiVersion: 'pulumi.com/v1',
+    kind: 'Program',
+    metadata: { name, namespace: ns, generation: 1 },
+    program: { variables: { blob: text }, outputs: { size: 'counted' } },
+  });
+  const programCondition = async (name: string, type: string) =>
+    stackCondition(
+      (await op.custom.getNamespacedCustomObject({
+        group: 'pulumi.com',
+        version: 'v1',
+        namespace: ns,
+        plural: 'programs',
+        name,
+      })) as Program,
+      type,
+    );
+  const configMapExists = (name: string) =>
+    exists(() => op.core.readNamespacedConfigMap({ namespace: ns, name: `${name}-program` }));
+
+  it('stalls, never writing a ConfigMap the API server refuses, and so does its Stack', async () => {
+    await op.namespace(ns);
+    await op.objects.create(sized('toolarge', 'x'.repeat(300_000)) as k8s.KubernetesObject);
+    await op.objects.create({
+      apiVersion: 'pulumi.com/v1',
+      kind: 'Stack',
+      metadata: { name: 'toolarge', namespace: ns },
+      spec: e2eStackSpec({ stack: 'dev', programRef: { name: 'toolarge' } }),
+    } as k8s.KubernetesObject);
+    const stalled = await eventually('the Program to stall', async () => {
+      const c = await programCondition('toolarge', 'Stalled');
+      return c?.status === 'True' ? c : undefined;
+    });
+    expect(stalled.reason).toBe('ProgramTooLarge');
+    expect(stalled.message).toContain('262144 bytes (256 KiB) of annotations');
+    const stack = await eventually('the Stack to stall', async () => {
+      const s = await op.getStack(ns, 'toolarge');
+      return stackCondition(s, 'Stalled')?.status === 'True' ? s : undefined;
+    });
+    expect(stackCondition(stack, 'Stalled')?.reason).toBe('SourceUnavailable');
+    expect(stackCondition(stack, 'Stalled')?.message).toContain('renders to a Pulumi.yaml of');
+    expect(await configMapExists('toolarge')).toBe(false);
+  });
+
+  it('delivers the largest Program it accepts: the API server takes its ConfigMap', async () => {
+    // The longest variable the hooks accept, by bisection, with characters Go escapes in the copy.
+    const text = (n: number) => 'ab<'.repeat(Math.ceil(n / 3)).slice(0, n);
+    const accepted = (n: number) =>
+      syncProgram({ object: sized('largest', text(n)) }, new Date()).attachments.length > 0;
+    let [lo, hi] = [0, 300_000];
+    while (hi - lo > 1) {
+      const mid = Math.floor((lo + hi) / 2);
+      if (accepted(mid)) lo = mid;
+      else hi = mid;
+    }
+    await op.objects.create(sized('largest', text(lo)) as k8s.KubernetesObject);
+    await eventually('its ConfigMap', () => configMapExists('largest'), 60_000, 500);
+    const ready = await eventually('the Program to be Ready', async () => {
+      const c = await programCondition('largest', 'Ready');
+      return c?.status === 'True' ? c : undefined;
+    });
+    expect(ready.reason).toBe('ProcessingCompleted');
+    // Close to the limit: the API server's own check is what was tested.
+    const cm = await op.core.readNamespacedConfigMap({ namespace: ns, name: 'largest-program' });
+    const annotationBytes = Object.entries(cm.metadata?.annotations ?? {}).reduce(
+      (n, [k, v]) => n + Buffer.byteLength(k + v),
+      0,
+    );
+    expect(annotationBytes).toBeGreaterThan(254 * 1024);
   });
 });

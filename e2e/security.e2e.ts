@@ -14,6 +14,7 @@ import type { Program } from '../schemas/generated/types';
 import { WORKSPACE_PORT } from '../contract';
 import { AGENT_IMAGE, defined, e2eStackSpec, eventually, exists, type Operator, stackCondition } from './harness';
 import { e2eSuite } from './suite';
+import { IMAGE_REFS } from './testbed/images/refs';
 
 let op: Operator;
 const ns = 'security';
@@ -108,9 +109,12 @@ describe('security', () => {
 
     const ws = await op.core.readNamespacedPod({ namespace: ns, name: 'secure-workspace-0' });
     expect(ws.status?.phase).toBe('Running');
-    // A container of the agent image built from our Dockerfile, run by the node's containerd.
+    // The agent image built from our Dockerfile bootstrapped the pod; the workspace runs in the
+    // default workspace image (the stand-in of pulumi/pulumi:<version>-nonroot), on the node's containerd.
+    const bootstrap = ws.status?.initContainerStatuses?.find((c) => c.name === 'bootstrap');
+    expect(bootstrap?.image).toBe(AGENT_IMAGE);
     const pulumi = ws.status?.containerStatuses?.find((c) => c.name === 'pulumi');
-    expect(pulumi?.image).toBe(AGENT_IMAGE);
+    expect(pulumi?.image).toBe(IMAGE_REFS.pulumiNonroot);
     const containerId = defined(pulumi?.containerID, 'containerID').replace('containerd://', '');
     expect(await op.node.crictl('ps', '--quiet', '--id', containerId)).toContain(containerId);
     expect(ws.spec?.securityContext).toMatchObject({ runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } });

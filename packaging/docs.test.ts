@@ -132,4 +132,9 @@ test('migration.md says which pulumi.com Stack versions the CRD serves', () => {
     ).toBe(true);
     expect(storedVersions.includes(`\`${v.name}\``)).toBe(v.served);
   }
+  // And the other way: every version the guide's table speaks of is one the CRD has.
+  const rows = [...migration.matchAll(/^\| `pulumi\.com\/(\w+)` Stack \|/gm)].map((m) => m[1]);
+  expect(rows.length).toBeGreaterThan(0);
+  for (const name of rows)
+    expect({ name, inCrd: crd.spec.versions.some((v) => v.name === name) }).toEqual({ name, inCrd: true });
 });

@@ -64,6 +64,8 @@ function hookCommands(): string[][] {
   const commands = new Map<string, string[]>();
   for (const spec of specs)
     for (const c of [...(spec.initContainers ?? []), ...spec.containers]) {
+      // The workspace container runs in the user's image (the injected agent: the next test).
+      if (c.image !== config.agentImage) continue;
       const command = required(c.command, `container ${c.name} has a command`);
       commands.set(command.join(' '), command);
     }
@@ -148,12 +150,12 @@ describe('agent image', () => {
   it('every command the hooks put in pod specs resolves to an executable in the image', async () => {
     const commands = hookCommands();
     expect(commands.map((c) => c.join(' ')).sort()).toEqual([
+      'cp -R /opt/pko-agent/. /share/',
       'pko-agent fetch flux',
       'pko-agent fetch git',
       'pko-agent fetch local',
       'pko-agent fetch program',
       'pko-agent fetch project-info',
-      'pko-agent serve',
       'pko-agent update',
     ]);
     const names = [...new Set(commands.map((c) => c[0]!))];
@@ -161,6 +163,23 @@ describe('agent image', () => {
     const { phase, log } = await runPod(bed, podOf(bed.ns, 'agent-commands', IMAGE_REFS.agent, sh(script.join('; '))));
     expect(phase).toBe('Succeeded');
     expect(log.trim().split('\n')).toEqual(names.map((n) => `${n} ok`));
+  });
+
+  it('holds the injected agent: static tini, and node that loads its C++ runtime from its own lib/', async () => {
+    const script = [
+      'ldd /opt/pko-agent/agent/node | grep -E "libstdc|libgcc_s" | sed -E "s/ \\(0x[0-9a-f]+\\)//; s/^\\s+//"',
+      'ldd /opt/pko-agent/tini 2>&1 | grep -q "not a dynamic executable" && echo "tini static"',
+      '/opt/pko-agent/tini -- /opt/pko-agent/agent/node /opt/pko-agent/agent/agent.js version',
+    ];
+    const { phase, log } = await runPod(bed, podOf(bed.ns, 'injected-agent', IMAGE_REFS.agent, sh(script.join('; '))));
+    expect(phase).toBe('Succeeded');
+    const pkg = JSON.parse(readRepoFile('package.json')) as { version: string };
+    expect(log.trim().split('\n')).toEqual([
+      'libstdc++.so.6 => /opt/pko-agent/agent/lib/libstdc++.so.6',
+      'libgcc_s.so.1 => /opt/pko-agent/agent/lib/libgcc_s.so.1',
+      'tini static',
+      `pko-agent ${pkg.version}`,
+    ]);
   });
 
   it('its default command is pko-agent serve, behind tini', async () => {

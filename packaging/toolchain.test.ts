@@ -65,6 +65,14 @@ describe('e2e toolchain: build.sh and toolchain.ts agree', () => {
     for (const c of COMPONENTS) expect(stderr).toContain(`${c} is not built yet`);
   });
 
+  test("the older pulumi is exported but not on PATH, where it would hide the toolchain's pulumi", () => {
+    const tc = resolveToolchain({ PKO_TOOLCHAIN_DIR: dir });
+    const env = toolchainEnv(tc, '');
+    expect(env.PKO_TOOLCHAIN_OLDPULUMI_BIN).toBe(tc.binDirs.oldpulumi);
+    expect(env.PATH!.split(path.delimiter)).not.toContain(tc.binDirs.oldpulumi);
+    expect(env.PATH!.split(path.delimiter)[0]).toBe(tc.binDirs.pulumi);
+  });
+
   test("the kubernetes component's binaries are the commands build.sh builds", () => {
     const tc = resolveToolchain({ PKO_TOOLCHAIN_DIR: dir });
     const m = /^KUBERNETES_BINARIES="([^"]+)"$/m.exec(fs.readFileSync(BUILD_SH, 'utf8'));

@@ -19,6 +19,14 @@ import {
   type Value,
 } from '../testkit/command-provider';
 import { configEnv, parseArgs, splitArgs } from '../testkit/language-nodejs';
+import { toUpdateResult } from '../src/update/main';
+import {
+  fitOutputs,
+  formatUpdateResult,
+  MAX_OUTPUTS_ANNOTATION_BYTES,
+  parseUpdateResult,
+  type UpdateResult,
+} from '../../contract';
 
 describe('env file', () => {
   it('parses godotenv-style lines', () => {
@@ -350,5 +358,71 @@ describe('test-bed pulumi-resource-command', () => {
     await expect(
       runner.run('urn', 'true', { interpreter: ['no-such-interpreter-pko'] }, { stdout: '', stderr: '' }),
     ).rejects.toThrow('exec: "no-such-interpreter-pko": executable file not found in $PATH');
+  });
+});
+
+describe('the result annotation', () => {
+  const up = { type: 'up' as const, stack: 'dev' };
+  /** What the workspace reports for a successful up with these outputs. */
+  const succeeded = (outputs: Record<string, { value: unknown; secret: boolean }>) =>
+    toUpdateResult(up, {
+      id: 'op-1',
+      type: 'up',
+      state: 'succeeded',
+      message: 'update succeeded',
+      startTime: '2026-11-22T10:00:00Z',
+      endTime: '2026-11-22T10:01:00Z',
+      outputs,
+    });
+  const bytes = (text: string) => Buffer.byteLength(text);
+
+  it('carries all outputs, secret values masked, when they fit', () => {
+    const result = succeeded({
+      url: { value: 'https://example.test', secret: false },
+      pw: { value: 'hunter2', secret: true },
+    });
+    const text = formatUpdateResult(result);
+    expect(text).not.toContain('hunter2');
+    expect(parseUpdateResult(text)).toEqual({ ...result, outputs: { pw: '[secret]', url: 'https://example.test' } });
+    expect(parseUpdateResult(text)?.outputsOmitted).toBeUndefined();
+  });
+
+  it('keeps whole outputs in name order while they fit, within the budget, and counts them all', () => {
+    const outputs: Record<string, { value: unknown; secret: boolean }> = {};
+    // 40 outputs of 2 KiB (80 KiB in all), a secret one, and a large one early in name order.
+    for (let i = 0; i < 40; i++)
+      outputs[`out${String(i).padStart(2, '0')}`] = { value: 'v'.repeat(2048), secret: false };
+    outputs.aaLarge = { value: { blob: 'b'.repeat(MAX_OUTPUTS_ANNOTATION_BYTES) }, secret: false };
+    outputs.token = { value: 's3cr3t-value', secret: true };
+    const result = succeeded(outputs);
+    const text = formatUpdateResult(result);
+    expect(bytes(text)).toBeLessThanOrEqual(MAX_OUTPUTS_ANNOTATION_BYTES);
+    expect(text).not.toContain('s3cr3t-value');
+    const parsed = parseUpdateResult(text)!;
+    expect(parsed).toMatchObject({ state: 'succeeded', outputsOmitted: true, outputsTotal: 42 });
+    const kept = Object.keys(parsed.outputs ?? {});
+    // The large one is left out, and whatever follows in name order still gets its chance.
+    expect(kept).not.toContain('aaLarge');
+    expect(kept).toContain('token');
+    expect(parsed.outputs?.token).toBe('[secret]');
+    expect(kept).toEqual([...kept].sort());
+    for (const k of kept) expect(parsed.outputs?.[k]).toEqual(result.outputs?.[k]);
+    // Tight: every output left out would have taken the annotation past the budget.
+    for (const k of Object.keys(result.outputs ?? {}).filter((name) => !kept.includes(name))) {
+      const more: UpdateResult = { ...parsed, outputs: { ...parsed.outputs, [k]: result.outputs?.[k] } };
+      expect({ k, over: bytes(JSON.stringify(more)) > MAX_OUTPUTS_ANNOTATION_BYTES }).toEqual({ k, over: true });
+    }
+  });
+
+  it('is the same whatever order the outputs arrive in', () => {
+    const names = Array.from({ length: 30 }, (_, i) => `o${i}`);
+    const make = (order: string[]) =>
+      succeeded(Object.fromEntries(order.map((n) => [n, { value: n.repeat(1200), secret: false }])));
+    expect(formatUpdateResult(make([...names].reverse()))).toBe(formatUpdateResult(make(names)));
+  });
+
+  it('leaves results without outputs alone', () => {
+    const failed: UpdateResult = { state: 'failed', type: 'up', message: 'm'.repeat(4000), reason: 'UpdateFailed' };
+    expect(fitOutputs(failed)).toBe(failed);
   });
 });

@@ -3,7 +3,8 @@
  * its archive on the next call, and imported into a throw-away containerd (own root, state and
  * socket in a temp dir, no CRI plugin, so no network set-up) with importImages(). The stand-ins
  * of Pulumi's nonroot images are checked in their archives (the config and layers containerd
- * imports): user 1000:1000, /pulumi/bin on PATH, and Node.js only in pulumi/pulumi.
+ * imports): user 1000:1000, /pulumi/bin on PATH, Node.js only in pulumi/pulumi, and the CLI
+ * version each carries.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
@@ -15,6 +16,7 @@ import { run } from './images/exec';
 import { mountsUnder } from './images/buildah';
 import { IMAGE_REFS, type ImageName } from './images/refs';
 import { eventually } from './eventually';
+import { versions } from './toolchain';
 
 interface ScratchContainerd {
   address: string;
@@ -86,20 +88,54 @@ interface ArchiveImage {
   config: { User?: string; Env?: string[]; WorkingDir?: string; Cmd?: string[] };
   /** Every path in the image's layers, without a leading `./` or `/`. */
   paths: Set<string>;
+  /** The layer and member name of each path (the topmost layer holding it). */
+  members: Map<string, { layer: string; member: string }>;
 }
 
 function readArchiveImage(archive: string): ArchiveImage {
   const [manifest] = JSON.parse(fromArchive(archive, 'manifest.json')) as { Config: string; Layers: string[] }[];
   const { config } = JSON.parse(fromArchive(archive, manifest!.Config)) as { config: ArchiveImage['config'] };
   const paths = new Set<string>();
+  const members = new Map<string, { layer: string; member: string }>();
   for (const layer of manifest!.Layers) {
     const list = execFileSync('sh', ['-c', 'tar -xOf "$1" "$2" | tar -t', 'sh', archive, layer], {
       encoding: 'utf8',
       maxBuffer: 1 << 28,
     });
-    for (const p of list.split('\n')) if (p !== '') paths.add(p.replace(/^\.?\//, '').replace(/\/$/, ''));
+    for (const member of list.split('\n')) {
+      if (member === '') continue;
+      const p = member.replace(/^\.?\//, '').replace(/\/$/, '');
+      paths.add(p);
+      members.set(p, { layer, member });
+    }
   }
-  return { config, paths };
+  return { config, paths, members };
+}
+
+/** Runs `pulumi version` with the pulumi binary of the image's /pulumi/bin. */
+function pulumiVersionIn(archive: string, image: ArchiveImage): string {
+  const where = image.members.get('pulumi/bin/pulumi');
+  expect(where).toBeDefined();
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pko-pulumi-'));
+  try {
+    const bin = path.join(dir, 'pulumi');
+    execFileSync('sh', [
+      '-c',
+      'tar -xOf "$1" "$2" | tar -xO "$3" >"$4"',
+      'sh',
+      archive,
+      where!.layer,
+      where!.member,
+      bin,
+    ]);
+    fs.chmodSync(bin, 0o755);
+    return execFileSync(bin, ['version'], {
+      encoding: 'utf8',
+      env: { PATH: '/usr/bin:/bin', PULUMI_HOME: path.join(dir, 'home'), PULUMI_SKIP_UPDATE_CHECK: 'true' },
+    }).trim();
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 describe('test-bed images', () => {
@@ -134,12 +170,13 @@ describe('test-bed images', () => {
     expect(fs.existsSync(containerd.dir)).toBe(false);
   }, 120_000);
 
-  test.each<[ImageName, boolean]>([
-    ['pulumiNonroot', true],
-    ['pulumiBase', false],
+  test.each<[ImageName, boolean, string]>([
+    ['pulumiNonroot', true, versions.pulumi],
+    ['pulumiBase', false, versions.pulumi],
+    ['pulumiOld', true, versions.oldPulumi],
   ])(
-    "%s: Pulumi's nonroot image stand-in (user 1000, /pulumi/bin on PATH, Node.js: %s)",
-    async (name, hasNode) => {
+    "%s: Pulumi's nonroot image stand-in (user 1000, /pulumi/bin on PATH, Node.js: %s, pulumi %s)",
+    async (name, hasNode, pulumiVersion) => {
       const results = await buildImages({ only: [name] });
       const built = results.find((r) => r.name === name);
       expect(built).toMatchObject({ ref: IMAGE_REFS[name] });
@@ -150,6 +187,7 @@ describe('test-bed images', () => {
       expect(image.paths).toContain('pulumi/bin/pulumi');
       expect(image.paths).toContain('pulumi/bin/pulumi-language-yaml');
       expect(image.paths).toContain('home/pulumi');
+      expect(pulumiVersionIn(built!.archive, image)).toBe(pulumiVersion);
       const passwd = [...image.paths].includes('etc/passwd');
       expect(passwd).toBe(true);
       const node = [...image.paths].filter((p) => /(^|\/)(node|nodejs)$/.test(p) && /bin\//.test(p));

@@ -34,9 +34,11 @@ export interface ToolchainVersions {
   helm: string;
   coredns: string;
   crictl: string;
+  /** OLD_PULUMI_VERSION: an older Pulumi CLI, for the stand-in image of that release. */
+  oldPulumi: string;
 }
 
-export type Component = 'etcd' | 'kubernetes' | 'pulumi' | 'command' | 'helm' | 'coredns' | 'crictl';
+export type Component = 'etcd' | 'kubernetes' | 'pulumi' | 'command' | 'helm' | 'coredns' | 'crictl' | 'oldpulumi';
 export const COMPONENTS: readonly Component[] = [
   'etcd',
   'kubernetes',
@@ -45,6 +47,7 @@ export const COMPONENTS: readonly Component[] = [
   'helm',
   'coredns',
   'crictl',
+  'oldpulumi',
 ];
 
 export interface ToolchainBinaries {
@@ -64,6 +67,8 @@ export interface ToolchainBinaries {
   helm: string;
   coredns: string;
   crictl: string;
+  /** `pulumi` of OLD_PULUMI_VERSION: not on toolchainEnv()'s PATH, where it would hide the current one. */
+  oldPulumi: string;
 }
 
 export interface Toolchain {
@@ -107,6 +112,7 @@ export function readVersions(file = VERSIONS_FILE): ToolchainVersions {
     helm: get('HELM_VERSION'),
     coredns: get('COREDNS_VERSION'),
     crictl: get('CRICTL_VERSION'),
+    oldPulumi: get('OLD_PULUMI_VERSION'),
   };
 }
 
@@ -128,6 +134,7 @@ export function resolveToolchain(env: NodeJS.ProcessEnv = process.env): Toolchai
     helm: path.join(dir, `helm-${versions.helm}`, 'bin'),
     coredns: path.join(dir, `coredns-${versions.coredns}`, 'bin'),
     crictl: path.join(dir, `crictl-${versions.crictl}`, 'bin'),
+    oldpulumi: path.join(dir, `oldpulumi-${versions.oldPulumi}`, 'bin'),
   };
   const componentOf: Record<keyof ToolchainBinaries, Component> = {
     etcd: 'etcd',
@@ -145,6 +152,7 @@ export function resolveToolchain(env: NodeJS.ProcessEnv = process.env): Toolchai
     helm: 'helm',
     coredns: 'coredns',
     crictl: 'crictl',
+    oldPulumi: 'oldpulumi',
   };
   const binaries: ToolchainBinaries = {
     etcd: path.join(binDirs.etcd, 'etcd'),
@@ -162,6 +170,7 @@ export function resolveToolchain(env: NodeJS.ProcessEnv = process.env): Toolchai
     helm: path.join(binDirs.helm, 'helm'),
     coredns: path.join(binDirs.coredns, 'coredns'),
     crictl: path.join(binDirs.crictl, 'crictl'),
+    oldPulumi: path.join(binDirs.oldpulumi, 'pulumi'),
   };
   return { dir, versions, binDirs, binaries, componentOf };
 }
@@ -249,9 +258,9 @@ export function requireToolchain(components: readonly Component[] = COMPONENTS, 
 }
 
 /**
- * Environment for processes that use the toolchain: every bin dir first on PATH (pulumi's first,
- * so its bundled plugins are found next to it) and the PKO_TOOLCHAIN_* variables that
- * `build.sh --print-env` prints.
+ * Environment for processes that use the toolchain: every bin dir but oldpulumi's first on PATH
+ * (pulumi's first, so its bundled plugins are found next to it) and the PKO_TOOLCHAIN_* variables
+ * that `build.sh --print-env` prints.
  */
 export function toolchainEnv(tc: Toolchain = toolchain, basePath = process.env.PATH ?? ''): Record<string, string> {
   const order: Component[] = ['pulumi', 'command', 'kubernetes', 'etcd', 'helm', 'coredns', 'crictl'];

@@ -2,11 +2,13 @@
 # Builds the e2e test bed's toolchain from the Go module proxy (no prebuilt downloads):
 #   etcd, kube-apiserver + kube-controller-manager + kube-scheduler + kube-proxy + kubelet +
 #   kubectl, pulumi (+ pulumi-language-nodejs, pulumi-language-yaml and the dynamic-provider shim),
-#   pulumi-resource-command, helm, coredns, crictl.
+#   pulumi-resource-command, helm, coredns, crictl, and an older pulumi (oldpulumi: the stand-in
+#   image of a Pulumi release older than the agent needs, for the PulumiVersionTooLow test).
 #
 # Usage:
 #   e2e/toolchain/build.sh [component...]   build what is missing (default: all components:
-#                                           etcd kubernetes pulumi command helm coredns crictl)
+#                                           etcd kubernetes pulumi command helm coredns crictl
+#                                           oldpulumi)
 #   e2e/toolchain/build.sh --print-env      print `export` lines for `eval` (PATH and
 #                                           PKO_TOOLCHAIN_* bin dirs); builds nothing
 #   e2e/toolchain/build.sh --list           print each component, its bin dir and whether it is built
@@ -30,7 +32,7 @@ RECIPE_REVISION=1
 TOOLCHAIN_DIR="${PKO_TOOLCHAIN_DIR:-$HOME/.cache/pko-toolchain}"
 SCRATCH="$TOOLCHAIN_DIR/.scratch"
 LOGS="$TOOLCHAIN_DIR/.logs"
-ALL_COMPONENTS=(etcd kubernetes pulumi command helm coredns crictl)
+ALL_COMPONENTS=(etcd kubernetes pulumi command helm coredns crictl oldpulumi)
 # The commands of k8s.io/kubernetes/cmd/ that the kubernetes component builds, in one go build: the
 # control plane, and the node (kubelet, kube-proxy) that must match the API server's version.
 # A directory built before a binary was added lacks it, fails verify_component and is rebuilt;
@@ -39,6 +41,9 @@ KUBERNETES_BINARIES="kube-apiserver kube-controller-manager kube-scheduler kube-
 
 export GOTOOLCHAIN=local
 export CGO_ENABLED=0
+# The checksum database that this machine's proxy serves has no entry for pulumi/pkg/v3 (404): the
+# module's hash is taken from the proxy and recorded in the wrapper's go.sum instead.
+export GONOSUMDB="${GONOSUMDB:+$GONOSUMDB,}github.com/pulumi/pulumi/pkg"
 
 die() { echo "build.sh: error: $*" >&2; exit 1; }
 
@@ -51,6 +56,7 @@ component_dir() {
     helm) echo "$TOOLCHAIN_DIR/helm-$HELM_VERSION" ;;
     coredns) echo "$TOOLCHAIN_DIR/coredns-$COREDNS_VERSION" ;;
     crictl) echo "$TOOLCHAIN_DIR/crictl-$CRICTL_VERSION" ;;
+    oldpulumi) echo "$TOOLCHAIN_DIR/oldpulumi-$OLD_PULUMI_VERSION" ;;
     *) die "unknown component '$1' (known: ${ALL_COMPONENTS[*]})" ;;
   esac
 }
@@ -64,6 +70,7 @@ component_binaries() {
     helm) echo "helm" ;;
     coredns) echo "coredns" ;;
     crictl) echo "crictl" ;;
+    oldpulumi) echo "pulumi" ;;
   esac
 }
 
@@ -78,6 +85,7 @@ stamp_key() {
     helm) key="$key helm=$HELM_VERSION" ;;
     coredns) key="$key coredns=$COREDNS_VERSION" ;;
     crictl) key="$key crictl=$CRICTL_VERSION" ;;
+    oldpulumi) key="$key pulumi=$OLD_PULUMI_VERSION" ;;
   esac
   echo "$key"
 }
@@ -104,8 +112,12 @@ verify_component() {
           [ "$out" = "Kubernetes $KUBERNETES_VERSION" ] || { echo "$b --version: $out" >&2; return 1; }
         fi
       done ;;
-    pulumi)
+    pulumi|oldpulumi)
       out=$(PULUMI_SKIP_UPDATE_CHECK=true PULUMI_HOME="$SCRATCH/pulumi-home" "$bin/pulumi" version 2>&1) || true
+      if [ "$c" = oldpulumi ]; then
+        [ "$out" = "$OLD_PULUMI_VERSION" ] || { echo "pulumi version: $out" >&2; return 1; }
+        return 0
+      fi
       [ "$out" = "$PULUMI_VERSION" ] || { echo "pulumi version: $out" >&2; return 1; }
       # The plugins have no version flag: read the build info that go embeds.
       has_module "$bin/pulumi-language-yaml" github.com/pulumi/pulumi-yaml "$PULUMI_YAML_VERSION" || return 1 ;;
@@ -270,18 +282,34 @@ build_kubernetes() {
   run go -C "$w" build -trimpath -ldflags "$ld" -o "$out/bin/" "${pkgs[@]}"
 }
 
+# A wrapper module requiring pkg/v3 cmd/pulumi and sdk/v3 at version $2; prints its path. pkg's
+# go.mod replaces sdk/v3 => ../sdk (so no `go install`); its other replaces (forks such as
+# atotto/clipboard's, older pins such as sergi/go-diff's) are copied into the wrapper, where a
+# dependency's replaces would otherwise be ignored.
+pulumi_cli_wrapper() { # name version
+  local name=$1 v=$2 w r
+  fetch_module "github.com/pulumi/pulumi/pkg/v3@$v"
+  w=$(new_wrapper "$name")
+  for r in $(awk '$1=="replace" && $3=="=>" && $4 !~ /^\./ && NF==5 {print $2"="$4"@"$5}' "$MOD_GOMOD"); do
+    run go -C "$w" mod edit -replace="$r"
+  done
+  run go -C "$w" get -tool "github.com/pulumi/pulumi/pkg/v3/cmd/pulumi@$v"
+  run go -C "$w" get "github.com/pulumi/pulumi/sdk/v3@$v"
+  echo "$w"
+}
+
+# Checks that the wrapper $1 resolved pkg/v3 and sdk/v3 to version $2.
+check_pulumi_wrapper() { # wrapper version
+  local got
+  got=$(go -C "$1" list -m -f '{{.Version}}' github.com/pulumi/pulumi/pkg/v3 github.com/pulumi/pulumi/sdk/v3 | sort -u)
+  [ "$got" = "$2" ] || die "pulumi wrapper resolved pkg/sdk to '$got', expected $2 (see $1/go.mod)"
+}
+
+pulumi_ldflags() { echo "-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$1"; }
+
 build_pulumi() {
-  local out=$1 w ld nodejs=true got
-  # The checksum database that this machine's proxy serves has no entry for pulumi/pkg/v3 (404):
-  # the module's hash is taken from the proxy and recorded in the wrapper's go.sum instead.
-  export GONOSUMDB="${GONOSUMDB:+$GONOSUMDB,}github.com/pulumi/pulumi/pkg"
-  fetch_module "github.com/pulumi/pulumi/pkg/v3@$PULUMI_VERSION"
-  w=$(new_wrapper pulumi)
-  # pkg/go.mod replaces sdk/v3 => ../sdk (so no `go install`) and clipboard with a fork; keep the fork.
-  run go -C "$w" mod edit \
-    -replace=github.com/atotto/clipboard=github.com/tgummerer/clipboard@v0.0.0-20241001131231-d02d263e614e
-  run go -C "$w" get -tool "github.com/pulumi/pulumi/pkg/v3/cmd/pulumi@$PULUMI_VERSION"
-  run go -C "$w" get "github.com/pulumi/pulumi/sdk/v3@$PULUMI_VERSION"
+  local out=$1 w ld nodejs=true
+  w=$(pulumi_cli_wrapper pulumi "$PULUMI_VERSION")
   # The Node.js language host has no tags: pin the commit of the CLI's tag. It asks for an older
   # pkg/sdk; minimal version selection keeps both at $PULUMI_VERSION. Optional: a proxy that only
   # serves modules it has cached may not have this commit (then only YAML projects and inline
@@ -295,9 +323,8 @@ build_pulumi() {
     nodejs=false
     mark_unavailable "$out" pulumi-language-nodejs "$MOD_ERROR"
   fi
-  got=$(go -C "$w" list -m -f '{{.Version}}' github.com/pulumi/pulumi/pkg/v3 github.com/pulumi/pulumi/sdk/v3 | sort -u)
-  [ "$got" = "$PULUMI_VERSION" ] || die "pulumi wrapper resolved pkg/sdk to '$got', expected $PULUMI_VERSION (see $w/go.mod)"
-  ld="-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$PULUMI_VERSION"
+  check_pulumi_wrapper "$w" "$PULUMI_VERSION"
+  ld=$(pulumi_ldflags "$PULUMI_VERSION")
   local pkgs=(github.com/pulumi/pulumi/pkg/v3/cmd/pulumi)
   $nodejs && pkgs+=(github.com/pulumi/pulumi/sdk/nodejs/cmd/pulumi-language-nodejs/v3)
   run go -C "$w" build -trimpath -tags osusergo,grpcnotrace -ldflags "$ld" -o "$out/bin/" "${pkgs[@]}"
@@ -312,6 +339,16 @@ build_pulumi() {
     github.com/pulumi/pulumi-yaml/cmd/pulumi-language-yaml
 
   write_dynamic_provider_shim "$out/bin/pulumi-resource-pulumi-nodejs"
+}
+
+# An older pulumi CLI alone, the recipe of build_pulumi without the plugins: the stand-in image of a
+# release older than the agent needs takes its language host from the pulumi component.
+build_oldpulumi() {
+  local out=$1 w
+  w=$(pulumi_cli_wrapper oldpulumi "$OLD_PULUMI_VERSION")
+  check_pulumi_wrapper "$w" "$OLD_PULUMI_VERSION"
+  run go -C "$w" build -trimpath -tags osusergo,grpcnotrace -ldflags "$(pulumi_ldflags "$OLD_PULUMI_VERSION")" \
+    -o "$out/bin/" github.com/pulumi/pulumi/pkg/v3/cmd/pulumi
 }
 
 # The provider plugin behind pulumi.dynamic.Resource: pulumi starts it in the program's
@@ -441,12 +478,13 @@ build_component() {
 print_env() {
   local c dir var path=""
   printf 'export PKO_TOOLCHAIN_DIR=%q\n' "$TOOLCHAIN_DIR"
-  # pulumi first: its bundled plugins must be the ones next to it
-  for c in pulumi command kubernetes etcd helm coredns crictl; do
+  # pulumi first: its bundled plugins must be the ones next to it. oldpulumi is not on PATH (it
+  # would be a second `pulumi`): only images copy it.
+  for c in pulumi command kubernetes etcd helm coredns crictl oldpulumi; do
     dir=$(component_dir "$c")/bin
     var="PKO_TOOLCHAIN_$(tr '[:lower:]' '[:upper:]' <<<"$c")_BIN"
     printf 'export %s=%q\n' "$var" "$dir"
-    path="$path${path:+:}$dir"
+    [ "$c" = oldpulumi ] || path="$path${path:+:}$dir"
     [ -f "$(component_dir "$c")/.stamp" ] || echo "build.sh: warning: $c is not built yet (run $HERE/build.sh $c)" >&2
   done
   # shellcheck disable=SC2016

@@ -2,9 +2,14 @@ import { load } from 'js-yaml';
 import { createHash } from 'node:crypto';
 import { renderProgram } from '../src/program/render';
 import { syncProgram } from '../src/program/sync';
-import { LAST_APPLIED_ANNOTATION } from '../src/lib/k8s';
+import { goJsonBytes, MAX_ANNOTATIONS_BYTES } from '../src/program/size';
+import { syncStack } from '../src/stack/sync';
+import { LAST_APPLIED_ANNOTATION, type KObject } from '../src/lib/k8s';
 import type { Program, ProgramStatus } from '../../schemas/generated/types';
-import { NOW } from './builders';
+import { makeProgram, makeStack, NOW, syncRequest } from './builders';
+import { ctx } from './stories';
+
+const DECORATOR_ANNOTATION = 'metacontroller.k8s.io/decorator-controller';
 import { asChild } from './children';
 
 /** A Program; its `program` is any JSON, as the hook validates it itself. */
@@ -138,5 +143,82 @@ describe('the Program hook', () => {
       /^program\.variables\.deep\.d\.d\.d\.d\.d… is nested more than 100 levels deep/,
     );
     expect(bad.attachments).toEqual([good.attachments[0]]);
+  });
+});
+
+describe('a Program too large for its ConfigMap', () => {
+  /** A Program whose one variable is `text`. */
+  const sized = (text: string, generation = 2, status?: ProgramStatus) =>
+    program({ ...full, variables: { blob: text } }, generation, status);
+  /** The annotations of an attachment as Metacontroller's dynamic apply writes it (size.ts's model of it). */
+  function annotationsOnceApplied(attachment: KObject): number {
+    const annotated: KObject = {
+      ...attachment,
+      metadata: {
+        ...attachment.metadata,
+        annotations: { ...attachment.metadata.annotations, [DECORATOR_ANNOTATION]: 'pulumi-programs' },
+      },
+    };
+    const all = { ...annotated.metadata.annotations, [LAST_APPLIED_ANNOTATION]: 'x'.repeat(goJsonBytes(annotated)) };
+    return Object.entries(all).reduce((n, [k, v]) => n + Buffer.byteLength(k + v), 0);
+  }
+  const accepted = (text: string) => syncProgram({ object: sized(text) }, NOW).attachments.length === 1;
+
+  it('is Stalled with the size, the limit and what to do, and keeps the last good ConfigMap', () => {
+    const good = syncProgram({ object: program(full, 1) }, NOW);
+    const res = syncProgram(
+      {
+        object: sized('x'.repeat(300_000), 2, good.status),
+        attachments: { 'ConfigMap.v1': { 'team-a/random-yaml-program': asObserved(good.attachments[0]) } },
+      },
+      NOW,
+    );
+    expect(res.status.artifact).toBeUndefined();
+    const stalled = res.status.conditions?.find((c) => c.type === 'Stalled');
+    expect(stalled).toMatchObject({ status: 'True', reason: 'ProgramTooLarge' });
+    expect(stalled?.message).toMatch(/^Program team-a\/random-yaml renders to a Pulumi.yaml of 294 KiB \(\d+ bytes\)/);
+    expect(stalled?.message).toContain('262144 bytes (256 KiB) of annotations');
+    expect(stalled?.message).toContain('spec.projectRepo');
+    expect(res.status.conditions?.find((c) => c.type === 'Ready')?.status).toBe('False');
+    expect(res.attachments).toEqual([good.attachments[0]]);
+  });
+
+  it('attaches nothing when it never had a ConfigMap', () => {
+    expect(syncProgram({ object: sized('x'.repeat(300_000)) }, NOW).attachments).toEqual([]);
+  });
+
+  it('is told apart by what its copy takes as Go writes JSON, where <, > and & take 6 bytes', () => {
+    expect(accepted('x'.repeat(200_000))).toBe(true);
+    expect(accepted('<'.repeat(200_000))).toBe(false);
+    expect(goJsonBytes({ a: '<&>\u2028' })).toBe(Buffer.byteLength(JSON.stringify({ a: '<&>\u2028' })) + 18);
+  });
+
+  it('is accepted up to just under the annotation limit, and its ConfigMap then fits', () => {
+    // The longest variable accepted, by bisection, for text with characters Go escapes.
+    const text = (n: number) => 'ab<'.repeat(Math.ceil(n / 3)).slice(0, n);
+    let [lo, hi] = [0, 300_000];
+    while (hi - lo > 1) {
+      const mid = Math.floor((lo + hi) / 2);
+      if (accepted(text(mid))) lo = mid;
+      else hi = mid;
+    }
+    const largest = syncProgram({ object: sized(text(lo)) }, NOW).attachments[0]!;
+    const bytes = annotationsOnceApplied(largest);
+    expect(bytes).toBeLessThanOrEqual(MAX_ANNOTATIONS_BYTES);
+    // The margin for what Metacontroller adds is small.
+    expect(bytes).toBeGreaterThan(MAX_ANNOTATIONS_BYTES - 1024);
+  });
+
+  it('stalls the Stacks that use it, with its message', () => {
+    const big = syncProgram({ object: sized('x'.repeat(300_000)) }, NOW);
+    const related = { ...makeProgram('random-yaml', 2), status: big.status } as KObject;
+    const stack = makeStack({ programRef: { name: 'random-yaml' } });
+    const res = syncStack(syncRequest(stack, [], [related]), ctx());
+    const stalled = res.status.conditions?.find((c) => c.type === 'Stalled');
+    expect(stalled?.reason).toBe('SourceUnavailable');
+    expect(stalled?.message).toMatch(
+      /^Program team-a\/random-yaml has no artifact: Program team-a\/random-yaml renders/,
+    );
+    expect(stalled?.message).toContain('262144 bytes');
   });
 });

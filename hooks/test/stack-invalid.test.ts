@@ -170,7 +170,9 @@ describe('an invalid Stack', () => {
       expect(sent.status).toBe(200);
       const res = stackSyncAnswer(sent.json);
       expect(condition(res.status, 'Stalled')?.message).toMatch(/spec is required/);
-      expect(res.children).toHaveLength(cluster.length);
+      // The server's own clock is a day past the finished Job's end: its TTL has passed (stack-retention.test.ts).
+      const notJobs = (children: { kind: string }[]) => children.filter((c) => c.kind !== 'Job').length;
+      expect(notJobs(res.children)).toBe(notJobs(cluster));
     } finally {
       await app.close();
     }

@@ -242,16 +242,18 @@ describe('workspace failures', () => {
     expect(find(res, 'StatefulSet')).toBeDefined();
   });
 
-  it('maps IncompatibleConfiguration to PulumiVersionTooLow', () => {
+  it('maps IncompatibleConfiguration to PulumiVersionTooLow, with the versions the agent names', () => {
     const stack = makeStack();
     const r1 = syncStack(syncRequest(stack), ctx());
-    const failing = workspaceFails(
-      applyChildren([], r1.children),
-      'IncompatibleConfiguration',
-      'structured config needs Pulumi 3.202.0',
-    );
+    const agentMessage =
+      "the workspace image's Pulumi CLI is v3.197.0; structured config (config set-all --json) needs v3.202.0 " +
+      'or newer: use a newer Pulumi image in workspaceTemplate.spec.image';
+    const failing = workspaceFails(applyChildren([], r1.children), 'IncompatibleConfiguration', agentMessage);
     const res = syncStack(syncRequest(withStatus(stack, r1), failing), ctx());
-    expect(condition(res.status, 'Stalled')?.reason).toBe('PulumiVersionTooLow');
+    expect(condition(res.status, 'Stalled')).toMatchObject({
+      reason: 'PulumiVersionTooLow',
+      message: `IncompatibleConfiguration: ${agentMessage}`,
+    });
   });
 
   it('ignores a failure reported for an older template', () => {

@@ -6,7 +6,7 @@
 import type { StackSpec } from '../../schemas/generated/types';
 import { syncStack } from '../src/stack/sync';
 import { applyChildren, condition, jobFinishes, jobsOf, makeStack, syncRequest, withStatus } from './builders';
-import { at, childOf, fetchContainerOf, envValue, operationOf, podSpecOf } from './children';
+import { childOf, fetchContainerOf, envValue, operationOf, podSpecOf } from './children';
 import { ctx, toFirstJob, withChildren } from './stories';
 
 const git = { programRef: undefined, projectRepo: 'https://g.test/r.git', commit: 'a'.repeat(40) };
@@ -150,7 +150,8 @@ describe('workspaceTemplate.spec.local', () => {
     const fetch = fetchContainerOf(childOf(res, 'StatefulSet'));
     expect(fetch.command).toEqual(['pko-agent', 'fetch', 'local']);
     expect(envValue(fetch, 'LOCAL_DIR')).toBe('/home/pulumi/project');
-    expect(at(podSpecOf(childOf(res, 'StatefulSet')).initContainers, 0, 'init container').name).toBe('fetch');
+    // Ours only: the agent's bootstrap, then the fetch that links the directory.
+    expect(podSpecOf(childOf(res, 'StatefulSet')).initContainers?.map((c) => c.name)).toEqual(['bootstrap', 'fetch']);
   });
 
   it.each([

@@ -1603,7 +1603,7 @@ export interface UpdateTemplateSpec {
    */
   type?: string;
   /**
-   * How long a finished operation is kept before it is deleted, as a duration such as `1h` or `30m`. Defaults to 24h.
+   * How long a finished operation (its Job and outputs Secret) is kept before it is deleted, as a duration such as `1h` or `30m`, counted from when it finished; never before the Stack's status has its result. Defaults to 24h.
    */
   ttlAfterCompleted?: string;
   /**
@@ -1699,7 +1699,7 @@ export interface StackStatus {
    */
   observedReconcileRequest?: string;
   /**
-   * Conditions `Ready`, `Reconciling` and `Stalled` (kstatus conventions). Ready is True when the last operation succeeded and nothing is left to do. Reconciling is True while an operation is pending, running or being retried. Stalled is True when the operator cannot go on until the spec, the source or the reconciliation request changes; its reason says why (SpecInvalid, SourceUnavailable, UpdateFailed, ...).
+   * Conditions `Ready`, `Reconciling` and `Stalled` (kstatus conventions). Ready is True when the last operation succeeded and nothing is left to do. Reconciling is True while an operation is pending, running or being retried. Stalled is True when the operator cannot go on until the spec, the source or the reconciliation request changes; its reason says why (SpecInvalid, SourceUnavailable, UpdateFailed, ...). OutputsTruncated is True when `outputs` holds only some of the outputs of the last successful up.
    */
   conditions?: StackCondition[];
   /**
@@ -1711,7 +1711,7 @@ export interface StackStatus {
    */
   lastUpdate?: StackUpdateState;
   /**
-   * Outputs of the stack after the last successful operation. Secret outputs are shown as the string `[secret]`.
+   * Outputs of the stack after the last successful operation. Secret outputs are shown as the string `[secret]`. When they are larger than 64 KiB together, only those that fit, and the condition OutputsTruncated says so; all of them are in the Secret `<job>-stack-outputs` of that up's Job, which the condition names.
    */
   outputs?: {
     [k: string]: unknown;

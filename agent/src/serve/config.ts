@@ -12,9 +12,6 @@ export interface ResolvedConfig {
   secret: boolean;
 }
 
-/** Upstream's minimum CLI version for structured (JSON) config: `config set-all --json`. */
-export const STRUCTURED_CONFIG_MIN_VERSION = '3.202.0';
-
 /** Keys without a namespace get the project's (upstream). Keys are never property paths. */
 export function qualifyKey(key: string, project: string): string {
   return key.includes(':') ? key : `${project}:${key}`;

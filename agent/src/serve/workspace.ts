@@ -12,14 +12,8 @@ import { AgentError, errorMessage, oneLine, truncate } from '../lib/errors';
 import { logger } from '../lib/log';
 import type { Redactor } from '../lib/redact';
 import { sleep } from '../lib/sleep';
-import {
-  compareVersions,
-  configJson,
-  hasStructuredConfig,
-  resolveConfig,
-  STRUCTURED_CONFIG_MIN_VERSION,
-  type ResolvedConfig,
-} from './config';
+import { pulumiVersionProblem, secretConfigSet } from './cli-version';
+import { configJson, hasStructuredConfig, resolveConfig, type ResolvedConfig } from './config';
 import { runOperation } from './operation';
 import { runPulumi, type RunResult } from './pulumi';
 import { StackStateReader } from './stack-state';
@@ -153,6 +147,10 @@ export class Workspace {
       });
     }
     this.pulumiVersion = ws.pulumiVersion;
+    const items = this.options.stack.config ?? [];
+    // Before installing: a CLI that is too old is not retried (a new image rolls the pod).
+    const tooLow = pulumiVersionProblem(this.pulumiVersion, hasStructuredConfig(items));
+    if (tooLow) throw new AgentError(tooLow, { reason: 'IncompatibleConfiguration' });
     try {
       const settings = await ws.projectSettings();
       const runtime = typeof settings.runtime === 'string' ? settings.runtime : (settings.runtime?.name ?? '');
@@ -163,15 +161,8 @@ export class Workspace {
       });
     }
     // Read (and register as secrets) every config value before anything can print one.
-    const items = this.options.stack.config ?? [];
     this.config = resolveConfig(items, this.projectInfo.name);
     for (const c of this.config) if (c.secret) this.options.redactor.add(c.value);
-    if (hasStructuredConfig(items) && compareVersions(this.pulumiVersion, STRUCTURED_CONFIG_MIN_VERSION) < 0) {
-      throw new AgentError(
-        `structured (JSON) config needs Pulumi CLI ${STRUCTURED_CONFIG_MIN_VERSION} or later; this workspace has ${this.pulumiVersion}`,
-        { reason: 'IncompatibleConfiguration' },
-      );
-    }
     this.ws = ws;
     logger.info('workspace opened', {
       dir: this.options.workDir,
@@ -243,8 +234,8 @@ export class Workspace {
 
   /**
    * Plain and structured values in one `config set-all` (`--json` when any is structured); each
-   * secret string through `config set --secret --raw` with the value on stdin, never on a command
-   * line. (A structured secret can only go through `set-all --json`, like upstream.)
+   * secret string through `config set --secret` with the value on stdin, never on a command line
+   * (secretConfigSet). (A structured secret can only go through `set-all --json`, like upstream.)
    */
   private async applyConfig(): Promise<void> {
     const stack = this.stackName;
@@ -264,7 +255,8 @@ export class Workspace {
         });
     }
     for (const c of secretStrings) {
-      const r = await this.cli(['config', 'set', '--secret', '--raw', '--stack', stack, '--', c.key], String(c.value));
+      const set = secretConfigSet(this.pulumiVersion ?? '', stack, c.key, String(c.value));
+      const r = await this.cli(set.args, set.stdin);
       if (r.code !== 0)
         throw new AgentError(`cannot set the secret config ${c.key}: ${this.options.redactor.redact(cliError(r))}`, {
           reason: 'InitializationFailed',

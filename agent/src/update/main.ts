@@ -3,8 +3,10 @@ import type * as k8s from '@kubernetes/client-node';
 import {
   Annotations,
   Env,
+  fitOutputs,
   formatUpdateResult,
   Labels,
+  MAX_OUTPUTS_ANNOTATION_BYTES,
   maskOutputs,
   outputSecretKey,
   Paths,
@@ -152,7 +154,8 @@ async function writeResult(ctx: JobContext, result: UpdateResult): Promise<void>
   );
 }
 
-function toUpdateResult(op: OperationRequest, res: OperationResult): UpdateResult {
+/** The result of what the workspace answered, secret outputs masked (exported for tests). */
+export function toUpdateResult(op: OperationRequest, res: OperationResult): UpdateResult {
   const u: UpdateResult = {
     state: res.state,
     type: op.type,
@@ -331,6 +334,14 @@ async function reportResult(ctx: JobContext, result: UpdateResult): Promise<numb
   const outputs = result.outputs ?? {};
   const names = Object.keys(outputs).map((k) => (outputs[k] === '[secret]' ? `${k} (secret)` : k));
   if (names.length) say(`[pko-agent] outputs: ${names.join(', ')}`);
+  const carried = fitOutputs(result);
+  if (carried.outputsOmitted) {
+    say(
+      `[pko-agent] the outputs exceed the ${MAX_OUTPUTS_ANNOTATION_BYTES / 1024} KiB of a result: it carries ` +
+        `${Object.keys(carried.outputs ?? {}).length} of ${carried.outputsTotal ?? '?'} (status.outputs shows those); ` +
+        `all are in Secret ${result.outputsSecret ?? '(none)'}`,
+    );
+  }
   const job = `${ctx.namespace}/${ctx.job}`;
   try {
     await writeResult(ctx, result);

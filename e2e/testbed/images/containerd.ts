@@ -19,7 +19,8 @@ const NODE_IMAGES: readonly ImageName[] = ['pause', 'debian', 'node', 'pulumiNon
 export interface ImportOptions {
   /**
    * Default: pause, debian, node, pulumiNonroot, hooks and agent (the pulumi image is only a build
-   * input; pulumi-base's stand-in is imported only when named).
+   * input; the stand-ins of pulumi-base and of the older pulumi/pulumi are imported only when
+   * named).
    */
   images?: readonly ImageName[];
   namespace?: string;

@@ -11,7 +11,16 @@ import { type Dockerfile, parseDockerfile, stageNamed } from '../../../packaging
 import { REPO_ROOT, versions } from '../toolchain';
 
 export type ImageName =
-  'debian' | 'node' | 'pause' | 'pulumi' | 'pulumiNonroot' | 'pulumiBase' | 'userPulumi' | 'hooks' | 'agent';
+  | 'debian'
+  | 'node'
+  | 'pause'
+  | 'pulumi'
+  | 'pulumiNonroot'
+  | 'pulumiBase'
+  | 'pulumiOld'
+  | 'userPulumi'
+  | 'hooks'
+  | 'agent';
 
 /** Build order: each image comes after the ones it is built from. */
 export const IMAGE_NAMES: readonly ImageName[] = [
@@ -21,13 +30,15 @@ export const IMAGE_NAMES: readonly ImageName[] = [
   'pulumi',
   'pulumiNonroot',
   'pulumiBase',
+  'pulumiOld',
   'userPulumi',
   'hooks',
   'agent',
 ];
 
-/** The toolchain's Pulumi version as Pulumi's image tags spell it (3.274.1, no `v`). */
-const PULUMI_TAG = versions.pulumi.replace(/^v/, '');
+/** A Pulumi version as Pulumi's image tags spell it (3.274.1, no `v`). */
+const imageTag = (version: string): string => version.replace(/^v/, '');
+const PULUMI_TAG = imageTag(versions.pulumi);
 
 /** Version of our pause program (pause.c), the tag of its image. */
 export const PAUSE_VERSION = '1.0';
@@ -55,6 +66,7 @@ function imageRefs(df: Dockerfile): Record<ImageName, string> {
     pulumi: `localhost/pko-testbed/pulumi:${versions.pulumi}`,
     pulumiNonroot: `docker.io/pulumi/pulumi:${PULUMI_TAG}-nonroot`,
     pulumiBase: `docker.io/pulumi/pulumi-base:${PULUMI_TAG}-nonroot`,
+    pulumiOld: `docker.io/pulumi/pulumi:${imageTag(versions.oldPulumi)}-nonroot`,
     userPulumi: 'localhost/pko-testbed/user-pulumi:1',
     hooks: 'localhost/pko-testbed/hooks:dev',
     agent: 'localhost/pko-testbed/agent:dev',
@@ -67,7 +79,8 @@ function imageRefs(df: Dockerfile): Record<ImageName, string> {
  * pod sandbox image to set as containerd's `sandbox_image`, `pulumi` the toolchain's Pulumi
  * binaries (the agent's PULUMI_STAGE), `pulumiNonroot` and `pulumiBase` stand-ins of Pulumi's
  * docker.io/pulumi/pulumi and pulumi-base `<version>-nonroot` images (upstream-pulumi.ts),
- * `userPulumi` a user's image built FROM the first (user-image.ts), `hooks` and `agent` the
- * project's two images.
+ * `pulumiOld` of docker.io/pulumi/pulumi at the toolchain's older CLI (3.197.0-nonroot: a CLI
+ * older than structured config needs), `userPulumi` a user's image built FROM pulumiNonroot
+ * (user-image.ts), `hooks` and `agent` the project's two images.
  */
 export const IMAGE_REFS: Readonly<Record<ImageName, string>> = imageRefs(readDockerfile());

@@ -12,8 +12,13 @@
  *   pulumiBase     docker.io/pulumi/pulumi-base:<version>-nonroot  debian + pulumi and
  *                                                                  pulumi-language-yaml only: no
  *                                                                  Node.js, no git
+ *   pulumiOld      docker.io/pulumi/pulumi:<old version>-nonroot   pulumiNonroot's shape with the
+ *                                                                  toolchain's older pulumi
+ *                                                                  (OLD_PULUMI_VERSION, 3.197.0)
+ *                                                                  and the current YAML host, which
+ *                                                                  runs with it (gRPC only)
  *
- * Both: /pulumi/bin first on PATH, user and group `pulumi` 1000:1000 with home /home/pulumi,
+ * All three: /pulumi/bin first on PATH, user and group `pulumi` 1000:1000 with home /home/pulumi,
  * `USER 1000:1000`, WORKDIR /home/pulumi, CMD ["pulumi"]. The binaries are copied from the
  * toolchain as the `pulumi` recipe does; Node.js from the node stand-in (`buildah copy --from`);
  * git by apt-get from Debian's mirror (the one RUN step on the host's network).
@@ -107,6 +112,17 @@ export const pulumiNonroot: Recipe = upstreamPulumi({
   name: 'pulumiNonroot',
   binaries: {
     pulumi: 'pulumi',
+    'pulumi-language-yaml': 'pulumiLanguageYaml',
+    'pulumi-resource-pulumi-nodejs': 'pulumiResourcePulumiNodejs',
+  },
+  nodeAndGit: true,
+});
+
+/** An image whose CLI is older than structured config needs (the PulumiVersionTooLow case). */
+export const pulumiOld: Recipe = upstreamPulumi({
+  name: 'pulumiOld',
+  binaries: {
+    pulumi: 'oldPulumi',
     'pulumi-language-yaml': 'pulumiLanguageYaml',
     'pulumi-resource-pulumi-nodejs': 'pulumiResourcePulumiNodejs',
   },

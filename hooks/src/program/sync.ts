@@ -7,6 +7,7 @@ import { applyMark } from '../stack/conditions';
 import { programConfigMapName } from '../stack/source';
 import { MAX_SPEC_NESTING, tooDeepMessage } from '../stack/validate';
 import { renderProgram } from './render';
+import { configMapTooLarge } from './size';
 
 export interface ProgramSyncRequest {
   object: Program;
@@ -21,11 +22,15 @@ export interface ProgramSyncResponse {
 
 const PROGRAM_LABEL = 'pulumi.com/program-name';
 
+/** Stalled reason of a Program whose ConfigMap could not be written (size.ts). */
+export const PROGRAM_TOO_LARGE = 'ProgramTooLarge';
+
 /**
  * The Program decorator: validates the Program, renders it, attaches a ConfigMap holding the
  * project, and reports an upstream-shaped artifact (revision = generation, sha256 digest) that
- * Stacks consume like a Flux artifact. An invalid Program keeps its last good attachment and
- * artifact-less status says why, so Stacks using it stall instead of deploying garbage.
+ * Stacks consume like a Flux artifact. An invalid Program, or one too large for its ConfigMap,
+ * keeps its last good attachment and artifact-less status says why, so Stacks using it stall
+ * (SourceUnavailable, with the Program's message) instead of deploying garbage or an old program.
  */
 export function syncProgram(req: ProgramSyncRequest, now: Date): ProgramSyncResponse {
   const program = req.object;
@@ -36,14 +41,16 @@ export function syncProgram(req: ProgramSyncRequest, now: Date): ProgramSyncResp
   const observed = objectsOf(req.attachments, 'ConfigMap', 'v1').find((o) => o.metadata.name === cmName);
   const previous = program.status ?? {};
 
-  const message = programProblem(program);
-  if (message !== undefined) {
-    const status: ProgramStatus = {
+  // A Program that cannot be delivered keeps its last good attachment; its status has no artifact.
+  const stalled = (reason: string, message: string): ProgramSyncResponse => ({
+    status: {
       observedGeneration: generation,
-      conditions: applyMark(previous.conditions, { kind: 'stalled', reason: 'SpecInvalid', message }, generation, now),
-    };
-    return { status, attachments: observed ? [asLastApplied(observed)] : [] };
-  }
+      conditions: applyMark(previous.conditions, { kind: 'stalled', reason, message }, generation, now),
+    },
+    attachments: observed ? [asLastApplied(observed)] : [],
+  });
+  const message = programProblem(program);
+  if (message !== undefined) return stalled('SpecInvalid', message);
 
   const rendered = renderProgram(program);
   const revision = String(generation);
@@ -76,6 +83,8 @@ export function syncProgram(req: ProgramSyncRequest, now: Date): ProgramSyncResp
     },
     data: { 'Pulumi.yaml': rendered.yaml },
   };
+  const tooLarge = configMapTooLarge(`${namespace}/${name}`, configMap, rendered.size);
+  if (tooLarge !== undefined) return stalled(PROGRAM_TOO_LARGE, tooLarge);
   return { status, attachments: [configMap] };
 }
 

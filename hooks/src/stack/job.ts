@@ -27,6 +27,8 @@ export const JobAnnotations = {
   commit: 'pulumi.com/update-commit',
   /** `lastUpdate.name` when the Job was created: the Job that follows it in the Stack's history. */
   previous: 'pulumi.com/update-previous',
+  /** Seconds to keep the Job once finished and absorbed (`ttlAfterCompleted`; retention.ts). */
+  ttl: 'pulumi.com/update-ttl-seconds',
 } as const;
 
 /** Upstream's TTL for Stack-created Updates. */
@@ -168,12 +170,14 @@ export function buildJob(
         [JobAnnotations.reconcileRequest]: id.reconcileRequest,
         [JobAnnotations.commit]: id.commit,
         [JobAnnotations.previous]: id.previous,
+        [JobAnnotations.ttl]: String(ttlSeconds),
       },
     },
     spec: {
       // Retries are the Stack's business (backoff, failure budget), never the Job controller's.
       backoffLimit: 0,
-      ttlSecondsAfterFinished: ttlSeconds,
+      // No ttlSecondsAfterFinished: the TTL controller would delete a Job whose result the Stack has
+      // not absorbed yet. The hooks delete it instead, once absorbed (retention.ts).
       template,
     },
   };

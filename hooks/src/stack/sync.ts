@@ -7,7 +7,9 @@ import { asLastApplied, asRetained, findObject, objectsOf, type KObject, type Ob
 import { applyMark, Reasons, type Mark } from './conditions';
 import { decideSync, MAX_UPDATE_FAILURES } from './decision';
 import { buildJob, identityOf, jobOutcome, type JobOutcome, type UpdateIdentity } from './job';
+import { recordOutputs } from './outputs';
 import { checkPrerequisites, refreshRequestsFor } from './prerequisites';
+import { retainJobs } from './retention';
 import { resolveSource, type RefLookup, type WorkspaceSource } from './source';
 import { validateStackObject } from './validate';
 import { stackRbac } from './rbac';
@@ -121,13 +123,8 @@ function absorb(status: StackStatus, job: KObject, id: UpdateIdentity, outcome: 
   };
   if (result.permalink) last.permalink = result.permalink;
   status.lastUpdate = last;
-  if (succeeded && result.type === 'up' && result.outputs && !result.outputsOmitted) {
-    status.outputs = Object.fromEntries(
-      Object.keys(result.outputs)
-        .sort()
-        .map((k) => [k, result.outputs![k]]),
-    );
-  }
+  if (succeeded && result.type === 'up')
+    recordOutputs(status, result, job.metadata.name, id.generation, last.lastResyncTime ?? rfc3339(now));
   if (succeeded && result.projectInfo) status.projectInfo = { ...result.projectInfo };
   delete status.currentUpdate;
 }
@@ -191,15 +188,33 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
   if (isRecord(previous.currentUpdate)) status.currentUpdate = { ...previous.currentUpdate };
   if (isRecord(previous.outputs)) status.outputs = { ...previous.outputs };
   if (isRecord(previous.projectInfo)) status.projectInfo = { ...previous.projectInfo };
+  // Absorbing a result may set conditions of its own (outputs.ts); respond() adds the kstatus ones.
+  if (Array.isArray(previous.conditions)) status.conditions = previous.conditions;
   status.observedGeneration = generation;
   if (request !== '') status.observedReconcileRequest = request;
 
   const respond = (mark: Mark, children: KObject[], extra: Partial<StackSyncResponse> = {}): StackSyncResponse => {
-    status.conditions = applyMark(previous.conditions, mark, generation, now);
+    const conditions = applyMark(status.conditions, mark, generation, now);
+    delete status.conditions; // re-added last, where every answer has it
+    status.conditions = conditions;
     // A finalize answer always says whether the Stack may go (absent would mean the same, but say it).
-    return { status, children, ...(deleting ? { finalized: false } : {}), ...extra };
+    const answer: StackSyncResponse = { status, children, ...(deleting ? { finalized: false } : {}), ...extra };
+    // Called again when the next finished Job's TTL runs out, unless something else comes first.
+    const wake = retained.resyncAfterSeconds;
+    if (wake !== undefined && (answer.resyncAfterSeconds ?? Infinity) > wake) answer.resyncAfterSeconds = wake;
+    return answer;
   };
-  const keptJobs = observed.jobs.map(({ job }) => asRetained(job));
+  // The Job that follows lastUpdate: the one whose result the status does not have yet.
+  const lastName = status.lastUpdate?.name ?? '';
+  const follows = ({ job, id }: ObservedJob): boolean =>
+    job.metadata.name === status.currentUpdate?.name ||
+    (id !== undefined && id.previous === lastName && job.metadata.name !== lastName);
+  // Finished Jobs go once their result is in the observed status and their TTL has passed.
+  const retained = retainJobs(
+    observed.jobs.map((o) => ({ ...o, absorbed: !follows(o) })),
+    now,
+  );
+  const keptJobs = retained.kept.map(({ job }) => asRetained(job));
   // The Stack's identities (rbac.ts) come with what it is given, allowed on exactly its Jobs.
   const withIdentities = (children: KObject[]): KObject[] => [
     ...children,
@@ -218,12 +233,7 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
   ];
 
   // 1. The operation that follows lastUpdate: absorb it when finished, wait while it runs.
-  const lastName = status.lastUpdate?.name ?? '';
-  const current = observed.jobs.find(
-    ({ job, id }) =>
-      job.metadata.name === status.currentUpdate?.name ||
-      (id !== undefined && id.previous === lastName && job.metadata.name !== lastName),
-  );
+  const current = observed.jobs.find(follows);
   if (current) {
     const { job, id, outcome } = current;
     if (id && outcome) {
