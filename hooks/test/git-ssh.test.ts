@@ -261,6 +261,15 @@ describe('resolving git refs over SSH', () => {
     });
   });
 
+  it('reads a ref list that spans many SSH packets', async () => {
+    const big = server.createRepo('big');
+    const sha = server.commit('big', 'main', { a: 'a' });
+    const tags = Array.from({ length: 3000 }, (_, i) => `refs/tags/release-${String(i).padStart(5, '0')}`);
+    server.updateRefs('big', [...tags, 'refs/heads/zz-last'], sha);
+    await expect(resolver.resolve({ url: big, ref: 'zz-last', ssh: key() })).resolves.toEqual({ sha });
+    await expect(resolver.resolve({ url: big, ref: 'release-02999', ssh: key() })).resolves.toEqual({ sha });
+  });
+
   it('needs an SSH key for an SSH URL', async () => {
     expect(await resolver.resolve({ url, ref: 'main' })).toEqual({
       error: expect.stringContaining('an SSH repository URL needs an SSH key (gitAuth.sshAuth)'),
@@ -358,6 +367,21 @@ describe('an SSH server that does not answer', () => {
       mute.close();
       await resolver.close();
       await silent.close();
+    }
+  });
+
+  it('says when the server does not speak git-upload-pack', async () => {
+    const odd = await startFakeSshGitServer({ reply: 'Welcome to the shell!\n' });
+    const resolver = new GitResolver({ timeoutMs: 5000, cacheTtlMs: 1, sshKnownHosts: odd.knownHosts.ed25519 });
+    try {
+      expect(
+        await resolver.resolve({ url: odd.createRepo('r'), ref: 'main', ssh: { privateKey: odd.clientKey } }),
+      ).toEqual({
+        error: expect.stringContaining('the server did not answer as git-upload-pack'),
+      });
+    } finally {
+      await resolver.close();
+      await odd.close();
     }
   });
 

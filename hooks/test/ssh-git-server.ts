@@ -3,7 +3,7 @@
  * public-key authentication that runs the real `git-upload-pack` on bare repositories in a temp
  * dir. e2e/testbed/sshd-git-server.ts is the real OpenSSH one for the end-to-end tests.
  */
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -16,6 +16,8 @@ export interface FakeSshGitServerOptions {
   hostKeyTypes?: ('ed25519' | 'ecdsa')[];
   /** Accept exec requests but never answer them (to test client timeouts). */
   silent?: boolean;
+  /** Answer every exec with these bytes instead of running git-upload-pack. */
+  reply?: string;
 }
 
 export interface FakeSshGitServer {
@@ -30,6 +32,8 @@ export interface FakeSshGitServer {
   /** `ssh://git@127.0.0.1:<port>/<name>.git` after creating the bare repository `<name>.git`. */
   createRepo(name: string): string;
   commit(repo: string, branch: string, files: Record<string, string>): string;
+  /** Points many refs (full names) at a commit at once. */
+  updateRefs(repo: string, refs: string[], sha: string): void;
   /** SSH connections accepted so far. */
   connections(): number;
   close(): Promise<void>;
@@ -98,6 +102,11 @@ export async function startFakeSshGitServer(options: FakeSshGitServerOptions = {
         session.on('exec', (accept, _reject, info) => {
           const stream = accept();
           if (options.silent) return;
+          if (options.reply !== undefined) {
+            stream.end(options.reply);
+            stream.exit(0);
+            return;
+          }
           const m = /^git-upload-pack '([^']*)'$/.exec(info.command);
           if (!m) {
             stream.stderr.write(`fatal: unrecognized command '${info.command}'\n`);
@@ -135,6 +144,12 @@ export async function startFakeSshGitServer(options: FakeSshGitServerOptions = {
       return `ssh://git@127.0.0.1:${port}/${name}.git`;
     },
     commit: (repo, branch, files) => commitTo(join(repos, `${repo}.git`), work, branch, files),
+    updateRefs(repo, refs, sha) {
+      execFileSync('git', ['update-ref', '--stdin'], {
+        cwd: join(repos, `${repo}.git`),
+        input: refs.map((r) => `create ${r} ${sha}\n`).join(''),
+      });
+    },
     connections: () => count,
     close: () =>
       new Promise<void>((resolve) => {

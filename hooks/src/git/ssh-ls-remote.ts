@@ -36,17 +36,31 @@ export interface SshAdvertisementRequest {
 /** A failed SSH lookup; the message says why in words for the Stack's status (never the key). */
 export class SshLookupError extends Error {}
 
-/** The length of the pkt-lines in `buf` up to and including the first flush-pkt, or -1 before it. */
-function flushEnd(buf: Buffer): number {
-  let pos = 0;
-  while (pos + 4 <= buf.length) {
-    const len = parseInt(buf.subarray(pos, pos + 4).toString('ascii'), 16);
-    if (Number.isNaN(len) || (len > 0 && len < 4))
-      throw new SshLookupError('the server did not answer as git-upload-pack');
-    if (len === 0) return pos + 4;
-    pos += len;
+/** Follows pkt-lines (4 hex digits of length, then the payload) across chunks, to the first flush-pkt. */
+class FlushFinder {
+  private header = '';
+  private remaining = 0;
+
+  /** The offset in `chunk` just after the first flush-pkt, or -1 while there is none yet. */
+  feed(chunk: Buffer): number {
+    let i = 0;
+    while (i < chunk.length) {
+      if (this.remaining > 0) {
+        const n = Math.min(this.remaining, chunk.length - i);
+        i += n;
+        this.remaining -= n;
+        continue;
+      }
+      this.header += String.fromCharCode(chunk[i++]!);
+      if (this.header.length < 4) continue;
+      const len = /^[0-9a-fA-F]{4}$/.test(this.header) ? parseInt(this.header, 16) : NaN;
+      this.header = '';
+      if (len === 0) return i;
+      if (!(len >= 4)) throw new SshLookupError('the server did not answer as git-upload-pack');
+      this.remaining = len - 4;
+    }
+    return -1;
   }
-  return -1;
 }
 
 function firstLine(stderr: Buffer): string {
@@ -125,7 +139,9 @@ export function sshAdvertisement(req: SshAdvertisementRequest): Promise<Buffer> 
     conn.on('ready', () => {
       conn.exec(uploadPackCommand(remote.path), (err, stream: ClientChannel) => {
         if (err) return finish(new SshLookupError(`${server} refused to run git-upload-pack: ${err.message}`));
-        let out = Buffer.alloc(0);
+        const flush = new FlushFinder();
+        const out: Buffer[] = [];
+        let size = 0;
         let stderr = Buffer.alloc(0);
         let exitCode: number | undefined;
         stream.on('exit', (code: number | null) => {
@@ -135,19 +151,19 @@ export function sshAdvertisement(req: SshAdvertisementRequest): Promise<Buffer> 
           if (stderr.length < MAX_STDERR_BYTES) stderr = Buffer.concat([stderr, chunk]);
         });
         stream.on('data', (chunk: Buffer) => {
-          out = Buffer.concat([out, chunk]);
           let end: number;
           try {
-            end = flushEnd(out);
+            end = flush.feed(chunk);
           } catch (e) {
             return finish(e as Error);
           }
+          out.push(end >= 0 ? chunk.subarray(0, end) : chunk);
+          size += chunk.length;
           if (end >= 0) {
             stream.end('0000');
-            return finish(undefined, out.subarray(0, end));
+            return finish(undefined, Buffer.concat(out));
           }
-          if (out.length > req.maxBytes)
-            finish(new SshLookupError(`the ref list is larger than ${req.maxBytes} bytes`));
+          if (size > req.maxBytes) finish(new SshLookupError(`the ref list is larger than ${req.maxBytes} bytes`));
         });
         stream.on('close', () => {
           const said = firstLine(stderr);
