@@ -12,7 +12,7 @@ import { Writable } from 'node:stream';
 import { loadAll } from 'js-yaml';
 import * as k8s from '@kubernetes/client-node';
 import type { Stack, StackCondition, StackSpec } from '../schemas/generated/types';
-import { configFromEnv } from '../hooks/src/config';
+import { configFromEnv, type HookConfig } from '../hooks/src/config';
 import { startHookServer, type RunningServer } from '../hooks/src/main';
 import { startControlPlane, freePort, type ControlPlane } from './testbed/control-plane';
 import { startControllers } from './testbed/metacontroller-harness';
@@ -113,7 +113,12 @@ export interface FollowedLog {
 
 type Controllers = Awaited<ReturnType<typeof startControllers>>;
 
-export async function startOperator(): Promise<Operator> {
+export interface OperatorOptions {
+  /** Settings of the hook server on top of the test bed's (e.g. sshKnownHosts for a test's SSH server). */
+  hookConfig?: Partial<HookConfig>;
+}
+
+export async function startOperator(options: OperatorOptions = {}): Promise<Operator> {
   const env = requireTestbedEnvironment();
   requireToolchain(['etcd', 'kubernetes', 'coredns', 'crictl']);
   await ensureImages(env.containerdSocket);
@@ -152,6 +157,7 @@ export async function startOperator(): Promise<Operator> {
       host: '127.0.0.1',
       agentImage: AGENT_IMAGE,
       logLevel: process.env.PKO_E2E_HOOK_LOGS ? 'info' : 'warn',
+      ...options.hookConfig,
     };
     hooks = await startHookServer(hookConfig);
     controllers = await startControllers({

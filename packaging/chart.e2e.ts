@@ -4,6 +4,7 @@
  * changed (packaging/testdata/chart-values.yaml), and values the schema must reject.
  */
 import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import type { V1PodSpec } from '@kubernetes/client-node';
 import * as yaml from 'js-yaml';
@@ -173,8 +174,17 @@ describe('helm template with every value changed (packaging/testdata/chart-value
       FLUX_MAX_UNTAR_SIZE_BYTES: '209715200',
       NODE_OPTIONS: '--max-old-space-size=384',
     });
-    // …and the hook server accepts them.
-    expect(configFromEnv(envOf(d))).toMatchObject({
+    // …and the hook server accepts them (SSH_KNOWN_HOSTS names the ConfigMap's file, here a copy).
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pko-chart-'));
+    const knownHosts = path.join(dir, 'known_hosts');
+    fs.writeFileSync(
+      knownHosts,
+      findObject(objects, 'ConfigMap', 'platform-pulumi-operator-ssh-known-hosts').data?.known_hosts ?? '',
+    );
+    const config = configFromEnv({ ...envOf(d), SSH_KNOWN_HOSTS: knownHosts });
+    fs.rmSync(dir, { recursive: true, force: true });
+    expect(config.sshKnownHosts).toMatch(/^git\.example\.com ssh-ed25519 AAAA/);
+    expect(config).toMatchObject({
       logLevel: 'debug',
       gitTimeoutMs: 5000,
       gitCacheTtlMs: 60000,
@@ -186,6 +196,22 @@ describe('helm template with every value changed (packaging/testdata/chart-value
         restricted: 'registry.example.com/acme/pulumi-python:3.274.1-nonroot',
         baseline: 'registry.example.com/acme/pulumi-python:3.274.1',
       },
+    });
+  });
+
+  test('sshKnownHosts: a ConfigMap mounted read-only where SSH_KNOWN_HOSTS points', () => {
+    const cm = findObject(objects, 'ConfigMap', 'platform-pulumi-operator-ssh-known-hosts');
+    expect(cm.metadata.namespace).toBe('infra');
+    expect(cm.data?.known_hosts).toMatch(/^git\.example\.com ssh-ed25519 AAAA\S+\n$/);
+    expect(envOf(d).SSH_KNOWN_HOSTS).toBe('/etc/pulumi-operator/ssh/known_hosts');
+    expect(pod.containers[0]?.volumeMounts).toContainEqual({
+      name: 'ssh-known-hosts',
+      mountPath: '/etc/pulumi-operator/ssh',
+      readOnly: true,
+    });
+    expect(pod.volumes).toContainEqual({
+      name: 'ssh-known-hosts',
+      configMap: { name: 'platform-pulumi-operator-ssh-known-hosts' },
     });
   });
 
@@ -203,7 +229,9 @@ describe('helm template with every value changed (packaging/testdata/chart-value
     ).toBe('kubernetes.io/arch');
     expect(pod.topologySpreadConstraints).toBeUndefined();
     expect(pod.priorityClassName).toBe('system-cluster-critical');
-    expect(d.spec?.template.metadata?.annotations).toEqual({ 'example.com/scrape': 'true' });
+    const { 'checksum/ssh-known-hosts': checksum, ...annotations } = d.spec?.template.metadata?.annotations ?? {};
+    expect(annotations).toEqual({ 'example.com/scrape': 'true' });
+    expect(checksum).toMatch(/^[0-9a-f]{64}$/); // rolls the hook pods when sshKnownHosts changes
     expect(d.spec?.template.metadata?.labels).toMatchObject({
       team: 'platform',
       'app.kubernetes.io/instance': 'platform',

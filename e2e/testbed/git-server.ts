@@ -45,6 +45,44 @@ function git(args: string[], cwd: string): string {
   return execFileSync('git', args, { cwd, env: { ...process.env, ...GIT_ENV }, encoding: 'utf8' }).trim();
 }
 
+/** Creates a bare repository (and its parent directories). */
+export function initBare(bare: string): void {
+  mkdirSync(dirname(bare), { recursive: true });
+  git(['init', '--bare', '--quiet', bare], dirname(bare));
+}
+
+/**
+ * Commits files to a branch of a bare repository (creating the branch) through a clone in a
+ * scratch directory under `work`, and returns the commit SHA.
+ */
+export function commitTo(
+  bare: string,
+  work: string,
+  branch: string,
+  files: Record<string, string>,
+  message = 'commit',
+): string {
+  const dir = join(work, 'clone');
+  rmSync(dir, { recursive: true, force: true });
+  git(['clone', '--quiet', bare, dir], work);
+  const branches = git(['ls-remote', '--heads', bare, branch], work);
+  if (branches) git(['checkout', '--quiet', branch], dir);
+  else git(['checkout', '--quiet', '--orphan', branch], dir);
+  for (const [path, content] of Object.entries(files)) {
+    mkdirSync(dirname(join(dir, path)), { recursive: true });
+    writeFileSync(join(dir, path), content);
+  }
+  git(['add', '-A'], dir);
+  git(['commit', '--quiet', '--allow-empty', '-m', message], dir);
+  git(['push', '--quiet', 'origin', `HEAD:refs/heads/${branch}`], dir);
+  return git(['rev-parse', 'HEAD'], dir);
+}
+
+/** Creates an annotated tag at a commit of a bare repository. */
+export function tagIn(bare: string, tag: string, sha: string): void {
+  git(['tag', '-a', '-m', tag, tag, sha], bare);
+}
+
 export async function startGitServer(options: GitServerOptions = {}): Promise<GitServer> {
   const root = mkdtempSync(join(tmpdir(), 'pko-git-'));
   const repos = join(root, 'repos');
@@ -131,32 +169,12 @@ export async function startGitServer(options: GitServerOptions = {}): Promise<Gi
     root,
     createRepo(name) {
       const bare = join(repos, `${name}.git`);
-      mkdirSync(dirname(bare), { recursive: true });
-      git(['init', '--bare', '--quiet', bare], root);
+      initBare(bare);
       git(['config', 'http.receivepack', 'true'], bare);
       return `${baseUrl}/${name}.git`;
     },
-    commit(repo, branch, files, message = 'commit') {
-      const bare = join(repos, `${repo}.git`);
-      const dir = join(work, repo.replace(/\//g, '_'));
-      rmSync(dir, { recursive: true, force: true });
-      git(['clone', '--quiet', bare, dir], root);
-      const branches = git(['ls-remote', '--heads', bare, branch], root);
-      if (branches) git(['checkout', '--quiet', branch], dir);
-      else git(['checkout', '--quiet', '--orphan', branch], dir);
-      for (const [path, content] of Object.entries(files)) {
-        mkdirSync(dirname(join(dir, path)), { recursive: true });
-        writeFileSync(join(dir, path), content);
-      }
-      git(['add', '-A'], dir);
-      git(['commit', '--quiet', '--allow-empty', '-m', message], dir);
-      git(['push', '--quiet', 'origin', `HEAD:refs/heads/${branch}`], dir);
-      return git(['rev-parse', 'HEAD'], dir);
-    },
-    tag(repo, tag, sha) {
-      const bare = join(repos, `${repo}.git`);
-      git(['tag', '-a', '-m', tag, tag, sha], bare);
-    },
+    commit: (repo, branch, files, message) => commitTo(join(repos, `${repo}.git`), work, branch, files, message),
+    tag: (repo, tag, sha) => tagIn(join(repos, `${repo}.git`), tag, sha),
     requests: () => count,
     close: () =>
       new Promise<void>((resolve) => {

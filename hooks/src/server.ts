@@ -63,6 +63,7 @@ export function buildServer(config: HookConfig, deps: ServerDeps = {}): HookServ
       timeoutMs: config.gitTimeoutMs,
       cacheTtlMs: config.gitCacheTtlMs,
       ...(config.githubApiUrl ? { githubApiUrl: config.githubApiUrl } : {}),
+      ...(config.sshKnownHosts ? { sshKnownHosts: config.sshKnownHosts } : {}),
     });
   const metrics = new HookMetrics();
   instrument(app, metrics);
