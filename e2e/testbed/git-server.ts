@@ -4,7 +4,7 @@
  * Repositories are bare repos under a temp root; `commit()` pushes new commits to them.
  */
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -25,6 +25,11 @@ export interface GitServer {
   createRepo(name: string): string;
   /** Commits files to a branch of a repository (creating the branch) and returns the commit SHA. */
   commit(repo: string, branch: string, files: Record<string, string>, message?: string): string;
+  /**
+   * Commits a copy of a directory tree (symbolic links kept, ignore rules not applied: a vendored
+   * node_modules goes in whole) to a branch, and returns the commit SHA.
+   */
+  commitTree(repo: string, branch: string, tree: string, message?: string): string;
   /** Creates an annotated tag at a commit. */
   tag(repo: string, tag: string, sha: string): void;
   /** How many requests the server answered (to check caching). */
@@ -126,6 +131,22 @@ export async function startGitServer(options: GitServerOptions = {}): Promise<Gi
   const port = (server.address() as AddressInfo).port;
   const baseUrl = `http://${host}:${port}`;
 
+  /** Clones the branch (or starts it), lets `write` change the work tree, commits, pushes: the new SHA. */
+  const commitTo = (repo: string, branch: string, message: string, add: string[], write: (dir: string) => void) => {
+    const bare = join(repos, `${repo}.git`);
+    const dir = join(work, repo.replace(/\//g, '_'));
+    rmSync(dir, { recursive: true, force: true });
+    git(['clone', '--quiet', bare, dir], root);
+    const branches = git(['ls-remote', '--heads', bare, branch], root);
+    if (branches) git(['checkout', '--quiet', branch], dir);
+    else git(['checkout', '--quiet', '--orphan', branch], dir);
+    write(dir);
+    git(add, dir);
+    git(['commit', '--quiet', '--allow-empty', '-m', message], dir);
+    git(['push', '--quiet', 'origin', `HEAD:refs/heads/${branch}`], dir);
+    return git(['rev-parse', 'HEAD'], dir);
+  };
+
   return {
     baseUrl,
     root,
@@ -137,21 +158,17 @@ export async function startGitServer(options: GitServerOptions = {}): Promise<Gi
       return `${baseUrl}/${name}.git`;
     },
     commit(repo, branch, files, message = 'commit') {
-      const bare = join(repos, `${repo}.git`);
-      const dir = join(work, repo.replace(/\//g, '_'));
-      rmSync(dir, { recursive: true, force: true });
-      git(['clone', '--quiet', bare, dir], root);
-      const branches = git(['ls-remote', '--heads', bare, branch], root);
-      if (branches) git(['checkout', '--quiet', branch], dir);
-      else git(['checkout', '--quiet', '--orphan', branch], dir);
-      for (const [path, content] of Object.entries(files)) {
-        mkdirSync(dirname(join(dir, path)), { recursive: true });
-        writeFileSync(join(dir, path), content);
-      }
-      git(['add', '-A'], dir);
-      git(['commit', '--quiet', '--allow-empty', '-m', message], dir);
-      git(['push', '--quiet', 'origin', `HEAD:refs/heads/${branch}`], dir);
-      return git(['rev-parse', 'HEAD'], dir);
+      return commitTo(repo, branch, message, ['add', '-A'], (dir) => {
+        for (const [path, content] of Object.entries(files)) {
+          mkdirSync(dirname(join(dir, path)), { recursive: true });
+          writeFileSync(join(dir, path), content);
+        }
+      });
+    },
+    commitTree(repo, branch, tree, message = 'commit') {
+      return commitTo(repo, branch, message, ['add', '-A', '--force'], (dir) =>
+        cpSync(tree, dir, { recursive: true, verbatimSymlinks: true }),
+      );
     },
     tag(repo, tag, sha) {
       const bare = join(repos, `${repo}.git`);
