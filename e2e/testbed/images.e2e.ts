@@ -186,6 +186,8 @@ describe('test-bed images', () => {
       expect(pathEnv?.slice('PATH='.length).split(':')).toContain('/pulumi/bin');
       expect(image.paths).toContain('pulumi/bin/pulumi');
       expect(image.paths).toContain('pulumi/bin/pulumi-language-yaml');
+      // Both carry the Node.js language host, as Pulumi's images carry every host; only one can run it.
+      expect(image.paths).toContain('pulumi/bin/pulumi-language-nodejs');
       expect(image.paths).toContain('home/pulumi');
       expect(pulumiVersionIn(built!.archive, image)).toBe(pulumiVersion);
       const passwd = [...image.paths].includes('etc/passwd');

@@ -9,8 +9,9 @@
  *                                                                  and pulumi-language-nodejs: the
  *                                                                  test-bed host (one bundled file,
  *                                                                  dist/bundles/language-nodejs.js)
- *   pulumiBase     docker.io/pulumi/pulumi-base:<version>-nonroot  debian + pulumi and
- *                                                                  pulumi-language-yaml only: no
+ *   pulumiBase     docker.io/pulumi/pulumi-base:<version>-nonroot  debian + pulumi,
+ *                                                                  pulumi-language-yaml and the same
+ *                                                                  pulumi-language-nodejs: no
  *                                                                  Node.js, no git
  *   pulumiOld      docker.io/pulumi/pulumi:<old version>-nonroot   pulumiNonroot's shape with the
  *                                                                  toolchain's older pulumi
@@ -18,6 +19,9 @@
  *                                                                  and the current YAML host, which
  *                                                                  runs with it (gRPC only)
  *
+ * pulumiNonroot, pulumiBase and pulumiOld have pulumi-language-nodejs because Pulumi's images all ship
+ * every language host of the CLI tarball; pulumi-base has no runtime for them, so there a Node.js
+ * project fails (the test-bed host, a Node.js script, cannot even start; the real one finds no npm).
  * All three: /pulumi/bin first on PATH, user and group `pulumi` 1000:1000 with home /home/pulumi,
  * `USER 1000:1000`, WORKDIR /home/pulumi, CMD ["pulumi"]. The binaries are copied from the
  * toolchain as the `pulumi` recipe does; Node.js from the node stand-in (`buildah copy --from`);
@@ -43,7 +47,7 @@ type Binaries = Record<string, keyof ToolchainBinaries>;
 interface Variant {
   name: ImageName;
   binaries: Binaries;
-  /** Node.js (and npm) from the node stand-in, git, and the test-bed Node.js language host. */
+  /** Node.js (and npm) from the node stand-in, and git. */
   nodeAndGit: boolean;
 }
 
@@ -68,21 +72,17 @@ function upstreamPulumi(v: Variant): Recipe {
       for (const [name, file] of files()) out[name] = await hashFile(file);
       out.user = ADD_USER;
       out.config = CONFIG.join(' ');
-      if (v.nodeAndGit) {
-        out.git = INSTALL_GIT;
-        out.nodejsHost = await hashFile(NODEJS_HOST_BUNDLE);
-        out.nodejsLauncher = NODEJS_HOST_LAUNCHER;
-      }
+      out.nodejsHost = await hashFile(NODEJS_HOST_BUNDLE);
+      out.nodejsLauncher = NODEJS_HOST_LAUNCHER;
+      if (v.nodeAndGit) out.git = INSTALL_GIT;
       return out;
     },
     async build(ctx: BuildContext) {
       const dir = path.join(ctx.work, 'bin');
       fs.mkdirSync(dir);
       for (const [name, file] of files()) fs.copyFileSync(file, path.join(dir, name));
-      if (v.nodeAndGit) {
-        fs.copyFileSync(NODEJS_HOST_BUNDLE, path.join(dir, 'pulumi-language-nodejs.js'));
-        fs.writeFileSync(path.join(dir, 'pulumi-language-nodejs'), NODEJS_HOST_LAUNCHER);
-      }
+      fs.copyFileSync(NODEJS_HOST_BUNDLE, path.join(dir, 'pulumi-language-nodejs.js'));
+      fs.writeFileSync(path.join(dir, 'pulumi-language-nodejs'), NODEJS_HOST_LAUNCHER);
       const b = ctx.buildah;
       const c = await b.from(ctx.refs.debian);
       await b.copy(c, `${dir}/`, '/pulumi/bin/', '0755');
