@@ -13,16 +13,16 @@
  *                                                                  pulumi-language-yaml and the same
  *                                                                  pulumi-language-nodejs: no
  *                                                                  Node.js, no git
- *   pulumiOld      docker.io/pulumi/pulumi:<old version>-nonroot   pulumiNonroot's shape with the
- *                                                                  toolchain's older pulumi
- *                                                                  (OLD_PULUMI_VERSION, 3.197.0)
- *                                                                  and the current YAML host, which
- *                                                                  runs with it (gRPC only)
+ *   pulumiOld      docker.io/pulumi/pulumi:<old version>-nonroot   pulumiNonroot's shape with one
+ *   pulumiOld-     (3.197.0 and 3.203.0, older-clis.ts)           of the toolchain's older pulumis
+ *   Structured                                                     (OLD_PULUMI_VERSIONS) and the
+ *                                                                  current YAML host, which runs
+ *                                                                  with them (gRPC only)
  *
- * pulumiNonroot, pulumiBase and pulumiOld have pulumi-language-nodejs because Pulumi's images all ship
+ * Every stand-in here has pulumi-language-nodejs because Pulumi's images all ship
  * every language host of the CLI tarball; pulumi-base has no runtime for them, so there a Node.js
  * project fails (the test-bed host, a Node.js script, cannot even start; the real one finds no npm).
- * All three: /pulumi/bin first on PATH, user and group `pulumi` 1000:1000 with home /home/pulumi,
+ * All four: /pulumi/bin first on PATH, user and group `pulumi` 1000:1000 with home /home/pulumi,
  * `USER 1000:1000`, WORKDIR /home/pulumi, CMD ["pulumi"]. The binaries are copied from the
  * toolchain as the `pulumi` recipe does; Node.js from the node stand-in (`buildah copy --from`);
  * git by apt-get from Debian's mirror (the one RUN step on the host's network).
@@ -32,7 +32,8 @@ import * as path from 'node:path';
 import { hashFile } from './hash';
 import type { BuildContext, Recipe } from './recipe';
 import type { ImageName } from './refs';
-import { REPO_ROOT, requireBinaries, type ToolchainBinaries } from '../toolchain';
+import { OLDER_CLIS } from '../older-clis';
+import { binaryPath, oldPulumiBinary, REPO_ROOT, requireBinaries, type ToolchainBinaries } from '../toolchain';
 
 const ADD_USER = 'groupadd --gid 1000 pulumi && useradd --uid 1000 --gid pulumi --shell /bin/bash --create-home pulumi';
 const INSTALL_GIT =
@@ -60,8 +61,8 @@ const NODEJS_HOST_LAUNCHER = '#!/bin/sh\nexec node /pulumi/bin/pulumi-language-n
 
 function upstreamPulumi(v: Variant): Recipe {
   const files = (): [string, string][] => {
-    const bins = requireBinaries(Object.values(v.binaries));
-    return Object.entries(v.binaries).map(([name, key]) => [name, bins[key]]);
+    requireBinaries(Object.values(v.binaries));
+    return Object.entries(v.binaries).map(([name, key]) => [name, binaryPath(key)]);
   };
   return {
     name: v.name,
@@ -118,16 +119,23 @@ export const pulumiNonroot: Recipe = upstreamPulumi({
   nodeAndGit: true,
 });
 
+/** pulumiNonroot's shape with an older CLI of the toolchain. */
+const olderPulumi = (name: ImageName, version: string): Recipe =>
+  upstreamPulumi({
+    name,
+    binaries: {
+      pulumi: oldPulumiBinary(version),
+      'pulumi-language-yaml': 'pulumiLanguageYaml',
+      'pulumi-resource-pulumi-nodejs': 'pulumiResourcePulumiNodejs',
+    },
+    nodeAndGit: true,
+  });
+
 /** An image whose CLI is older than structured config needs (the PulumiVersionTooLow case). */
-export const pulumiOld: Recipe = upstreamPulumi({
-  name: 'pulumiOld',
-  binaries: {
-    pulumi: 'oldPulumi',
-    'pulumi-language-yaml': 'pulumiLanguageYaml',
-    'pulumi-resource-pulumi-nodejs': 'pulumiResourcePulumiNodejs',
-  },
-  nodeAndGit: true,
-});
+export const pulumiOld: Recipe = olderPulumi('pulumiOld', OLDER_CLIS.tooOld);
+
+/** An image with the oldest CLI that has structured config (the agent's floor holds there). */
+export const pulumiOldStructured: Recipe = olderPulumi('pulumiOldStructured', OLDER_CLIS.structured);
 
 export const pulumiBase: Recipe = upstreamPulumi({
   name: 'pulumiBase',
