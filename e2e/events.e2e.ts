@@ -35,17 +35,21 @@ interface DescribedEvent {
   message: string;
 }
 
-/** `kubectl describe stack <name>`, as a user runs it, and the rows of its Events table. */
-async function describeEvents(name: string): Promise<DescribedEvent[]> {
+/** The real kubectl, as the test bed's admin, in the suite's namespace; its stdout. */
+async function kubectl(...args: string[]): Promise<string> {
   const { stdout } = await promisify(execFile)(toolchain.binaries.kubectl, [
     '--kubeconfig',
     op.cp.kubeconfigPath,
-    'describe',
-    'stack',
-    name,
     '--namespace',
     ns,
+    ...args,
   ]);
+  return stdout;
+}
+
+/** `kubectl describe stack <name>`, as a user runs it, and the rows of its Events table. */
+async function describeEvents(name: string): Promise<DescribedEvent[]> {
+  const stdout = await kubectl('describe', 'stack', name);
   const lines = stdout.split('\n');
   const start = lines.findIndex((l) => l.startsWith('Events:'));
   if (start < 0) throw new Error(`kubectl describe printed no Events section:\n${stdout}`);
@@ -207,6 +211,16 @@ describe('Events on Stacks', () => {
       ['Warning', 'StackConfigInvalid', 'pulumi-mc-operator/hooks'],
     ]);
     expect(described[0]?.message).toMatch(/spec\.envRefs\.TOKEN: cross-namespace refs are not allowed/);
+    // The core/v1 view of the same events, as docs/troubleshooting.md lists them.
+    const listed = await kubectl(
+      'get',
+      'events',
+      '--field-selector',
+      'involvedObject.name=unreachable,involvedObject.kind=Stack',
+      '-o',
+      'jsonpath={range .items[*]}{.type} {.reason} {.reportingComponent}{"\\n"}{end}',
+    );
+    expect(listed.trim().split('\n')).toEqual(['Warning SourceUnavailable pulumi-mc-operator/hooks']);
   }, 180_000);
 
   it('resyncs, a restarted hook server and a replayed sync add no event', async () => {
