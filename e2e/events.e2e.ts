@@ -63,11 +63,11 @@ async function describeEvents(name: string): Promise<DescribedEvent[]> {
     });
 }
 
-/** The events.k8s.io Events regarding one Stack, oldest first. */
-async function eventsOf(stack: Stack): Promise<k8s.EventsV1Event[]> {
-  const list = await op.cp.kubeConfig.makeApiClient(k8s.EventsV1Api).listNamespacedEvent({ namespace: ns });
+/** The Events about one Stack, oldest first. */
+async function eventsOf(stack: Stack): Promise<k8s.CoreV1Event[]> {
+  const list = await op.core.listNamespacedEvent({ namespace: ns });
   return list.items
-    .filter((e) => e.regarding?.uid === stack.metadata.uid)
+    .filter((e) => e.involvedObject.uid === stack.metadata.uid)
     .sort((a, b) => String(a.eventTime).localeCompare(String(b.eventTime)));
 }
 
@@ -75,8 +75,8 @@ async function eventsOf(stack: Stack): Promise<k8s.EventsV1Event[]> {
 function eventsUntil(
   name: string,
   what: string,
-  done: (events: k8s.EventsV1Event[]) => boolean,
-): Promise<k8s.EventsV1Event[]> {
+  done: (events: k8s.CoreV1Event[]) => boolean,
+): Promise<k8s.CoreV1Event[]> {
   return eventually(
     what,
     async () => {
@@ -88,7 +88,7 @@ function eventsUntil(
   );
 }
 
-const reasons = (events: k8s.EventsV1Event[]) => events.map((e) => e.reason);
+const reasons = (events: k8s.CoreV1Event[]) => events.map((e) => e.reason);
 
 function program(name: string, broken: boolean): k8s.KubernetesObject {
   return {
@@ -129,7 +129,7 @@ describe('Events on Stacks', () => {
     // The first update fails.
     const failed = await eventsUntil(name, 'StackUpdateFailure', (es) => reasons(es).includes('StackUpdateFailure'));
     recordTiming('apply to StackUpdateFailure event', started);
-    expect(failed.slice(0, 2).map((e) => [e.type, e.reason, e.note])).toEqual([
+    expect(failed.slice(0, 2).map((e) => [e.type, e.reason, e.message])).toEqual([
       ['Normal', 'StackUpdateDetected', 'Initial stack update'],
       ['Warning', 'StackUpdateFailure', expect.stringMatching(/^Failed to update stack: .*doesNotExist/s)],
     ]);
@@ -143,7 +143,7 @@ describe('Events on Stacks', () => {
     const ready = await readyStack(name, (s) => s.status?.lastUpdate?.state === 'succeeded');
     const all = await eventsUntil(name, 'StackCreated', (es) => reasons(es).includes('StackCreated'));
     recordTiming('fixed program to StackCreated event', fixed);
-    expect(all.slice(-2).map((e) => [e.type, e.reason, e.note])).toEqual([
+    expect(all.slice(-2).map((e) => [e.type, e.reason, e.message])).toEqual([
       ['Normal', 'StackUpdateDetected', 'New commit detected: "2"'],
       ['Normal', 'StackCreated', 'Successfully updated stack'],
     ]);
@@ -164,17 +164,22 @@ describe('Events on Stacks', () => {
 
     // Written by the hooks, naming this operator, never counted up (one event per transition).
     for (const e of all) {
-      expect(e).toMatchObject({ reportingController: 'pulumi-mc-operator/hooks', action: 'Up' });
+      expect(e).toMatchObject({
+        source: { component: 'pulumi-mc-operator/hooks' },
+        reportingComponent: 'pulumi-mc-operator/hooks',
+        action: 'Up',
+        count: 1,
+      });
       expect(e.reportingInstance).not.toBe('');
       expect(e.series).toBeUndefined();
       expect(e.metadata?.managedFields?.map((f) => f.manager)).toEqual(['pulumi-mc-hooks']);
     }
 
-    // What `kubectl describe stack web` shows.
+    // What `kubectl describe stack web` shows: every event, ordered by the second (events of the
+    // same second in any order), the first and the last seconds apart from the others.
     const described = await describeEvents(name);
-    expect(described.map((d) => [d.type, d.reason, d.from])).toEqual(
-      all.map((e) => [e.type, e.reason, 'pulumi-mc-operator/hooks']),
-    );
+    const row = (x: { type?: string; reason?: string }) => `${x.type} ${x.reason} pulumi-mc-operator/hooks`;
+    expect(described.map((d) => `${d.type} ${d.reason} ${d.from}`).sort()).toEqual(all.map(row).sort());
     expect(described[0]?.message).toBe('Initial stack update');
     expect(described.at(-1)?.message).toBe('Successfully updated stack');
     // One row per event: none is shown repeated ("x2 over ...").
@@ -196,8 +201,8 @@ describe('Events on Stacks', () => {
     expect(invalid.map((e) => [e.type, e.reason, e.action])).toEqual([['Warning', 'StackConfigInvalid', 'Sync']]);
     const stalled = stackCondition(await getStack('invalid'), 'Stalled');
     expect(stalled).toMatchObject({ status: 'True', reason: 'SpecInvalid' });
-    expect(invalid[0]?.note).toBe(stalled?.message);
-    expect(invalid[0]?.note).toMatch(/cross-namespace refs are not allowed/);
+    expect(invalid[0]?.message).toBe(stalled?.message);
+    expect(invalid[0]?.message).toMatch(/cross-namespace refs are not allowed/);
 
     const unreachable = await eventsUntil('unreachable', 'SourceUnavailable', (es) => es.length > 0);
     expect(unreachable.map((e) => [e.type, e.reason])).toEqual([['Warning', 'SourceUnavailable']]);

@@ -135,7 +135,7 @@ describe('the hook server Deployment', () => {
       },
     ]);
     expect(findObject(install, 'ClusterRole', 'pulumi-operator:hooks').rules).toEqual([
-      { apiGroups: ['events.k8s.io'], resources: ['events'], verbs: ['create'] },
+      { apiGroups: [''], resources: ['events'], verbs: ['create'] },
     ]);
   });
 

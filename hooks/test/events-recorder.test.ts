@@ -50,7 +50,7 @@ function event(n: number, extra: Partial<StackEvent> = {}): StackEvent {
     type: 'Warning',
     reason: 'StackUpdateFailure',
     action: 'Up',
-    note: 'Failed to update stack: boom',
+    message: 'Failed to update stack: boom',
     regarding: { apiVersion: 'pulumi.com/v1', kind: 'Stack', name: 'web', namespace: 'team-a', uid: 'u-1' },
     ...extra,
   };
@@ -59,7 +59,7 @@ function event(n: number, extra: Partial<StackEvent> = {}): StackEvent {
 const never = () => new Promise<void>(() => undefined);
 
 describe('the event recorder', () => {
-  it('writes events.k8s.io/v1 Events naming this operator as their reporter', async () => {
+  it('writes core/v1 Events naming this operator as their reporter, each counted once', async () => {
     const { api, sent } = fakeApi();
     const { log } = captureLog();
     const recorder = new EventRecorder(api, { log, clock: () => NOW, reportingInstance: 'pulumi-mc-hooks-7d9f-abcde' });
@@ -68,21 +68,25 @@ describe('the event recorder', () => {
     await recorder.idle();
     expect(sent).toEqual([
       {
-        apiVersion: 'events.k8s.io/v1',
+        apiVersion: 'v1',
         kind: 'Event',
         metadata: {
           name: 'web.0000000000000001',
           namespace: 'team-a',
           labels: { 'pulumi.com/stack-name': 'web' },
         },
-        eventTime: '2026-11-22T10:00:00.000000Z',
+        involvedObject: { apiVersion: 'pulumi.com/v1', kind: 'Stack', name: 'web', namespace: 'team-a', uid: 'u-1' },
+        related,
         type: 'Warning',
         reason: 'StackUpdateFailure',
         action: 'Up',
-        note: 'Failed to update stack: boom',
-        regarding: { apiVersion: 'pulumi.com/v1', kind: 'Stack', name: 'web', namespace: 'team-a', uid: 'u-1' },
-        related,
-        reportingController: 'pulumi-mc-operator/hooks',
+        message: 'Failed to update stack: boom',
+        firstTimestamp: '2026-11-22T10:00:00Z',
+        lastTimestamp: '2026-11-22T10:00:00Z',
+        eventTime: '2026-11-22T10:00:00.000000Z',
+        count: 1,
+        source: { component: 'pulumi-mc-operator/hooks' },
+        reportingComponent: 'pulumi-mc-operator/hooks',
         reportingInstance: 'pulumi-mc-hooks-7d9f-abcde',
       },
     ]);
@@ -218,7 +222,7 @@ describe('the hook server with events on', () => {
         expect((await postJson(`${base}/stack/sync`, example(name))).status).toBe(200);
       }
       await server.events?.idle();
-      expect(sent.map((e) => [e.reason, e.type, e.regarding.name])).toEqual([
+      expect(sent.map((e) => [e.reason, e.type, e.involvedObject.name])).toEqual([
         ['StackUpdateDetected', 'Normal', 'my-stack'],
         // The invalid example also holds a finished Job, whose result the sync absorbs first.
         ['StackCreated', 'Normal', 'my-stack'],

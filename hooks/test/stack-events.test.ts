@@ -1,6 +1,6 @@
 import type { Stack } from '../../schemas/generated/types';
 import type { KObject } from '../src/lib/k8s';
-import { MAX_NOTE_BYTES, stackEvents, truncateUtf8, type StackEvent } from '../src/stack/events';
+import { MAX_MESSAGE_BYTES, stackEvents, truncateUtf8, type StackEvent } from '../src/stack/events';
 import { syncStack, type StackSyncResponse } from '../src/stack/sync';
 import {
   applyChildren,
@@ -32,7 +32,7 @@ function sync(stack: Stack, observed: KObject[], now?: Date) {
   return { res, events: eventsOf(stack, observed, res) };
 }
 
-const brief = (events: StackEvent[]) => events.map((e) => ({ type: e.type, reason: e.reason, note: e.note }));
+const brief = (events: StackEvent[]) => events.map((e) => ({ type: e.type, reason: e.reason, message: e.message }));
 
 describe('events of a Stack sync', () => {
   it('an update that starts: StackUpdateDetected with the reason, about its Job, once', () => {
@@ -52,7 +52,7 @@ describe('events of a Stack sync', () => {
         type: 'Normal',
         reason: 'StackUpdateDetected',
         action: 'Up',
-        note: 'Initial stack update',
+        message: 'Initial stack update',
         regarding: {
           apiVersion: 'pulumi.com/v1',
           kind: 'Stack',
@@ -75,7 +75,7 @@ describe('events of a Stack sync', () => {
     const done = jobFinishes(cluster, job.metadata.name, { state: 'succeeded', message: 'ok' });
     const absorbed = sync(stack, done);
     expect(brief(absorbed.events)).toEqual([
-      { type: 'Normal', reason: 'StackCreated', note: 'Successfully updated stack' },
+      { type: 'Normal', reason: 'StackCreated', message: 'Successfully updated stack' },
     ]);
     expect(absorbed.events[0]?.related?.name).toBe(job.metadata.name);
     // The same answer again (the status write was lost): the same event.
@@ -98,7 +98,7 @@ describe('events of a Stack sync', () => {
       {
         type: 'Warning',
         reason: 'StackUpdateFailure',
-        note: 'Failed to update stack: error: resource creation failed',
+        message: 'Failed to update stack: error: resource creation failed',
       },
     ]);
     // The retry after the cooldown starts a new Job, announced with upstream's reason.
@@ -106,7 +106,7 @@ describe('events of a Stack sync', () => {
     const c = applyChildren(done, failed.res.children);
     const retry = sync(s, c, new Date('2026-11-22T10:01:10Z'));
     expect(brief(retry.events)).toEqual([
-      { type: 'Normal', reason: 'StackUpdateDetected', note: 'Backoff time elapsed: 10s' },
+      { type: 'Normal', reason: 'StackUpdateDetected', message: 'Backoff time elapsed: 10s' },
     ]);
     expect(retry.events[0]?.name).not.toBe(failed.events[0]?.name);
   });
@@ -131,11 +131,11 @@ describe('events of a Stack sync', () => {
       t += 5000;
     }
     expect(brief(last)).toEqual([
-      { type: 'Warning', reason: 'StackUpdateFailure', note: 'Failed to update stack: boom' },
+      { type: 'Warning', reason: 'StackUpdateFailure', message: 'Failed to update stack: boom' },
       {
         type: 'Warning',
         reason: 'UpdateFailed',
-        note: 'up failed 4 times; not retrying until the spec or source changes',
+        message: 'up failed 4 times; not retrying until the spec or source changes',
       },
     ]);
     // Stalled and synced again a day later: nothing new.
@@ -146,7 +146,7 @@ describe('events of a Stack sync', () => {
     const bad = makeStack({ workspaceReclaimPolicy: 'Sometimes' as 'Delete' });
     const first = sync(bad, []);
     expect(first.events.map((e) => [e.type, e.reason, e.action])).toEqual([['Warning', 'StackConfigInvalid', 'Sync']]);
-    expect(first.events[0]?.note).toMatch(/spec\.workspaceReclaimPolicy must be one of/);
+    expect(first.events[0]?.message).toMatch(/spec\.workspaceReclaimPolicy must be one of/);
     expect(sync(bad, []).events).toEqual(first.events);
     const written = withStatus(bad, first.res);
     expect(sync(written, []).events).toEqual([]);
@@ -163,7 +163,7 @@ describe('events of a Stack sync', () => {
     const failing = workspaceFails(applyChildren([], r1.children), 'InstallationFailed', 'npm install exited with 1');
     const stalled = sync(withStatus(stack, r1), failing);
     expect(brief(stalled.events)).toEqual([
-      { type: 'Warning', reason: 'WorkspaceFailed', note: 'InstallationFailed: npm install exited with 1' },
+      { type: 'Warning', reason: 'WorkspaceFailed', message: 'InstallationFailed: npm install exited with 1' },
     ]);
   });
 
@@ -188,8 +188,8 @@ describe('events of a Stack sync', () => {
     const done = jobFinishes(cluster, job.metadata.name, { state: 'succeeded' });
     const res = sync(stack, done);
     expect(brief(res.events)).toEqual([
-      { type: 'Normal', reason: 'StackCreated', note: 'Successfully updated stack' },
-      { type: 'Normal', reason: 'WorkspaceDeleted', note: 'Workspace deleted per reclaim policy' },
+      { type: 'Normal', reason: 'StackCreated', message: 'Successfully updated stack' },
+      { type: 'Normal', reason: 'WorkspaceDeleted', message: 'Workspace deleted per reclaim policy' },
     ]);
     // Gone for good: later syncs see no workspace and say nothing.
     const after = withStatus(stack, res.res);
@@ -203,8 +203,8 @@ describe('events of a Stack sync', () => {
     const deleting = { ...s, metadata: { ...s.metadata, deletionTimestamp: '2026-11-22T10:10:00Z' } };
     const res = syncStack(syncRequest(deleting, done, undefined, true), ctx());
     const events = eventsOf(deleting, done, res, true);
-    expect(events.map((e) => ({ reason: e.reason, action: e.action, note: e.note }))).toEqual([
-      { reason: 'StackUpdateDetected', action: 'Destroy', note: 'Stack marked for deletion' },
+    expect(events.map((e) => ({ reason: e.reason, action: e.action, message: e.message }))).toEqual([
+      { reason: 'StackUpdateDetected', action: 'Destroy', message: 'Stack marked for deletion' },
     ]);
   });
 
@@ -226,13 +226,12 @@ describe('events of a Stack sync', () => {
 
   it('a long failure message is cut to 1 kB at a character boundary', () => {
     const { stack, cluster, job } = toFirstJob();
-    const message = 'é'.repeat(2000);
-    const done = jobFinishes(cluster, job.metadata.name, { state: 'failed', message });
+    const done = jobFinishes(cluster, job.metadata.name, { state: 'failed', message: 'é'.repeat(2000) });
     const [event] = sync(stack, done).events;
-    const note = event?.note ?? '';
-    expect(Buffer.byteLength(note, 'utf8')).toBeLessThanOrEqual(MAX_NOTE_BYTES);
-    expect(note.startsWith('Failed to update stack: éé')).toBe(true);
-    expect(note.endsWith('é…')).toBe(true);
+    const message = event?.message ?? '';
+    expect(Buffer.byteLength(message, 'utf8')).toBeLessThanOrEqual(MAX_MESSAGE_BYTES);
+    expect(message.startsWith('Failed to update stack: éé')).toBe(true);
+    expect(message.endsWith('é…')).toBe(true);
   });
 });
 

@@ -27,13 +27,14 @@ function k8sModule(): typeof k8s {
 
 /** The Events API of a kubeconfig. */
 export function kubeEventsApi(kc: k8s.KubeConfig): EventsApi {
-  const api = kc.makeApiClient(k8sModule().EventsV1Api);
+  const api = kc.makeApiClient(k8sModule().CoreV1Api);
   return {
     async create(body: EventBody) {
-      // eventTime goes as the MicroTime string it is: client-node passes an unknown type through.
+      // The times go as the strings they are: client-node passes a string through where its
+      // model has a Date (as a Date, eventTime would lose the six digits a MicroTime needs).
       await api.createNamespacedEvent({
         namespace: body.metadata.namespace,
-        body: body as unknown as k8s.EventsV1Event,
+        body: body as unknown as k8s.CoreV1Event,
         fieldManager: FIELD_MANAGER,
       });
     },

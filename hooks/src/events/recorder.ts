@@ -10,22 +10,31 @@ import { hostname } from 'node:os';
 import { Labels } from '../../../contract';
 import type { StackEvent } from '../stack/events';
 
-/** Who reports the events (events.k8s.io `reportingController`, kubectl describe's "From"). */
+/** Who reports the events (`source.component` and `reportingComponent`, kubectl describe's "From"). */
 export const REPORTING_CONTROLLER = 'pulumi-mc-operator/hooks';
 
-/** An events.k8s.io/v1 Event as sent (JSON). */
+/**
+ * A core/v1 Event as sent (JSON). Core v1, not events.k8s.io/v1: `kubectl describe` sorts events
+ * by `lastTimestamp`, which events.k8s.io/v1 refuses to set on create (docs/design.md, "Events").
+ */
 export interface EventBody {
-  apiVersion: 'events.k8s.io/v1';
+  apiVersion: 'v1';
   kind: 'Event';
   metadata: { name: string; namespace: string; labels: Record<string, string> };
-  eventTime: string;
+  involvedObject: StackEvent['regarding'];
+  related?: StackEvent['related'];
   type: string;
   reason: string;
   action: string;
-  note: string;
-  regarding: StackEvent['regarding'];
-  related?: StackEvent['related'];
-  reportingController: string;
+  message: string;
+  /** When: the second-precision times kubectl sorts by, and the microsecond eventTime. */
+  firstTimestamp: string;
+  lastTimestamp: string;
+  eventTime: string;
+  /** Each event is written once: never counted up (docs/design.md). */
+  count: 1;
+  source: { component: string };
+  reportingComponent: string;
   reportingInstance: string;
 }
 
@@ -41,7 +50,7 @@ interface Log {
 
 export interface RecorderOptions {
   log: Log;
-  /** events.k8s.io `reportingInstance`: the pod's name (its hostname). */
+  /** The event's `reportingInstance`: the pod's name (its hostname). */
   reportingInstance?: string;
   /** Events waiting to be written at most; more are dropped. */
   capacity?: number;
@@ -62,18 +71,27 @@ export function microTime(microseconds: number): string {
   return new Date(ms).toISOString().replace(/Z$/, `${extra}Z`);
 }
 
-export function eventBody(e: StackEvent, eventTime: string, reportingInstance: string): EventBody {
+/** A Time: RFC 3339 in seconds. */
+function seconds(microseconds: number): string {
+  return new Date(Math.floor(microseconds / 1e6) * 1000).toISOString().replace(/\.\d{3}Z$/, 'Z');
+}
+
+export function eventBody(e: StackEvent, microseconds: number, reportingInstance: string): EventBody {
   const body: EventBody = {
-    apiVersion: 'events.k8s.io/v1',
+    apiVersion: 'v1',
     kind: 'Event',
     metadata: { name: e.name, namespace: e.namespace, labels: { [Labels.stackName]: e.regarding.name } },
-    eventTime,
+    involvedObject: e.regarding,
     type: e.type,
     reason: e.reason,
     action: e.action,
-    note: e.note,
-    regarding: e.regarding,
-    reportingController: REPORTING_CONTROLLER,
+    message: e.message,
+    firstTimestamp: seconds(microseconds),
+    lastTimestamp: seconds(microseconds),
+    eventTime: microTime(microseconds),
+    count: 1,
+    source: { component: REPORTING_CONTROLLER },
+    reportingComponent: REPORTING_CONTROLLER,
     reportingInstance,
   };
   if (e.related) body.related = e.related;
@@ -209,13 +227,12 @@ export class EventRecorder {
   }
 
   /**
-   * The clock's time, made strictly increasing: events recorded in order (those of one sync, say
-   * an update's end and the next one's start) keep their order in kubectl's listing, which sorts
-   * by eventTime.
+   * The clock's time in microseconds, made strictly increasing: events recorded in order (those of
+   * one sync, say an update's end and the next one's start) keep their order by eventTime.
    */
-  private nextEventTime(): string {
+  private nextEventTime(): number {
     this.lastEventMicros = Math.max(this.clock().getTime() * 1000, this.lastEventMicros + 1);
-    return microTime(this.lastEventMicros);
+    return this.lastEventMicros;
   }
 
   /** A warning, at most one per warnEveryMs; the next one says how many were not logged. */

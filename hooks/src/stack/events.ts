@@ -18,7 +18,7 @@ import { workspaceName } from './workspace';
 
 /** Upstream's event reasons on Stacks (upstream's constant names differ for two of them). */
 export const EventReasons = {
-  /** Normal: an update starts; the note says why. */
+  /** Normal: an update starts; the message says why. */
   updateDetected: 'StackUpdateDetected',
   /** Normal: an update succeeded (upstream's StackUpdateSuccessful is spelled `StackCreated`). */
   updateSucceeded: 'StackCreated',
@@ -37,9 +37,10 @@ export interface StackEvent {
   namespace: string;
   type: 'Normal' | 'Warning';
   reason: string;
-  /** What was done or tried (events.k8s.io `action`): the operation, `Sync` or `DeleteWorkspace`. */
+  /** What was done or tried (the event's `action`): the operation, `Sync` or `DeleteWorkspace`. */
   action: string;
-  note: string;
+  message: string;
+  /** The Stack (the event's `involvedObject`). */
   regarding: ObjectReference;
   /** The Job of the update the event is about. */
   related?: ObjectReference;
@@ -65,8 +66,8 @@ export interface StackEventsInput {
   finalizing: boolean;
 }
 
-/** events.k8s.io limits the note to 1 kB. */
-export const MAX_NOTE_BYTES = 1024;
+/** The API server limits an event's message to 1 kB (when the event has an eventTime, as ours). */
+export const MAX_MESSAGE_BYTES = 1024;
 
 const ACTIONS: Record<string, string> = { up: 'Up', preview: 'Preview', refresh: 'Refresh', destroy: 'Destroy' };
 
@@ -93,13 +94,13 @@ export function stackEvents(input: StackEventsInput): StackEvent[] {
   };
   const event = (
     about: Record<string, unknown>,
-    e: Omit<StackEvent, 'name' | 'namespace' | 'regarding' | 'note'> & { note: string },
+    e: Omit<StackEvent, 'name' | 'namespace' | 'regarding'>,
   ): StackEvent => ({
     name: `${name}.${shortHash({ uid, reason: e.reason, ...about }, 16)}`,
     namespace,
     regarding,
     ...e,
-    note: truncateUtf8(e.note, MAX_NOTE_BYTES),
+    message: truncateUtf8(e.message, MAX_MESSAGE_BYTES),
   });
   const jobRef = (job: string): ObjectReference => ({ apiVersion: 'batch/v1', kind: 'Job', name: job, namespace });
   const events: StackEvent[] = [];
@@ -116,14 +117,14 @@ export function stackEvents(input: StackEventsInput): StackEvent[] {
           type: succeeded ? 'Normal' : 'Warning',
           reason: succeeded ? EventReasons.updateSucceeded : EventReasons.updateFailed,
           action: ACTIONS[last.type ?? ''] ?? 'Up',
-          note: succeeded ? 'Successfully updated stack' : `Failed to update stack: ${last.message ?? ''}`,
+          message: succeeded ? 'Successfully updated stack' : `Failed to update stack: ${last.message ?? ''}`,
           related: jobRef(last.name),
         },
       ),
     );
   }
 
-  // An update starts: the answer adds a Job. Its note is the sync's reason (upstream's isSynced).
+  // An update starts: the answer adds a Job. Its message is the sync's reason (upstream's isSynced).
   const observedJobs = new Set(objectsOf(input.observed, 'Job', 'batch/v1').map((j) => j.metadata.name));
   for (const job of input.children) {
     if (job.kind !== 'Job' || observedJobs.has(job.metadata.name)) continue;
@@ -135,7 +136,7 @@ export function stackEvents(input: StackEventsInput): StackEvent[] {
           type: 'Normal',
           reason: EventReasons.updateDetected,
           action: ACTIONS[type] ?? 'Up',
-          note: operationMessage(job) ?? `Starting ${type || 'an update'}`,
+          message: operationMessage(job) ?? `Starting ${type || 'an update'}`,
           related: jobRef(job.metadata.name),
         },
       ),
@@ -159,7 +160,7 @@ export function stackEvents(input: StackEventsInput): StackEvent[] {
         // The observed conditions tell this stall from an earlier one with the same reason and
         // generation, and stay the same for every sync until the answer's status is written.
         { generation: stalled.observedGeneration, since: conditionsFingerprint(previous.conditions) },
-        { type: 'Warning', reason, action: 'Sync', note: stalled.message },
+        { type: 'Warning', reason, action: 'Sync', message: stalled.message },
       ),
     );
   }
@@ -182,7 +183,7 @@ export function stackEvents(input: StackEventsInput): StackEvent[] {
           type: 'Normal',
           reason: EventReasons.workspaceDeleted,
           action: 'DeleteWorkspace',
-          note: 'Workspace deleted per reclaim policy',
+          message: 'Workspace deleted per reclaim policy',
         },
       ),
     );
