@@ -65,8 +65,10 @@ describe('helm template with the default values', () => {
   test('renders the hook server, its PodDisruptionBudget, RBAC and both controllers, no ServiceMonitor, no CRDs', () => {
     expect(objects.map(objectKey).sort()).toEqual(
       [
+        'ClusterRole/pulumi-operator:hooks',
         'ClusterRole/pulumi-operator:stacks-editor',
         'ClusterRole/pulumi-operator:stacks-viewer',
+        'ClusterRoleBinding/pulumi-operator:hooks',
         'CompositeController/pulumi-stacks',
         'DecoratorController/pulumi-programs',
         'Deployment/pulumi-system/pulumi-operator',
@@ -109,6 +111,7 @@ describe('helm template with the default values', () => {
       ['ServiceAccount', 'pulumi-mc-hooks', 'pulumi-mc-hooks'],
       ['ClusterRole', 'pulumi-mc-hooks:stacks-editor', 'pulumi-operator:stacks-editor'],
       ['ClusterRole', 'pulumi-mc-hooks:stacks-viewer', 'pulumi-operator:stacks-viewer'],
+      ['ClusterRole', 'pulumi-mc-hooks:hooks', 'pulumi-operator:hooks'],
     ];
     const strip = (o: K8sObject) => {
       const { metadata, ...rest } = o;
@@ -124,9 +127,14 @@ describe('helm template with the default values', () => {
         object: strip(findObject(install, kind, installName)),
       });
     }
+    // The binding names its role after the release: the same subject, the role paired above.
+    const chartBinding = findObject(same, 'ClusterRoleBinding', 'pulumi-mc-hooks:hooks');
+    const installBinding = findObject(install, 'ClusterRoleBinding', 'pulumi-operator:hooks');
+    expect(chartBinding.subjects).toEqual(installBinding.subjects);
+    expect(chartBinding.roleRef).toEqual({ ...installBinding.roleRef, name: 'pulumi-mc-hooks:hooks' });
     // Everything install.yaml has besides the Namespace and the CRDs (the chart's crds/) is in the chart.
     const covered = install.filter((o) => o.kind !== 'Namespace' && o.kind !== 'CustomResourceDefinition');
-    expect(covered.length).toBe(pairs.length);
+    expect(covered.length).toBe(pairs.length + 1);
   }, 60_000);
 
   test('grants Stacks nothing of its own by default, as manifests/stack-rbac.yaml (the hooks grant per Stack)', () => {
@@ -240,6 +248,11 @@ describe('helm template with every value changed (packaging/testdata/chart-value
     expect(findObject(objects, 'ServiceAccount', 'hooks').metadata.annotations).toEqual({
       'example.com/owner': 'platform',
     });
+    // The events binding follows the ServiceAccount's name.
+    expect(findObject(objects, 'ClusterRoleBinding', 'platform-pulumi-operator:hooks').subjects).toEqual([
+      { kind: 'ServiceAccount', name: 'hooks', namespace: 'infra' },
+    ]);
+    expect(pod.automountServiceAccountToken).toBe(true);
   });
 
   test('the PodDisruptionBudget uses maxUnavailable; the Service port feeds the controllers', () => {
@@ -295,8 +308,10 @@ describe('helm template with every value changed (packaging/testdata/chart-value
     expect(sm.spec?.endpoints?.[0]?.metricRelabelings?.[0]?.action).toBe('drop');
   });
 
-  test('controllers, user roles, the workspace role and the ServiceAccount can each be turned off', async () => {
+  test('controllers, user roles, events, the workspace role and the ServiceAccount can each be turned off', async () => {
     const { objects: none } = await helmTemplate('x', 'ns', [
+      '--set',
+      'events.enabled=false',
       '--set',
       'controllers.create=false',
       '--set',
@@ -309,7 +324,10 @@ describe('helm template with every value changed (packaging/testdata/chart-value
       'podDisruptionBudget.enabled=false',
     ]);
     expect(none.map((o) => o.kind).sort()).toEqual(['Deployment', 'Service']);
-    expect(findObject(none, 'Deployment', 'x-pulumi-operator').spec?.template.spec?.serviceAccountName).toBe('default');
+    const pod = findObject(none, 'Deployment', 'x-pulumi-operator').spec?.template.spec;
+    expect(pod?.serviceAccountName).toBe('default');
+    // Events off: no token, as before the hooks wrote any.
+    expect(pod?.automountServiceAccountToken).toBe(false);
   }, 60_000);
 });
 
