@@ -1,9 +1,11 @@
 /**
- * The contract between the hooks and the agent: the only module both import.
+ * The contract between the hooks and the agent: the only module both import (with ssh-url.ts, re-exported here).
  * Keys, env var names, paths and the JSON formats the agent writes back as annotations.
  * Changing anything here changes the wire format between two separately deployed images:
  * add fields, never rename or repurpose them.
  */
+
+export { parseSshUrl, sshHostLabel, uploadPackCommand, withSshUser, type SshRemote } from './ssh-url';
 
 /** Labels on every child the hooks create. */
 export const Labels = {
@@ -63,6 +65,8 @@ export const Env = {
   /** GitHub's API root for GitHub App token exchanges (GitHub Enterprise); default https://api.github.com. */
   githubApiUrl: 'GITHUB_API_URL',
   gitSshPrivateKey: 'GIT_SSH_PRIVATE_KEY',
+  /** known_hosts lines for an SSH URL's server, from the hooks' SSH_KNOWN_HOSTS: the only host keys ssh trusts. */
+  gitSshKnownHosts: 'GIT_SSH_KNOWN_HOSTS',
   gitUsername: 'GIT_USERNAME',
   /** Basic-auth password, or the SSH key's passphrase when GIT_SSH_PRIVATE_KEY is set (upstream). */
   gitPassword: 'GIT_PASSWORD',

@@ -12,7 +12,9 @@ import { Writable } from 'node:stream';
 import { loadAll } from 'js-yaml';
 import * as k8s from '@kubernetes/client-node';
 import type { Stack, StackCondition, StackSpec } from '../schemas/generated/types';
-import { configFromEnv } from '../hooks/src/config';
+import { configFromEnv, type HookConfig } from '../hooks/src/config';
+import { kubeEventsApi } from '../hooks/src/events/kubernetes';
+import type { EventRecorder } from '../hooks/src/events/recorder';
 import { startHookServer, type RunningServer } from '../hooks/src/main';
 import { startControlPlane, freePort, type ControlPlane } from './testbed/control-plane';
 import { startControllers } from './testbed/metacontroller-harness';
@@ -46,6 +48,8 @@ export interface Operator {
   followLogs(namespace: string, pod: string, container: string): Promise<FollowedLog>;
   /** Stops the hook server and starts a new one on the same port (the hooks hold no state). */
   restartHooks(): Promise<void>;
+  /** What the running hook server's event writer did so far (it starts from zero on a restart). */
+  hookEvents(): EventRecorder['counts'];
   /** A namespace enforcing the restricted Pod Security profile, with the Stack RBAC and a state PVC. */
   namespace(name: string): Promise<string>;
   /** Where the PVC `pulumi-state` of a namespace lives on the node (a hostPath volume; the file backend). */
@@ -119,7 +123,12 @@ export interface FollowedLog {
 
 type Controllers = Awaited<ReturnType<typeof startControllers>>;
 
-export async function startOperator(): Promise<Operator> {
+export interface OperatorOptions {
+  /** Settings of the hook server on top of the test bed's (e.g. sshKnownHosts for a test's SSH server). */
+  hookConfig?: Partial<HookConfig>;
+}
+
+export async function startOperator(options: OperatorOptions = {}): Promise<Operator> {
   const env = requireTestbedEnvironment();
   requireToolchain(['etcd', 'kubernetes', 'coredns', 'crictl']);
   await ensureImages(env.containerdSocket);
@@ -151,6 +160,9 @@ export async function startOperator(): Promise<Operator> {
       return true;
     });
 
+    // The hooks write Events as in a cluster: with the ServiceAccount, ClusterRole and binding of
+    // manifests/install.yaml, through a token of that ServiceAccount.
+    const hookEvents = { events: { api: kubeEventsApi(await hooksKubeConfig(kc)), via: 'pulumi-mc-hooks' } };
     const hooksPort = await freePort();
     const hookConfig = {
       ...configFromEnv({}),
@@ -158,8 +170,9 @@ export async function startOperator(): Promise<Operator> {
       host: '127.0.0.1',
       agentImage: AGENT_IMAGE,
       logLevel: process.env.PKO_E2E_HOOK_LOGS ? 'info' : 'warn',
+      ...options.hookConfig,
     };
-    hooks = await startHookServer(hookConfig);
+    hooks = await startHookServer(hookConfig, hookEvents);
     controllers = await startControllers({
       kubeConfig: kc,
       kubeconfigPath: cp.kubeconfigPath,
@@ -168,8 +181,9 @@ export async function startOperator(): Promise<Operator> {
     return operatorOf(cp, node, objects, hooksPort, {
       restartHooks: async () => {
         await hooks?.shutdown('test');
-        hooks = await startHookServer(hookConfig);
+        hooks = await startHookServer(hookConfig, hookEvents);
       },
+      hookEvents: () => ({ ...defined(hooks?.events, 'the hook server writes events').counts }),
       stop: stopAll,
     });
   } catch (e) {
@@ -178,12 +192,42 @@ export async function startOperator(): Promise<Operator> {
   }
 }
 
+/**
+ * A kubeconfig of the hooks' ServiceAccount `pulumi-system/pulumi-mc-hooks`, created with its
+ * ClusterRole and binding from manifests/install.yaml: the identity the hooks have in a cluster.
+ */
+async function hooksKubeConfig(admin: k8s.KubeConfig): Promise<k8s.KubeConfig> {
+  const objects = k8s.KubernetesObjectApi.makeApiClient(admin);
+  const install = loadAll(readFileSync(join(REPO_ROOT, 'manifests', 'install.yaml'), 'utf8')) as k8s.KubernetesObject[];
+  const wanted = new Set([
+    'Namespace/pulumi-system',
+    'ServiceAccount/pulumi-mc-hooks',
+    'ClusterRole/pulumi-operator:hooks',
+    'ClusterRoleBinding/pulumi-operator:hooks',
+  ]);
+  for (const o of install.filter((x) => x && wanted.has(`${x.kind}/${x.metadata?.name}`))) await objects.create(o);
+  const { status } = await admin.makeApiClient(k8s.CoreV1Api).createNamespacedServiceAccountToken({
+    name: 'pulumi-mc-hooks',
+    namespace: 'pulumi-system',
+    body: { spec: { audiences: [], expirationSeconds: 12 * 3600 } },
+  });
+  const cluster = defined(admin.getCurrentCluster(), 'the admin kubeconfig names its cluster');
+  const kc = new k8s.KubeConfig();
+  kc.loadFromOptions({
+    clusters: [{ ...cluster, name: 'testbed' }],
+    users: [{ name: 'pulumi-mc-hooks', token: defined(status?.token, 'the TokenRequest returns a token') }],
+    contexts: [{ name: 'hooks', cluster: 'testbed', user: 'pulumi-mc-hooks' }],
+    currentContext: 'hooks',
+  });
+  return kc;
+}
+
 function operatorOf(
   cp: ControlPlane,
   node: RealNode,
   objects: k8s.KubernetesObjectApi,
   hooksPort: number,
-  lifecycle: Pick<Operator, 'restartHooks' | 'stop'>,
+  lifecycle: Pick<Operator, 'restartHooks' | 'hookEvents' | 'stop'>,
 ): Operator {
   const kc = cp.kubeConfig;
   const core = kc.makeApiClient(k8s.CoreV1Api);

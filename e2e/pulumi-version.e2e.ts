@@ -3,7 +3,9 @@
  * than the Stack needs. A Program Stack with structured config in the stand-in of
  * pulumi/pulumi:3.197.0-nonroot (CLI v3.197.0, before `config set-all --json`) is Stalled
  * PulumiVersionTooLow with both versions in its message, and nothing runs; switching the image to
- * the stand-in of the supported release makes it Ready, with the structured value in its outputs.
+ * the stand-in of the oldest release with structured config that the test bed has
+ * (pulumi/pulumi:3.203.0-nonroot; upstream's e2e uses 3.202.0, which the Go module proxy here
+ * refuses) makes it Ready, with the structured value in its outputs: the floor is not too high.
  */
 import * as k8s from '@kubernetes/client-node';
 import { beforeAll } from '@jest/globals';
@@ -14,7 +16,7 @@ import { e2eSuite } from './suite';
 import { ensureImages } from './testbed/images/containerd';
 import { IMAGE_REFS } from './testbed/images/refs';
 import { requireTestbedEnvironment } from './testbed/node/environment';
-import { versions } from './testbed/toolchain';
+import { OLDER_CLIS } from './testbed/older-clis';
 
 const ns = 'pulumi-version';
 let op: Operator;
@@ -23,12 +25,12 @@ const { recordTiming, getStack, readyStack } = e2eSuite('pulumi-version', ns, (s
 /** The image names as users write them (containerd resolves them on docker.io, where the stand-ins are). */
 const short = (ref: string): string => ref.replace(/^docker\.io\//, '');
 const OLD_IMAGE = short(IMAGE_REFS.pulumiOld);
-const NEW_IMAGE = short(IMAGE_REFS.pulumiNonroot);
+const NEW_IMAGE = short(IMAGE_REFS.pulumiOldStructured);
 
 beforeAll(async () => {
   // Not among the images every test file gets: only this file runs them.
   const imported = await ensureImages(requireTestbedEnvironment().containerdSocket, {
-    images: ['pulumiOld', 'pulumiNonroot'],
+    images: ['pulumiOld', 'pulumiOldStructured'],
   });
   for (const i of imported) console.log(`imported ${i.ref} in ${i.seconds.toFixed(1)} s`);
 }, 600_000);
@@ -65,7 +67,7 @@ describe('a workspace image whose Pulumi CLI is too old', () => {
     );
     recordTiming('apply to Stalled PulumiVersionTooLow', started);
     const message = stackCondition(stalled, 'Stalled')?.message ?? '';
-    expect(message).toContain(`Pulumi CLI is ${versions.oldPulumi}`);
+    expect(message).toContain(`Pulumi CLI is ${OLDER_CLIS.tooOld}`);
     expect(message).toContain(`v${PULUMI_CLI_VERSIONS.structuredConfig} or newer`);
     expect(message).toContain('workspaceTemplate.spec.image');
     expect(stackCondition(stalled, 'Ready')?.status).toBe('False');
@@ -76,7 +78,7 @@ describe('a workspace image whose Pulumi CLI is too old', () => {
     expect(pod.spec?.containers.find((c) => c.name === 'pulumi')?.image).toBe(OLD_IMAGE);
   });
 
-  it('recovers to Ready once the image is switched to a newer one', async () => {
+  it('recovers to Ready once the image is switched to the oldest one with structured config', async () => {
     const started = Date.now();
     await op.custom.patchNamespacedCustomObject(
       {

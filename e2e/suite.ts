@@ -4,7 +4,7 @@
  * @jest/globals throws.
  */
 import { afterAll, beforeAll } from '@jest/globals';
-import { startOperator, type Operator } from './harness';
+import { startOperator, type Operator, type OperatorOptions } from './harness';
 import type { Stack } from '../schemas/generated/types';
 
 export interface E2eSuite {
@@ -23,11 +23,17 @@ export interface E2eSuite {
  * creates its namespace (if it has one), and stops everything after them, printing the scenario
  * timings. A file's own beforeAll/afterAll, declared after this call, run after these.
  */
-export function e2eSuite(suite: string, namespace: string | undefined, started: (op: Operator) => void): E2eSuite {
+export function e2eSuite(
+  suite: string,
+  namespace: string | undefined,
+  started: (op: Operator) => void,
+  /** The operator's options, read when it starts (after the file's beforeAll hooks declared before this call). */
+  options: () => OperatorOptions = () => ({}),
+): E2eSuite {
   let op: Operator | undefined;
   const timings: Record<string, number> = {};
   beforeAll(async () => {
-    op = await startOperator();
+    op = await startOperator(options());
     if (namespace !== undefined) await op.namespace(namespace);
     started(op);
   }, 180_000);

@@ -15,8 +15,9 @@ import { repoPath } from './lib/repo';
 export const INSTALL_FILE = 'manifests/install.yaml';
 
 const HEADER = `# pulumi-mc-operator, quickstart install: namespace pulumi-system, the Stack and Program CRDs, the
-# hook server (Deployment and Service pulumi-mc-hooks, 2 replicas, PodDisruptionBudget, no Kubernetes
-# API access) and the two Metacontroller controllers. Requires Metacontroller (docs/quickstart.md).
+# hook server (Deployment and Service pulumi-mc-hooks, 2 replicas, PodDisruptionBudget, Kubernetes
+# API access limited to creating Events) and the two Metacontroller controllers. Requires
+# Metacontroller (docs/quickstart.md).
 #
 #   kubectl apply --server-side -f manifests/install.yaml
 #

@@ -4,6 +4,7 @@
  * changed (packaging/testdata/chart-values.yaml), and values the schema must reject.
  */
 import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import type { V1PodSpec } from '@kubernetes/client-node';
 import * as yaml from 'js-yaml';
@@ -64,8 +65,10 @@ describe('helm template with the default values', () => {
   test('renders the hook server, its PodDisruptionBudget, RBAC and both controllers, no ServiceMonitor, no CRDs', () => {
     expect(objects.map(objectKey).sort()).toEqual(
       [
+        'ClusterRole/pulumi-operator:hooks',
         'ClusterRole/pulumi-operator:stacks-editor',
         'ClusterRole/pulumi-operator:stacks-viewer',
+        'ClusterRoleBinding/pulumi-operator:hooks',
         'CompositeController/pulumi-stacks',
         'DecoratorController/pulumi-programs',
         'Deployment/pulumi-system/pulumi-operator',
@@ -108,6 +111,7 @@ describe('helm template with the default values', () => {
       ['ServiceAccount', 'pulumi-mc-hooks', 'pulumi-mc-hooks'],
       ['ClusterRole', 'pulumi-mc-hooks:stacks-editor', 'pulumi-operator:stacks-editor'],
       ['ClusterRole', 'pulumi-mc-hooks:stacks-viewer', 'pulumi-operator:stacks-viewer'],
+      ['ClusterRole', 'pulumi-mc-hooks:hooks', 'pulumi-operator:hooks'],
     ];
     const strip = (o: K8sObject) => {
       const { metadata, ...rest } = o;
@@ -123,9 +127,14 @@ describe('helm template with the default values', () => {
         object: strip(findObject(install, kind, installName)),
       });
     }
+    // The binding names its role after the release: the same subject, the role paired above.
+    const chartBinding = findObject(same, 'ClusterRoleBinding', 'pulumi-mc-hooks:hooks');
+    const installBinding = findObject(install, 'ClusterRoleBinding', 'pulumi-operator:hooks');
+    expect(chartBinding.subjects).toEqual(installBinding.subjects);
+    expect(chartBinding.roleRef).toEqual({ ...installBinding.roleRef, name: 'pulumi-mc-hooks:hooks' });
     // Everything install.yaml has besides the Namespace and the CRDs (the chart's crds/) is in the chart.
     const covered = install.filter((o) => o.kind !== 'Namespace' && o.kind !== 'CustomResourceDefinition');
-    expect(covered.length).toBe(pairs.length);
+    expect(covered.length).toBe(pairs.length + 1);
   }, 60_000);
 
   test('grants Stacks nothing of its own by default, as manifests/stack-rbac.yaml (the hooks grant per Stack)', () => {
@@ -173,8 +182,17 @@ describe('helm template with every value changed (packaging/testdata/chart-value
       FLUX_MAX_UNTAR_SIZE_BYTES: '209715200',
       NODE_OPTIONS: '--max-old-space-size=384',
     });
-    // …and the hook server accepts them.
-    expect(configFromEnv(envOf(d))).toMatchObject({
+    // …and the hook server accepts them (SSH_KNOWN_HOSTS names the ConfigMap's file, here a copy).
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pko-chart-'));
+    const knownHosts = path.join(dir, 'known_hosts');
+    fs.writeFileSync(
+      knownHosts,
+      findObject(objects, 'ConfigMap', 'platform-pulumi-operator-ssh-known-hosts').data?.known_hosts ?? '',
+    );
+    const config = configFromEnv({ ...envOf(d), SSH_KNOWN_HOSTS: knownHosts });
+    fs.rmSync(dir, { recursive: true, force: true });
+    expect(config.sshKnownHosts).toMatch(/^git\.example\.com ssh-ed25519 AAAA/);
+    expect(config).toMatchObject({
       logLevel: 'debug',
       gitTimeoutMs: 5000,
       gitCacheTtlMs: 60000,
@@ -186,6 +204,22 @@ describe('helm template with every value changed (packaging/testdata/chart-value
         restricted: 'registry.example.com/acme/pulumi-python:3.274.1-nonroot',
         baseline: 'registry.example.com/acme/pulumi-python:3.274.1',
       },
+    });
+  });
+
+  test('sshKnownHosts: a ConfigMap mounted read-only where SSH_KNOWN_HOSTS points', () => {
+    const cm = findObject(objects, 'ConfigMap', 'platform-pulumi-operator-ssh-known-hosts');
+    expect(cm.metadata.namespace).toBe('infra');
+    expect(cm.data?.known_hosts).toMatch(/^git\.example\.com ssh-ed25519 AAAA\S+\n$/);
+    expect(envOf(d).SSH_KNOWN_HOSTS).toBe('/etc/pulumi-operator/ssh/known_hosts');
+    expect(pod.containers[0]?.volumeMounts).toContainEqual({
+      name: 'ssh-known-hosts',
+      mountPath: '/etc/pulumi-operator/ssh',
+      readOnly: true,
+    });
+    expect(pod.volumes).toContainEqual({
+      name: 'ssh-known-hosts',
+      configMap: { name: 'platform-pulumi-operator-ssh-known-hosts' },
     });
   });
 
@@ -203,7 +237,9 @@ describe('helm template with every value changed (packaging/testdata/chart-value
     ).toBe('kubernetes.io/arch');
     expect(pod.topologySpreadConstraints).toBeUndefined();
     expect(pod.priorityClassName).toBe('system-cluster-critical');
-    expect(d.spec?.template.metadata?.annotations).toEqual({ 'example.com/scrape': 'true' });
+    const { 'checksum/ssh-known-hosts': checksum, ...annotations } = d.spec?.template.metadata?.annotations ?? {};
+    expect(annotations).toEqual({ 'example.com/scrape': 'true' });
+    expect(checksum).toMatch(/^[0-9a-f]{64}$/); // rolls the hook pods when sshKnownHosts changes
     expect(d.spec?.template.metadata?.labels).toMatchObject({
       team: 'platform',
       'app.kubernetes.io/instance': 'platform',
@@ -212,6 +248,11 @@ describe('helm template with every value changed (packaging/testdata/chart-value
     expect(findObject(objects, 'ServiceAccount', 'hooks').metadata.annotations).toEqual({
       'example.com/owner': 'platform',
     });
+    // The events binding follows the ServiceAccount's name.
+    expect(findObject(objects, 'ClusterRoleBinding', 'platform-pulumi-operator:hooks').subjects).toEqual([
+      { kind: 'ServiceAccount', name: 'hooks', namespace: 'infra' },
+    ]);
+    expect(pod.automountServiceAccountToken).toBe(true);
   });
 
   test('the PodDisruptionBudget uses maxUnavailable; the Service port feeds the controllers', () => {
@@ -267,8 +308,10 @@ describe('helm template with every value changed (packaging/testdata/chart-value
     expect(sm.spec?.endpoints?.[0]?.metricRelabelings?.[0]?.action).toBe('drop');
   });
 
-  test('controllers, user roles, the workspace role and the ServiceAccount can each be turned off', async () => {
+  test('controllers, user roles, events, the workspace role and the ServiceAccount can each be turned off', async () => {
     const { objects: none } = await helmTemplate('x', 'ns', [
+      '--set',
+      'events.enabled=false',
       '--set',
       'controllers.create=false',
       '--set',
@@ -281,7 +324,10 @@ describe('helm template with every value changed (packaging/testdata/chart-value
       'podDisruptionBudget.enabled=false',
     ]);
     expect(none.map((o) => o.kind).sort()).toEqual(['Deployment', 'Service']);
-    expect(findObject(none, 'Deployment', 'x-pulumi-operator').spec?.template.spec?.serviceAccountName).toBe('default');
+    const pod = findObject(none, 'Deployment', 'x-pulumi-operator').spec?.template.spec;
+    expect(pod?.serviceAccountName).toBe('default');
+    // Events off: no token, as before the hooks wrote any.
+    expect(pod?.automountServiceAccountToken).toBe(false);
   }, 60_000);
 });
 

@@ -8,6 +8,7 @@ import * as path from 'node:path';
 import * as yaml from 'js-yaml';
 import { HookMetrics } from '../hooks/src/http/metrics';
 import { Reasons } from '../hooks/src/stack/conditions';
+import { EventReasons } from '../hooks/src/stack/events';
 import { API_REFERENCE_FILE, renderApiReference } from './build-api-reference';
 import { loadObjects, readRepoFile, repoPath } from './lib/repo';
 
@@ -106,6 +107,13 @@ test('troubleshooting.md explains every Reconciling and Stalled reason', () => {
     (r) => !['ProcessingCompleted', 'NotReadyInProgress', 'NotReadyStalled'].includes(r),
   );
   for (const r of reasons) expect({ r, documented: doc.includes(`| \`${r}\` |`) }).toEqual({ r, documented: true });
+});
+
+test('troubleshooting.md lists every event reason the hooks write', () => {
+  const doc = readRepoFile('docs/troubleshooting.md');
+  const events = doc.slice(doc.indexOf('## Events'), doc.indexOf('## Where things run'));
+  for (const r of Object.values(EventReasons))
+    expect({ r, documented: events.includes(`| \`${r}\` |`) }).toEqual({ r, documented: true });
 });
 
 test('image tags in the docs are the package version', () => {

@@ -169,7 +169,8 @@ describe('agent image', () => {
     const script = [
       'ldd /opt/pko-agent/agent/node | grep -E "libstdc|libgcc_s" | sed -E "s/ \\(0x[0-9a-f]+\\)//; s/^\\s+//"',
       'ldd /opt/pko-agent/tini 2>&1 | grep -q "not a dynamic executable" && echo "tini static"',
-      '/opt/pko-agent/tini -- /opt/pko-agent/agent/node /opt/pko-agent/agent/agent.js version',
+      // -s: here tini is not PID 1 (in the workspace container it is).
+      '/opt/pko-agent/tini -s -- /opt/pko-agent/agent/node /opt/pko-agent/agent/agent.js version',
     ];
     const { phase, log } = await runPod(bed, podOf(bed.ns, 'injected-agent', IMAGE_REFS.agent, sh(script.join('; '))));
     expect(phase).toBe('Succeeded');

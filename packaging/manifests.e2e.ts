@@ -5,7 +5,8 @@
  * manifests/stack-rbac.yaml, manifests/kube-state-metrics.yaml, every file in examples/stacks/ and
  * the Kubernetes objects shown in docs/. Then the RBAC is applied for real and checked with
  * SubjectAccessReviews: the Stack ServiceAccount may do what the agent does and nothing more, the
- * hook server's ServiceAccount may do nothing, and the edit role (not view) covers Stacks.
+ * hook server's ServiceAccount may create Events and nothing else, and the edit role (not view)
+ * covers Stacks.
  *
  * Metacontroller's, Flux's and the Prometheus Operator's CRDs are stand-ins (packaging/testdata/).
  */
@@ -289,7 +290,7 @@ describe("a Stack's identities, as the hooks make them (hooks/src/stack/rbac.ts)
 describe('install.yaml RBAC, applied', () => {
   beforeAll(async () => {
     await applyForReal(
-      install.filter((o) => o.kind === 'Namespace' || o.kind === 'ServiceAccount' || o.kind === 'ClusterRole'),
+      install.filter((o) => ['Namespace', 'ServiceAccount', 'ClusterRole', 'ClusterRoleBinding'].includes(o.kind)),
     );
     await applyForReal([
       {
@@ -309,10 +310,24 @@ describe('install.yaml RBAC, applied', () => {
     ]);
   });
 
-  test("the hook server's ServiceAccount may do nothing", async () => {
+  test("the hook server's ServiceAccount may create Events in any namespace, and nothing else", async () => {
     const user = 'system:serviceaccount:pulumi-system:pulumi-mc-hooks';
     const groups = ['system:serviceaccounts', 'system:serviceaccounts:pulumi-system', 'system:authenticated'];
+    for (const namespace of ['default', 'team-a']) {
+      const attrs = { group: '', resource: 'events', verb: 'create', namespace };
+      // The authorizer sees a new binding shortly after it is created.
+      expect(
+        await api.eventually(
+          `the hooks may create events in ${namespace}`,
+          async () => ((await api.can(user, groups, attrs)) ? true : undefined),
+          20_000,
+        ),
+      ).toBe(true);
+    }
     const denied: Record<string, string>[] = [
+      { group: '', resource: 'events', verb: 'list', namespace: 'default' },
+      { group: '', resource: 'events', verb: 'patch', namespace: 'default' },
+      { group: 'events.k8s.io', resource: 'events', verb: 'create', namespace: 'default' },
       { group: 'pulumi.com', resource: 'stacks', verb: 'list' },
       { group: '', resource: 'secrets', verb: 'get', namespace: 'pulumi-system' },
       { group: 'apps', resource: 'statefulsets', verb: 'create', namespace: 'default' },
@@ -320,7 +335,7 @@ describe('install.yaml RBAC, applied', () => {
     for (const attrs of denied) {
       expect({ attrs, allowed: await api.can(user, groups, attrs) }).toEqual({ attrs, allowed: false });
     }
-  });
+  }, 30_000);
 
   test('the built-in edit role manages Stacks and Programs; view does not read them', async () => {
     for (const resource of ['stacks', 'programs']) {

@@ -71,8 +71,10 @@ describe('manifests/install.yaml', () => {
       'CustomResourceDefinition/programs.pulumi.com',
       'CustomResourceDefinition/stacks.pulumi.com',
       'ServiceAccount/pulumi-system/pulumi-mc-hooks',
+      'ClusterRole/pulumi-operator:hooks',
       'ClusterRole/pulumi-operator:stacks-editor',
       'ClusterRole/pulumi-operator:stacks-viewer',
+      'ClusterRoleBinding/pulumi-operator:hooks',
       'Service/pulumi-system/pulumi-mc-hooks',
       'Deployment/pulumi-system/pulumi-mc-hooks',
       'PodDisruptionBudget/pulumi-system/pulumi-mc-hooks',
@@ -120,12 +122,21 @@ describe('the hook server Deployment', () => {
     expect(container.volumeMounts).toEqual([{ name: 'tmp', mountPath: '/tmp' }]);
   });
 
-  test('has no Kubernetes API access: no token mounted, no binding for its ServiceAccount', () => {
-    expect(podSpec.automountServiceAccountToken).toBe(false);
+  test('may create Events and nothing else: one binding, the token mounted by this pod only', () => {
+    expect(podSpec.automountServiceAccountToken).toBe(true);
     const serviceAccount = required(podSpec.serviceAccountName, 'the pod names its ServiceAccount');
     expect(findObject(install, 'ServiceAccount', serviceAccount).automountServiceAccountToken).toBe(false);
     const bindings = install.filter((o) => o.kind === 'RoleBinding' || o.kind === 'ClusterRoleBinding');
-    expect(bindings).toEqual([]);
+    expect(bindings.map((b) => ({ kind: b.kind, roleRef: b.roleRef, subjects: b.subjects }))).toEqual([
+      {
+        kind: 'ClusterRoleBinding',
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'pulumi-operator:hooks' },
+        subjects: [{ kind: 'ServiceAccount', name: serviceAccount, namespace: 'pulumi-system' }],
+      },
+    ]);
+    expect(findObject(install, 'ClusterRole', 'pulumi-operator:hooks').rules).toEqual([
+      { apiGroups: [''], resources: ['events'], verbs: ['create'] },
+    ]);
   });
 
   test('user roles aggregate to edit and admin, never to view (Stacks may hold literal secrets)', () => {

@@ -7,8 +7,14 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { PULUMI_CLI_VERSIONS } from '../agent/src/serve/cli-version';
+import { compareVersions } from '../agent/src/serve/config';
+import { olderClis } from '../e2e/testbed/older-clis';
 import {
+  binaryPath,
+  binDirOf,
   COMPONENTS,
+  oldPulumiComponent,
   REPO_ROOT,
   readVersions,
   resolveToolchain,
@@ -43,7 +49,7 @@ describe('e2e toolchain: build.sh and toolchain.ts agree', () => {
     expect(rows.map((r) => r[0])).toEqual([...COMPONENTS]);
     for (const [c, state, bin] of rows) {
       expect(state).toBe('missing');
-      expect(bin).toBe(tc.binDirs[c as (typeof COMPONENTS)[number]]);
+      expect(bin).toBe(binDirOf(c as (typeof COMPONENTS)[number], tc));
     }
   });
 
@@ -52,7 +58,7 @@ describe('e2e toolchain: build.sh and toolchain.ts agree', () => {
     const { stdout, stderr } = buildSh('--print-env');
     const exported: Record<string, string> = {};
     for (const line of stdout.trim().split('\n')) {
-      const m = /^export ([A-Z_]+)=(.*)$/.exec(line);
+      const m = /^export ([A-Z0-9_]+)=(.*)$/.exec(line);
       expect(m).not.toBeNull();
       exported[m![1]!] = m![2]!;
     }
@@ -65,12 +71,40 @@ describe('e2e toolchain: build.sh and toolchain.ts agree', () => {
     for (const c of COMPONENTS) expect(stderr).toContain(`${c} is not built yet`);
   });
 
-  test("the older pulumi is exported but not on PATH, where it would hide the toolchain's pulumi", () => {
+  test("the older pulumis are exported, each its own component, but not on PATH, where they would hide the toolchain's pulumi", () => {
     const tc = resolveToolchain({ PKO_TOOLCHAIN_DIR: dir });
     const env = toolchainEnv(tc, '');
-    expect(env.PKO_TOOLCHAIN_OLDPULUMI_BIN).toBe(tc.binDirs.oldpulumi);
-    expect(env.PATH!.split(path.delimiter)).not.toContain(tc.binDirs.oldpulumi);
-    expect(env.PATH!.split(path.delimiter)[0]).toBe(tc.binDirs.pulumi);
+    const onPath = env.PATH!.split(path.delimiter);
+    expect(tc.versions.oldPulumi.length).toBeGreaterThan(1);
+    for (const v of tc.versions.oldPulumi) {
+      const c = oldPulumiComponent(v);
+      expect(COMPONENTS).toContain(c);
+      expect(binDirOf(c, tc)).toBe(path.join(dir, `oldpulumi-${v}`, 'bin'));
+      expect(env[`PKO_TOOLCHAIN_OLDPULUMI_${v.toUpperCase().replace(/\./g, '_')}_BIN`]).toBe(binDirOf(c, tc));
+      expect(onPath).not.toContain(binDirOf(c, tc));
+    }
+    expect(onPath[0]).toBe(tc.binDirs.pulumi);
+  });
+
+  test('--list names every older CLI; a version OLD_PULUMI_VERSIONS does not list is refused', () => {
+    const tc = resolveToolchain({ PKO_TOOLCHAIN_DIR: dir });
+    const listed = buildSh('--list').stdout;
+    for (const v of tc.versions.oldPulumi) expect(listed).toContain(`oldpulumi-${v} `);
+    const r = spawnSync('bash', [BUILD_SH, 'oldpulumi-v0.0.1'], {
+      encoding: 'utf8',
+      env: { ...process.env, PKO_TOOLCHAIN_DIR: dir },
+    });
+    expect(r.status).toBe(1);
+    expect(r.stderr).toContain("unknown component 'oldpulumi-v0.0.1'");
+  });
+
+  test('the older CLIs cover both sides of the structured-config floor', () => {
+    const v = readVersions();
+    const roles = olderClis(v.oldPulumi);
+    expect(v.oldPulumi).toEqual(expect.arrayContaining([roles.tooOld, roles.structured]));
+    expect(compareVersions(roles.tooOld, PULUMI_CLI_VERSIONS.structuredConfig)).toBeLessThan(0);
+    expect(compareVersions(roles.structured, PULUMI_CLI_VERSIONS.structuredConfig)).toBeGreaterThanOrEqual(0);
+    expect(() => olderClis(['v3.197.0'])).toThrow(/OLD_PULUMI_VERSIONS/);
   });
 
   test("the kubernetes component's binaries are the commands build.sh builds", () => {
@@ -78,14 +112,14 @@ describe('e2e toolchain: build.sh and toolchain.ts agree', () => {
     const m = /^KUBERNETES_BINARIES="([^"]+)"$/m.exec(fs.readFileSync(BUILD_SH, 'utf8'));
     const fromToolchainTs = (Object.keys(tc.binaries) as (keyof ToolchainBinaries)[])
       .filter((b) => tc.componentOf[b] === 'kubernetes')
-      .map((b) => path.basename(tc.binaries[b]));
+      .map((b) => path.basename(binaryPath(b, tc)));
     expect(m?.[1]?.split(' ').sort()).toEqual(fromToolchainTs.sort());
   });
 
   test("every binary lies in its component's bin dir", () => {
     const tc = resolveToolchain({ PKO_TOOLCHAIN_DIR: dir });
     for (const [b, file] of Object.entries(tc.binaries) as [keyof ToolchainBinaries, string][]) {
-      expect(path.dirname(file)).toBe(tc.binDirs[tc.componentOf[b]]);
+      expect(path.dirname(file)).toBe(binDirOf(tc.componentOf[b]!, tc));
     }
   });
 

@@ -10,6 +10,7 @@ import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import * as path from 'node:path';
 import { startGitServer, type GitServer } from '../../e2e/testbed/git-server';
+import { startSshdGitServer, type SshdGitServer } from '../../e2e/testbed/sshd-git-server';
 import { capturedOutput, cleanEnv, ensureBuilt, runAgent, tmpDir } from './helpers';
 import { tarGz, type TarEntry } from './tarball';
 
@@ -168,6 +169,7 @@ describe('fetch git', () => {
           GIT_URL: `ssh://git@127.0.0.1:${port}/repo.git`,
           GIT_REVISION: first,
           GIT_SSH_PRIVATE_KEY: key,
+          GIT_SSH_KNOWN_HOSTS: `[127.0.0.1]:${port} ${fs.readFileSync(path.join(keyDir, 'id.pub'), 'utf8')}`,
           GIT_PASSWORD: 'key-passphrase-123',
           TMPDIR: tmp,
         }),
@@ -254,6 +256,87 @@ describe('fetch git', () => {
     } finally {
       api.close();
       await tokenServer.close();
+    }
+  });
+});
+
+describe('fetch git over SSH, from OpenSSH sshd with git-shell', () => {
+  const PASSPHRASE = 'key-passphrase-456';
+  let sshd: SshdGitServer;
+  let urls: { scpUrl: string; sshUrl: string };
+  let head: string;
+
+  beforeAll(async () => {
+    sshd = await startSshdGitServer({ passphrase: PASSPHRASE });
+    urls = sshd.createRepo('org/proj');
+    head = sshd.commit('org/proj', 'main', { 'deploy/Pulumi.yaml': PROJECT });
+  });
+  afterAll(async () => {
+    await sshd?.close();
+  });
+  const sshEnv = (extra: Record<string, string>) =>
+    env({
+      GIT_REVISION: head,
+      GIT_DIR: 'deploy',
+      GIT_SSH_PRIVATE_KEY: sshd.clientKey,
+      GIT_PASSWORD: PASSPHRASE,
+      ...extra,
+    });
+
+  it('clones with the encrypted key, trusting only the host key the hooks sent', async () => {
+    // scp-like (git@host:org/proj.git) where the server has port 22 (the test network), else ssh://.
+    const r = await runAgent(['fetch', 'git'], sshEnv({ GIT_URL: urls.scpUrl, GIT_SSH_KNOWN_HOSTS: sshd.knownHosts }));
+    expect(r.stderr).toContain('git checkout done');
+    expect(r.code).toBe(0);
+    expect(fs.readFileSync(path.join(ws(), 'Pulumi.yaml'), 'utf8')).toBe(PROJECT);
+    expect(r.stderr).not.toContain(PASSPHRASE);
+    expect(r.stderr).not.toContain('PRIVATE KEY');
+  });
+
+  it('logs in as git when an ssh:// URL names no login, as the hooks do', async () => {
+    const r = await runAgent(
+      ['fetch', 'git'],
+      sshEnv({ GIT_URL: urls.sshUrl.replace('ssh://git@', 'ssh://'), GIT_SSH_KNOWN_HOSTS: sshd.knownHosts }),
+    );
+    expect(r.code).toBe(0);
+    expect(sshd.log()).toMatch(/Accepted publickey for git from/);
+  });
+
+  it('refuses a server whose key is not the one the hooks know, and a server they know nothing of', async () => {
+    const otherKey = 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEJ2ahWm9TCTKpBspyWUNw8R5b5b5I0l6xjvCv4lNXUs';
+    const changed = await runAgent(
+      ['fetch', 'git'],
+      sshEnv({ GIT_URL: urls.sshUrl, GIT_SSH_KNOWN_HOSTS: `${sshd.knownHosts.split(' ')[0]} ${otherKey}\n` }),
+    );
+    expect(changed.code).not.toBe(0);
+    expect(changed.stderr).toMatch(
+      /SSH host key verification failed \(the server's key is not the one in the hooks' known_hosts\)/,
+    );
+    resetShare();
+    const unknown = await runAgent(['fetch', 'git'], sshEnv({ GIT_URL: urls.sshUrl }));
+    expect(unknown.code).not.toBe(0);
+    expect(unknown.stderr).toMatch(
+      /the host key of [\d.]+(:\d+)? is not known: the hooks' known_hosts \(SSH_KNOWN_HOSTS\) has no entry for it/,
+    );
+  });
+
+  it('says when the server refuses the key', async () => {
+    const keyDir = tmpDir('sshkey');
+    try {
+      execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', path.join(keyDir, 'id')]);
+      const r = await runAgent(
+        ['fetch', 'git'],
+        env({
+          GIT_URL: urls.sshUrl,
+          GIT_REVISION: head,
+          GIT_SSH_PRIVATE_KEY: fs.readFileSync(path.join(keyDir, 'id'), 'utf8'),
+          GIT_SSH_KNOWN_HOSTS: sshd.knownHosts,
+        }),
+      );
+      expect(r.code).not.toBe(0);
+      expect(r.stderr).toMatch(/bad SSH credentials \(.*Permission denied \(publickey\)/);
+    } finally {
+      fs.rmSync(keyDir, { recursive: true, force: true });
     }
   });
 });

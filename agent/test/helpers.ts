@@ -44,7 +44,7 @@ export function ensureBuilt(): void {
   const src = Math.max(
     newest(path.join(REPO, 'agent', 'src')),
     newest(path.join(REPO, 'agent', 'testkit')),
-    fs.statSync(path.join(REPO, 'contract', 'index.ts')).mtimeMs,
+    newest(path.join(REPO, 'contract')),
   );
   const built = Math.min(
     ...[DIST_MAIN, DIST_LANGUAGE_HOST, DIST_COMMAND_PROVIDER].map((f) =>

@@ -1,13 +1,14 @@
 /**
  * `pko-agent serve` with the Pulumi CLI a user's image may hold: the toolchain's older pulumi
- * (OLD_PULUMI_VERSION, v3.197.0, first on PATH, with the current YAML host) and the current one.
+ * (older-clis.ts' tooOld, v3.197.0, first on PATH, with the current YAML host) and the current one.
  * Structured config on the older CLI is refused at once, naming both versions (the hooks make that
  * Stalled PulumiVersionTooLow); string and secret config work on both, byte-exact (`config set
  * --raw` on the current CLI, a newline for the older one to strip).
  */
 import * as path from 'node:path';
 import type { WorkspaceStatus } from '../../contract';
-import { requireBinaries, toolchain, versions } from '../../e2e/testbed/toolchain';
+import { OLDER_CLIS } from '../../e2e/testbed/older-clis';
+import { binDirOf, oldPulumiBinary, oldPulumiComponent, requireBinaries, versions } from '../../e2e/testbed/toolchain';
 import type { WorkspaceInfo } from '../src/api';
 import { PULUMI_CLI_VERSIONS } from '../src/serve/cli-version';
 import { pulumiEnv, writeFiles } from './helpers';
@@ -18,9 +19,9 @@ const suite = workspaceSuite('pulumi-version');
 
 /** The workspace's environment with the older CLI first on PATH. */
 function oldCliEnv(): Record<string, string> {
-  requireBinaries(['oldPulumi']);
+  requireBinaries([oldPulumiBinary(OLDER_CLIS.tooOld)]);
   const env = pulumiEnv(suite.root);
-  return { ...env, PATH: `${toolchain.binDirs.oldpulumi}${path.delimiter}${env.PATH}` };
+  return { ...env, PATH: `${binDirOf(oldPulumiComponent(OLDER_CLIS.tooOld))}${path.delimiter}${env.PATH}` };
 }
 
 function project(): void {
@@ -61,9 +62,9 @@ describe('an image whose Pulumi CLI is older than structured config needs', () =
     );
     const st: WorkspaceStatus = await waitState(w, 'Failed');
     expect(st).toMatchObject({ state: 'Failed', reason: 'IncompatibleConfiguration' });
-    expect(st.pulumiVersion?.replace(/^v/, '')).toBe(versions.oldPulumi.replace(/^v/, ''));
+    expect(st.pulumiVersion?.replace(/^v/, '')).toBe(OLDER_CLIS.tooOld.replace(/^v/, ''));
     expect(st.message).toBe(
-      `the workspace image's Pulumi CLI is ${versions.oldPulumi}; structured config (config set-all --json) ` +
+      `the workspace image's Pulumi CLI is ${OLDER_CLIS.tooOld}; structured config (config set-all --json) ` +
         `needs v${PULUMI_CLI_VERSIONS.structuredConfig} or newer: use a newer Pulumi image in workspaceTemplate.spec.image`,
     );
     const info = (await getJson(w.base, '/v1/workspace')).body as WorkspaceInfo;
@@ -72,7 +73,7 @@ describe('an image whose Pulumi CLI is older than structured config needs', () =
 });
 
 describe.each([
-  ['the older CLI', oldCliEnv, versions.oldPulumi],
+  ['the older CLI', oldCliEnv, OLDER_CLIS.tooOld],
   ['the current CLI', () => pulumiEnv(suite.root), versions.pulumi],
 ])('string and secret config on %s', (_name, env, version) => {
   it('reach the program byte-exact, a trailing newline included', async () => {

@@ -4,7 +4,7 @@
  * Repositories are bare repos under a temp root; `commit()` pushes new commits to them.
  */
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -25,6 +25,11 @@ export interface GitServer {
   createRepo(name: string): string;
   /** Commits files to a branch of a repository (creating the branch) and returns the commit SHA. */
   commit(repo: string, branch: string, files: Record<string, string>, message?: string): string;
+  /**
+   * Commits a copy of a directory tree (symbolic links kept, ignore rules not applied: a vendored
+   * node_modules goes in whole) to a branch, and returns the commit SHA.
+   */
+  commitTree(repo: string, branch: string, tree: string, message?: string): string;
   /** Creates an annotated tag at a commit. */
   tag(repo: string, tag: string, sha: string): void;
   /** How many requests the server answered (to check caching). */
@@ -43,6 +48,65 @@ const GIT_ENV = {
 
 function git(args: string[], cwd: string): string {
   return execFileSync('git', args, { cwd, env: { ...process.env, ...GIT_ENV }, encoding: 'utf8' }).trim();
+}
+
+/** Creates a bare repository (and its parent directories). */
+export function initBare(bare: string): void {
+  mkdirSync(dirname(bare), { recursive: true });
+  git(['init', '--bare', '--quiet', bare], dirname(bare));
+}
+
+/** Clones the branch of a bare repository (or starts it), lets `write` change the work tree, commits, pushes: the new SHA. */
+function commitWith(
+  bare: string,
+  work: string,
+  branch: string,
+  message: string,
+  add: string[],
+  write: (dir: string) => void,
+): string {
+  const dir = join(work, 'clone');
+  rmSync(dir, { recursive: true, force: true });
+  git(['clone', '--quiet', bare, dir], work);
+  const branches = git(['ls-remote', '--heads', bare, branch], work);
+  if (branches) git(['checkout', '--quiet', branch], dir);
+  else git(['checkout', '--quiet', '--orphan', branch], dir);
+  write(dir);
+  git(add, dir);
+  git(['commit', '--quiet', '--allow-empty', '-m', message], dir);
+  git(['push', '--quiet', 'origin', `HEAD:refs/heads/${branch}`], dir);
+  return git(['rev-parse', 'HEAD'], dir);
+}
+
+/**
+ * Commits files to a branch of a bare repository (creating the branch) through a clone in a
+ * scratch directory under `work`, and returns the commit SHA.
+ */
+export function commitTo(
+  bare: string,
+  work: string,
+  branch: string,
+  files: Record<string, string>,
+  message = 'commit',
+): string {
+  return commitWith(bare, work, branch, message, ['add', '-A'], (dir) => {
+    for (const [path, content] of Object.entries(files)) {
+      mkdirSync(dirname(join(dir, path)), { recursive: true });
+      writeFileSync(join(dir, path), content);
+    }
+  });
+}
+
+/** Commits a whole directory tree (ignore rules notwithstanding: a vendored node_modules stays whole). */
+export function commitTreeTo(bare: string, work: string, branch: string, tree: string, message = 'commit'): string {
+  return commitWith(bare, work, branch, message, ['add', '-A', '--force'], (dir) =>
+    cpSync(tree, dir, { recursive: true, verbatimSymlinks: true }),
+  );
+}
+
+/** Creates an annotated tag at a commit of a bare repository. */
+export function tagIn(bare: string, tag: string, sha: string): void {
+  git(['tag', '-a', '-m', tag, tag, sha], bare);
 }
 
 export async function startGitServer(options: GitServerOptions = {}): Promise<GitServer> {
@@ -131,32 +195,13 @@ export async function startGitServer(options: GitServerOptions = {}): Promise<Gi
     root,
     createRepo(name) {
       const bare = join(repos, `${name}.git`);
-      mkdirSync(dirname(bare), { recursive: true });
-      git(['init', '--bare', '--quiet', bare], root);
+      initBare(bare);
       git(['config', 'http.receivepack', 'true'], bare);
       return `${baseUrl}/${name}.git`;
     },
-    commit(repo, branch, files, message = 'commit') {
-      const bare = join(repos, `${repo}.git`);
-      const dir = join(work, repo.replace(/\//g, '_'));
-      rmSync(dir, { recursive: true, force: true });
-      git(['clone', '--quiet', bare, dir], root);
-      const branches = git(['ls-remote', '--heads', bare, branch], root);
-      if (branches) git(['checkout', '--quiet', branch], dir);
-      else git(['checkout', '--quiet', '--orphan', branch], dir);
-      for (const [path, content] of Object.entries(files)) {
-        mkdirSync(dirname(join(dir, path)), { recursive: true });
-        writeFileSync(join(dir, path), content);
-      }
-      git(['add', '-A'], dir);
-      git(['commit', '--quiet', '--allow-empty', '-m', message], dir);
-      git(['push', '--quiet', 'origin', `HEAD:refs/heads/${branch}`], dir);
-      return git(['rev-parse', 'HEAD'], dir);
-    },
-    tag(repo, tag, sha) {
-      const bare = join(repos, `${repo}.git`);
-      git(['tag', '-a', '-m', tag, tag, sha], bare);
-    },
+    commit: (repo, branch, files, message) => commitTo(join(repos, `${repo}.git`), work, branch, files, message),
+    commitTree: (repo, branch, tree, message) => commitTreeTo(join(repos, `${repo}.git`), work, branch, tree, message),
+    tag: (repo, tag, sha) => tagIn(join(repos, `${repo}.git`), tag, sha),
     requests: () => count,
     close: () =>
       new Promise<void>((resolve) => {

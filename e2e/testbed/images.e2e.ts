@@ -16,6 +16,7 @@ import { run } from './images/exec';
 import { mountsUnder } from './images/buildah';
 import { IMAGE_REFS, type ImageName } from './images/refs';
 import { eventually } from './eventually';
+import { OLDER_CLIS } from './older-clis';
 import { versions } from './toolchain';
 
 interface ScratchContainerd {
@@ -173,7 +174,8 @@ describe('test-bed images', () => {
   test.each<[ImageName, boolean, string]>([
     ['pulumiNonroot', true, versions.pulumi],
     ['pulumiBase', false, versions.pulumi],
-    ['pulumiOld', true, versions.oldPulumi],
+    ['pulumiOld', true, OLDER_CLIS.tooOld],
+    ['pulumiOldStructured', true, OLDER_CLIS.structured],
   ])(
     "%s: Pulumi's nonroot image stand-in (user 1000, /pulumi/bin on PATH, Node.js: %s, pulumi %s)",
     async (name, hasNode, pulumiVersion) => {
@@ -186,6 +188,8 @@ describe('test-bed images', () => {
       expect(pathEnv?.slice('PATH='.length).split(':')).toContain('/pulumi/bin');
       expect(image.paths).toContain('pulumi/bin/pulumi');
       expect(image.paths).toContain('pulumi/bin/pulumi-language-yaml');
+      // Both carry the Node.js language host, as Pulumi's images carry every host; only one can run it.
+      expect(image.paths).toContain('pulumi/bin/pulumi-language-nodejs');
       expect(image.paths).toContain('home/pulumi');
       expect(pulumiVersionIn(built!.archive, image)).toBe(pulumiVersion);
       const passwd = [...image.paths].includes('etc/passwd');

@@ -34,21 +34,19 @@ export interface ToolchainVersions {
   helm: string;
   coredns: string;
   crictl: string;
-  /** OLD_PULUMI_VERSION: an older Pulumi CLI, for the stand-in image of that release. */
-  oldPulumi: string;
+  /** OLD_PULUMI_VERSIONS: older Pulumi CLIs, for the stand-in images of those releases. */
+  oldPulumi: readonly string[];
 }
 
-export type Component = 'etcd' | 'kubernetes' | 'pulumi' | 'command' | 'helm' | 'coredns' | 'crictl' | 'oldpulumi';
-export const COMPONENTS: readonly Component[] = [
-  'etcd',
-  'kubernetes',
-  'pulumi',
-  'command',
-  'helm',
-  'coredns',
-  'crictl',
-  'oldpulumi',
-];
+/** build.sh's component of each older CLI (OLD_PULUMI_VERSIONS), `oldpulumi-v3.197.0`. */
+export type OldPulumiComponent = `oldpulumi-${string}`;
+export type Component =
+  'etcd' | 'kubernetes' | 'pulumi' | 'command' | 'helm' | 'coredns' | 'crictl' | OldPulumiComponent;
+export const oldPulumiComponent = (version: string): OldPulumiComponent => `oldpulumi-${version}`;
+
+/** The key of an older CLI's `pulumi` in ToolchainBinaries, `oldPulumi-v3.197.0`. */
+export type OldPulumiBinary = `oldPulumi-${string}`;
+export const oldPulumiBinary = (version: string): OldPulumiBinary => `oldPulumi-${version}`;
 
 export interface ToolchainBinaries {
   etcd: string;
@@ -67,8 +65,8 @@ export interface ToolchainBinaries {
   helm: string;
   coredns: string;
   crictl: string;
-  /** `pulumi` of OLD_PULUMI_VERSION: not on toolchainEnv()'s PATH, where it would hide the current one. */
-  oldPulumi: string;
+  /** `pulumi` of each OLD_PULUMI_VERSIONS entry: not on toolchainEnv()'s PATH, where it would hide the current one. */
+  [old: OldPulumiBinary]: string;
 }
 
 export interface Toolchain {
@@ -112,7 +110,7 @@ export function readVersions(file = VERSIONS_FILE): ToolchainVersions {
     helm: get('HELM_VERSION'),
     coredns: get('COREDNS_VERSION'),
     crictl: get('CRICTL_VERSION'),
-    oldPulumi: get('OLD_PULUMI_VERSION'),
+    oldPulumi: get('OLD_PULUMI_VERSIONS').split(','),
   };
 }
 
@@ -134,8 +132,8 @@ export function resolveToolchain(env: NodeJS.ProcessEnv = process.env): Toolchai
     helm: path.join(dir, `helm-${versions.helm}`, 'bin'),
     coredns: path.join(dir, `coredns-${versions.coredns}`, 'bin'),
     crictl: path.join(dir, `crictl-${versions.crictl}`, 'bin'),
-    oldpulumi: path.join(dir, `oldpulumi-${versions.oldPulumi}`, 'bin'),
   };
+  for (const v of versions.oldPulumi) binDirs[oldPulumiComponent(v)] = path.join(dir, `oldpulumi-${v}`, 'bin');
   const componentOf: Record<keyof ToolchainBinaries, Component> = {
     etcd: 'etcd',
     kubeApiserver: 'kubernetes',
@@ -152,8 +150,8 @@ export function resolveToolchain(env: NodeJS.ProcessEnv = process.env): Toolchai
     helm: 'helm',
     coredns: 'coredns',
     crictl: 'crictl',
-    oldPulumi: 'oldpulumi',
   };
+  for (const v of versions.oldPulumi) componentOf[oldPulumiBinary(v)] = oldPulumiComponent(v);
   const binaries: ToolchainBinaries = {
     etcd: path.join(binDirs.etcd, 'etcd'),
     kubeApiserver: path.join(binDirs.kubernetes, 'kube-apiserver'),
@@ -170,14 +168,52 @@ export function resolveToolchain(env: NodeJS.ProcessEnv = process.env): Toolchai
     helm: path.join(binDirs.helm, 'helm'),
     coredns: path.join(binDirs.coredns, 'coredns'),
     crictl: path.join(binDirs.crictl, 'crictl'),
-    oldPulumi: path.join(binDirs.oldpulumi, 'pulumi'),
   };
+  for (const v of versions.oldPulumi) binaries[oldPulumiBinary(v)] = path.join(dir, `oldpulumi-${v}`, 'bin', 'pulumi');
   return { dir, versions, binDirs, binaries, componentOf };
+}
+
+/**
+ * The bin dir of component `c` and the path of binary `b`: an older CLI's (`oldpulumi-<version>`)
+ * exists only for the versions OLD_PULUMI_VERSIONS lists.
+ */
+export function binDirOf(c: Component, tc: Toolchain = toolchain): string {
+  const dir = tc.binDirs[c];
+  if (dir === undefined)
+    throw new Error(`${VERSIONS_FILE}: OLD_PULUMI_VERSIONS does not list ${c.replace(/^oldpulumi-/, '')}`);
+  return dir;
+}
+export function binaryPath(b: keyof ToolchainBinaries, tc: Toolchain = toolchain): string {
+  const file = tc.binaries[b];
+  if (file === undefined)
+    throw new Error(`${VERSIONS_FILE}: OLD_PULUMI_VERSIONS does not list ${b.replace(/^oldPulumi-/, '')}`);
+  return file;
+}
+function componentOfBinary(b: keyof ToolchainBinaries, tc: Toolchain): Component {
+  const c = tc.componentOf[b];
+  if (c === undefined)
+    throw new Error(`${VERSIONS_FILE}: OLD_PULUMI_VERSIONS does not list ${b.replace(/^oldPulumi-/, '')}`);
+  return c;
 }
 
 /** The toolchain as the current environment names it (resolved when this module is loaded). */
 export const toolchain: Toolchain = resolveToolchain();
 export const versions: ToolchainVersions = toolchain.versions;
+/** build.sh's components, in its order: the fixed ones, then one per older CLI. */
+export const COMPONENTS: readonly Component[] = [
+  'etcd',
+  'kubernetes',
+  'pulumi',
+  'command',
+  'helm',
+  'coredns',
+  'crictl',
+  ...versions.oldPulumi.map(oldPulumiComponent),
+];
+
+/** The variable build.sh --print-env exports for a component's bin dir: PKO_TOOLCHAIN_OLDPULUMI_V3_197_0_BIN. */
+export const binDirVariable = (c: Component): string =>
+  `PKO_TOOLCHAIN_${c.toUpperCase().replace(/[^A-Z0-9]/g, '_')}_BIN`;
 
 export class ToolchainMissingError extends Error {
   constructor(
@@ -209,7 +245,7 @@ export function unavailableBinaries(
   for (const c of components) {
     let text: string;
     try {
-      text = fs.readFileSync(path.join(path.dirname(tc.binDirs[c]), '.unavailable'), 'utf8');
+      text = fs.readFileSync(path.join(path.dirname(binDirOf(c, tc)), '.unavailable'), 'utf8');
     } catch {
       continue;
     }
@@ -240,7 +276,7 @@ export function requireToolchain(components: readonly Component[] = COMPONENTS, 
   const missing: string[] = [];
   const missingComponents = new Set<Component>();
   for (const [name, file] of Object.entries(tc.binaries) as [keyof ToolchainBinaries, string][]) {
-    const component = tc.componentOf[name];
+    const component = componentOfBinary(name, tc);
     if (!components.includes(component)) continue;
     if (!isExecutable(file)) {
       missing.push(file);
@@ -258,7 +294,7 @@ export function requireToolchain(components: readonly Component[] = COMPONENTS, 
 }
 
 /**
- * Environment for processes that use the toolchain: every bin dir but oldpulumi's first on PATH
+ * Environment for processes that use the toolchain: every bin dir but the older CLIs' first on PATH
  * (pulumi's first, so its bundled plugins are found next to it) and the PKO_TOOLCHAIN_* variables
  * that `build.sh --print-env` prints.
  */
@@ -268,7 +304,8 @@ export function toolchainEnv(tc: Toolchain = toolchain, basePath = process.env.P
     PKO_TOOLCHAIN_DIR: tc.dir,
     PATH: [...order.map((c) => tc.binDirs[c]), ...(basePath === '' ? [] : [basePath])].join(path.delimiter),
   };
-  for (const c of COMPONENTS) env[`PKO_TOOLCHAIN_${c.toUpperCase()}_BIN`] = tc.binDirs[c];
+  const components: Component[] = [...order, ...tc.versions.oldPulumi.map(oldPulumiComponent)];
+  for (const c of components) env[binDirVariable(c)] = binDirOf(c, tc);
   return env;
 }
 
@@ -280,10 +317,10 @@ export function requireBinaries(
   names: readonly (keyof ToolchainBinaries)[],
   tc: Toolchain = toolchain,
 ): ToolchainBinaries {
-  const missing = names.filter((n) => !isExecutable(tc.binaries[n]));
+  const missing = names.filter((n) => !isExecutable(binaryPath(n, tc)));
   if (missing.length > 0) {
-    const components = [...new Set(missing.map((n) => tc.componentOf[n]))];
-    const files = missing.map((n) => tc.binaries[n]);
+    const components = [...new Set(missing.map((n) => componentOfBinary(n, tc)))];
+    const files = missing.map((n) => binaryPath(n, tc));
     const names2 = new Set(files.map((f) => path.basename(f)));
     const unavailable = Object.fromEntries(
       Object.entries(unavailableBinaries(components, tc)).filter(([bin]) => names2.has(bin)),

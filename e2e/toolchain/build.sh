@@ -2,13 +2,14 @@
 # Builds the e2e test bed's toolchain from the Go module proxy (no prebuilt downloads):
 #   etcd, kube-apiserver + kube-controller-manager + kube-scheduler + kube-proxy + kubelet +
 #   kubectl, pulumi (+ pulumi-language-nodejs, pulumi-language-yaml and the dynamic-provider shim),
-#   pulumi-resource-command, helm, coredns, crictl, and an older pulumi (oldpulumi: the stand-in
-#   image of a Pulumi release older than the agent needs, for the PulumiVersionTooLow test).
+#   pulumi-resource-command, helm, coredns, crictl, and older pulumi CLIs (oldpulumi-<version>, one
+#   per OLD_PULUMI_VERSIONS entry: the stand-in images of older Pulumi releases, e.g. for the
+#   PulumiVersionTooLow test).
 #
 # Usage:
 #   e2e/toolchain/build.sh [component...]   build what is missing (default: all components:
 #                                           etcd kubernetes pulumi command helm coredns crictl
-#                                           oldpulumi)
+#                                           oldpulumi-<version>...; `oldpulumi` selects them all)
 #   e2e/toolchain/build.sh --print-env      print `export` lines for `eval` (PATH and
 #                                           PKO_TOOLCHAIN_* bin dirs); builds nothing
 #   e2e/toolchain/build.sh --list           print each component, its bin dir and whether it is built
@@ -32,7 +33,10 @@ RECIPE_REVISION=1
 TOOLCHAIN_DIR="${PKO_TOOLCHAIN_DIR:-$HOME/.cache/pko-toolchain}"
 SCRATCH="$TOOLCHAIN_DIR/.scratch"
 LOGS="$TOOLCHAIN_DIR/.logs"
-ALL_COMPONENTS=(etcd kubernetes pulumi command helm coredns crictl oldpulumi)
+# One oldpulumi-<version> component per OLD_PULUMI_VERSIONS entry (comma-separated).
+IFS=, read -ra OLD_PULUMI_LIST <<<"$OLD_PULUMI_VERSIONS"
+OLD_PULUMI_COMPONENTS=("${OLD_PULUMI_LIST[@]/#/oldpulumi-}")
+ALL_COMPONENTS=(etcd kubernetes pulumi command helm coredns crictl "${OLD_PULUMI_COMPONENTS[@]}")
 # The commands of k8s.io/kubernetes/cmd/ that the kubernetes component builds, in one go build: the
 # control plane, and the node (kubelet, kube-proxy) that must match the API server's version.
 # A directory built before a binary was added lacks it, fails verify_component and is rebuilt;
@@ -47,6 +51,16 @@ export GONOSUMDB="${GONOSUMDB:+$GONOSUMDB,}github.com/pulumi/pulumi/pkg"
 
 die() { echo "build.sh: error: $*" >&2; exit 1; }
 
+# The version of an oldpulumi-<version> component (dies when OLD_PULUMI_VERSIONS does not list it).
+old_pulumi_version() {
+  local v=${1#oldpulumi-} o
+  for o in "${OLD_PULUMI_LIST[@]}"; do [ "$o" = "$v" ] && { echo "$v"; return 0; }; done
+  die "unknown component '$1' (OLD_PULUMI_VERSIONS lists: ${OLD_PULUMI_LIST[*]})"
+}
+
+# PKO_TOOLCHAIN_<COMPONENT>_BIN, e.g. PKO_TOOLCHAIN_OLDPULUMI_V3_197_0_BIN.
+bin_var() { echo "PKO_TOOLCHAIN_$(tr '[:lower:]' '[:upper:]' <<<"$1" | tr -c 'A-Z0-9\n' '_')_BIN"; }
+
 component_dir() {
   case "$1" in
     etcd) echo "$TOOLCHAIN_DIR/etcd-$ETCD_VERSION" ;;
@@ -56,7 +70,7 @@ component_dir() {
     helm) echo "$TOOLCHAIN_DIR/helm-$HELM_VERSION" ;;
     coredns) echo "$TOOLCHAIN_DIR/coredns-$COREDNS_VERSION" ;;
     crictl) echo "$TOOLCHAIN_DIR/crictl-$CRICTL_VERSION" ;;
-    oldpulumi) echo "$TOOLCHAIN_DIR/oldpulumi-$OLD_PULUMI_VERSION" ;;
+    oldpulumi-*) local v; v=$(old_pulumi_version "$1") || exit 1; echo "$TOOLCHAIN_DIR/oldpulumi-$v" ;;
     *) die "unknown component '$1' (known: ${ALL_COMPONENTS[*]})" ;;
   esac
 }
@@ -70,12 +84,14 @@ component_binaries() {
     helm) echo "helm" ;;
     coredns) echo "coredns" ;;
     crictl) echo "crictl" ;;
-    oldpulumi) echo "pulumi" ;;
+    oldpulumi-*) echo "pulumi" ;;
   esac
 }
 
 # What the stamp file must say; any change of version or recipe triggers a rebuild.
 stamp_key() {
+  # oldpulumi-<version>: the key of the single oldpulumi component it replaced (its cache stays valid).
+  [[ "$1" == oldpulumi-* ]] && { echo "component=oldpulumi recipe=$RECIPE_REVISION pulumi=$(old_pulumi_version "$1")"; return; }
   local key="component=$1 recipe=$RECIPE_REVISION"
   case "$1" in
     etcd) key="$key etcd=$ETCD_VERSION" ;;
@@ -85,7 +101,6 @@ stamp_key() {
     helm) key="$key helm=$HELM_VERSION" ;;
     coredns) key="$key coredns=$COREDNS_VERSION" ;;
     crictl) key="$key crictl=$CRICTL_VERSION" ;;
-    oldpulumi) key="$key pulumi=$OLD_PULUMI_VERSION" ;;
   esac
   echo "$key"
 }
@@ -112,10 +127,10 @@ verify_component() {
           [ "$out" = "Kubernetes $KUBERNETES_VERSION" ] || { echo "$b --version: $out" >&2; return 1; }
         fi
       done ;;
-    pulumi|oldpulumi)
+    pulumi|oldpulumi-*)
       out=$(PULUMI_SKIP_UPDATE_CHECK=true PULUMI_HOME="$SCRATCH/pulumi-home" "$bin/pulumi" version 2>&1) || true
-      if [ "$c" = oldpulumi ]; then
-        [ "$out" = "$OLD_PULUMI_VERSION" ] || { echo "pulumi version: $out" >&2; return 1; }
+      if [ "$c" != pulumi ]; then
+        [ "$out" = "$(old_pulumi_version "$c")" ] || { echo "pulumi version: $out" >&2; return 1; }
         return 0
       fi
       [ "$out" = "$PULUMI_VERSION" ] || { echo "pulumi version: $out" >&2; return 1; }
@@ -341,13 +356,13 @@ build_pulumi() {
   write_dynamic_provider_shim "$out/bin/pulumi-resource-pulumi-nodejs"
 }
 
-# An older pulumi CLI alone, the recipe of build_pulumi without the plugins: the stand-in image of a
-# release older than the agent needs takes its language host from the pulumi component.
-build_oldpulumi() {
-  local out=$1 w
-  w=$(pulumi_cli_wrapper oldpulumi "$OLD_PULUMI_VERSION")
-  check_pulumi_wrapper "$w" "$OLD_PULUMI_VERSION"
-  run go -C "$w" build -trimpath -tags osusergo,grpcnotrace -ldflags "$(pulumi_ldflags "$OLD_PULUMI_VERSION")" \
+# An older pulumi CLI alone (oldpulumi-<version>), the recipe of build_pulumi without the plugins:
+# the stand-in image of an older release takes its language hosts from the pulumi component.
+build_oldpulumi() { # out version
+  local out=$1 v=$2 w
+  w=$(pulumi_cli_wrapper "oldpulumi-$v" "$v")
+  check_pulumi_wrapper "$w" "$v"
+  run go -C "$w" build -trimpath -tags osusergo,grpcnotrace -ldflags "$(pulumi_ldflags "$v")" \
     -o "$out/bin/" github.com/pulumi/pulumi/pkg/v3/cmd/pulumi
 }
 
@@ -460,7 +475,10 @@ build_component() {
   partial="$dir.partial"
   CURRENT_PARTIAL=$partial
   rm -rf "$partial" && mkdir -p "$partial/bin"
-  "build_$c" "$partial"
+  case "$c" in
+    oldpulumi-*) build_oldpulumi "$partial" "$(old_pulumi_version "$c")" ;;
+    *) "build_$c" "$partial" ;;
+  esac
   stamp_key "$c" >"$partial/.stamp"
   if ! verify_component "$c" "$partial" 2>>"$LOG"; then
     echo "build.sh: $version was built but does not report the expected version:" >&2
@@ -478,13 +496,13 @@ build_component() {
 print_env() {
   local c dir var path=""
   printf 'export PKO_TOOLCHAIN_DIR=%q\n' "$TOOLCHAIN_DIR"
-  # pulumi first: its bundled plugins must be the ones next to it. oldpulumi is not on PATH (it
-  # would be a second `pulumi`): only images copy it.
-  for c in pulumi command kubernetes etcd helm coredns crictl oldpulumi; do
+  # pulumi first: its bundled plugins must be the ones next to it. The older CLIs are not on PATH
+  # (each would be a second `pulumi`): only images copy them.
+  for c in pulumi command kubernetes etcd helm coredns crictl "${OLD_PULUMI_COMPONENTS[@]}"; do
     dir=$(component_dir "$c")/bin
-    var="PKO_TOOLCHAIN_$(tr '[:lower:]' '[:upper:]' <<<"$c")_BIN"
+    var=$(bin_var "$c")
     printf 'export %s=%q\n' "$var" "$dir"
-    [ "$c" = oldpulumi ] || path="$path${path:+:}$dir"
+    [[ "$c" == oldpulumi-* ]] || path="$path${path:+:}$dir"
     [ -f "$(component_dir "$c")/.stamp" ] || echo "build.sh: warning: $c is not built yet (run $HERE/build.sh $c)" >&2
   done
   # shellcheck disable=SC2016
@@ -504,12 +522,13 @@ main() {
       --list)
         for c in "${ALL_COMPONENTS[@]}"; do
           if is_current "$c"; then s=built; else s=missing; fi
-          printf '%-11s %-8s %s%s\n' "$c" "$s" "$(component_dir "$c")/bin" "$(unavailable_note "$(component_dir "$c")")"
+          printf '%-18s %-8s %s%s\n' "$c" "$s" "$(component_dir "$c")/bin" "$(unavailable_note "$(component_dir "$c")")"
         done
         return 0 ;;
       --force) FORCE=true ;;
-      -h|--help) sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; return 0 ;;
+      -h|--help) sed -n '2,23p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; return 0 ;;
       -*) die "unknown option $1 (see --help)" ;;
+      oldpulumi) components+=("${OLD_PULUMI_COMPONENTS[@]}") ;;
       *) component_dir "$1" >/dev/null; components+=("$1") ;;
     esac
     shift

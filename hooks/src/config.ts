@@ -1,3 +1,6 @@
+import { readFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
 import { version } from '../../package.json';
 
 /** Settings of the hook server, from its environment. Nothing here is per request. */
@@ -19,6 +22,11 @@ export interface HookConfig {
   gitCacheTtlMs: number;
   /** GitHub's API root for GitHub App credentials (GITHUB_API_URL; GitHub Enterprise: https://<host>/api/v3). */
   githubApiUrl?: string;
+  /**
+   * The SSH host keys trusted for SSH git URLs, as known_hosts text (from the files SSH_KNOWN_HOSTS
+   * names); the branch lookups and the fetch container check servers against them.
+   */
+  sshKnownHosts?: string;
 }
 
 export const DEFAULT_AGENT_IMAGE = `ghcr.io/pulumi-mc-operator/agent:v${version}`;
@@ -51,6 +59,28 @@ function positiveInt(name: string, v: string | undefined, fallback: number): num
   return n;
 }
 
+/**
+ * The known_hosts text the hooks trust: the files SSH_KNOWN_HOSTS names (colon-separated), else
+ * upstream's defaults ~/.ssh/known_hosts and /etc/ssh/ssh_known_hosts (go-git's), missing ones
+ * skipped. A SSH_KNOWN_HOSTS whose files are all missing is a configuration error.
+ */
+export function readKnownHosts(env: NodeJS.ProcessEnv): string {
+  const named = (env.SSH_KNOWN_HOSTS ?? '').split(':').filter((f) => f !== '');
+  const files =
+    named.length > 0 ? named : [join(env.HOME || homedir(), '.ssh', 'known_hosts'), '/etc/ssh/ssh_known_hosts'];
+  const texts: string[] = [];
+  for (const file of files) {
+    try {
+      texts.push(readFileSync(file, 'utf8'));
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'ENOENT')
+        throw new Error(`SSH_KNOWN_HOSTS: cannot read ${file}: ${(e as Error).message}`, { cause: e });
+    }
+  }
+  if (named.length > 0 && texts.length === 0) throw new Error(`SSH_KNOWN_HOSTS: none of ${named.join(', ')} exists`);
+  return texts.map((t) => (t.endsWith('\n') || t === '' ? t : `${t}\n`)).join('');
+}
+
 export function configFromEnv(env: NodeJS.ProcessEnv = process.env): HookConfig {
   const config: HookConfig = {
     port: positiveInt('PORT', env.PORT, 8080),
@@ -66,6 +96,8 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): HookConfig 
     gitCacheTtlMs: positiveInt('GIT_CACHE_TTL_MS', env.GIT_CACHE_TTL_MS, 20_000),
     ...(env.GITHUB_API_URL ? { githubApiUrl: env.GITHUB_API_URL } : {}),
   };
+  const knownHosts = readKnownHosts(env);
+  if (knownHosts !== '') config.sshKnownHosts = knownHosts;
   const policy = pullPolicy(env.AGENT_IMAGE_PULL_POLICY);
   if (policy) config.agentImagePullPolicy = policy;
   if (env.FLUX_MAX_UNTAR_SIZE_BYTES) config.fluxMaxUntarSizeBytes = env.FLUX_MAX_UNTAR_SIZE_BYTES;

@@ -1,4 +1,5 @@
 import { configFromEnv, type HookConfig } from './config';
+import { eventsAccessFromEnv } from './events/kubernetes';
 import { buildServer, type HookServer, type ServerDeps } from './server';
 
 export interface RunningServer extends HookServer {
@@ -25,7 +26,7 @@ export async function startHookServer(config: HookConfig, deps: ServerDeps = {})
 
 /** Entry point of the hooks image: `node dist/hooks/src/main.js`. */
 async function main(): Promise<void> {
-  const running = await startHookServer(configFromEnv());
+  const running = await startHookServer(configFromEnv(), { events: eventsAccessFromEnv() });
   const onSignal = (signal: string) => {
     running.shutdown(signal).then(
       () => process.exit(0),

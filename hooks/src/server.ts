@@ -3,6 +3,8 @@ import { randomUUID } from 'node:crypto';
 import { createAjv } from '../../schemas';
 import { SyncCache } from './cache/sync-cache';
 import type { HookConfig } from './config';
+import type { EventsAccess } from './events/kubernetes';
+import { EventRecorder } from './events/recorder';
 import { GitResolver } from './git/ls-remote';
 import { installJsonBodyParser } from './http/body-parser';
 import { installErrorHandler } from './http/errors';
@@ -20,12 +22,16 @@ export interface ServerDeps {
   logger?: boolean;
   /** Where logs go (default stdout); tests capture them. */
   logStream?: NodeJS.WritableStream;
+  /** Kubernetes Events on Stacks: the API to write them with, or why they are off (the default). */
+  events?: EventsAccess;
 }
 
 export interface HookServer {
   app: FastifyInstance;
   health: Health;
   metrics: HookMetrics;
+  /** Writes the Stacks' events; undefined when events are off. */
+  events: EventRecorder | undefined;
 }
 
 /**
@@ -63,15 +69,29 @@ export function buildServer(config: HookConfig, deps: ServerDeps = {}): HookServ
       timeoutMs: config.gitTimeoutMs,
       cacheTtlMs: config.gitCacheTtlMs,
       ...(config.githubApiUrl ? { githubApiUrl: config.githubApiUrl } : {}),
+      ...(config.sshKnownHosts ? { sshKnownHosts: config.sshKnownHosts } : {}),
     });
   const metrics = new HookMetrics();
   instrument(app, metrics);
+  const access = deps.events ?? { off: 'no Kubernetes API access given' };
+  const events = 'api' in access ? new EventRecorder(access.api, { log: app.log }) : undefined;
+  if ('api' in access) app.log.info({ via: access.via }, 'Kubernetes Events on Stacks: on');
+  else app.log.info({ why: access.off }, 'Kubernetes Events on Stacks: off');
   app.register(healthPlugin, { health });
   app.register(metricsPlugin, { metrics });
-  app.register(stackHooks, { prefix: '/stack', config, git, clock, metrics, cache: new SyncCache() });
+  app.register(stackHooks, {
+    prefix: '/stack',
+    config,
+    git,
+    clock,
+    metrics,
+    cache: new SyncCache(),
+    ...(events ? { events } : {}),
+  });
   app.register(programHooks, { prefix: '/program', clock, metrics });
   app.addHook('onClose', async () => {
     await git.close();
+    await events?.close();
   });
-  return { app, health, metrics };
+  return { app, health, metrics, events };
 }

@@ -299,7 +299,7 @@ export interface GitAuthConfig {
    */
   accessToken?: ResourceRef;
   /**
-   * An SSH private key, for `ssh://` and `git@host:` URLs.
+   * An SSH private key, for `ssh://` and `git@host:` URLs (also for resolving `branch`). The server's host key must be in the hook server's known_hosts (`SSH_KNOWN_HOSTS`).
    */
   sshAuth?: SSHAuth;
   /**

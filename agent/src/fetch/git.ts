@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { Env } from '../../../contract';
+import { Env, parseSshUrl, sshHostLabel, withSshUser } from '../../../contract';
 import { errorMessage } from '../lib/errors';
 import { logger } from '../lib/log';
 import { redactor, redactUrl } from '../lib/redact';
@@ -14,6 +14,8 @@ export interface GitSettings {
   dir?: string;
   shallow: boolean;
   sshPrivateKey?: string;
+  /** known_hosts lines for an SSH URL's server (from the hooks): the only host keys ssh accepts. */
+  sshKnownHosts?: string;
   /** Basic-auth password, or the SSH key's passphrase when sshPrivateKey is set. */
   password?: string;
   username?: string;
@@ -38,6 +40,8 @@ export function gitSettingsFromEnv(env: NodeJS.ProcessEnv = process.env): GitSet
   const username = nonEmpty(env[Env.gitUsername]);
   const token = nonEmpty(env[Env.gitToken]);
   if (key) s.sshPrivateKey = key;
+  const knownHosts = nonEmpty(env[Env.gitSshKnownHosts]);
+  if (knownHosts) s.sshKnownHosts = knownHosts;
   if (password) s.password = password;
   if (username) s.username = username;
   if (token) s.token = token;
@@ -111,39 +115,64 @@ function shellQuote(s: string): string {
   return `'${s.replace(/'/g, `'\\''`)}'`;
 }
 
-async function prepareAuth(s: GitSettings, l: FetchLayout): Promise<GitAuth> {
-  const none = { env: {}, cleanup: () => undefined };
-  // Upstream's precedence: SSH key (with GIT_PASSWORD as its passphrase) > token (a GitHub App's
-  // installation token counts as one) > username/password.
+/**
+ * ssh for an SSH URL: host keys checked strictly against the known_hosts lines the hooks sent (no
+ * key is accepted on first use, ~/.ssh and /etc/ssh are not read), the private key from a 0600
+ * file, its passphrase through an askpass script reading an environment variable.
+ */
+function sshAuth(s: GitSettings, l: FetchLayout): GitAuth {
+  const remote = parseSshUrl(s.url)!;
+  if (!s.sshKnownHosts) {
+    throw fetchError(
+      'git',
+      redactUrl(s.url),
+      `the host key of ${sshHostLabel(remote)} is not known: the hooks' known_hosts (SSH_KNOWN_HOSTS) has no entry for it`,
+    );
+  }
+  const dir = privateTempDir('pko-ssh-', l);
+  const knownHosts = path.join(dir, 'known_hosts');
+  fs.writeFileSync(knownHosts, s.sshKnownHosts.endsWith('\n') ? s.sshKnownHosts : `${s.sshKnownHosts}\n`, {
+    mode: 0o600,
+  });
+  const opts = [
+    '-o StrictHostKeyChecking=yes',
+    `-o UserKnownHostsFile=${shellQuote(knownHosts)}`,
+    '-o GlobalKnownHostsFile=/dev/null',
+    '-o IdentityAgent=none',
+    '-o ConnectTimeout=30',
+  ];
+  const env: Record<string, string> = {};
   if (s.sshPrivateKey) {
-    const dir = privateTempDir('pko-ssh-', l);
     const keyFile = path.join(dir, 'key');
     const key = s.sshPrivateKey.endsWith('\n') ? s.sshPrivateKey : `${s.sshPrivateKey}\n`;
     fs.writeFileSync(keyFile, key, { mode: 0o600 });
-    const knownHosts = path.join(dir, 'known_hosts');
-    const opts = [
-      '-i',
-      shellQuote(keyFile),
-      '-o IdentitiesOnly=yes',
-      '-o IdentityAgent=none',
-      '-o StrictHostKeyChecking=accept-new',
-      `-o UserKnownHostsFile=${shellQuote(knownHosts)}`,
-      '-o ConnectTimeout=30',
-    ];
-    const env: Record<string, string> = {};
-    if (s.password) {
-      const askpass = path.join(dir, 'askpass');
-      fs.writeFileSync(askpass, '#!/bin/sh\nprintf \'%s\\n\' "$PKO_SSH_PASSPHRASE"\n', { mode: 0o700 });
-      env.SSH_ASKPASS = askpass;
-      env.SSH_ASKPASS_REQUIRE = 'force';
-      env.DISPLAY = env.DISPLAY ?? 'none';
-      env.PKO_SSH_PASSPHRASE = s.password;
-    } else {
-      opts.push('-o BatchMode=yes');
-    }
-    env.GIT_SSH_COMMAND = `ssh ${opts.join(' ')}`;
-    return { env, kind: 'ssh', cleanup: () => fs.rmSync(dir, { recursive: true, force: true }) };
+    opts.unshift('-i', shellQuote(keyFile), '-o IdentitiesOnly=yes');
   }
+  if (s.sshPrivateKey && s.password) {
+    const askpass = path.join(dir, 'askpass');
+    fs.writeFileSync(askpass, '#!/bin/sh\nprintf \'%s\\n\' "$PKO_SSH_PASSPHRASE"\n', { mode: 0o700 });
+    env.SSH_ASKPASS = askpass;
+    env.SSH_ASKPASS_REQUIRE = 'force';
+    env.DISPLAY = env.DISPLAY ?? 'none';
+    env.PKO_SSH_PASSPHRASE = s.password;
+  } else {
+    opts.push('-o BatchMode=yes');
+  }
+  env.GIT_SSH_COMMAND = `ssh ${opts.join(' ')}`;
+  return {
+    env,
+    kind: s.sshPrivateKey ? 'ssh' : 'none',
+    cleanup: () => fs.rmSync(dir, { recursive: true, force: true }),
+  };
+}
+
+async function prepareAuth(s: GitSettings, l: FetchLayout): Promise<GitAuth> {
+  const none = { env: {}, cleanup: () => undefined };
+  // An SSH URL always goes through ssh with the hooks' host keys. Otherwise upstream's precedence:
+  // SSH key (unusable over HTTP(S), as with upstream's go-git) > token (a GitHub App's
+  // installation token counts as one) > username/password.
+  if (parseSshUrl(s.url)) return sshAuth(s, l);
+  if (s.sshPrivateKey) return { ...none, kind: 'none' };
   if (s.gitHubApp) {
     let token: string;
     try {
@@ -184,7 +213,10 @@ const GIT_FAILURES: [RegExp, (auth: GitAuth['kind']) => string][] = [
     /Permission denied \(publickey|incorrect passphrase|Load key .*:|invalid format|error in libcrypto/i,
     () => 'bad SSH credentials',
   ],
-  [/Host key verification failed/i, () => 'SSH host key verification failed'],
+  [
+    /Host key verification failed|REMOTE HOST IDENTIFICATION HAS CHANGED|No [\w-]+ host key is known/i,
+    () => "SSH host key verification failed (the server's key is not the one in the hooks' known_hosts)",
+  ],
   [
     /Authentication failed|could not read (Username|Password)|terminal prompts disabled|Invalid username or password|returned error: 40[13]|HTTP Basic: Access denied/i,
     (auth) =>
@@ -257,7 +289,7 @@ export async function fetchGit(
     fs.mkdirSync(l.source, { recursive: true });
     const init = await runGit(['init', '-q'], l.source, env);
     if (init.code !== 0) throw fetchError('git', what, classifyGitError(init.stderr, auth.kind));
-    setOrigin(l.source, s.url);
+    setOrigin(l.source, withSshUser(s.url));
     const depth = s.shallow ? ['--depth=1'] : [];
     logger.info('fetching git repository', { url: what, revision: s.revision, shallow: s.shallow, auth: auth.kind });
     let fetched = await runGit(['fetch', '-q', '--no-tags', ...depth, 'origin', s.revision], l.source, env);

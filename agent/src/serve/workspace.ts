@@ -16,6 +16,7 @@ import { pulumiVersionProblem, secretConfigSet } from './cli-version';
 import { configJson, hasStructuredConfig, resolveConfig, type ResolvedConfig } from './config';
 import { runOperation } from './operation';
 import { runPulumi, type RunResult } from './pulumi';
+import { missingRuntime } from './runtime';
 import { StackStateReader } from './stack-state';
 import type { StatusReporter } from './status';
 
@@ -73,6 +74,8 @@ export class Workspace {
   private readonly stopping = new AbortController();
   /** Keeps the passphrase key between operations (secret outputs without a CLI call). */
   private readonly stateReader = new StackStateReader();
+  /** The image lacks the project's language runtime (found when `pulumi install` failed). */
+  private runtimeMissing = false;
 
   constructor(private readonly options: WorkspaceOptions) {}
 
@@ -123,7 +126,8 @@ export class Workspace {
         const err = e instanceof AgentError ? e : new AgentError(errorMessage(e), { reason: 'InitializationFailed' });
         const reason = err.reason ?? 'InitializationFailed';
         this.set('Failed', reason, err.message);
-        if (reason === 'IncompatibleConfiguration') return;
+        // Neither goes away by retrying: a new image (a new pod) is needed.
+        if (reason === 'IncompatibleConfiguration' || this.runtimeMissing) return;
         logger.warn('workspace initialisation failed; will retry', {
           reason,
           retryInSeconds: Math.round(delay / 1000),
@@ -182,7 +186,17 @@ export class Workspace {
       onStdout: (l) => l.trim() && logger.info(`install: ${l}`),
       onStderr: (l) => l.trim() && logger.info(`install: ${l}`),
     });
-    if (r.code !== 0) throw new AgentError(`pulumi install failed: ${cliError(r)}`, { reason: 'InstallationFailed' });
+    if (r.code !== 0) {
+      // The CLI's words name the language host, not the image: say what is missing and what to use.
+      const missing = missingRuntime(
+        this.projectInfo?.runtime ?? '',
+        process.env.PATH ?? '',
+        this.pulumiVersion?.replace(/^v/, ''),
+      );
+      this.runtimeMissing = missing !== undefined;
+      const message = missing ? `${missing} (pulumi install: ${cliError(r)})` : `pulumi install failed: ${cliError(r)}`;
+      throw new AgentError(message, { reason: 'InstallationFailed' });
+    }
     logger.info('dependencies installed', { ms: Date.now() - t0 });
   }
 

@@ -1,10 +1,11 @@
 /**
  * Builds the test bed's images with buildah and keeps each as a docker-archive tar, rebuilt only
  * when a cache key changes (cache.ts). Order: debian → node → pause → pulumi → pulumiNonroot →
- * pulumiBase → pulumiOld → userPulumi → hooks → agent; an image is built after the ones it needs,
- * which are loaded back into buildah's storage from their archives when the storage lost them.
+ * pulumiBase → pulumiOld → pulumiOldStructured → userPulumi → hooks → agent; an image is built
+ * after the ones it needs, which are loaded back into buildah's storage from their archives when
+ * the storage lost them.
  *
- *   const images = await buildImages();                 // all ten
+ *   const images = await buildImages();                 // all eleven
  *   await buildImages({ only: ['pause'] });             // pause (and what it needs)
  *   await buildImages({ force: ['debian'] });           // rebuild debian (and what is built FROM it)
  */
@@ -20,7 +21,7 @@ import { imageDirs, type ImageDirs } from './paths';
 import { pause } from './pause';
 import { agent, hooks } from './project';
 import { pulumi } from './pulumi';
-import { pulumiBase, pulumiNonroot, pulumiOld } from './upstream-pulumi';
+import { pulumiBase, pulumiNonroot, pulumiOld, pulumiOldStructured } from './upstream-pulumi';
 import { userPulumi } from './user-image';
 import type { Recipe } from './recipe';
 import { IMAGE_NAMES, IMAGE_REFS, type ImageName } from './refs';
@@ -33,6 +34,7 @@ const RECIPES: Record<ImageName, Recipe> = {
   pulumiNonroot,
   pulumiBase,
   pulumiOld,
+  pulumiOldStructured,
   userPulumi,
   hooks,
   agent,

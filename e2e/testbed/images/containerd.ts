@@ -19,7 +19,7 @@ const NODE_IMAGES: readonly ImageName[] = ['pause', 'debian', 'node', 'pulumiNon
 export interface ImportOptions {
   /**
    * Default: pause, debian, node, pulumiNonroot, hooks and agent (the pulumi image is only a build
-   * input; the stand-ins of pulumi-base and of the older pulumi/pulumi are imported only when
+   * input; the stand-ins of pulumi-base and of the older pulumi/pulumi releases are imported only when
    * named).
    */
   images?: readonly ImageName[];

@@ -3,7 +3,7 @@
  * test bed's images (all, or the ones named and what they need), prints what was built or reused
  * and how long it took; with --force the named images are rebuilt; with --import the archives are
  * then imported into that containerd. Images: debian node pause pulumi pulumiNonroot pulumiBase
- * pulumiOld userPulumi hooks agent.
+ * pulumiOld pulumiOldStructured userPulumi hooks agent.
  */
 import { buildImages, type ImageResult } from './build';
 import { importImages } from './containerd';

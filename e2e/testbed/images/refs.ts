@@ -8,6 +8,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { type Dockerfile, parseDockerfile, stageNamed } from '../../../packaging/lib/dockerfile';
+import { OLDER_CLIS } from '../older-clis';
 import { REPO_ROOT, versions } from '../toolchain';
 
 export type ImageName =
@@ -18,6 +19,7 @@ export type ImageName =
   | 'pulumiNonroot'
   | 'pulumiBase'
   | 'pulumiOld'
+  | 'pulumiOldStructured'
   | 'userPulumi'
   | 'hooks'
   | 'agent';
@@ -31,6 +33,7 @@ export const IMAGE_NAMES: readonly ImageName[] = [
   'pulumiNonroot',
   'pulumiBase',
   'pulumiOld',
+  'pulumiOldStructured',
   'userPulumi',
   'hooks',
   'agent',
@@ -66,7 +69,8 @@ function imageRefs(df: Dockerfile): Record<ImageName, string> {
     pulumi: `localhost/pko-testbed/pulumi:${versions.pulumi}`,
     pulumiNonroot: `docker.io/pulumi/pulumi:${PULUMI_TAG}-nonroot`,
     pulumiBase: `docker.io/pulumi/pulumi-base:${PULUMI_TAG}-nonroot`,
-    pulumiOld: `docker.io/pulumi/pulumi:${imageTag(versions.oldPulumi)}-nonroot`,
+    pulumiOld: `docker.io/pulumi/pulumi:${imageTag(OLDER_CLIS.tooOld)}-nonroot`,
+    pulumiOldStructured: `docker.io/pulumi/pulumi:${imageTag(OLDER_CLIS.structured)}-nonroot`,
     userPulumi: 'localhost/pko-testbed/user-pulumi:1',
     hooks: 'localhost/pko-testbed/hooks:dev',
     agent: 'localhost/pko-testbed/agent:dev',
@@ -79,8 +83,9 @@ function imageRefs(df: Dockerfile): Record<ImageName, string> {
  * pod sandbox image to set as containerd's `sandbox_image`, `pulumi` the toolchain's Pulumi
  * binaries (the agent's PULUMI_STAGE), `pulumiNonroot` and `pulumiBase` stand-ins of Pulumi's
  * docker.io/pulumi/pulumi and pulumi-base `<version>-nonroot` images (upstream-pulumi.ts),
- * `pulumiOld` of docker.io/pulumi/pulumi at the toolchain's older CLI (3.197.0-nonroot: a CLI
- * older than structured config needs), `userPulumi` a user's image built FROM pulumiNonroot
+ * `pulumiOld` and `pulumiOldStructured` of docker.io/pulumi/pulumi at the toolchain's older CLIs
+ * (older-clis.ts: 3.197.0-nonroot, older than structured config needs, and 3.203.0-nonroot, the
+ * oldest that has it), `userPulumi` a user's image built FROM pulumiNonroot
  * (user-image.ts), `hooks` and `agent` the project's two images.
  */
 export const IMAGE_REFS: Readonly<Record<ImageName, string>> = imageRefs(readDockerfile());

@@ -9,16 +9,20 @@
  *                                                                  and pulumi-language-nodejs: the
  *                                                                  test-bed host (one bundled file,
  *                                                                  dist/bundles/language-nodejs.js)
- *   pulumiBase     docker.io/pulumi/pulumi-base:<version>-nonroot  debian + pulumi and
- *                                                                  pulumi-language-yaml only: no
+ *   pulumiBase     docker.io/pulumi/pulumi-base:<version>-nonroot  debian + pulumi,
+ *                                                                  pulumi-language-yaml and the same
+ *                                                                  pulumi-language-nodejs: no
  *                                                                  Node.js, no git
- *   pulumiOld      docker.io/pulumi/pulumi:<old version>-nonroot   pulumiNonroot's shape with the
- *                                                                  toolchain's older pulumi
- *                                                                  (OLD_PULUMI_VERSION, 3.197.0)
- *                                                                  and the current YAML host, which
- *                                                                  runs with it (gRPC only)
+ *   pulumiOld      docker.io/pulumi/pulumi:<old version>-nonroot   pulumiNonroot's shape with one
+ *   pulumiOld-     (3.197.0 and 3.203.0, older-clis.ts)           of the toolchain's older pulumis
+ *   Structured                                                     (OLD_PULUMI_VERSIONS) and the
+ *                                                                  current YAML host, which runs
+ *                                                                  with them (gRPC only)
  *
- * All three: /pulumi/bin first on PATH, user and group `pulumi` 1000:1000 with home /home/pulumi,
+ * Every stand-in here has pulumi-language-nodejs because Pulumi's images all ship
+ * every language host of the CLI tarball; pulumi-base has no runtime for them, so there a Node.js
+ * project fails (the test-bed host, a Node.js script, cannot even start; the real one finds no npm).
+ * All four: /pulumi/bin first on PATH, user and group `pulumi` 1000:1000 with home /home/pulumi,
  * `USER 1000:1000`, WORKDIR /home/pulumi, CMD ["pulumi"]. The binaries are copied from the
  * toolchain as the `pulumi` recipe does; Node.js from the node stand-in (`buildah copy --from`);
  * git by apt-get from Debian's mirror (the one RUN step on the host's network).
@@ -28,7 +32,8 @@ import * as path from 'node:path';
 import { hashFile } from './hash';
 import type { BuildContext, Recipe } from './recipe';
 import type { ImageName } from './refs';
-import { REPO_ROOT, requireBinaries, type ToolchainBinaries } from '../toolchain';
+import { OLDER_CLIS } from '../older-clis';
+import { binaryPath, oldPulumiBinary, REPO_ROOT, requireBinaries, type ToolchainBinaries } from '../toolchain';
 
 const ADD_USER = 'groupadd --gid 1000 pulumi && useradd --uid 1000 --gid pulumi --shell /bin/bash --create-home pulumi';
 const INSTALL_GIT =
@@ -43,7 +48,7 @@ type Binaries = Record<string, keyof ToolchainBinaries>;
 interface Variant {
   name: ImageName;
   binaries: Binaries;
-  /** Node.js (and npm) from the node stand-in, git, and the test-bed Node.js language host. */
+  /** Node.js (and npm) from the node stand-in, and git. */
   nodeAndGit: boolean;
 }
 
@@ -56,8 +61,8 @@ const NODEJS_HOST_LAUNCHER = '#!/bin/sh\nexec node /pulumi/bin/pulumi-language-n
 
 function upstreamPulumi(v: Variant): Recipe {
   const files = (): [string, string][] => {
-    const bins = requireBinaries(Object.values(v.binaries));
-    return Object.entries(v.binaries).map(([name, key]) => [name, bins[key]]);
+    requireBinaries(Object.values(v.binaries));
+    return Object.entries(v.binaries).map(([name, key]) => [name, binaryPath(key)]);
   };
   return {
     name: v.name,
@@ -68,21 +73,17 @@ function upstreamPulumi(v: Variant): Recipe {
       for (const [name, file] of files()) out[name] = await hashFile(file);
       out.user = ADD_USER;
       out.config = CONFIG.join(' ');
-      if (v.nodeAndGit) {
-        out.git = INSTALL_GIT;
-        out.nodejsHost = await hashFile(NODEJS_HOST_BUNDLE);
-        out.nodejsLauncher = NODEJS_HOST_LAUNCHER;
-      }
+      out.nodejsHost = await hashFile(NODEJS_HOST_BUNDLE);
+      out.nodejsLauncher = NODEJS_HOST_LAUNCHER;
+      if (v.nodeAndGit) out.git = INSTALL_GIT;
       return out;
     },
     async build(ctx: BuildContext) {
       const dir = path.join(ctx.work, 'bin');
       fs.mkdirSync(dir);
       for (const [name, file] of files()) fs.copyFileSync(file, path.join(dir, name));
-      if (v.nodeAndGit) {
-        fs.copyFileSync(NODEJS_HOST_BUNDLE, path.join(dir, 'pulumi-language-nodejs.js'));
-        fs.writeFileSync(path.join(dir, 'pulumi-language-nodejs'), NODEJS_HOST_LAUNCHER);
-      }
+      fs.copyFileSync(NODEJS_HOST_BUNDLE, path.join(dir, 'pulumi-language-nodejs.js'));
+      fs.writeFileSync(path.join(dir, 'pulumi-language-nodejs'), NODEJS_HOST_LAUNCHER);
       const b = ctx.buildah;
       const c = await b.from(ctx.refs.debian);
       await b.copy(c, `${dir}/`, '/pulumi/bin/', '0755');
@@ -118,16 +119,23 @@ export const pulumiNonroot: Recipe = upstreamPulumi({
   nodeAndGit: true,
 });
 
+/** pulumiNonroot's shape with an older CLI of the toolchain. */
+const olderPulumi = (name: ImageName, version: string): Recipe =>
+  upstreamPulumi({
+    name,
+    binaries: {
+      pulumi: oldPulumiBinary(version),
+      'pulumi-language-yaml': 'pulumiLanguageYaml',
+      'pulumi-resource-pulumi-nodejs': 'pulumiResourcePulumiNodejs',
+    },
+    nodeAndGit: true,
+  });
+
 /** An image whose CLI is older than structured config needs (the PulumiVersionTooLow case). */
-export const pulumiOld: Recipe = upstreamPulumi({
-  name: 'pulumiOld',
-  binaries: {
-    pulumi: 'oldPulumi',
-    'pulumi-language-yaml': 'pulumiLanguageYaml',
-    'pulumi-resource-pulumi-nodejs': 'pulumiResourcePulumiNodejs',
-  },
-  nodeAndGit: true,
-});
+export const pulumiOld: Recipe = olderPulumi('pulumiOld', OLDER_CLIS.tooOld);
+
+/** An image with the oldest CLI that has structured config (the agent's floor holds there). */
+export const pulumiOldStructured: Recipe = olderPulumi('pulumiOldStructured', OLDER_CLIS.structured);
 
 export const pulumiBase: Recipe = upstreamPulumi({
   name: 'pulumiBase',

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import type { Stack } from '../../../schemas/generated/types';
 import { parseUpdateResult, type UpdateResult } from '../../../contract';
@@ -63,7 +64,7 @@ export class SyncCache implements SyncSteps {
   });
   /** JSON of the frozen answers above (they cannot change, so neither can their JSON); see jsonOf. */
   private readonly json = new WeakMap<object, string>();
-  /** JSON of each HookConfig in a key (one per server, never changed once made). */
+  /** A digest of each HookConfig's JSON, in keys (one per server, never changed once made). */
   private readonly configKeys = new WeakMap<HookConfig, string>();
 
   validate(stack: Stack): readonly string[] {
@@ -112,7 +113,8 @@ export class SyncCache implements SyncSteps {
   private configKey(config: HookConfig): string {
     let key = this.configKeys.get(config);
     if (key === undefined) {
-      key = JSON.stringify(config);
+      // Hashed: the config (known_hosts text included) would otherwise be repeated in every key.
+      key = createHash('sha256').update(JSON.stringify(config)).digest('base64');
       this.configKeys.set(config, key);
     }
     return key;

@@ -3,10 +3,15 @@ import { LRUCache } from 'lru-cache';
 import { Agent, interceptors, request, type Dispatcher } from 'undici';
 import type { RefLookup, RefLookupRequest } from '../stack/source';
 import { installationToken, type GitHubAppCredentials } from './github-app';
+import type { ParsedKey } from 'ssh2';
+import { parsePrivateKey, sshAdvertisement, SshLookupError } from './ssh-ls-remote';
+import { parseSshUrl, sshHostLabel, type SshRemote } from '../../../contract';
 
 /** Largest ref advertisement read (a repository with tens of thousands of tags fits easily). */
 const MAX_ADVERTISEMENT_BYTES = 16 * 1024 * 1024;
 const MAX_CACHE_ENTRIES = 2000;
+/** Parsed (decrypted) SSH keys kept: decrypting an OpenSSH-format key costs about a second of CPU. */
+const MAX_SSH_KEYS = 256;
 /** Failed lookups are retried sooner than answers are refreshed. */
 const MAX_FAILURE_TTL_MS = 5000;
 /** An installation token (valid an hour) is not used in its last 5 minutes. */
@@ -68,12 +73,14 @@ export interface GitResolverOptions {
   cacheTtlMs: number;
   /** GitHub's API root, for GitHub App credentials (GitHub Enterprise: https://<host>/api/v3). */
   githubApiUrl?: string;
+  /** The SSH host keys trusted for SSH URLs (known_hosts text); none: every SSH lookup fails. */
+  sshKnownHosts?: string;
   /** For tests: a clock. */
   now?: () => number;
 }
 
 /**
- * Resolves git refs over smart HTTP with a hard timeout, caching answers (failures too, for a
+ * Resolves git refs over smart HTTP, or over SSH for SSH URLs (ssh-ls-remote.ts), with a hard timeout, caching answers (failures too, for a
  * shorter time) so a busy Stack never costs more than one lookup per TTL, and concurrent syncs
  * share one request. Keys hash the credentials; no credential is kept in clear or logged.
  */
@@ -82,6 +89,8 @@ export class GitResolver {
   private readonly cache: LRUCache<string, Promise<RefLookup>>;
   /** GitHub App installation tokens, reused until 5 minutes before they expire. */
   private readonly appTokens: LRUCache<string, Promise<string>>;
+  /** SSH keys parsed from (key, passphrase), by a hash of both; a key that fails to parse too. */
+  private readonly sshKeys = new LRUCache<string, ParsedKey | SshLookupError>({ max: MAX_SSH_KEYS });
   private readonly now: () => number;
   private readonly dispatcher: Dispatcher;
 
@@ -104,8 +113,9 @@ export class GitResolver {
   resolve(req: RefLookupRequest): Promise<RefLookup> {
     if (req.unsupported) return Promise.resolve({ error: req.unsupported });
     const app = req.githubApp ? [req.githubApp.appId, req.githubApp.installationId, req.githubApp.privateKey] : [];
+    const ssh = req.ssh ? [req.ssh.privateKey, req.ssh.passphrase ?? ''] : [];
     const key = createHash('sha256')
-      .update(JSON.stringify([req.url, req.ref, req.username ?? '', req.password ?? '', ...app]))
+      .update(JSON.stringify([req.url, req.ref, req.username ?? '', req.password ?? '', ...app, ...ssh]))
       .digest('hex');
     const hit = this.cache.get(key);
     if (hit) return hit;
@@ -136,6 +146,8 @@ export class GitResolver {
   }
 
   private async lookup(req: RefLookupRequest): Promise<RefLookup> {
+    const remote = parseSshUrl(req.url);
+    if (remote) return this.sshLookup(req, remote);
     const shown = redactUrl(req.url);
     let url: URL;
     try {
@@ -219,5 +231,56 @@ export class GitResolver {
       }
       return { error: `cannot reach ${shown} to resolve "${req.ref}": ${e.code ?? e.message}` };
     }
+  }
+
+  /** The parsed key, from the cache when this key and passphrase were parsed before. */
+  private sshKey(privateKey: string, passphrase: string | undefined): ParsedKey {
+    const id = createHash('sha256')
+      .update(JSON.stringify([privateKey, passphrase ?? '']))
+      .digest('hex');
+    let key = this.sshKeys.get(id);
+    if (key === undefined) {
+      try {
+        key = parsePrivateKey(privateKey, passphrase);
+      } catch (e) {
+        key = e instanceof SshLookupError ? e : new SshLookupError(String(e));
+      }
+      this.sshKeys.set(id, key);
+    }
+    if (key instanceof SshLookupError) throw key;
+    return key;
+  }
+
+  private async sshLookup(req: RefLookupRequest, remote: SshRemote): Promise<RefLookup> {
+    const shown = redactUrl(req.url);
+    if (!req.ssh) {
+      return {
+        error: `cannot resolve "${req.ref}" in ${shown}: an SSH repository URL needs an SSH key (gitAuth.sshAuth)`,
+      };
+    }
+    let advertisement: Buffer;
+    try {
+      advertisement = await sshAdvertisement({
+        remote,
+        key: this.sshKey(req.ssh.privateKey, req.ssh.passphrase),
+        knownHosts: this.options.sshKnownHosts ?? '',
+        timeoutMs: this.options.timeoutMs,
+        maxBytes: MAX_ADVERTISEMENT_BYTES,
+      });
+    } catch (err) {
+      const why = err instanceof SshLookupError ? err.message : `SSH failed (${(err as Error).message})`;
+      return { error: `cannot resolve "${req.ref}" in ${shown}: ${why}` };
+    }
+    let refs: Map<string, string>;
+    try {
+      refs = parseAdvertisement(advertisement);
+    } catch (err) {
+      return {
+        error: `${sshHostLabel(remote)} did not answer as git-upload-pack for ${shown}: ${(err as Error).message}`,
+      };
+    }
+    const sha = matchRef(refs, req.ref);
+    if (!sha) return { error: `no commits found for ref "${req.ref}" in ${shown}` };
+    return { sha };
   }
 }

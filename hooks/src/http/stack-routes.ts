@@ -3,9 +3,11 @@ import type { Stack } from '../../../schemas/generated/types';
 import { requestSchemas } from '../../../schemas';
 import type { HookConfig } from '../config';
 import type { SyncCache } from '../cache/sync-cache';
+import type { EventRecorder } from '../events/recorder';
 import type { GitResolver } from '../git/ls-remote';
 import type { ObjectMap } from '../lib/k8s';
 import { customizeStack } from '../stack/customize';
+import { stackEvents } from '../stack/events';
 import { planRefLookup, refLookupKey, type RefLookup } from '../stack/source';
 import { syncStack, type StackSyncRequest } from '../stack/sync';
 import type { HookMetrics } from './metrics';
@@ -19,6 +21,8 @@ export interface StackHooksOptions {
   metrics: HookMetrics;
   /** Remembers the sync's costly pure steps between requests. */
   cache: SyncCache;
+  /** Writes the events a sync implies, in the background; absent when events are off. */
+  events?: EventRecorder;
 }
 
 interface SyncBody {
@@ -48,6 +52,22 @@ export function stackHooks(app: FastifyInstance, opts: StackHooksOptions, done: 
     if (body.children) req.children = body.children;
     if (body.related) req.related = body.related;
     const response = syncStack(req, { config: opts.config, now: opts.clock(), lookups, cache: opts.cache });
+    if (opts.events) {
+      // A side effect of the answer, never part of it: whatever happens here, the answer goes out.
+      try {
+        opts.events.record(
+          stackEvents({
+            stack: body.parent,
+            observed: body.children,
+            status: response.status,
+            children: response.children,
+            finalizing,
+          }),
+        );
+      } catch (err) {
+        request.log.error({ err }, 'computing the Stack events failed');
+      }
+    }
     const meta = body.parent.metadata;
     if (meta.name)
       opts.metrics.observeStack(

@@ -4,6 +4,7 @@ import { isRecord } from '../lib/json';
 import { conditionOf, findObject, type KObject, type ObjectMap } from '../lib/k8s';
 import { hasGitSource } from './validate';
 import { Reasons } from './conditions';
+import { parseSshUrl } from '../../../contract';
 import { localSourceDir } from './template-fields';
 
 /** A Secret key the fetch container receives as an env var (secretKeyRef); never a literal value. */
@@ -37,6 +38,8 @@ export interface RefLookupRequest {
   password?: string;
   /** GitHub App credentials: exchanged for an installation token, used like an access token. */
   githubApp?: { appId: string; installationId: string; privateKey: string };
+  /** An SSH key (gitAuth.sshAuth, or a legacy gitAuthSecret's sshPrivateKey), for SSH URLs. */
+  ssh?: { privateKey: string; passphrase?: string };
   /** Set when the hooks cannot resolve this ref themselves; the message says why. */
   unsupported?: string;
 }
@@ -109,10 +112,6 @@ function secretValue(related: ObjectMap | undefined, namespace: string, name: st
   return b64 === undefined ? undefined : Buffer.from(b64, 'base64').toString('utf8');
 }
 
-function isSshUrl(url: string): boolean {
-  return url.startsWith('ssh://') || /^[\w.-]+@[\w.-]+:/.test(url);
-}
-
 /** Builds the lookup the I/O phase must perform for this Stack, if any. */
 export function planRefLookup(stack: Stack, related: ObjectMap | undefined): RefLookupRequest | undefined {
   const spec = stack.spec;
@@ -120,13 +119,22 @@ export function planRefLookup(stack: Stack, related: ObjectMap | undefined): Ref
   if (ref === undefined || !spec.projectRepo) return undefined;
   const ns = stack.metadata?.namespace as string;
   const req: RefLookupRequest = { url: spec.projectRepo, ref };
-  if (isSshUrl(spec.projectRepo)) {
-    req.unsupported = `resolving "${ref}" of an SSH repository URL is not supported by the hooks; set spec.commit to a full commit SHA, or use an HTTPS URL`;
+  const auth = gitAuthEnv(spec);
+  if (parseSshUrl(spec.projectRepo)) {
+    const keyRef = auth.find((e) => e.env === 'GIT_SSH_PRIVATE_KEY');
+    const privateKey = keyRef && secretValue(related, ns, keyRef.secret, keyRef.key);
+    if (privateKey) {
+      const passRef = auth.find((e) => e.env === 'GIT_PASSWORD');
+      const passphrase = passRef && secretValue(related, ns, passRef.secret, passRef.key);
+      req.ssh = passphrase ? { privateKey, passphrase } : { privateKey };
+    } else if (keyRef && !keyRef.optional) {
+      req.unsupported = `resolving "${ref}" needs the SSH key of gitAuth.sshAuth.sshPrivateKey: Secret ${ns}/${keyRef.secret} or its key "${keyRef.key}" is missing`;
+    }
     return req;
   }
-  const env = Object.fromEntries(gitAuthEnv(spec).map((e) => [e.env, secretValue(related, ns, e.secret, e.key)]));
+  const env = Object.fromEntries(auth.map((e) => [e.env, secretValue(related, ns, e.secret, e.key)]));
   if (env.GIT_SSH_PRIVATE_KEY !== undefined && env.GIT_TOKEN === undefined && env.GIT_USERNAME === undefined) {
-    req.unsupported = `resolving "${ref}" with SSH credentials is not supported by the hooks; set spec.commit to a full commit SHA, or use gitAuth.accessToken or gitAuth.basicAuth`;
+    req.unsupported = `resolving "${ref}": an SSH key reads SSH URLs only (git@host:org/repo.git, ssh://…), not HTTP(S) ones; use an SSH URL, or gitAuth.accessToken or gitAuth.basicAuth`;
   } else if (
     env.GIT_GITHUB_APP_ID !== undefined ||
     env.GIT_GITHUB_APP_INSTALLATION_ID !== undefined ||

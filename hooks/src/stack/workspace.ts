@@ -16,12 +16,14 @@ import {
   INJECTED_AGENT_DIR,
   Labels,
   parseWorkspaceStatus,
+  parseSshUrl,
   Paths,
   WORKSPACE_PORT,
   type ConfigItem,
   type WorkspaceStackSpec,
 } from '../../../contract';
 import type { HookConfig } from '../config';
+import { knownHostsLinesFor } from '../git/known-hosts';
 import { shortHash, stableStringify } from '../lib/json';
 import type { Json, KObject, Typed } from '../lib/k8s';
 import { strategicMerge } from '../lib/merge';
@@ -158,7 +160,8 @@ function fetchContainer(
   const mounts: V1VolumeMount[] = [{ ...SHARE_MOUNT }];
   const volumes: Json<V1Volume>[] = [];
   switch (source.kind) {
-    case 'git':
+    case 'git': {
+      const remote = parseSshUrl(source.url);
       env.push(literalEnv(Env.gitUrl, source.url), literalEnv(Env.gitRevision, source.revision));
       if (source.dir) env.push(literalEnv(Env.gitDir, source.dir));
       if (source.shallow) env.push({ name: Env.gitShallow, value: 'true' });
@@ -167,10 +170,16 @@ function fetchContainer(
         if (a.optional) ref.optional = true;
         env.push({ name: a.env, valueFrom: { secretKeyRef: ref } });
       }
+      // The host keys the hooks trust for this server: the fetch container's ssh trusts no others.
+      if (remote) {
+        const lines = knownHostsLinesFor(config.sshKnownHosts ?? '', remote.host, remote.port);
+        if (lines !== '') env.push(literalEnv(Env.gitSshKnownHosts, lines));
+      }
       // The same GitHub API the hooks use to resolve the branch (GitHub Enterprise).
       if (config.githubApiUrl && source.auth.some((a) => a.env === 'GIT_GITHUB_APP_ID'))
         env.push(literalEnv(Env.githubApiUrl, config.githubApiUrl));
       break;
+    }
     case 'flux':
       env.push(literalEnv(Env.fluxUrl, source.url), literalEnv(Env.fluxDigest, source.digest));
       if (source.dir) env.push(literalEnv(Env.fluxDir, source.dir));

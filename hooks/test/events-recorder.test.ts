@@ -1,0 +1,256 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { AddressInfo } from 'node:net';
+import { eventsAccessFromEnv } from '../src/events/kubernetes';
+import { EventRecorder, microTime, type EventBody, type EventsApi } from '../src/events/recorder';
+import { buildServer } from '../src/server';
+import type { StackEvent } from '../src/stack/events';
+import { postJson } from './answers';
+import { NOW, testConfig } from './builders';
+
+/** An API failure as client-node reports one: the HTTP status as `code`, the Status as `body`. */
+class ApiError extends Error {
+  constructor(
+    readonly code: number,
+    readonly body = JSON.stringify({ kind: 'Status', message: `refused with ${code}` }),
+  ) {
+    super(`HTTP-Code: ${code}`);
+  }
+}
+
+/** An Events API that answers with `answer(body, call)`: resolve to accept, throw to refuse. */
+function fakeApi(answer: (body: EventBody, call: number) => Promise<void> = () => Promise.resolve()) {
+  const sent: EventBody[] = [];
+  const api: EventsApi = {
+    create: (body) => {
+      sent.push(body);
+      return answer(body, sent.length);
+    },
+  };
+  return { api, sent };
+}
+
+function captureLog() {
+  const warnings: Record<string, unknown>[] = [];
+  const debug: Record<string, unknown>[] = [];
+  return {
+    warnings,
+    debug,
+    log: {
+      warn: (obj: object, msg: string) => warnings.push({ ...obj, msg }),
+      debug: (obj: object, msg: string) => debug.push({ ...obj, msg }),
+    },
+  };
+}
+
+function event(n: number, extra: Partial<StackEvent> = {}): StackEvent {
+  return {
+    name: `web.${String(n).padStart(16, '0')}`,
+    namespace: 'team-a',
+    type: 'Warning',
+    reason: 'StackUpdateFailure',
+    action: 'Up',
+    message: 'Failed to update stack: boom',
+    regarding: { apiVersion: 'pulumi.com/v1', kind: 'Stack', name: 'web', namespace: 'team-a', uid: 'u-1' },
+    ...extra,
+  };
+}
+
+const never = () => new Promise<void>(() => undefined);
+
+describe('the event recorder', () => {
+  it('writes core/v1 Events naming this operator as their reporter, each counted once', async () => {
+    const { api, sent } = fakeApi();
+    const { log } = captureLog();
+    const recorder = new EventRecorder(api, { log, clock: () => NOW, reportingInstance: 'pulumi-mc-hooks-7d9f-abcde' });
+    const related = { apiVersion: 'batch/v1', kind: 'Job', name: 'web-up-12345678', namespace: 'team-a' };
+    recorder.record([event(1, { related })]);
+    await recorder.idle();
+    expect(sent).toEqual([
+      {
+        apiVersion: 'v1',
+        kind: 'Event',
+        metadata: {
+          name: 'web.0000000000000001',
+          namespace: 'team-a',
+          labels: { 'pulumi.com/stack-name': 'web' },
+        },
+        involvedObject: { apiVersion: 'pulumi.com/v1', kind: 'Stack', name: 'web', namespace: 'team-a', uid: 'u-1' },
+        related,
+        type: 'Warning',
+        reason: 'StackUpdateFailure',
+        action: 'Up',
+        message: 'Failed to update stack: boom',
+        firstTimestamp: '2026-11-22T10:00:00Z',
+        lastTimestamp: '2026-11-22T10:00:00Z',
+        eventTime: '2026-11-22T10:00:00.000000Z',
+        count: 1,
+        source: { component: 'pulumi-mc-operator/hooks' },
+        reportingComponent: 'pulumi-mc-operator/hooks',
+        reportingInstance: 'pulumi-mc-hooks-7d9f-abcde',
+      },
+    ]);
+    expect(recorder.counts).toMatchObject({ written: 1, failed: 0 });
+  });
+
+  it('eventTime has the six fractional digits of a MicroTime, and grows with each event', async () => {
+    expect(microTime(Date.parse('2026-01-02T03:04:05.678Z') * 1000 + 9)).toBe('2026-01-02T03:04:05.678009Z');
+    const { api, sent } = fakeApi();
+    const recorder = new EventRecorder(api, { log: captureLog().log, clock: () => NOW });
+    recorder.record([event(1), event(2), event(3)]);
+    await recorder.idle();
+    expect(sent.map((b) => b.eventTime)).toEqual([
+      '2026-11-22T10:00:00.000000Z',
+      '2026-11-22T10:00:00.000001Z',
+      '2026-11-22T10:00:00.000002Z',
+    ]);
+  });
+
+  it('drops an event that already exists (a repeated sync) without a warning', async () => {
+    const { api } = fakeApi(() => Promise.reject(new ApiError(409)));
+    const { log, warnings } = captureLog();
+    const recorder = new EventRecorder(api, { log });
+    recorder.record([event(1), event(1)]);
+    await recorder.idle();
+    expect(recorder.counts).toMatchObject({ written: 0, duplicate: 2, failed: 0 });
+    expect(warnings).toEqual([]);
+  });
+
+  it('retries a transient failure (network, 429, 5xx), then gives up with one warning', async () => {
+    const flaky = fakeApi((_b, call) => (call === 1 ? Promise.reject(new ApiError(503)) : Promise.resolve()));
+    const a = captureLog();
+    const r1 = new EventRecorder(flaky.api, { log: a.log, retryDelayMs: 1 });
+    r1.record([event(1)]);
+    await r1.idle();
+    expect(flaky.sent).toHaveLength(2);
+    expect(r1.counts).toMatchObject({ written: 1, failed: 0 });
+
+    const down = fakeApi(() => Promise.reject(new Error('connect ECONNREFUSED 10.0.0.1:443')));
+    const b = captureLog();
+    const r2 = new EventRecorder(down.api, { log: b.log, retryDelayMs: 1, attempts: 3 });
+    r2.record([event(1)]);
+    await r2.idle();
+    expect(down.sent).toHaveLength(3);
+    expect(r2.counts).toMatchObject({ failed: 1 });
+    expect(b.warnings).toEqual([
+      {
+        msg: 'event not written',
+        event: 'web.0000000000000001',
+        stack: 'team-a/web',
+        reason: 'StackUpdateFailure',
+        error: 'connect ECONNREFUSED 10.0.0.1:443',
+      },
+    ]);
+  });
+
+  it('does not retry a refusal, and logs refusals at most once a minute, counting the rest', async () => {
+    const { api, sent } = fakeApi(() => Promise.reject(new ApiError(403)));
+    const { log, warnings } = captureLog();
+    const recorder = new EventRecorder(api, { log });
+    recorder.record([event(1), event(2), event(3)]);
+    await recorder.idle();
+    expect(sent).toHaveLength(3);
+    expect(recorder.counts).toMatchObject({ failed: 3 });
+    expect(warnings).toEqual([expect.objectContaining({ error: 'HTTP 403: refused with 403' })]);
+  });
+
+  it('a namespace that is gone (404) is not worth a warning', async () => {
+    const { api } = fakeApi(() => Promise.reject(new ApiError(404)));
+    const { log, warnings, debug } = captureLog();
+    const recorder = new EventRecorder(api, { log });
+    recorder.record([event(1)]);
+    await recorder.idle();
+    expect(warnings).toEqual([]);
+    expect(debug).toEqual([expect.objectContaining({ error: 'HTTP 404: refused with 404' })]);
+  });
+
+  it('is bounded: writes in flight and queued events are capped, the rest dropped', () => {
+    const { api, sent } = fakeApi(never);
+    const { log, warnings } = captureLog();
+    const recorder = new EventRecorder(api, { log, capacity: 2, concurrency: 1 });
+    recorder.record([1, 2, 3, 4, 5].map((n) => event(n)));
+    // One write in flight, two queued, two dropped (with one warning).
+    expect(sent).toHaveLength(1);
+    expect(recorder.counts.dropped).toBe(2);
+    expect(warnings).toEqual([expect.objectContaining({ msg: 'event dropped: the event queue is full' })]);
+  });
+
+  it('record() returns at once, even when the API never answers or throws', async () => {
+    const hanging = new EventRecorder(fakeApi(never).api, { log: captureLog().log });
+    hanging.record([event(1)]);
+    const throwing: EventsApi = {
+      create: () => {
+        throw new Error('synchronous bug');
+      },
+    };
+    const c = captureLog();
+    const r = new EventRecorder(throwing, { log: c.log, attempts: 1 });
+    r.record([event(1)]);
+    await r.idle();
+    expect(r.counts.failed).toBe(1);
+    // close() waits for the queue at most as long as it is told.
+    await hanging.close(10);
+  });
+});
+
+describe('events access from the environment', () => {
+  it('is off without KUBECONFIG and outside a pod, or in a pod without a token', () => {
+    expect(eventsAccessFromEnv({}, () => false)).toEqual({
+      off: 'no Kubernetes API access (not in a pod, KUBECONFIG unset)',
+    });
+    const inPod = eventsAccessFromEnv({ KUBERNETES_SERVICE_HOST: '10.0.0.1' }, () => false);
+    expect('off' in inPod ? inPod.off : 'on').toMatch(/^no ServiceAccount token at /);
+  });
+});
+
+describe('the hook server with events on', () => {
+  const example = (name: string): unknown =>
+    JSON.parse(readFileSync(join(__dirname, '..', '..', 'examples', 'hooks', name), 'utf8'));
+
+  async function serve(api: EventsApi) {
+    const server = buildServer(testConfig, { logger: false, clock: () => NOW, events: { api, via: 'a test' } });
+    await server.app.listen({ port: 0, host: '127.0.0.1' });
+    const base = `http://127.0.0.1:${(server.app.server.address() as AddressInfo).port}`;
+    return { server, base };
+  }
+
+  it('writes the events a sync implies after answering it', async () => {
+    const { api, sent } = fakeApi();
+    const { server, base } = await serve(api);
+    try {
+      for (const name of ['stack-sync-new.json', 'stack-sync-workspace-ready.json', 'stack-sync-invalid.json']) {
+        expect((await postJson(`${base}/stack/sync`, example(name))).status).toBe(200);
+      }
+      await server.events?.idle();
+      expect(sent.map((e) => [e.reason, e.type, e.involvedObject.name])).toEqual([
+        ['StackUpdateDetected', 'Normal', 'my-stack'],
+        // The invalid example also holds a finished Job, whose result the sync absorbs first.
+        ['StackCreated', 'Normal', 'my-stack'],
+        ['StackConfigInvalid', 'Warning', 'my-stack'],
+      ]);
+    } finally {
+      await server.app.close();
+    }
+  });
+
+  it('answers exactly as with events off, however the API fails', async () => {
+    const off = buildServer(testConfig, { logger: false, clock: () => NOW });
+    expect(off.events).toBeUndefined();
+    await off.app.listen({ port: 0, host: '127.0.0.1' });
+    const offBase = `http://127.0.0.1:${(off.app.server.address() as AddressInfo).port}`;
+    const { server, base } = await serve(fakeApi(never).api);
+    try {
+      for (const name of ['stack-sync-workspace-ready.json', 'stack-sync-succeeded.json', 'stack-sync-invalid.json']) {
+        const body = example(name);
+        const [withEvents, without] = await Promise.all([
+          postJson(`${base}/stack/sync`, body),
+          postJson(`${offBase}/stack/sync`, body),
+        ]);
+        expect(withEvents.status).toBe(200);
+        expect(withEvents.json).toEqual(without.json);
+      }
+    } finally {
+      await Promise.all([server.app.close(), off.app.close()]);
+    }
+  });
+});
