@@ -55,7 +55,7 @@ describe('upstream e2e manifests, applied unchanged', () => {
   );
 
   it(
-    'structured-config-version: PulumiVersionTooLow in pulumi/pulumi:3.197.0-nonroot, Ready after the switch to 3.202.0',
+    'structured-config-version: PulumiVersionTooLow in pulumi/pulumi:3.197.0-nonroot, Ready after the switch to 3.202.0 (3.203.0 here)',
     async () => {
       const ns = 'structured-config-version';
       const name = 'structured-config-version';
@@ -80,14 +80,14 @@ describe('upstream e2e manifests, applied unchanged', () => {
       // Upstream waits for its Workspace object to be Ready; here the workspace's StatefulSet carries
       // that state (its agent's report, for the pod template that runs the new image).
       await eventually(
-        'the workspace to be Ready in pulumi/pulumi:3.202.0-nonroot',
+        'the workspace to be Ready in pulumi/pulumi:3.203.0-nonroot (for 3.202.0)',
         async () => {
           const sts = await op.apps.readNamespacedStatefulSet({ namespace: ns, name: `${name}-workspace` });
           const template = defined(sts.spec?.template, 'the workspace pod template');
           const image = template.spec?.containers.find((c) => c.name === 'pulumi')?.image;
           const hash = template.metadata?.annotations?.[Annotations.workspaceHash];
           const status = parseWorkspaceStatus(sts.metadata?.annotations?.[Annotations.workspaceStatus]);
-          return image === 'pulumi/pulumi:3.202.0-nonroot' && status?.hash === hash && status?.state === 'Ready';
+          return image === 'pulumi/pulumi:3.203.0-nonroot' && status?.hash === hash && status?.state === 'Ready';
         },
         OUTCOME_TIMEOUT_MS,
         1000,
