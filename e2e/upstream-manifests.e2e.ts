@@ -1,6 +1,6 @@
 /**
  * Issue 20, item 4: upstream's own e2e manifests (operator/e2e/testdata of
- * github.com/pulumi/pulumi-kubernetes-operator), applied unchanged from e2e/testdata/upstream,
+ * github.com/pulumi/pulumi-kubernetes-operator), applied as vendored in e2e/testdata/upstream (but for IMAGE_SUBSTITUTES),
  * reach the outcomes upstream's e2e asserts (operator/e2e/e2e_test.go). Only the ones whose
  * programs our toolchain can run are here; docs/upstream-manifests.md has every file and why.
  * They name upstream's images (pulumi/pulumi:<version>-nonroot): the workspace runs the injected
@@ -18,7 +18,7 @@ const TESTDATA = 'operator/e2e/testdata';
 /** Upstream waits up to 5 minutes for each outcome. */
 const OUTCOME_TIMEOUT_MS = 300_000;
 
-describe('upstream e2e manifests, applied unchanged', () => {
+describe('upstream e2e manifests, applied as vendored (one image tag substituted)', () => {
   it(
     'structured-config: Ready, every inline and ConfigMap config value an output of its type',
     async () => {
