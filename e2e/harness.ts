@@ -62,6 +62,8 @@ export interface Operator {
   volumeForClaim(namespace: string, claim: string): Promise<string>;
   /** A Stack as the API server has it. */
   getStack(namespace: string, name: string): Promise<Stack>;
+  /** A JSON merge patch of a Stack, as `kubectl patch stack --type merge` sends it. */
+  patchStack(namespace: string, name: string, body: object): Promise<void>;
   /** Waits until the Stack is Ready for its current generation (and `after` holds, if given). */
   readyStack(namespace: string, name: string, after?: (stack: Stack) => boolean, timeoutMs?: number): Promise<Stack>;
   stop(): Promise<void>;
@@ -264,6 +266,12 @@ function operatorOf(
     })) as Stack;
   return {
     getStack,
+    async patchStack(namespace, name, body) {
+      await custom.patchNamespacedCustomObject(
+        { group: 'pulumi.com', version: 'v1', namespace, plural: 'stacks', name, body },
+        k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
+      );
+    },
     readyStack: (namespace, name, after, timeoutMs = 240_000) =>
       eventually(
         `Stack ${namespace}/${name} to be Ready`,

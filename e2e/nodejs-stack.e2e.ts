@@ -159,17 +159,7 @@ describe('a Node.js git Stack', () => {
 
     // What the message says to do: the image with Node.js.
     const fixed = Date.now();
-    await op.custom.patchNamespacedCustomObject(
-      {
-        group: 'pulumi.com',
-        version: 'v1',
-        namespace: ns,
-        plural: 'stacks',
-        name: 'app',
-        body: { spec: { workspaceTemplate: { spec: { image: DEFAULT_IMAGE } } } },
-      },
-      k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
-    );
+    await op.patchStack(ns, 'app', { spec: { workspaceTemplate: { spec: { image: DEFAULT_IMAGE } } } });
     const stack = await op.readyStack(ns, 'app');
     recordTiming('Node.js git Stack: pulumi-base to the default image, to Ready', fixed);
     expect(stack.status?.lastUpdate).toMatchObject({ state: 'succeeded', lastSuccessfulCommit: head });

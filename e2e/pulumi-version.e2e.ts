@@ -80,17 +80,7 @@ describe('a workspace image whose Pulumi CLI is too old', () => {
 
   it('recovers to Ready once the image is switched to the oldest one with structured config', async () => {
     const started = Date.now();
-    await op.custom.patchNamespacedCustomObject(
-      {
-        group: 'pulumi.com',
-        version: 'v1',
-        namespace: ns,
-        plural: 'stacks',
-        name: 'ports',
-        body: { spec: { workspaceTemplate: { spec: { image: NEW_IMAGE } } } },
-      },
-      k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
-    );
+    await op.patchStack(ns, 'ports', { spec: { workspaceTemplate: { spec: { image: NEW_IMAGE } } } });
     const ready: Stack = await readyStack('ports');
     recordTiming('image switch to Ready', started);
     expect(ready.status?.lastUpdate).toMatchObject({ type: 'up', state: 'succeeded' });
