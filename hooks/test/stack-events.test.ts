@@ -135,7 +135,7 @@ describe('events of a Stack sync', () => {
       {
         type: 'Warning',
         reason: 'UpdateFailed',
-        message: 'up failed 4 times; not retrying until the spec or source changes',
+        message: 'up failed 3 times; not retrying until the spec or source changes',
       },
     ]);
     // Stalled and synced again a day later: nothing new.

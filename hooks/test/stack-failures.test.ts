@@ -41,15 +41,15 @@ describe('failures, backoff and the failure budget', () => {
       t += 5000;
     }
     expect(seen).toEqual([
-      { failures: 0, reconciling: '1 update failure(s)', stalled: undefined, resync: 10 },
-      { failures: 1, reconciling: '2 update failure(s)', stalled: undefined, resync: 30 },
-      { failures: 2, reconciling: '3 update failure(s)', stalled: undefined, resync: 90 },
+      { failures: 0, reconciling: '0 update failure(s)', stalled: undefined, resync: 10 },
+      { failures: 1, reconciling: '1 update failure(s)', stalled: undefined, resync: 30 },
+      { failures: 2, reconciling: '2 update failure(s)', stalled: undefined, resync: 90 },
       // Stalled: nothing to retry; the only wake-up is the first Job's TTL (24h after it ended, 145 s before).
       { failures: 3, reconciling: undefined, stalled: 'UpdateFailed', resync: 24 * 3600 - 145 },
     ]);
     const stalled = syncStack(syncRequest(stack, cluster), ctx(new Date(t + 24 * 3600 * 1000)));
     expect(condition(stalled.status, 'Stalled')?.message).toBe(
-      'up failed 4 times; not retrying until the spec or source changes',
+      'up failed 3 times; not retrying until the spec or source changes',
     );
     // No new attempt (the Jobs past their TTL are gone, retention.ts).
     expect(jobsOf(stalled).every((j) => cluster.some((c) => c.metadata.name === j.metadata.name))).toBe(true);
@@ -96,7 +96,7 @@ describe('failures, backoff and the failure budget', () => {
     const after = failOnce(stack, cluster, job.metadata.name, '2026-11-22T10:01:00Z');
     expect(condition(after.res.status, 'Reconciling')).toMatchObject({
       reason: 'PreviewFailed',
-      message: 'preview failed (1 attempt(s))',
+      message: 'preview failed (0 attempt(s))',
     });
   });
 });

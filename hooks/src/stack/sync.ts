@@ -129,7 +129,10 @@ function absorb(status: StackStatus, job: KObject, id: UpdateIdentity, outcome: 
   delete status.currentUpdate;
 }
 
-/** The status mark that reports the last operation's result (upstream's markStackResult). */
+/**
+ * The status mark that reports the last operation's result (upstream's markStackResult). The counts
+ * are `lastUpdate.failures` as upstream prints them: the first failure of a generation says 0.
+ */
 function resultMark(last: StackUpdateState | undefined): Mark {
   if (!last || last.state === 'succeeded') return { kind: 'ready' };
   const failures = last.failures ?? 0;
@@ -137,16 +140,16 @@ function resultMark(last: StackUpdateState | undefined): Mark {
     return {
       kind: 'stalled',
       reason: Reasons.UpdateFailed,
-      message: `${last.type} failed ${failures + 1} times; not retrying until the spec or source changes`,
+      message: `${last.type} failed ${failures} times; not retrying until the spec or source changes`,
     };
   }
   if (last.type === 'preview')
     return {
       kind: 'reconciling',
       reason: Reasons.PreviewFailed,
-      message: `preview failed (${failures + 1} attempt(s))`,
+      message: `preview failed (${failures} attempt(s))`,
     };
-  return { kind: 'reconciling', reason: Reasons.RetryingAfterFailure, message: `${failures + 1} update failure(s)` };
+  return { kind: 'reconciling', reason: Reasons.RetryingAfterFailure, message: `${failures} update failure(s)` };
 }
 
 /** True when the Stack's namespace (a related object when destroyOnFinalize is set) is being deleted. */
