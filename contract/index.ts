@@ -57,6 +57,15 @@ export const Env = {
   workspaceAudience: 'PULUMI_WORKSPACE_AUDIENCE',
   /** Upstream's dynamic env file: init containers may append KEY=VALUE lines. */
   pulumiEnv: 'PULUMI_ENV',
+  /** The Pulumi Cloud token (spec.accessTokenSecret): a secret wherever the agent meets it. */
+  pulumiAccessToken: 'PULUMI_ACCESS_TOKEN',
+  /** The passphrase of the passphrase secrets provider: a secret wherever the agent meets it. */
+  pulumiConfigPassphrase: 'PULUMI_CONFIG_PASSPHRASE',
+  /**
+   * Comma-separated names of the pod's variables whose values come from Secrets (envRefs of type
+   * Secret): the agent masks their values in everything it logs or writes.
+   */
+  secretEnvNames: 'PULUMI_SECRET_ENV_NAMES',
   /** Fetch source settings (upstream names). */
   gitUrl: 'GIT_URL',
   gitRevision: 'GIT_REVISION',
@@ -78,6 +87,8 @@ export const Env = {
   fluxDigest: 'FLUX_DIGEST',
   fluxDir: 'FLUX_DIR',
   fluxMaxUntarSize: 'FLUX_MAX_UNTAR_SIZE_BYTES',
+  /** The most entries a Flux artifact may hold (default 100000, `-1` no limit). */
+  fluxMaxUntarEntries: 'FLUX_MAX_UNTAR_ENTRIES',
   programFile: 'PROGRAM_FILE',
   programDigest: 'PROGRAM_DIGEST',
   projectName: 'PROJECT_NAME',

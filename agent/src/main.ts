@@ -12,6 +12,7 @@
 import { version } from '../../package.json';
 import { AgentError, errorMessage } from './lib/errors';
 import { redactor } from './lib/redact';
+import { registerSecretEnv } from './lib/secret-env';
 
 const USAGE = `usage: pko-agent <command>
   fetch git|flux|program|project-info|local   put the project at /share/workspace (init container)
@@ -21,6 +22,8 @@ const USAGE = `usage: pko-agent <command>
   version                                     print the version`;
 
 export async function run(argv: string[]): Promise<number> {
+  // Before anything can log or fail: the secrets in the environment are masked from the first line.
+  registerSecretEnv(process.env);
   const [cmd, ...rest] = argv;
   switch (cmd) {
     case 'fetch': {
@@ -62,6 +65,14 @@ export async function run(argv: string[]): Promise<number> {
   }
 }
 
+/** The one line a failed command prints: its error's message, secrets masked. */
+export function fatalLine(cmd: string | undefined, e: unknown): string {
+  const name = cmd ?? 'pko-agent';
+  const message = redactor.redact(errorMessage(e));
+  const prefix = message.startsWith(name) || message.startsWith('fetch ') ? '' : `${name}: `;
+  return `pko-agent ${prefix}${message}`;
+}
+
 /** Runs the CLI and exits; errors become one line on stderr (never a bare stack trace). */
 export function main(argv: string[] = process.argv.slice(2)): void {
   run(argv).then(
@@ -71,10 +82,7 @@ export function main(argv: string[] = process.argv.slice(2)): void {
       setImmediate(() => process.exit(code));
     },
     (e: unknown) => {
-      const cmd = argv[0] ?? 'pko-agent';
-      const message = redactor.redact(errorMessage(e));
-      const prefix = message.startsWith(`${cmd}`) || message.startsWith('fetch ') ? '' : `${cmd}: `;
-      process.stderr.write(`pko-agent ${prefix}${message}\n`);
+      process.stderr.write(`${fatalLine(argv[0], e)}\n`);
       if (process.env.PKO_AGENT_DEBUG === '1' && e instanceof Error && e.stack)
         process.stderr.write(`${redactor.redact(e.stack)}\n`);
       const code = e instanceof AgentError ? e.exitCode : 1;

@@ -99,6 +99,20 @@ describe('fetch git', () => {
     expect(r.stderr).not.toMatch(/\n\s+at /); // no stack trace
   });
 
+  it('refuses a revision git would read as an option, and runs nothing', async () => {
+    const pwned = path.join(root, 'pwned');
+    const r = await runAgent(
+      ['fetch', 'git'],
+      env({ GIT_URL: `${open.baseUrl}/org/proj.git`, GIT_REVISION: `--upload-pack=touch ${pwned}` }),
+    );
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toMatch(
+      /^pko-agent fetch git: http:\/\/[\d.]+:\d+\/org\/proj\.git: GIT_REVISION must be a full commit SHA .*, not "--upload-pack=touch /m,
+    );
+    expect(fs.existsSync(pwned)).toBe(false);
+    expect(fs.existsSync(path.join(root, 'share', 'source'))).toBe(false);
+  });
+
   it('says "repository not found" and names a missing repoDir', async () => {
     const missing = await runAgent(['fetch', 'git'], env({ GIT_URL: `${open.baseUrl}/nope.git`, GIT_REVISION: first }));
     expect(missing.code).not.toBe(0);
@@ -453,6 +467,20 @@ describe('fetch flux', () => {
       /goes through the symbolic link "l"/,
     ],
     ['a FIFO', [{ path: 'pipe', type: 'fifo' }], /unsupported type FIFO/],
+    [
+      'a hard link to a symlink',
+      [
+        { path: 'Pulumi.yaml', content: PROJECT },
+        { path: 's', type: 'symlink', linkpath: 'Pulumi.yaml' },
+        { path: 'h', type: 'hardlink', linkpath: 's' },
+      ],
+      /hard link "h" -> "s" points to a symbolic link/,
+    ],
+    [
+      'a hard link to an entry not extracted yet',
+      [{ path: 'h', type: 'hardlink', linkpath: 'Pulumi.yaml' }],
+      /hard link "h" -> "Pulumi\.yaml" points to no file extracted before it/,
+    ],
   ];
 
   it.each(unsafe)('rejects an archive with %s', async (name, entries, message) => {
@@ -476,6 +504,18 @@ describe('fetch flux', () => {
     expect(r.stderr).toContain('beyond the size limit of 4096 bytes');
     const ok = await fetchFlux(big, { FLUX_MAX_UNTAR_SIZE_BYTES: '-1' });
     expect(ok.code).toBe(0);
+  });
+
+  it('enforces FLUX_MAX_UNTAR_ENTRIES', async () => {
+    const many = publish('many', [
+      { path: 'Pulumi.yaml', content: PROJECT },
+      ...Array.from({ length: 20 }, (_, i) => ({ path: `f${i}.txt`, content: '' })),
+    ]);
+    const r = await fetchFlux(many, { FLUX_MAX_UNTAR_ENTRIES: '20' });
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain('unsafe archive rejected: the archive has more than 20 entries (the entry limit)');
+    expect(fs.existsSync(path.join(root, 'share', 'source'))).toBe(false);
+    expect((await fetchFlux(many, { FLUX_MAX_UNTAR_ENTRIES: '21' })).code).toBe(0);
   });
 });
 

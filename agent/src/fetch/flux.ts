@@ -8,7 +8,7 @@ import { logger } from '../lib/log';
 import { redactUrl } from '../lib/redact';
 import { sleep } from '../lib/sleep';
 import { fetchError, layout, linkWorkspace, privateTempDir, type FetchLayout } from './common';
-import { DEFAULT_MAX_UNTAR_BYTES, safeExtract, UnsafeArchiveError } from './untar';
+import { DEFAULT_MAX_UNTAR_BYTES, DEFAULT_MAX_UNTAR_ENTRIES, safeExtract, UnsafeArchiveError } from './untar';
 
 export interface FluxSettings {
   url: string;
@@ -16,6 +16,23 @@ export interface FluxSettings {
   dir?: string;
   /** -1: no limit. */
   maxBytes: number;
+  /** -1: no limit. */
+  maxEntries: number;
+}
+
+/** A limit from the environment: an integer ≥ -1 (-1: no limit), or `fallback` when unset. */
+function limitFromEnv(env: NodeJS.ProcessEnv, name: string, url: string, fallback: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw.trim() === '') return fallback;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < -1)
+    throw fetchError(
+      'flux',
+      redactUrl(url),
+      `${name} must be an integer ≥ -1, not ${JSON.stringify(raw)}`,
+      'SpecInvalid',
+    );
+  return n;
 }
 
 export function fluxSettingsFromEnv(env: NodeJS.ProcessEnv = process.env): FluxSettings {
@@ -23,21 +40,13 @@ export function fluxSettingsFromEnv(env: NodeJS.ProcessEnv = process.env): FluxS
   const digest = env[Env.fluxDigest];
   if (!url) throw fetchError('flux', '(no URL)', `${Env.fluxUrl} is not set`, 'SpecInvalid');
   if (!digest) throw fetchError('flux', redactUrl(url), `${Env.fluxDigest} is not set`, 'SpecInvalid');
-  const s: FluxSettings = { url, digest, maxBytes: DEFAULT_MAX_UNTAR_BYTES };
+  const s: FluxSettings = {
+    url,
+    digest,
+    maxBytes: limitFromEnv(env, Env.fluxMaxUntarSize, url, DEFAULT_MAX_UNTAR_BYTES),
+    maxEntries: limitFromEnv(env, Env.fluxMaxUntarEntries, url, DEFAULT_MAX_UNTAR_ENTRIES),
+  };
   if (env[Env.fluxDir]) s.dir = env[Env.fluxDir];
-  const max = env[Env.fluxMaxUntarSize];
-  if (max !== undefined && max !== '') {
-    const n = Number(max);
-    if (!Number.isInteger(n) || n < -1) {
-      throw fetchError(
-        'flux',
-        redactUrl(url),
-        `${Env.fluxMaxUntarSize} must be an integer ≥ -1, not "${max}"`,
-        'SpecInvalid',
-      );
-    }
-    s.maxBytes = n;
-  }
   return s;
 }
 
@@ -132,7 +141,7 @@ export async function fetchFlux(s: FluxSettings, l: FetchLayout = layout()): Pro
     }
     fs.rmSync(l.source, { recursive: true, force: true });
     try {
-      const stats = await safeExtract(file, l.source, s.maxBytes);
+      const stats = await safeExtract(file, l.source, { maxBytes: s.maxBytes, maxEntries: s.maxEntries });
       logger.info('flux artifact extracted', { url: what, entries: stats.entries, bytes: stats.bytes });
     } catch (e) {
       fs.rmSync(l.source, { recursive: true, force: true });

@@ -5,6 +5,7 @@ import { Env, parseSshUrl, sshHostLabel, withSshUser } from '../../../contract';
 import { errorMessage } from '../lib/errors';
 import { logger } from '../lib/log';
 import { redactor, redactUrl } from '../lib/redact';
+import { registerSecretEnv } from '../lib/secret-env';
 import { fetchError, layout, linkWorkspace, privateTempDir, type FetchLayout } from './common';
 import { installationToken } from './githubapp';
 
@@ -28,10 +29,14 @@ function nonEmpty(v: string | undefined): string | undefined {
 }
 
 export function gitSettingsFromEnv(env: NodeJS.ProcessEnv = process.env): GitSettings {
+  // Secrets first: every message below, even a refusal of the other settings, is then masked.
+  registerSecretEnv(env);
   const url = nonEmpty(env[Env.gitUrl]);
   const revision = nonEmpty(env[Env.gitRevision]);
   if (!url) throw fetchError('git', '(no URL)', `${Env.gitUrl} is not set`, 'SpecInvalid');
   if (!revision) throw fetchError('git', redactUrl(url), `${Env.gitRevision} is not set`, 'SpecInvalid');
+  checkGitUrl(url);
+  checkRevision(url, revision);
   const s: GitSettings = { url, revision, shallow: env[Env.gitShallow] === 'true' };
   const dir = nonEmpty(env[Env.gitDir]);
   if (dir) s.dir = dir;
@@ -59,12 +64,50 @@ export function gitSettingsFromEnv(env: NodeJS.ProcessEnv = process.env): GitSet
     }
     s.gitHubApp = { appId, installationId, privateKey };
   }
-  for (const secret of [s.sshPrivateKey, s.password, s.token, s.gitHubApp?.privateKey])
-    if (secret) redactor.add(secret);
   return s;
 }
 
-const FULL_SHA = /^[0-9a-f]{40}([0-9a-f]{24})?$/i;
+/** A full commit SHA: 40 hex digits (SHA-1 repositories) or 64 (SHA-256 repositories). */
+const FULL_SHA = /^(?:[0-9a-f]{40}|[0-9a-f]{64})$/i;
+
+export function isFullCommitSha(revision: string): boolean {
+  return FULL_SHA.test(revision);
+}
+
+/** A value quoted for a message: JSON-escaped (no control characters reach a log) and cut short. */
+function quoted(value: string): string {
+  return JSON.stringify(value.length > 80 ? `${value.slice(0, 80)}…` : value);
+}
+
+/**
+ * The hooks resolve every branch or tag to its commit before the pod exists, so the revision is a
+ * full SHA; anything else (a ref name, an abbreviated SHA, a value that git would read as an
+ * option) is refused before git runs.
+ */
+function checkRevision(url: string, revision: string): void {
+  if (!isFullCommitSha(revision)) {
+    throw fetchError(
+      'git',
+      redactUrl(url),
+      `${Env.gitRevision} must be a full commit SHA (40 hexadecimal digits, or 64 for a SHA-256 repository), not ${quoted(revision)}`,
+      'SpecInvalid',
+    );
+  }
+}
+
+/** The URL goes into .git/config and is handed to git's transports: no option look-alike, no control characters. */
+function checkGitUrl(url: string): void {
+  // eslint-disable-next-line no-control-regex
+  if (/[\u0000-\u001f\u007f]/.test(url))
+    throw fetchError(
+      'git',
+      '(URL with control characters)',
+      `${Env.gitUrl} contains control characters`,
+      'SpecInvalid',
+    );
+  if (url.startsWith('-'))
+    throw fetchError('git', quoted(redactUrl(url)), `${Env.gitUrl} must not start with "-"`, 'SpecInvalid');
+}
 
 interface GitRun {
   code: number;
@@ -266,18 +309,44 @@ async function headOf(repo: string, env: Record<string, string>): Promise<string
 }
 
 /**
- * Checks out `revision` of the repository into `<source>` and links the workspace to `<source>/<dir>`.
- * A checkout already at that commit (an init container run again in the same pod) is kept.
+ * The fetch of one commit. User-controlled values (the revision) come after `--`, where git reads
+ * nothing as an option; the remote is the `origin` written into .git/config, never an argument.
+ */
+export function fetchCommitArgs(revision: string, shallow: boolean): string[] {
+  return ['fetch', '-q', '--no-tags', ...(shallow ? ['--depth=1'] : []), '--', 'origin', revision];
+}
+
+/** Every branch and tag, for servers that refuse to serve a commit by its SHA. */
+const FETCH_ALL_ARGS = [
+  'fetch',
+  '-q',
+  '--',
+  'origin',
+  '+refs/heads/*:refs/remotes/origin/*',
+  '+refs/tags/*:refs/tags/*',
+];
+
+/** Detaches HEAD at `commit`; the `--` after it makes git read it as a commit, never as a path. */
+export function checkoutArgs(commit: string): string[] {
+  return ['-c', 'advice.detachedHead=false', 'checkout', '-q', '--force', '--detach', commit, '--'];
+}
+
+/**
+ * Checks out `revision` (a full commit SHA) of the repository into `<source>` and links the
+ * workspace to `<source>/<dir>`. A checkout already at that commit (an init container run again
+ * in the same pod) is kept.
  */
 export async function fetchGit(
   s: GitSettings,
   l: FetchLayout = layout(),
 ): Promise<{ commit: string; projectDir: string }> {
   const what = redactUrl(s.url);
+  checkGitUrl(s.url);
+  checkRevision(s.url, s.revision);
+  const revision = s.revision.toLowerCase();
   const base = baseEnv();
-  const pinned = FULL_SHA.test(s.revision);
   const existing = await headOf(l.source, base);
-  if (pinned && existing && existing.toLowerCase() === s.revision.toLowerCase()) {
+  if (existing && existing.toLowerCase() === revision) {
     logger.info('git checkout already present', { url: what, commit: existing });
     const projectDir = linkWorkspace('git', what, l, s.dir);
     return { commit: existing, projectDir };
@@ -287,34 +356,25 @@ export async function fetchGit(
   try {
     fs.rmSync(l.source, { recursive: true, force: true });
     fs.mkdirSync(l.source, { recursive: true });
-    const init = await runGit(['init', '-q'], l.source, env);
+    // A 64-digit SHA names an object of a SHA-256 repository, which only a SHA-256 clone can hold.
+    const format = revision.length === 64 ? ['--object-format=sha256'] : [];
+    const init = await runGit(['init', '-q', ...format], l.source, env);
     if (init.code !== 0) throw fetchError('git', what, classifyGitError(init.stderr, auth.kind));
     setOrigin(l.source, withSshUser(s.url));
-    const depth = s.shallow ? ['--depth=1'] : [];
-    logger.info('fetching git repository', { url: what, revision: s.revision, shallow: s.shallow, auth: auth.kind });
-    let fetched = await runGit(['fetch', '-q', '--no-tags', ...depth, 'origin', s.revision], l.source, env);
-    let checkout = pinned ? s.revision : 'FETCH_HEAD';
+    logger.info('fetching git repository', { url: what, revision, shallow: s.shallow, auth: auth.kind });
+    let fetched = await runGit(fetchCommitArgs(revision, s.shallow), l.source, env);
     if (fetched.code !== 0) {
       const cause = classifyGitError(fetched.stderr, auth.kind);
-      if (!pinned || !cause.startsWith('ref not found')) throw fetchError('git', what, cause);
-      // Servers that refuse to serve a commit by its SHA: fetch every branch and tag, then look for it.
-      fetched = await runGit(
-        ['fetch', '-q', 'origin', '+refs/heads/*:refs/remotes/origin/*', '+refs/tags/*:refs/tags/*'],
-        l.source,
-        env,
-      );
+      if (!cause.startsWith('ref not found')) throw fetchError('git', what, cause);
+      fetched = await runGit(FETCH_ALL_ARGS, l.source, env);
       if (fetched.code !== 0) throw fetchError('git', what, classifyGitError(fetched.stderr, auth.kind));
-      const has = await runGit(['cat-file', '-e', `${s.revision}^{commit}`], l.source, env);
-      if (has.code !== 0)
-        throw fetchError('git', what, `ref not found (commit ${s.revision} is not in the repository)`);
-      checkout = s.revision;
+      const has = await runGit(['cat-file', '-e', '--', `${revision}^{commit}`], l.source, env);
+      if (has.code !== 0) throw fetchError('git', what, `ref not found (commit ${revision} is not in the repository)`);
     }
-    const co = await runGit(['-c', 'advice.detachedHead=false', 'checkout', '-q', '--force', checkout], l.source, env);
+    const co = await runGit(checkoutArgs(revision), l.source, env);
     if (co.code !== 0) throw fetchError('git', what, classifyGitError(co.stderr, auth.kind));
-    const commit = (await headOf(l.source, base)) ?? s.revision;
-    if (pinned && commit.toLowerCase() !== s.revision.toLowerCase()) {
-      throw fetchError('git', what, `checked out ${commit}, expected ${s.revision}`);
-    }
+    const commit = (await headOf(l.source, base)) ?? revision;
+    if (commit.toLowerCase() !== revision) throw fetchError('git', what, `checked out ${commit}, expected ${revision}`);
     const projectDir = linkWorkspace('git', what, l, s.dir);
     logger.info('git checkout done', { url: what, commit, dir: s.dir ?? '' });
     return { commit, projectDir };

@@ -2,6 +2,7 @@ import { Env } from '../../../contract';
 import { AgentError, errorMessage } from '../lib/errors';
 import { loadKubeConfig } from '../lib/kube';
 import { logger } from '../lib/log';
+import { redactor } from '../lib/redact';
 import { StatusReporter } from '../serve/status';
 
 /**
@@ -24,7 +25,12 @@ export async function reportFetchFailure(
   if (kind === 'program' && reason !== 'SpecInvalid') return;
   try {
     const reporter = new StatusReporter({ kubeConfig: loadKubeConfig(env), namespace, name });
-    reporter.report({ hash, state: 'Failed', reason: 'SourceFetchFailed', message: errorMessage(err) });
+    reporter.report({
+      hash,
+      state: 'Failed',
+      reason: 'SourceFetchFailed',
+      message: redactor.redact(errorMessage(err)),
+    });
     await reporter.settled(5000);
   } catch (e) {
     logger.warn('could not report the fetch failure', { error: errorMessage(e) });

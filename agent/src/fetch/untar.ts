@@ -9,6 +9,18 @@ import { isInside } from '../lib/paths';
 /** Upstream's default cap on the bytes an artifact may extract to (100 MiB). */
 export const DEFAULT_MAX_UNTAR_BYTES = 100 * 1024 * 1024;
 
+/**
+ * The default cap on an artifact's entries: far more than a project's sources (a vendored
+ * node_modules included), far fewer than an archive of empty files built to exhaust inodes.
+ */
+export const DEFAULT_MAX_UNTAR_ENTRIES = 100_000;
+
+/** What an archive may expand to; -1 lifts a cap. */
+export interface ArchiveLimits {
+  maxBytes: number;
+  maxEntries: number;
+}
+
 export class UnsafeArchiveError extends Error {
   constructor(message: string) {
     super(message);
@@ -59,23 +71,61 @@ async function isGzip(file: string): Promise<boolean> {
   }
 }
 
+type EntryKind = 'file' | 'dir' | 'symlink';
+
+/**
+ * What a hard link may point to, decided from the entries before it (tar creates a hard link when
+ * it reaches it, so its target must already be there): only a regular file of the archive, not a
+ * symbolic link (the link would share the symlink's inode, and a later write through it would
+ * follow wherever the symlink points), a directory, the link itself, or a path the archive has not
+ * created yet (which tar would look up on the disk, outside what this scan saw).
+ */
+function hardLinkProblem(raw: string, p: string, target: string, kinds: Map<string, EntryKind>): string | undefined {
+  if (target === '' || isAbsoluteAny(target) || hasDotDot(target))
+    return `hard link "${raw}" -> "${target}" points outside the target directory`;
+  const t = normalizeEntry(target);
+  if (t === p) return `hard link "${raw}" -> "${target}" points to itself`;
+  const parts = t.split('/');
+  for (let i = 1; i < parts.length; i++) {
+    const prefix = parts.slice(0, i).join('/');
+    if (kinds.get(prefix) === 'symlink')
+      return `hard link "${raw}" -> "${target}" goes through the symbolic link "${prefix}"`;
+  }
+  const kind = kinds.get(t);
+  if (kind === 'symlink') return `hard link "${raw}" -> "${target}" points to a symbolic link`;
+  if (kind === 'dir') return `hard link "${raw}" -> "${target}" points to a directory`;
+  if (kind === undefined) return `hard link "${raw}" -> "${target}" points to no file extracted before it`;
+  return undefined;
+}
+
 /**
  * Lists the archive and rejects it, before anything is written, when an entry is absolute, has a
  * `..` segment, is a device or FIFO, lies under (or hard-links through) a symbolic link of the
- * archive, is a hard link leaving the root, or is a symbolic link whose target is absolute or
- * leaves the root; or when the files add up to more than `maxBytes` (-1: no limit).
+ * archive, is a hard link to anything but a regular file extracted before it (see
+ * hardLinkProblem), or is a symbolic link whose target is absolute or leaves the root; or when the
+ * files add up to more than `maxBytes`, or the entries number more than `maxEntries` (-1: no limit).
  */
-export async function scanArchive(file: string, maxBytes: number): Promise<{ entries: number; bytes: number }> {
+export async function scanArchive(file: string, limits: ArchiveLimits): Promise<{ entries: number; bytes: number }> {
+  const { maxBytes, maxEntries } = limits;
   const problems: string[] = [];
   const symlinks = new Set<string>();
+  /** The kind each path has at this point of the archive (a later entry replaces an earlier one). */
+  const kinds = new Map<string, EntryKind>();
   const pathsToCheck: { entry: string; path: string }[] = [];
   const links: { entry: string; path: string; target: string }[] = [];
   let total = 0;
   let entries = 0;
+  const tooMany = new AbortController();
   const parser = new tar.Parser({
     strict: true,
     onReadEntry: (entry) => {
       entries++;
+      entry.resume();
+      if (maxEntries >= 0 && entries > maxEntries) {
+        // Nothing more to learn: stop reading instead of listing a million entries.
+        if (!tooMany.signal.aborted) tooMany.abort();
+        return;
+      }
       const raw = entry.path;
       const type = entry.type;
       if (!ALLOWED_TYPES.has(type)) {
@@ -90,6 +140,7 @@ export async function scanArchive(file: string, maxBytes: number): Promise<{ ent
         if (type === 'SymbolicLink') {
           const target = entry.linkpath ?? '';
           symlinks.add(p);
+          kinds.set(p, 'symlink');
           if (target === '' || isAbsoluteAny(target)) {
             problems.push(`symbolic link "${raw}" points to the absolute path "${target}"`);
           } else {
@@ -97,18 +148,23 @@ export async function scanArchive(file: string, maxBytes: number): Promise<{ ent
           }
         } else if (type === 'Link') {
           const target = entry.linkpath ?? '';
-          if (target === '' || isAbsoluteAny(target) || hasDotDot(target)) {
-            problems.push(`hard link "${raw}" -> "${target}" points outside the target directory`);
+          const problem = hardLinkProblem(raw, p, target, kinds);
+          if (problem) {
+            problems.push(problem);
+            kinds.delete(p);
           } else {
             pathsToCheck.push({ entry: raw, path: normalizeEntry(target) });
+            kinds.set(p, 'file');
           }
+        } else if (type === 'Directory') {
+          kinds.set(p, 'dir');
         } else {
+          kinds.set(p, 'file');
           total += entry.size;
           if (maxBytes >= 0 && total > maxBytes)
             problems.push(`the archive expands beyond the size limit of ${maxBytes} bytes`);
         }
       }
-      entry.resume();
     },
   });
   parser.on('warn', (code: string, message: string | Error) => {
@@ -120,11 +176,13 @@ export async function scanArchive(file: string, maxBytes: number): Promise<{ ent
   if (await isGzip(file)) stages.push(zlib.createGunzip());
   stages.push(new Counter(streamLimit));
   try {
-    await pipeline([fs.createReadStream(file), ...stages, parser] as unknown as [
-      NodeJS.ReadableStream,
-      NodeJS.WritableStream,
-    ]);
+    await pipeline(
+      [fs.createReadStream(file), ...stages, parser] as unknown as [NodeJS.ReadableStream, NodeJS.WritableStream],
+      { signal: tooMany.signal },
+    );
   } catch (e) {
+    if (tooMany.signal.aborted)
+      throw new UnsafeArchiveError(`the archive has more than ${maxEntries} entries (the entry limit)`);
     if (e instanceof UnsafeArchiveError) throw e;
     throw new UnsafeArchiveError(`not a valid tar archive (${(e as Error).message})`);
   }
@@ -219,9 +277,9 @@ export function checkSymlinks(root: string): void {
 export async function safeExtract(
   file: string,
   target: string,
-  maxBytes: number,
+  limits: ArchiveLimits,
 ): Promise<{ entries: number; bytes: number }> {
-  const stats = await scanArchive(file, maxBytes);
+  const stats = await scanArchive(file, limits);
   fs.mkdirSync(target, { recursive: true });
   await tar.x({ file, cwd: target, strict: true, preservePaths: false, preserveOwner: false, noChmod: false });
   try {
