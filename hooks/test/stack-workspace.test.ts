@@ -114,7 +114,7 @@ describe('the workspace StatefulSet and Service', () => {
         EMPTY: { type: 'Literal', literal: { value: '' } },
       },
     });
-    const env = envList(pulumiContainer(pod)).slice(0, 5);
+    const env = envList(pulumiContainer(pod)).slice(0, 6);
     expect(env).toEqual([
       { name: 'PULUMI_BACKEND_URL', value: 'file:///state' },
       { name: 'PULUMI_ACCESS_TOKEN', valueFrom: { secretKeyRef: { name: 'pulumi-token', key: 'accessToken' } } },
@@ -122,7 +122,14 @@ describe('the workspace StatefulSet and Service', () => {
       { name: 'EMPTY' },
       { name: 'PULUMI_CONFIG_PASSPHRASE', value: 'test' },
       { name: 'ZED', valueFrom: { secretKeyRef: { name: 'creds', key: 'zed' } } },
+      // The names (never the values) of the variables from Secrets, for the agent's redactor.
+      { name: 'PULUMI_SECRET_ENV_NAMES', value: 'ZED' },
     ]);
+  });
+
+  it('name no secret variables when envRefs has no Secret', () => {
+    const pod = podOf({ envRefs: { A: { type: 'Literal', literal: { value: '1' } } } });
+    expect(envList(pulumiContainer(pod)).map((e) => e.name)).not.toContain('PULUMI_SECRET_ENV_NAMES');
   });
 
   it('translate config, configRef, secrets and secretsRef as upstream, Secret values as mounted files', () => {

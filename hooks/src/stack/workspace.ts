@@ -135,11 +135,16 @@ function pulumiEnv(spec: StackSpec): V1EnvVar[] {
       valueFrom: { secretKeyRef: { name: spec.accessTokenSecret, key: 'accessToken' } },
     });
   }
+  const secretNames: string[] = [];
   for (const [name, ref] of sorted(spec.envRefs)) {
     if (ref.type === 'Literal') env.push(literalEnv(name, ref.literal?.value ?? ''));
-    else if (ref.type === 'Secret' && ref.secret)
+    else if (ref.type === 'Secret' && ref.secret) {
       env.push({ name, valueFrom: { secretKeyRef: { name: ref.secret.name, key: ref.secret.key } } });
+      secretNames.push(name);
+    }
   }
+  // Names only: the agent masks these variables' values in what it logs and reports.
+  if (secretNames.length) env.push(literalEnv(Env.secretEnvNames, secretNames.join(',')));
   return env;
 }
 
