@@ -53,7 +53,7 @@ function mergeValue(base: unknown, patch: unknown, field: string | undefined): u
     return out;
   }
   if (Array.isArray(patch)) {
-    const key = field !== undefined ? MERGE_KEYS[field] : undefined;
+    const key = field !== undefined && Object.hasOwn(MERGE_KEYS, field) ? MERGE_KEYS[field] : undefined;
     if (key === undefined || !Array.isArray(base))
       return patch.filter((p) => !(isRecord(p) && p.$patch === 'delete')).map(copyOf);
     const out: unknown[] = [...(base as unknown[])];
