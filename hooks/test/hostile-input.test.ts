@@ -4,6 +4,7 @@
  * gets a clean answer (a 400 naming the field, a failed update, a Stalled condition), never a 500,
  * and the server answers the next healthy request as a fresh one would.
  */
+import fc from 'fast-check';
 import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import type { Stack } from '../../schemas/generated/types';
@@ -337,6 +338,67 @@ describe("keys named after Object.prototype's members", () => {
       );
     },
   );
+});
+
+describe('any part of a request replaced', () => {
+  /** Requests with something everywhere: a finished Job with outputs, the workspace, a Program. */
+  const { stack, cluster, job } = toFirstJob();
+  const requests: [string, unknown][] = [
+    [
+      '/stack/sync',
+      {
+        controller,
+        ...syncRequest(stack, jobFinishes(cluster, job.metadata.name, { state: 'succeeded', outputs: { url: 'u' } })),
+      },
+    ],
+    ['/stack/customize', { controller, parent: stack }],
+    ['/program/sync', { controller, object: makeProgram(), attachments: {}, finalizing: false }],
+  ];
+  /** Every place in them: the hook, the request and the path of each value, containers and leaves. */
+  const places: [string, unknown, (string | number)[]][] = [];
+  for (const [hook, request] of requests) {
+    const pending: { value: unknown; path: (string | number)[] }[] = [{ value: request, path: [] }];
+    while (pending.length > 0) {
+      const { value, path } = pending.pop()!;
+      places.push([hook, request, path]);
+      if (value !== null && typeof value === 'object')
+        for (const [key, child] of Object.entries(value))
+          pending.push({ value: child, path: [...path, Array.isArray(value) ? Number(key) : key] });
+    }
+  }
+  const replaced = (request: unknown, path: (string | number)[], by: unknown): unknown => {
+    if (path.length === 0) return by;
+    const copy = structuredClone(request);
+    let parent = copy as Record<string | number, unknown>;
+    for (const step of path.slice(0, -1)) parent = parent[step] as Record<string | number, unknown>;
+    parent[path[path.length - 1]!] = by;
+    return copy;
+  };
+  const answered = (status: number) => expect([200, 400]).toContain(status);
+
+  it('by JSON 10,000 levels deep: answered (200 or 400), never a 500', async () => {
+    const deep = deepText(10_000, 'array');
+    await fc.assert(
+      fc.asyncProperty(fc.constantFrom(...places), async ([hook, request, path]) => {
+        answered((await post(hook, withDeep(replaced(request, path, HOLE), deep))).status);
+      }),
+      { numRuns: 200 },
+    );
+  });
+
+  it("by a name of Object.prototype's members: answered (200 or 400), never a 500", async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.constantFrom(...places),
+        fc.constantFrom('toString', 'constructor', 'hasOwnProperty', '__proto__', 'valueOf'),
+        async ([hook, request, path], name) => {
+          answered((await post(hook, JSON.stringify(replaced(request, path, name)))).status);
+        },
+      ),
+      { numRuns: 200 },
+    );
+    expect(errors.filter((line) => line.includes('"level":50'))).toEqual([]);
+  });
 });
 
 describe('a malformed request', () => {

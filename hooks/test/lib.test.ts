@@ -144,6 +144,10 @@ describe('strategicMerge with user keys named after Object.prototype members', (
       { constructor: [{ name: 'b' }], toString: [2] },
     );
     expect(merged).toEqual({ constructor: [{ name: 'b' }], toString: [2] });
+    expect(strategicMerge({}, { constructor: { a: 1 }, valueOf: 'v' })).toEqual({
+      constructor: { a: 1 },
+      valueOf: 'v',
+    });
     expect(({} as Record<string, unknown>).name).toBeUndefined();
   });
 });

@@ -48,7 +48,7 @@ function mergeValue(base: unknown, patch: unknown, field: string | undefined): u
     for (const [k, v] of Object.entries(patch)) {
       if (k === '$patch') continue;
       if (v === null) delete out[k];
-      else out[k] = mergeValue(out[k], v, k);
+      else out[k] = mergeValue(Object.hasOwn(out, k) ? out[k] : undefined, v, k); // own keys only: `constructor` is a key
     }
     return out;
   }
