@@ -275,10 +275,23 @@ export function parseWorkspaceStatus(raw: string | undefined): WorkspaceStatus |
   return status;
 }
 
-/** Bytes of `value` as JSON (0 for what JSON leaves out, such as undefined). */
+/**
+ * Bytes of `value` as JSON (0 for what JSON leaves out, such as undefined); Infinity for a value
+ * nested too deep for JSON.stringify (an output thousands of levels deep), which never fits.
+ */
 function jsonBytes(value: unknown): number {
-  const text = JSON.stringify(value) as string | undefined;
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(value);
+  } catch {
+    return Infinity;
+  }
   return text === undefined ? 0 : Buffer.byteLength(text);
+}
+
+/** Sets an own member, even one named `__proto__` (an assignment would set the prototype instead). */
+function setOwn(target: Record<string, unknown>, key: string, value: unknown): void {
+  Object.defineProperty(target, key, { value, enumerable: true, writable: true, configurable: true });
 }
 
 /**
@@ -301,7 +314,7 @@ export function fitOutputs(result: UpdateResult): UpdateResult {
   for (const key of keys) {
     const entry = jsonBytes(key) + 1 + jsonBytes(outputs[key]) + (count > 0 ? 1 : 0);
     if (size + entry > MAX_OUTPUTS_ANNOTATION_BYTES) continue;
-    kept[key] = outputs[key];
+    setOwn(kept, key, outputs[key]);
     size += entry;
     count++;
   }
@@ -317,7 +330,7 @@ export function formatUpdateResult(result: UpdateResult): string {
 export function maskOutputs(outputs: Record<string, unknown>, secretKeys: Iterable<string>): Record<string, unknown> {
   const secret = new Set(secretKeys);
   const masked: Record<string, unknown> = {};
-  for (const key of Object.keys(outputs).sort()) masked[key] = secret.has(key) ? SECRET_MASK : outputs[key];
+  for (const key of Object.keys(outputs).sort()) setOwn(masked, key, secret.has(key) ? SECRET_MASK : outputs[key]);
   return masked;
 }
 

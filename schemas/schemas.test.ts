@@ -373,6 +373,21 @@ describe('compatibility with upstream pulumi.com CRDs', () => {
       type: 'a map (values stay schemaless), which is what the controller can decode',
       'x-kubernetes-preserve-unknown-fields': 'moved to the map values',
     },
+    // Required names that cannot work empty: refused when applied rather than failing later.
+    ...Object.fromEntries(
+      [
+        '.spec.stack',
+        '.spec.programRef.name',
+        '.spec.fluxSource.sourceRef.apiVersion',
+        '.spec.fluxSource.sourceRef.kind',
+        '.spec.fluxSource.sourceRef.name',
+        '.spec.prerequisites[].name',
+        '.spec.configRef{}.name',
+      ].map((path) => [`stacks/v1 ${path}`, { minLength: 'an empty name is refused when applied' }]),
+    ),
+    'stacks/v1 .spec.workspaceTemplate.spec.imagePullPolicy': {
+      enum: 'the pull policies Kubernetes knows; another is refused when applied, not by the pod later',
+    },
   };
 
   function flatten(schema: Obj): Map<string, Obj> {
@@ -456,6 +471,8 @@ describe('compatibility with upstream pulumi.com CRDs', () => {
     const v1 = flatten(openAPI(crdVersions(obj(crds.stacks))[0] ?? {}));
     expect(v1.get('.')?.required).toEqual(['spec']);
     expect(v1.get('.spec.config')?.type).toBe('object');
+    expect(v1.get('.spec.stack')?.minLength).toBe(1);
+    expect(v1.get('.spec.workspaceTemplate.spec.imagePullPolicy')?.enum).toEqual(['Always', 'IfNotPresent', 'Never']);
   });
 });
 

@@ -66,7 +66,11 @@ function buildExamples(): Record<string, unknown> {
     'stack-sync-succeeded.json': { controller, ...syncRequest(s2, finished) },
     'stack-sync-invalid.json': {
       controller,
-      ...syncRequest({ ...s2, spec: { ...s2.spec, projectRepo: 'https://github.com/example/infra.git' } }, finished),
+      // A Program Stack moved to git, half edited: the repository is there, the commit or branch is not.
+      ...syncRequest(
+        { ...s2, spec: { ...withoutProgramRef(s2.spec), projectRepo: 'https://github.com/example/infra.git' } },
+        finished,
+      ),
     },
     'stack-sync-program-missing.json': { controller, ...syncRequest(s2, finished, []) },
     'stack-finalize.json': { controller, ...syncRequest(deleting, finished, [program], true) },
@@ -184,7 +188,12 @@ const expectations: Record<string, { path: string; status: number; check: (body:
   'malformed-no-parent.json': {
     path: '/stack/sync',
     status: 400,
-    check: (body) => expect(errorAnswer(body)).toMatchObject({ error: 'Bad Request', field: 'parent' }),
+    check: (body) =>
+      expect(errorAnswer(body)).toMatchObject({
+        error: 'Bad Request',
+        field: '/parent',
+        message: '/parent is required',
+      }),
   },
 };
 
@@ -233,3 +242,9 @@ describe('examples/hooks', () => {
 });
 
 export { Annotations };
+
+function withoutProgramRef<T extends { programRef?: unknown }>(spec: T): Omit<T, 'programRef'> {
+  const rest: T = { ...spec };
+  delete rest.programRef;
+  return rest;
+}

@@ -1,7 +1,53 @@
-/** The hooks' small libraries: how deep JSON nests, and the strategic merge of a user's pod template. */
+/** The hooks' small libraries: how deep JSON nests, stable JSON, and the strategic merge of a user's pod template. */
 import fc from 'fast-check';
-import { pathNestedDeeperThan } from '../src/lib/json';
+import { deepFreeze, pathNestedDeeperThan, prototypeKeyPath, stableStringify } from '../src/lib/json';
 import { strategicMerge } from '../src/lib/merge';
+
+/** An array in an array … `depth` levels deep. */
+function nested(depth: number): unknown {
+  let value: unknown = 'x';
+  for (let i = 0; i < depth; i++) value = [value, { k: 1 }];
+  return value;
+}
+
+describe('stableStringify', () => {
+  /** What it used to be: JSON.stringify of a copy with keys sorted (recursive, for small values). */
+  const sortKeys = (v: unknown): unknown =>
+    Array.isArray(v)
+      ? v.map(sortKeys)
+      : v !== null && typeof v === 'object'
+        ? Object.fromEntries(
+            Object.keys(v)
+              .sort()
+              .filter((k) => (v as Record<string, unknown>)[k] !== undefined)
+              .map((k) => [k, sortKeys((v as Record<string, unknown>)[k])]),
+          )
+        : v;
+
+  it("is JSON.stringify's JSON with keys sorted, for any JSON value (undefined members too)", () => {
+    fc.assert(
+      fc.property(fc.jsonValue(), fc.option(fc.constant(undefined)), (value, hole) => {
+        expect(stableStringify(value)).toBe(JSON.stringify(sortKeys(value)));
+        const withHoles = { b: value, a: hole, list: [hole, value] };
+        expect(stableStringify(withHoles)).toBe(JSON.stringify(sortKeys(withHoles)));
+      }),
+    );
+  });
+
+  it('writes and freezes values 100,000 levels deep without overflowing the stack', () => {
+    const deep = nested(100_000);
+    expect(stableStringify(deep)).toBe(`${'['.repeat(100_000)}"x"${',{"k":1}]'.repeat(100_000)}`);
+    expect(Object.isFrozen(deepFreeze(deep))).toBe(true);
+  });
+});
+
+describe('prototypeKeyPath', () => {
+  it('finds a __proto__ key, or a constructor holding prototype, at any depth, and nothing else', () => {
+    expect(prototypeKeyPath(JSON.parse('{"a":[{"b":1},{"__proto__":{}}]}'))).toEqual(['a', 1, '__proto__']);
+    expect(prototypeKeyPath({ a: { constructor: { prototype: 1 } } })).toEqual(['a', 'constructor']);
+    expect(prototypeKeyPath({ constructor: 'c', toString: { prototype: 1 }, list: ['__proto__'] })).toBeUndefined();
+  });
+});
 
 describe('pathNestedDeeperThan', () => {
   /** Objects and arrays on the deepest path (a plain recursive reference, for small values). */
@@ -88,5 +134,20 @@ describe('strategicMerge', () => {
     pulumi.env.push({ name: 'C' });
     expect(patch).toEqual(before.patch);
     expect(base).toEqual(before.base);
+  });
+});
+
+describe('strategicMerge with user keys named after Object.prototype members', () => {
+  it('merges a list under such a key as a list without a merge key (replaced), and pollutes nothing', () => {
+    const merged = strategicMerge(
+      { constructor: [{ name: 'a' }], toString: [1] },
+      { constructor: [{ name: 'b' }], toString: [2] },
+    );
+    expect(merged).toEqual({ constructor: [{ name: 'b' }], toString: [2] });
+    expect(strategicMerge({}, { constructor: { a: 1 }, valueOf: 'v' })).toEqual({
+      constructor: { a: 1 },
+      valueOf: 'v',
+    });
+    expect(({} as Record<string, unknown>).name).toBeUndefined();
   });
 });

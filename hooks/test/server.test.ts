@@ -89,17 +89,17 @@ describe('the hook server', () => {
   });
 
   it.each([
-    ['/stack/sync', { controller: {} }, 'parent'],
-    ['/stack/sync', { controller: {}, parent: { apiVersion: 'pulumi.com/v1', kind: 'Stack' } }, 'parent.metadata'],
+    ['/stack/sync', { controller: {} }, '/parent'],
+    ['/stack/sync', { controller: {}, parent: { apiVersion: 'pulumi.com/v1', kind: 'Stack' } }, '/parent/metadata'],
     [
       '/stack/sync',
       { controller: {}, parent: { apiVersion: 'pulumi.com/v1', kind: 'Stack', metadata: { namespace: 'a' } } },
-      'parent.metadata.name',
+      '/parent/metadata/name',
     ],
-    ['/stack/sync', { controller: {}, parent: makeStack(), children: [] }, 'children'],
-    ['/stack/sync', { controller: {}, parent: makeStack(), finalizing: 'yes' }, 'finalizing'],
-    ['/stack/customize', { controller: {} }, 'parent'],
-    ['/program/sync', { controller: {}, parent: makeProgram() }, 'object'],
+    ['/stack/sync', { controller: {}, parent: makeStack(), children: [] }, '/children'],
+    ['/stack/sync', { controller: {}, parent: makeStack(), finalizing: 'yes' }, '/finalizing'],
+    ['/stack/customize', { controller: {} }, '/parent'],
+    ['/program/sync', { controller: {}, parent: makeProgram() }, '/object'],
   ])('rejects a malformed request to %s with a 400 naming the field', async (path, body, field) => {
     const res = await post(path, body);
     expect(res.status).toBe(400);
@@ -226,7 +226,7 @@ describe('the hook server', () => {
       expect(invalid.lines[0]).toMatchObject({
         msg: 'rejected malformed hook request',
         statusCode: 400,
-        field: 'parent.metadata.name',
+        field: '/parent/metadata/name',
       });
       const notJson = await linesOf('line-not-json', '/stack/sync', '{"parent": ');
       expect(notJson.status).toBe(400);

@@ -247,3 +247,20 @@ describe('truncateUtf8', () => {
     }
   });
 });
+
+describe('events of a sync whose observed status holds values nested 100,000 levels deep', () => {
+  it('are computed without overflowing the stack', () => {
+    let deep: unknown = 'x';
+    for (let i = 0; i < 100_000; i++) deep = [deep];
+    const stack = makeStack(
+      {},
+      {},
+      {
+        lastUpdate: { name: deep as string, state: 'succeeded' },
+        conditions: [{ type: deep as string, status: 'True', reason: 'R', message: 'm', lastTransitionTime: 't' }],
+      },
+    );
+    const res = syncStack(syncRequest(stack), ctx());
+    expect(() => eventsOf(stack, [], res)).not.toThrow();
+  });
+});

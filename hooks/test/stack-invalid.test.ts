@@ -88,6 +88,70 @@ const cases: [string, Record<string, unknown>, RegExp][] = [
     { envRefs: { 'BAD NAME': { type: 'Literal', literal: { value: 'x' } } } },
     /"BAD NAME" is not a valid environment variable name/,
   ],
+  // One program source only (upstream silently takes git, then Flux, then Program: docs/migration.md).
+  [
+    'a git source beside a programRef',
+    { projectRepo: 'https://g.test/r.git', branch: 'main' },
+    /^spec\.projectRepo, spec\.programRef: a Stack deploys one program, so set exactly one of .*keep the one you mean and remove the others/,
+  ],
+  [
+    'a fluxSource beside a programRef',
+    { fluxSource: { sourceRef: { apiVersion: 'source.toolkit.fluxcd.io/v1', kind: 'GitRepository', name: 'x' } } },
+    /^spec\.fluxSource, spec\.programRef: a Stack deploys one program/,
+  ],
+  [
+    'all three sources',
+    {
+      projectRepo: 'https://g.test/r.git',
+      commit: 'a'.repeat(40),
+      fluxSource: { sourceRef: { apiVersion: 'source.toolkit.fluxcd.io/v1', kind: 'GitRepository', name: 'x' } },
+    },
+    /^spec\.projectRepo, spec\.fluxSource, spec\.programRef: a Stack deploys one program/,
+  ],
+  [
+    'a git field left beside a fluxSource',
+    {
+      programRef: undefined,
+      gitAuthSecret: 'creds',
+      fluxSource: { sourceRef: { apiVersion: 'source.toolkit.fluxcd.io/v1', kind: 'GitRepository', name: 'x' } },
+    },
+    /^spec\.gitAuthSecret, spec\.fluxSource: a Stack deploys one program/,
+  ],
+  // Names that cannot be empty.
+  ['an empty stack name', { stack: '' }, /spec\.stack must NOT have fewer than 1 characters/],
+  ['an empty programRef name', { programRef: { name: '' } }, /spec\.programRef\.name must NOT have fewer than 1/],
+  [
+    'an empty prerequisite name',
+    { prerequisites: [{ name: '' }] },
+    /spec\.prerequisites\[0\]\.name must NOT have fewer than 1/,
+  ],
+  [
+    'an empty workspace image',
+    { workspaceTemplate: { spec: { image: '' } } },
+    /spec\.workspaceTemplate\.spec\.image: must not be empty; name one, or leave the field out/,
+  ],
+  ['an empty service account', { serviceAccountName: '' }, /^spec\.serviceAccountName: must not be empty/],
+  [
+    'an empty workspace service account',
+    { workspaceTemplate: { spec: { serviceAccountName: '' } } },
+    /^spec\.workspaceTemplate\.spec\.serviceAccountName: must not be empty/,
+  ],
+  [
+    'an unknown image pull policy',
+    { workspaceTemplate: { spec: { imagePullPolicy: 'Sometimes' } } },
+    /spec\.workspaceTemplate\.spec\.imagePullPolicy must be one of "Always", "IfNotPresent", "Never"/,
+  ],
+  // Names of Object.prototype's members are no Flux kinds.
+  ...['toString', 'constructor', '__proto__', 'hasOwnProperty'].map(
+    (kind): [string, Record<string, unknown>, RegExp] => [
+      `a Flux kind named ${kind}`,
+      {
+        programRef: undefined,
+        fluxSource: { sourceRef: { apiVersion: 'source.toolkit.fluxcd.io/v1', kind, name: 'x' } },
+      },
+      new RegExp(`unknown Flux source kind "${kind}"; use one of GitRepository`),
+    ],
+  ),
   ['a wrong type', { refresh: 'yes' }, /spec\.refresh/],
   ['a bad reclaim policy', { workspaceReclaimPolicy: 'Sometimes' }, /spec\.workspaceReclaimPolicy must be one of/],
   ['a bad security profile', { workspaceTemplate: { spec: { securityProfile: 'privileged' } } }, /securityProfile/],

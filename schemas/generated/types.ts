@@ -656,7 +656,7 @@ export interface WorkspaceTemplateSpec {
   /**
    * Pull policy of `image`: `Always`, `IfNotPresent` or `Never`.
    */
-  imagePullPolicy?: string;
+  imagePullPolicy?: "Always" | "IfNotPresent" | "Never";
   /**
    * Not settable: the workspace's git source is the Stack's own (`projectRepo`, `commit` or `branch`, `repoDir`, `gitAuth`, `shallow`). Kept in the schema so that upstream manifests apply; when it is set, the Stack is Stalled (`SpecInvalid`) naming this field (upstream merges it over the source it generates).
    */
@@ -1190,7 +1190,7 @@ export interface Container {
   /**
    * `Always`, `IfNotPresent` or `Never`.
    */
-  imagePullPolicy?: string;
+  imagePullPolicy?: "Always" | "IfNotPresent" | "Never";
   /**
    * Entrypoint, replacing the image's.
    */

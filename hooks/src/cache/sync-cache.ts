@@ -1,14 +1,15 @@
 import { createHash } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import type { Stack } from '../../../schemas/generated/types';
-import { parseUpdateResult, type UpdateResult } from '../../../contract';
+import type { UpdateResult } from '../../../contract';
 import type { HookConfig } from '../config';
-import { deepFreeze, nestedDeeperThan } from '../lib/json';
+import { deepFreeze, MAX_NESTING, nestedDeeperThan } from '../lib/json';
 import type { KObject } from '../lib/k8s';
 import type { WorkspaceSource } from '../stack/source';
 import type { SyncSteps } from '../stack/sync';
 import { stackRbac } from '../stack/rbac';
-import { MAX_SPEC_NESTING, validateStackObject } from '../stack/validate';
+import { validateStackObject } from '../stack/validate';
+import { readUpdateResult } from '../stack/update-result';
 import { desiredWorkspace, type DesiredWorkspace } from '../stack/workspace';
 import { contentTokens } from './snapshot';
 
@@ -47,13 +48,13 @@ const MAX_CACHED_RESULT_BYTES = 1024 * 1024;
  * request.
  *
  * A Stack's spec stands in the keys as a short content token (./snapshot.ts), one slot per Stack.
- * A spec nested deeper than MAX_SPEC_NESTING gets no token (snapshots are recursive) and is not
+ * A spec nested deeper than MAX_NESTING gets no token (snapshots are recursive) and is not
  * cached: validation reports it.
  */
 export class SyncCache implements SyncSteps {
   private readonly specTokens = contentTokens({
     max: MAX_ENTRIES,
-    admit: (spec: unknown) => !nestedDeeperThan(spec, MAX_SPEC_NESTING),
+    admit: (spec: unknown) => !nestedDeeperThan(spec, MAX_NESTING),
   });
   private readonly validations = new FrozenCache<readonly string[]>({ max: MAX_ENTRIES });
   private readonly workspaces = new FrozenCache<DesiredWorkspace>({ max: MAX_ENTRIES });
@@ -88,8 +89,8 @@ export class SyncCache implements SyncSteps {
 
   updateResult(text: string | undefined): UpdateResult | undefined {
     if (text === undefined) return undefined;
-    if (text.length > MAX_CACHED_RESULT_BYTES) return parseUpdateResult(text);
-    return this.results.get(text, () => parseUpdateResult(text));
+    if (text.length > MAX_CACHED_RESULT_BYTES) return readUpdateResult(text);
+    return this.results.get(text, () => readUpdateResult(text));
   }
 
   /**

@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import { prototypeKeyPath } from '../lib/json';
 import { parseWithoutManagedFields } from './managed-fields';
 
 /**
@@ -17,7 +18,8 @@ import { parseWithoutManagedFields } from './managed-fields';
  * (a port's `protocol` is neither word); the HTML escapes Kubernetes' Go JSON encoder writes
  * (`\u003c`, `\u003e`, `\u0026`) do not match. Any body it cannot clear goes to Fastify's own
  * parser, so answers and errors (400 for bad JSON, for a poisoned key, for an empty body) are
- * exactly Fastify's; json-body.test.ts checks that on generated bodies.
+ * exactly Fastify's; json-body.test.ts checks that on generated bodies. For a poisoned key it notes
+ * which key it was, so the hook server's 400 can name it (http/errors.ts).
  *
  * A body it clears is parsed without the managed fields of the request's objects where it can be
  * (./managed-fields.ts): Fastify's values, less fields the hooks never read, and the same errors.
@@ -31,7 +33,13 @@ export function mayHidePrototypeKeys(text: string): boolean {
 const SUSPECT = /prototype|__proto__|\\u00[5-7]/;
 
 export function installJsonBodyParser(app: FastifyInstance): void {
-  const secureParse = app.getDefaultJsonParser('error', 'error');
+  const fastifyParse = app.getDefaultJsonParser('error', 'error');
+  // Fastify's parser and answer; a refused prototype key is noted on the error for the 400 to name.
+  const secureParse: typeof fastifyParse = (request, text, done) =>
+    fastifyParse(request, text, (err, parsed) => {
+      if (err) noteRefusedKey(err, text);
+      return done(err, parsed);
+    });
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
     const text = body as string;
@@ -47,4 +55,27 @@ export function installJsonBodyParser(app: FastifyInstance): void {
     }
     return done(null, parsed);
   });
+}
+
+const refusedKeys = new WeakMap<Error, string[]>();
+
+/**
+ * Notes, for an error of Fastify's parser, the prototype key that made it refuse the body (when
+ * that is why): JSON.parse itself is safe with such keys (it defines them as own members); only
+ * later assignments are not.
+ */
+function noteRefusedKey(err: Error, text: string): void {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return; // not JSON: Fastify's error says so
+  }
+  const path = prototypeKeyPath(parsed);
+  if (path !== undefined) refusedKeys.set(err, path.map(String));
+}
+
+/** The key path noted by the body parser for a body it refused for a prototype key (http/errors.ts names it). */
+export function refusedKeyOf(err: Error): string[] | undefined {
+  return refusedKeys.get(err);
 }

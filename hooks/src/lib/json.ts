@@ -1,22 +1,66 @@
 import { createHash } from 'node:crypto';
 
-/** JSON with object keys sorted at every level: the same value always gives the same bytes. */
+/**
+ * JSON with object keys sorted at every level: the same value always gives the same bytes.
+ * Iterative, so a value of any depth is written rather than overflowing the stack (the events
+ * hash what a request holds). The JSON is JSON.stringify's for JSON data: members whose value is
+ * undefined are left out, and undefined in an array is written `null`.
+ */
 export function stableStringify(value: unknown): string {
-  return JSON.stringify(sortKeys(value));
+  let out = '';
+  // Values still to write, last first; a Piece is literal text (punctuation, a member's key).
+  const todo: unknown[] = [value];
+  while (todo.length > 0) {
+    const next = todo.pop();
+    if (next instanceof Piece) {
+      out += next.text;
+    } else if (Array.isArray(next)) {
+      todo.push(CLOSE_ARRAY);
+      for (let i = next.length - 1; i >= 0; i--) {
+        const item: unknown = next[i];
+        todo.push(item === undefined || typeof item === 'function' ? null : item);
+        if (i > 0) todo.push(COMMA);
+      }
+      out += '[';
+    } else if (next !== null && typeof next === 'object') {
+      const record = next as Record<string, unknown>;
+      const keys = sortedKeys(
+        Object.keys(record).filter((k) => record[k] !== undefined && typeof record[k] !== 'function'),
+      );
+      todo.push(CLOSE_OBJECT);
+      for (let i = keys.length - 1; i >= 0; i--) {
+        todo.push(record[keys[i]!], new Piece(`${i > 0 ? ',' : ''}${JSON.stringify(keys[i])}:`));
+      }
+      out += '{';
+    } else {
+      out += JSON.stringify(next) ?? 'null';
+    }
+  }
+  return out;
 }
 
-function sortKeys(value: unknown): unknown {
-  if (Array.isArray(value)) return value.map(sortKeys);
-  if (value !== null && typeof value === 'object') {
-    const out: Record<string, unknown> = {};
-    for (const key of Object.keys(value).sort()) {
-      const v = (value as Record<string, unknown>)[key];
-      if (v !== undefined) out[key] = sortKeys(v);
-    }
-    return out;
-  }
-  return value;
+/**
+ * Keys in the order JSON.stringify wrote a copy made with sorted keys, which the hashes of earlier
+ * versions were taken from: array-index keys (`"0"`, `"12"`) first in numeric order, as a
+ * JavaScript object lists them, then the others sorted.
+ */
+function sortedKeys(keys: string[]): string[] {
+  keys.sort();
+  if (!keys.some(isArrayIndex)) return keys;
+  const indices = keys.filter(isArrayIndex).sort((a, b) => Number(a) - Number(b));
+  return [...indices, ...keys.filter((k) => !isArrayIndex(k))];
 }
+
+function isArrayIndex(key: string): boolean {
+  return /^(?:0|[1-9][0-9]*)$/.test(key) && Number(key) < 4294967295;
+}
+
+class Piece {
+  constructor(readonly text: string) {}
+}
+const COMMA = new Piece(',');
+const CLOSE_ARRAY = new Piece(']');
+const CLOSE_OBJECT = new Piece('}');
 
 /** Short, stable hex digest of a value (sha256 of its stable JSON). */
 export function shortHash(value: unknown, length = 10): string {
@@ -32,14 +76,26 @@ export function cloneJson<T>(value: T): T {
   return value === undefined ? value : (JSON.parse(JSON.stringify(value)) as T);
 }
 
-/** Freezes a JSON value and everything in it (for values shared between requests). */
+/** Freezes a JSON value and everything in it (for values shared between requests); iterative, as above. */
 export function deepFreeze<T>(value: T): T {
-  if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
-    Object.freeze(value);
-    for (const v of Object.values(value)) deepFreeze(v);
+  const todo: unknown[] = [value];
+  while (todo.length > 0) {
+    const next = todo.pop();
+    if (next === null || typeof next !== 'object' || Object.isFrozen(next)) continue;
+    Object.freeze(next);
+    for (const v of Object.values(next)) todo.push(v);
   }
   return value;
 }
+
+/**
+ * How deep any value the hooks walk or copy may nest: a Stack's spec and a Program's program
+ * (SpecInvalid past it), an agent's outputs (a failed update), the Stack's status carried over, the
+ * children as last applied (a malformed request). Real values stay within about 15 levels (a pod
+ * template's affinity rules); the limit keeps every recursive walk (JSON.stringify included) far
+ * from the stack's end, however deep a free-form field the API server accepted goes.
+ */
+export const MAX_NESTING = 100;
 
 /**
  * Where a JSON value nests more than `max` objects or arrays deep, as a path from `root`
@@ -100,4 +156,53 @@ function pathDeeperThan(value: unknown, max: number, root: string): string | und
     }
   }
   return undefined;
+}
+
+/**
+ * Where a JSON value holds a key that Fastify's JSON parser (secure-json-parse) refuses, as the
+ * path to it (keys, and indices of arrays), or undefined: a `__proto__` key, or a `constructor`
+ * key whose value has a `prototype` key. A value written into an answer with such a key would come
+ * back in every later request, each refused with a 400. Iterative, like the depth checks.
+ */
+export function prototypeKeyPath(value: unknown): (string | number)[] | undefined {
+  interface Frame {
+    value: unknown;
+    step: string | number | undefined;
+    parent: Frame | undefined;
+  }
+  const pathTo = (frame: Frame): (string | number)[] => {
+    const steps: (string | number)[] = [];
+    for (let f: Frame | undefined = frame; f?.step !== undefined; f = f.parent) steps.push(f.step);
+    return steps.reverse();
+  };
+  const pending: Frame[] = [{ value, step: undefined, parent: undefined }];
+  while (pending.length > 0) {
+    const frame = pending.pop()!;
+    const next = frame.value;
+    if (next === null || typeof next !== 'object') continue;
+    const isArray = Array.isArray(next);
+    for (const key of Object.keys(next)) {
+      const child: unknown = (next as Record<string, unknown>)[key];
+      const childFrame: Frame = { value: child, step: isArray ? Number(key) : key, parent: frame };
+      if (
+        !isArray &&
+        (key === '__proto__' || (key === 'constructor' && isRecord(child) && Object.hasOwn(child, 'prototype')))
+      )
+        return pathTo(childFrame);
+      pending.push(childFrame);
+    }
+  }
+  return undefined;
+}
+
+/** Why such a key is refused, for messages that name it. */
+export const PROTOTYPE_KEY_PROBLEM =
+  "no key in a request to the hooks may be named __proto__, nor constructor with a prototype key in it (either could reach an object's prototype)";
+
+/** A path as the messages write it: `outputs.a[0].b`. */
+export function dottedPath(root: string, steps: readonly (string | number)[]): string {
+  return steps.reduce<string>(
+    (path, step) => (typeof step === 'number' ? `${path}[${step}]` : `${path}.${step}`),
+    root,
+  );
 }

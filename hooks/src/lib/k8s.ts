@@ -1,5 +1,5 @@
 import type { KubernetesObject, ObjectsByType } from '../../../schemas/generated/types';
-import { isRecord } from './json';
+import { isRecord, MAX_NESTING, nestedDeeperThan, pathNestedDeeperThan } from './json';
 
 /**
  * A Kubernetes object as Metacontroller sends it and as the hooks return it: apiVersion, kind and
@@ -32,8 +32,10 @@ export function mapKey(kind: string, apiVersion: string): string {
  * typed as that kind: Metacontroller files each object under its own kind.
  */
 export function objectsOf<T = object>(map: ObjectMap | undefined, kind: string, apiVersion: string): Typed<T>[] {
-  const inner = map?.[mapKey(kind, apiVersion)];
-  if (!inner) return [];
+  // Own keys only: a kind named by a user (a Flux source's) is never found on Object.prototype.
+  const key = mapKey(kind, apiVersion);
+  const inner = map !== undefined && Object.hasOwn(map, key) ? map[key] : undefined;
+  if (!isRecord(inner)) return [];
   return Object.values(inner)
     .filter((o): o is Typed<T> => isRecord(o) && isRecord(o.metadata) && typeof o.metadata.name === 'string')
     .sort((a, b) => (a.metadata.name < b.metadata.name ? -1 : a.metadata.name > b.metadata.name ? 1 : 0));
@@ -58,14 +60,21 @@ export const LAST_APPLIED_ANNOTATION = 'metacontroller.k8s.io/last-applied-confi
  * The child exactly as the hooks last returned it, so that returning it again changes nothing.
  * With dynamic apply that is Metacontroller's last-applied annotation; under server-side apply (no
  * annotation) it is the observed object without server-populated fields. Used whenever a child
- * must be kept untouched: an invalid spec, an unavailable source, or a running operation.
+ * must be kept untouched: an invalid spec, an unavailable source, or a running operation. An
+ * annotation nested deeper than MAX_NESTING is not the hooks' (no child of theirs nests that deep;
+ * returned, it would overflow the answer's serialiser) and is ignored like one that is not JSON.
  */
 export function asLastApplied(observed: KObject): KObject {
   const raw = observed.metadata.annotations?.[LAST_APPLIED_ANNOTATION];
   if (raw !== undefined) {
     try {
       const parsed: unknown = JSON.parse(raw);
-      if (isRecord(parsed) && isRecord(parsed.metadata) && parsed.metadata.name === observed.metadata.name) {
+      if (
+        isRecord(parsed) &&
+        isRecord(parsed.metadata) &&
+        parsed.metadata.name === observed.metadata.name &&
+        !nestedDeeperThan(parsed, MAX_NESTING)
+      ) {
         return parsed as KObject;
       }
     } catch {
@@ -84,7 +93,30 @@ export function asLastApplied(observed: KObject): KObject {
   for (const [k, v] of Object.entries(observed)) {
     if (k !== 'apiVersion' && k !== 'kind' && k !== 'metadata' && k !== 'status') kept[k] = v;
   }
+  // The API server types every kind of child, and none nests this deep: not a request Metacontroller sent.
+  const tooDeep = pathNestedDeeperThan(kept, MAX_NESTING, '');
+  if (tooDeep !== undefined) {
+    const key = namespace === undefined ? name : `${namespace}/${name}`;
+    throw new MalformedRequest(
+      ['children', mapKey(observed.kind, observed.apiVersion), String(key)],
+      `is nested more than ${MAX_NESTING} levels deep (at ${tooDeep.slice(1)}); no child of a Stack is`,
+    );
+  }
   return kept;
+}
+
+/**
+ * A request Metacontroller could not have sent, found while answering it: the hook server answers
+ * 400 naming `field` (path segments into the body) with `reason` (http/errors.ts).
+ */
+export class MalformedRequest extends Error {
+  constructor(
+    readonly field: readonly string[],
+    readonly reason: string,
+  ) {
+    super(`${field.join('.')} ${reason}`);
+    this.name = 'MalformedRequest';
+  }
 }
 
 /**

@@ -48,12 +48,12 @@ function mergeValue(base: unknown, patch: unknown, field: string | undefined): u
     for (const [k, v] of Object.entries(patch)) {
       if (k === '$patch') continue;
       if (v === null) delete out[k];
-      else out[k] = mergeValue(out[k], v, k);
+      else out[k] = mergeValue(Object.hasOwn(out, k) ? out[k] : undefined, v, k); // own keys only: `constructor` is a key
     }
     return out;
   }
   if (Array.isArray(patch)) {
-    const key = field !== undefined ? MERGE_KEYS[field] : undefined;
+    const key = field !== undefined && Object.hasOwn(MERGE_KEYS, field) ? MERGE_KEYS[field] : undefined;
     if (key === undefined || !Array.isArray(base))
       return patch.filter((p) => !(isRecord(p) && p.$patch === 'delete')).map(copyOf);
     const out: unknown[] = [...(base as unknown[])];

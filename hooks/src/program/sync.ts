@@ -1,11 +1,11 @@
 import type { Program, ProgramStatus } from '../../../schemas/generated/types';
 import { Annotations, rfc3339 } from '../../../contract';
 import { formatErrors, validateProgram } from '../../../schemas';
-import { pathNestedDeeperThan } from '../lib/json';
+import { MAX_NESTING, pathNestedDeeperThan } from '../lib/json';
 import { asLastApplied, objectsOf, type KObject, type ObjectMap } from '../lib/k8s';
 import { applyMark } from '../stack/conditions';
 import { programConfigMapName } from '../stack/source';
-import { MAX_SPEC_NESTING, tooDeepMessage } from '../stack/validate';
+import { tooDeepMessage } from '../stack/validate';
 import { renderProgram } from './render';
 import { configMapTooLarge } from './size';
 
@@ -69,7 +69,10 @@ export function syncProgram(req: ProgramSyncRequest, now: Date): ProgramSyncResp
       revision,
       digest: rendered.digest,
       size: rendered.size,
-      lastUpdateTime: unchanged && previous.artifact?.lastUpdateTime ? previous.artifact.lastUpdateTime : rfc3339(now),
+      lastUpdateTime:
+        unchanged && typeof previous.artifact?.lastUpdateTime === 'string'
+          ? previous.artifact.lastUpdateTime
+          : rfc3339(now),
     },
   };
   const configMap: KObject = {
@@ -90,7 +93,7 @@ export function syncProgram(req: ProgramSyncRequest, now: Date): ProgramSyncResp
 
 /** What is wrong with a Program, or undefined. Nesting first: validation and rendering walk it recursively. */
 function programProblem(program: Program): string | undefined {
-  const tooDeep = pathNestedDeeperThan(program.program, MAX_SPEC_NESTING, 'program');
+  const tooDeep = pathNestedDeeperThan(program.program, MAX_NESTING, 'program');
   if (tooDeep !== undefined) return tooDeepMessage(tooDeep, 'program');
   const check = validateProgram(program);
   return check.ok ? undefined : formatErrors(check.errors);

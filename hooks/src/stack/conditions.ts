@@ -44,7 +44,7 @@ export type Mark =
  * same bytes (Metacontroller re-syncs on its own status writes; a moving timestamp would hot-loop).
  */
 export function applyMark(observed: unknown, mark: Mark, generation: number | undefined, now: Date): Condition[] {
-  let conditions: Condition[] = Array.isArray(observed) ? observed.filter(isCondition).map((c) => ({ ...c })) : [];
+  let conditions: Condition[] = Array.isArray(observed) ? observed.filter(isCondition).map(conditionFields) : [];
   const set = (type: string, status: Condition['status'], reason: string, message: string) => {
     const existing = conditions.find((c) => c.type === type);
     const next: Condition = {
@@ -84,6 +84,28 @@ export function applyMark(observed: unknown, mark: Mark, generation: number | un
   }
   return conditions;
 }
+
+/**
+ * A copy of an observed condition with its own fields only, in their order (so an unchanged
+ * condition gives the same bytes): anything else a status writer put there is dropped, however
+ * deeply nested, rather than copied into the answer.
+ */
+function conditionFields(c: Condition): Condition {
+  const copy: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(c)) {
+    if (CONDITION_FIELDS[key] === typeof value) copy[key] = value;
+  }
+  return copy as unknown as Condition;
+}
+
+const CONDITION_FIELDS: Readonly<Record<string, string>> = Object.assign(Object.create(null) as object, {
+  type: 'string',
+  status: 'string',
+  reason: 'string',
+  message: 'string',
+  lastTransitionTime: 'string',
+  observedGeneration: 'number',
+});
 
 function isCondition(c: unknown): c is Condition {
   if (typeof c !== 'object' || c === null) return false;

@@ -1,6 +1,6 @@
 import type { Stack } from '../../../schemas/generated/types';
 import { validateStack } from '../../../schemas';
-import { FLUX_GROUP, FLUX_KINDS, hasGitSource } from './validate';
+import { FLUX_GROUP, FLUX_KINDS, hasGitSource, isFluxKind } from './validate';
 import { GROUP_VERSION, secretsForLookup } from './source';
 import { REFRESH_LABEL } from './prerequisites';
 
@@ -34,7 +34,7 @@ export function customizeStack(stack: Stack): { relatedResources: RelatedResourc
   const spec = stack.spec;
   if (!hasGitSource(spec) && spec.fluxSource?.sourceRef) {
     const ref = spec.fluxSource.sourceRef;
-    const resource = FLUX_KINDS[ref.kind];
+    const resource = isFluxKind(ref.kind) ? FLUX_KINDS[ref.kind] : undefined;
     if (resource && typeof ref.apiVersion === 'string' && ref.apiVersion.startsWith(`${FLUX_GROUP}/`) && ref.name) {
       rules.push({ apiVersion: ref.apiVersion, resource, namespace: ns, names: [ref.name] });
     }

@@ -71,6 +71,11 @@ export const MAX_MESSAGE_BYTES = 1024;
 
 const ACTIONS: Record<string, string> = { up: 'Up', preview: 'Preview', refresh: 'Refresh', destroy: 'Destroy' };
 
+/** The event action of an operation type (a Job label anyone may edit: own keys only). */
+function actionOf(type: unknown): string {
+  return typeof type === 'string' && Object.hasOwn(ACTIONS, type) ? ACTIONS[type]! : 'Up';
+}
+
 /**
  * The events a sync implies: an update started (a Job the answer adds), an update finished (the
  * answer absorbs a Job's result into lastUpdate), the Stack became Stalled (or stalled for another
@@ -116,7 +121,7 @@ export function stackEvents(input: StackEventsInput): StackEvent[] {
         {
           type: succeeded ? 'Normal' : 'Warning',
           reason: succeeded ? EventReasons.updateSucceeded : EventReasons.updateFailed,
-          action: ACTIONS[last.type ?? ''] ?? 'Up',
+          action: actionOf(last.type),
           message: succeeded ? 'Successfully updated stack' : `Failed to update stack: ${last.message ?? ''}`,
           related: jobRef(last.name),
         },
@@ -135,7 +140,7 @@ export function stackEvents(input: StackEventsInput): StackEvent[] {
         {
           type: 'Normal',
           reason: EventReasons.updateDetected,
-          action: ACTIONS[type] ?? 'Up',
+          action: actionOf(type),
           message: operationMessage(job) ?? `Starting ${type || 'an update'}`,
           related: jobRef(job.metadata.name),
         },

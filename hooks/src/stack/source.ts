@@ -108,8 +108,10 @@ export function secretsForLookup(spec: StackSpec): string[] {
 
 function secretValue(related: ObjectMap | undefined, namespace: string, name: string, key: string): string | undefined {
   const secret = findObject<V1Secret>(related, 'Secret', 'v1', namespace, name);
-  const b64 = secret?.data?.[key];
-  return b64 === undefined ? undefined : Buffer.from(b64, 'base64').toString('utf8');
+  // Own keys only, and only strings: a key named `constructor` is a missing key, not Object's.
+  const data: unknown = secret?.data;
+  const b64 = isRecord(data) && Object.hasOwn(data, key) ? data[key] : undefined;
+  return typeof b64 === 'string' ? Buffer.from(b64, 'base64').toString('utf8') : undefined;
 }
 
 /** Builds the lookup the I/O phase must perform for this Stack, if any. */
@@ -166,7 +168,7 @@ export function planRefLookup(stack: Stack, related: ObjectMap | undefined): Ref
 /**
  * The commit the Stack should be at and the source the workspace fetches ("Step 1. Resolve the
  * source" in https://github.com/pulumi/pulumi-kubernetes-operator/blob/475dbc6c9d34ccab38ba1d3b16c924dd8a1c59b1/operator/internal/controller/pulumi/stack_controller.go#L671).
- * Precedence when several are set is upstream's: git, then Flux, then Program.
+ * Validation lets only one source through (upstream would take git, then Flux, then Program).
  */
 export function resolveSource(
   stack: Stack,
@@ -176,9 +178,19 @@ export function resolveSource(
 ): SourceResolution {
   const spec = stack.spec;
   const ns = stack.metadata?.namespace as string;
-  if (sourceLessDestroy && stack.status?.projectInfo) {
-    const { name, runtime } = stack.status.projectInfo;
-    return { ok: true, commit: '', source: { kind: 'projectInfo', name, runtime } };
+  const projectInfo: unknown = stack.status?.projectInfo;
+  // The observed status is not validated: strings only reach the workspace.
+  if (
+    sourceLessDestroy &&
+    isRecord(projectInfo) &&
+    typeof projectInfo.name === 'string' &&
+    typeof projectInfo.runtime === 'string'
+  ) {
+    return {
+      ok: true,
+      commit: '',
+      source: { kind: 'projectInfo', name: projectInfo.name, runtime: projectInfo.runtime },
+    };
   }
   if (hasGitSource(spec)) {
     const url = spec.projectRepo!;

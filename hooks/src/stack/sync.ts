@@ -1,9 +1,9 @@
 import type { V1ConfigMap, V1Job, V1Namespace, V1Service, V1StatefulSet } from '@kubernetes/client-node';
 import type { Stack, StackStatus, StackUpdateState } from '../../../schemas/generated/types';
-import { Annotations, parseUpdateResult, rfc3339, type OperationType, type UpdateResult } from '../../../contract';
+import { Annotations, rfc3339, type OperationType, type UpdateResult } from '../../../contract';
 import type { HookConfig } from '../config';
-import { isRecord } from '../lib/json';
 import { asLastApplied, asRetained, findObject, objectsOf, type KObject, type ObjectMap, type Typed } from '../lib/k8s';
+import { carriedStatus } from './carried-status';
 import { applyMark, Reasons, type Mark } from './conditions';
 import { decideSync, MAX_UPDATE_FAILURES } from './decision';
 import { buildJob, identityOf, jobOutcome, type JobOutcome, type UpdateIdentity } from './job';
@@ -11,6 +11,7 @@ import { recordOutputs } from './outputs';
 import { checkPrerequisites, refreshRequestsFor } from './prerequisites';
 import { retainJobs } from './retention';
 import { resolveSource, type RefLookup, type WorkspaceSource } from './source';
+import { readUpdateResult } from './update-result';
 import { validateStackObject } from './validate';
 import { stackRbac } from './rbac';
 import {
@@ -52,7 +53,7 @@ export const computeSteps: SyncSteps = {
   validate: validateStackObject,
   workspace: desiredWorkspace,
   rbac: stackRbac,
-  updateResult: (text) => (text === undefined ? undefined : parseUpdateResult(text)),
+  updateResult: readUpdateResult,
 };
 
 export interface SyncContext {
@@ -184,15 +185,7 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
   const deleting = req.finalizing === true;
   const observed = observe(req.children, name, steps);
 
-  const status: StackStatus = {};
-  const previous = stack.status ?? {};
-  // Carried over by (shallow) copy: the decision replaces these objects, it never edits them in place.
-  if (isRecord(previous.lastUpdate)) status.lastUpdate = { ...previous.lastUpdate };
-  if (isRecord(previous.currentUpdate)) status.currentUpdate = { ...previous.currentUpdate };
-  if (isRecord(previous.outputs)) status.outputs = { ...previous.outputs };
-  if (isRecord(previous.projectInfo)) status.projectInfo = { ...previous.projectInfo };
-  // Absorbing a result may set conditions of its own (outputs.ts); respond() adds the kstatus ones.
-  if (Array.isArray(previous.conditions)) status.conditions = previous.conditions;
+  const status: StackStatus = carriedStatus(stack.status);
   status.observedGeneration = generation;
   if (request !== '') status.observedReconcileRequest = request;
 

@@ -1,7 +1,7 @@
 import type { ResourceRef, Stack, StackSpec } from '../../../schemas/generated/types';
 import { validateStack } from '../../../schemas';
 import { parseDuration } from '../lib/duration';
-import { pathNestedDeeperThan } from '../lib/json';
+import { MAX_NESTING, pathNestedDeeperThan } from '../lib/json';
 import { templateFieldProblems } from './template-fields';
 
 /** Flux source kinds a Stack may reference, with their resource names (customize needs the plural). */
@@ -14,31 +14,49 @@ export const FLUX_KINDS: Record<string, string> = {
 };
 export const FLUX_GROUP = 'source.toolkit.fluxcd.io';
 
+/** Whether `kind` is one of FLUX_KINDS: an own key, so `toString` or `constructor` is no kind. */
+export function isFluxKind(kind: unknown): boolean {
+  return typeof kind === 'string' && Object.hasOwn(FLUX_KINDS, kind);
+}
+
 const ENV_NAME = /^[-._a-zA-Z][-._a-zA-Z0-9]*$/;
+
+/** The inline git fields: any of them makes a git source (upstream: the embedded GitSource is non-nil). */
+const GIT_FIELDS = ['projectRepo', 'commit', 'branch', 'repoDir', 'gitAuth', 'gitAuthSecret', 'shallow'] as const;
 
 /** True when any inline git field is present (upstream: the embedded GitSource is non-nil). */
 export function hasGitSource(spec: StackSpec): boolean {
-  return (
-    spec.projectRepo !== undefined ||
-    spec.commit !== undefined ||
-    spec.branch !== undefined ||
-    spec.repoDir !== undefined ||
-    spec.gitAuth !== undefined ||
-    spec.gitAuthSecret !== undefined ||
-    spec.shallow !== undefined
-  );
+  return GIT_FIELDS.some((field) => spec[field] !== undefined);
 }
 
 /**
- * How deep a spec may nest. Real specs stay within about 15 levels (a pod template's affinity
- * rules); the limit keeps the hooks' recursive walks over a spec far from the stack's end, however
- * deep a free-form field the API server accepted (config values, workspaceTemplate) goes.
+ * The program sources a spec sets, each as the field that sets it: git (`projectRepo` or the first
+ * git field present), `fluxSource`, `programRef`. Upstream's controller takes the first of several
+ * (git, then Flux, then Program) without a word; here more than one is SpecInvalid
+ * (docs/migration.md says why).
  */
-export const MAX_SPEC_NESTING = 100;
+function programSources(spec: StackSpec): string[] {
+  const sources: string[] = [];
+  const git = GIT_FIELDS.find((field) => spec[field] !== undefined);
+  if (git !== undefined) sources.push(`spec.${spec.projectRepo !== undefined ? 'projectRepo' : git}`);
+  if (spec.fluxSource !== undefined) sources.push('spec.fluxSource');
+  if (spec.programRef !== undefined) sources.push('spec.programRef');
+  return sources;
+}
 
-/** The SpecInvalid message for a value nested deeper than MAX_SPEC_NESTING (`what`: Stack, program). */
+/** Optional names that, when given, must not be empty (upstream would take "" for "not set"). */
+const NAMES_IF_SET = [
+  ['spec.serviceAccountName', (spec: StackSpec) => spec.serviceAccountName],
+  [
+    'spec.workspaceTemplate.spec.serviceAccountName',
+    (spec: StackSpec) => spec.workspaceTemplate?.spec?.serviceAccountName,
+  ],
+  ['spec.workspaceTemplate.spec.image', (spec: StackSpec) => spec.workspaceTemplate?.spec?.image],
+] as const;
+
+/** The message for a value nested deeper than MAX_NESTING (`what`: Stack, program, Stack output). */
 export function tooDeepMessage(path: string, what: string): string {
-  return `${path} is nested more than ${MAX_SPEC_NESTING} levels deep; no ${what} needs that many, so flatten that value`;
+  return `${path} is nested more than ${MAX_NESTING} levels deep; no ${what} needs that many, so flatten that value`;
 }
 
 /**
@@ -52,7 +70,7 @@ export function tooDeepMessage(path: string, what: string): string {
  * is the API server's to validate.
  */
 export function validateStackObject(stack: Stack): readonly string[] {
-  const tooDeep = pathNestedDeeperThan(stack.spec, MAX_SPEC_NESTING, 'spec');
+  const tooDeep = pathNestedDeeperThan(stack.spec, MAX_NESTING, 'spec');
   if (tooDeep !== undefined) return [tooDeepMessage(tooDeep, 'Stack')];
   return checkStack({
     apiVersion: stack.apiVersion,
@@ -109,6 +127,17 @@ function checkStack(stack: Stack): string[] {
   }
   for (const [key, ref] of Object.entries(spec.secretsRef ?? {})) checkRef(`spec.secretsRef.${key}`, ref, false);
 
+  const sources = programSources(spec);
+  if (sources.length > 1) {
+    problems.push(
+      `${sources.join(', ')}: a Stack deploys one program, so set exactly one of projectRepo (with commit or branch), fluxSource and programRef; keep the one you mean and remove the others`,
+    );
+  }
+  for (const [field, name] of NAMES_IF_SET) {
+    if (name(spec) === '')
+      problems.push(`${field}: must not be empty; name one, or leave the field out for the default`);
+  }
+
   if (hasGitSource(spec)) {
     if (!spec.projectRepo) problems.push('spec.projectRepo: missing "projectRepo"; set the git repository URL');
     if (spec.commit && spec.branch) {
@@ -144,7 +173,7 @@ function checkStack(stack: Stack): string[] {
         `spec.fluxSource.sourceRef.apiVersion: "${ref.apiVersion}" is not a Flux source API version; use ${FLUX_GROUP}/v1 (or v1beta2)`,
       );
     }
-    if (!(ref.kind in FLUX_KINDS)) {
+    if (!isFluxKind(ref.kind)) {
       problems.push(
         `spec.fluxSource.sourceRef.kind: unknown Flux source kind "${ref.kind}"; use one of ${Object.keys(FLUX_KINDS).join(', ')}`,
       );

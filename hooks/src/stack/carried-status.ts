@@ -1,0 +1,35 @@
+import type { StackStatus } from '../../../schemas/generated/types';
+import { isRecord, MAX_NESTING, nestedDeeperThan } from '../lib/json';
+
+/**
+ * What a sync carries over from the observed status (the previous answer, as written) before it
+ * decides anything: lastUpdate, currentUpdate and projectInfo with their scalar fields, outputs
+ * unless nested deeper than MAX_NESTING, and the conditions (applyMark keeps only their fields).
+ * The status is the hooks' own output, but anyone allowed to write the status subresource can put
+ * anything there; what cannot be the hooks' is left out rather than copied into the answer, where
+ * a value nested thousands of levels deep would overflow the stack of the JSON serialiser. An
+ * unexpected status never stalls a Stack: outputs left out come back with the next `up`.
+ */
+export function carriedStatus(observed: unknown): StackStatus {
+  const status: StackStatus = {};
+  if (!isRecord(observed)) return status;
+  // Carried over by copy: the decision replaces these objects, it never edits them in place.
+  if (isRecord(observed.lastUpdate)) status.lastUpdate = scalarsOf(observed.lastUpdate);
+  if (isRecord(observed.currentUpdate)) status.currentUpdate = scalarsOf(observed.currentUpdate);
+  if (isRecord(observed.outputs) && !nestedDeeperThan(observed.outputs, MAX_NESTING))
+    status.outputs = { ...observed.outputs };
+  if (isRecord(observed.projectInfo))
+    status.projectInfo = scalarsOf(observed.projectInfo) as unknown as StackStatus['projectInfo'];
+  // Absorbing a result may set conditions of its own (outputs.ts); respond() adds the kstatus ones.
+  if (Array.isArray(observed.conditions)) status.conditions = observed.conditions as StackStatus['conditions'];
+  return status;
+}
+
+/** The members of an object whose values are strings, numbers or booleans. */
+function scalarsOf(value: Record<string, unknown>): Record<string, string | number | boolean> {
+  const out: Record<string, string | number | boolean> = {};
+  for (const [key, v] of Object.entries(value)) {
+    if (typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean') out[key] = v;
+  }
+  return out;
+}
