@@ -204,12 +204,25 @@ export interface WorkspaceStatus {
   /** The pod template hash (PULUMI_WORKSPACE_HASH) of the pod that wrote this. */
   hash: string;
   state: 'Installing' | 'Ready' | 'Failed';
-  /** Upstream's Workspace condition reasons: InstallationFailed, InitializationFailed, IncompatibleConfiguration, … */
+  /**
+   * Upstream's Workspace condition reasons: InstallationFailed, InitializationFailed,
+   * IncompatibleConfiguration, Unauthenticated ({@link WORKSPACE_UNAUTHENTICATED}), …
+   */
   reason?: string;
   message?: string;
   pulumiVersion?: string;
   projectInfo?: ProjectInfo;
 }
+
+/**
+ * The reason of a `Failed` WorkspaceStatus while the workspace cannot verify its callers: its
+ * ServiceAccount may not create TokenReviews or SubjectAccessReviews (upstream's Workspace Ready
+ * reason in that case). It lasts until the agent's next check succeeds; the pod is not restarted.
+ */
+export const WORKSPACE_UNAUTHENTICATED = 'Unauthenticated';
+
+/** The ClusterRole that lets a workspace's ServiceAccount create TokenReviews and SubjectAccessReviews. */
+export const AUTH_DELEGATOR_CLUSTER_ROLE = 'system:auth-delegator';
 
 /**
  * The budget of a result annotation. Annotations are capped at 256 KiB in total per object, and the

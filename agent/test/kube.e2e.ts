@@ -427,3 +427,104 @@ describe('fetch failures', () => {
     expect(sts.metadata?.annotations?.[Annotations.workspaceStatus]).not.toContain(PASSWORD);
   });
 });
+
+describe('serve --auth-mode kube, as a ServiceAccount without system:auth-delegator', () => {
+  it('reports Failed / Unauthenticated on its StatefulSet, and Ready once the binding is created', async () => {
+    const name = 'lonely';
+    const lonelyRoot = tmpDir('kube-lonely');
+    const rbac = cp.kubeConfig.makeApiClient(k8s.RbacAuthorizationV1Api);
+    const apps = cp.kubeConfig.makeApiClient(k8s.AppsV1Api);
+    await core.createNamespacedServiceAccount({ namespace: NS, body: { metadata: { name } } });
+    // What the hooks grant every workspace (its own StatefulSet), and nothing cluster-wide.
+    await rbac.createNamespacedRole({
+      namespace: NS,
+      body: {
+        metadata: { name: `${name}-workspace` },
+        rules: [
+          { apiGroups: ['apps'], resources: ['statefulsets'], resourceNames: [`${name}-workspace`], verbs: ['patch'] },
+        ],
+      },
+    });
+    await rbac.createNamespacedRoleBinding({
+      namespace: NS,
+      body: {
+        metadata: { name: `${name}-workspace` },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: `${name}-workspace` },
+        subjects: [{ kind: 'ServiceAccount', name, namespace: NS }],
+      },
+    });
+    await apps.createNamespacedStatefulSet({
+      namespace: NS,
+      body: {
+        metadata: { name: `${name}-workspace` },
+        spec: {
+          serviceName: `${name}-workspace`,
+          selector: { matchLabels: { app: name } },
+          template: { metadata: { labels: { app: name } }, spec: { containers: [{ name: 'pulumi', image: 'agent' }] } },
+        },
+      },
+    });
+    const kubeconfig = await saKubeconfig(name);
+    writeFiles(path.join(lonelyRoot, 'share', 'workspace'), { 'Pulumi.yaml': 'name: lonely\nruntime: yaml\n' });
+    const lonely = await startWorkspace({
+      root: lonelyRoot,
+      authMode: 'kube',
+      stack: { name: PULUMI_STACK, create: true, config: [] },
+      waitReady: false,
+      env: pulumiEnv(lonelyRoot, {
+        KUBECONFIG: kubeconfig,
+        POD_NAMESPACE: NS,
+        PULUMI_STACK_NAME: name,
+        PULUMI_WORKSPACE_NAME: `${name}-workspace`,
+        PULUMI_WORKSPACE_AUDIENCE: `${name}.${NS}`,
+        PULUMI_WORKSPACE_HASH: 'hash-lonely',
+      }),
+    });
+    try {
+      const reported = async () => {
+        const sts = await apps.readNamespacedStatefulSet({ name: `${name}-workspace`, namespace: NS });
+        return parseWorkspaceStatus(sts.metadata?.annotations?.[Annotations.workspaceStatus]);
+      };
+      const refused = await eventually('the Unauthenticated report', async () => {
+        const st = await reported();
+        return st?.state === 'Failed' ? st : undefined;
+      });
+      expect(refused).toMatchObject({ hash: 'hash-lonely', state: 'Failed', reason: 'Unauthenticated' });
+      expect(refused.message).toContain(
+        `its ServiceAccount (system:serviceaccount:${NS}:${name}) may not create tokenreviews.authentication.k8s.io ` +
+          'or subjectaccessreviews.authorization.k8s.io, which the ClusterRole system:auth-delegator grants',
+      );
+      expect(await getJson(lonely.base, '/readyz')).toMatchObject({ status: 503, body: { reason: 'Unauthenticated' } });
+      // A caller with a good token is refused too: the workspace cannot check it.
+      const token = await saToken('runner', `${name}.${NS}`);
+      expect(await getJson(lonely.base, '/v1/workspace', token)).toMatchObject({
+        status: 401,
+        body: { reason: 'Unauthenticated', message: 'unauthenticated: TokenReview API is unavailable' },
+      });
+
+      await rbac.createClusterRoleBinding({
+        body: {
+          metadata: { name: `${NS}-${name}-auth-delegator` },
+          roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'system:auth-delegator' },
+          subjects: [{ kind: 'ServiceAccount', name, namespace: NS }],
+        },
+      });
+      // Checked again 30 s after the first refusal, then 60 s later: no restart.
+      const ready = await eventually(
+        'the Ready report after the binding',
+        async () => {
+          const st = await reported();
+          return st?.state === 'Ready' ? st : undefined;
+        },
+        150_000,
+      );
+      expect(ready).toMatchObject({ hash: 'hash-lonely', state: 'Ready' });
+      expect(lonely.proc.child.exitCode).toBeNull();
+      expect(lonely.proc.output()).toContain("bind the ClusterRole system:auth-delegator to this pod's ServiceAccount");
+      expect(lonely.proc.output()).not.toContain(token);
+    } finally {
+      await lonely.proc.stop();
+      fs.rmSync(lonelyRoot, { recursive: true, force: true });
+    }
+  }, 240_000);
+});

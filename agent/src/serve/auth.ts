@@ -75,6 +75,8 @@ export interface KubeAuthOptions {
   namespace: string;
   /** The resource name callers need `use workspaces/rpc` on: the Stack's name. */
   name: string;
+  /** A review was refused with 403 (the account lost system:auth-delegator): auth-check.ts checks again. */
+  onForbidden?: () => void;
 }
 
 /**
@@ -112,6 +114,7 @@ export class KubeAuthorizer implements Authorizer {
       } catch (e) {
         const code = apiStatus(e);
         if (code === 403) {
+          this.options.onForbidden?.();
           logger.error(
             'TokenReview is forbidden for this pod: bind the ClusterRole system:auth-delegator to its ServiceAccount',
             { error: apiErrorMessage(e) },
@@ -137,6 +140,7 @@ export class KubeAuthorizer implements Authorizer {
         decision = await this.authorize(user);
       } catch (e) {
         if (apiStatus(e) === 403) {
+          this.options.onForbidden?.();
           logger.error(
             'SubjectAccessReview is forbidden for this pod: bind the ClusterRole system:auth-delegator to its ServiceAccount',
             { error: apiErrorMessage(e) },

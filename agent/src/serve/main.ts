@@ -10,6 +10,7 @@ import { logger } from '../lib/log';
 import { hostPath } from '../lib/paths';
 import { redactor } from '../lib/redact';
 import { allowAll, KubeAuthorizer, type Authorizer } from './auth';
+import { AuthCheck, kubeReviewApi } from './auth-check';
 import { removeTempDirs } from './operation';
 import { ensureWritableHome } from './home';
 import { killChildren } from './pulumi';
@@ -78,13 +79,16 @@ function optionalKubeConfig(env: NodeJS.ProcessEnv): k8s.KubeConfig | undefined 
   }
 }
 
-/** --auth-mode kube: TokenReview and SubjectAccessReview for the Stack's workspace. */
-function kubeAuthorizer(kubeConfig: k8s.KubeConfig, namespace: string, env: NodeJS.ProcessEnv): Authorizer {
+/** --auth-mode kube: whom callers' tokens are for, and which workspace they must be allowed to use. */
+function kubeAuthTarget(
+  namespace: string,
+  env: NodeJS.ProcessEnv,
+): { audiences: string[]; namespace: string; name: string } {
   const audience = env[Env.workspaceAudience];
   const name = env[Env.stackName];
   if (!audience || !namespace || !name)
     throw invalidArguments(`--auth-mode kube needs ${Env.workspaceAudience}, ${Env.podNamespace} and ${Env.stackName}`);
-  return new KubeAuthorizer({ kubeConfig, audiences: [audience], namespace, name });
+  return { audiences: [audience], namespace, name };
 }
 
 /** The project directory with the workspace symlink resolved. */
@@ -163,9 +167,17 @@ export async function serveCommand(argv: string[]): Promise<number> {
 
   let kubeConfig: k8s.KubeConfig | undefined;
   let authorizer: Authorizer;
+  let authCheck: AuthCheck | undefined;
   if (authMode === 'kube') {
     kubeConfig = loadKubeConfig(env);
-    authorizer = kubeAuthorizer(kubeConfig, namespace, env);
+    const target = kubeAuthTarget(namespace, env);
+    // TokenReview and SubjectAccessReview of each caller; first, that this pod may make them.
+    authCheck = new AuthCheck({
+      api: kubeReviewApi(kubeConfig, target),
+      onChange: (state) => workspace.setCallerVerification(state),
+    });
+    const check = authCheck;
+    authorizer = new KubeAuthorizer({ kubeConfig, ...target, onForbidden: () => check.recheck() });
   } else {
     kubeConfig = workspaceName && namespace ? optionalKubeConfig(env) : undefined;
     logger.warn('authentication is off (--auth-mode none): any caller may run operations');
@@ -185,6 +197,7 @@ export async function serveCommand(argv: string[]): Promise<number> {
     reporter,
     redactor,
     logLevel: Number(env[Env.pulumiLogLevel] ?? 0) || 0,
+    verifiesCallers: authCheck !== undefined,
   });
   const served = createWorkspaceServer({ workspace, authorizer });
   const actualPort = await listen(served.server, host, port);
@@ -198,6 +211,11 @@ export async function serveCommand(argv: string[]): Promise<number> {
   if (env.PKO_AGENT_PORT_FILE) fs.writeFileSync(env.PKO_AGENT_PORT_FILE, String(actualPort));
 
   const exited = exitOnSignals(workspace, served, reporter);
+  const stopChecking = new AbortController();
+  void exited.then(() => stopChecking.abort());
+  void authCheck
+    ?.run(stopChecking.signal)
+    .catch((e) => logger.error('the access check crashed', { error: errorMessage(e) }));
   void workspace
     .initialize()
     .catch((e) => logger.error('workspace initialisation crashed', { error: errorMessage(e) }));

@@ -2,6 +2,7 @@ import * as crypto from 'node:crypto';
 import { LocalWorkspace } from '@pulumi/pulumi/automation';
 import {
   rfc3339,
+  WORKSPACE_UNAUTHENTICATED,
   type OperationRequest,
   type ProjectInfo,
   type WorkspaceStackSpec,
@@ -14,6 +15,7 @@ import type { Redactor } from '../lib/redact';
 import { sleep } from '../lib/sleep';
 import { pulumiVersionProblem, secretConfigSet } from './cli-version';
 import { configJson, hasStructuredConfig, resolveConfig, type ResolvedConfig } from './config';
+import type { CallerVerification } from './auth-check';
 import { runOperation } from './operation';
 import { runPulumi, type RunResult } from './pulumi';
 import { missingRuntime } from './runtime';
@@ -29,6 +31,11 @@ export interface WorkspaceOptions {
   reporter: StatusReporter;
   redactor: Redactor;
   logLevel: number;
+  /**
+   * Whether callers can be verified (auth-check.ts), when the server checks them (--auth-mode kube):
+   * the workspace is not reported Ready before they can. Without it, always.
+   */
+  verifiesCallers?: boolean;
   /** First and largest delay between retries of a failed installation or initialisation. */
   retryDelayMs?: number;
   maxRetryDelayMs?: number;
@@ -76,8 +83,11 @@ export class Workspace {
   private readonly stateReader = new StackStateReader();
   /** The image lacks the project's language runtime (found when `pulumi install` failed). */
   private runtimeMissing = false;
+  private callers: CallerVerification;
 
-  constructor(private readonly options: WorkspaceOptions) {}
+  constructor(private readonly options: WorkspaceOptions) {
+    this.callers = options.verifiesCallers ? { state: 'checking' } : { state: 'verified' };
+  }
 
   get stackName(): string {
     return this.options.stack.name;
@@ -87,13 +97,33 @@ export class Workspace {
     return this.current;
   }
 
+  /**
+   * The state reported on the StatefulSet and served on /readyz. Callers that cannot be verified
+   * come first: no operation can run until they can, whatever the installation does meanwhile.
+   */
   status(): WorkspaceStatus {
     const s: WorkspaceStatus = { hash: this.options.hash, state: this.state };
     if (this.reason) s.reason = this.reason;
     if (this.message) s.message = this.message;
+    if (this.callers.state === 'refused') {
+      s.state = 'Failed';
+      s.reason = WORKSPACE_UNAUTHENTICATED;
+      s.message = this.callers.message;
+    } else if (this.callers.state === 'checking' && s.state === 'Ready') {
+      s.state = 'Installing';
+      s.reason = 'CheckingAccess';
+      s.message = 'checking that this workspace may verify its callers (TokenReview, SubjectAccessReview)';
+    }
     if (this.pulumiVersion) s.pulumiVersion = this.pulumiVersion;
     if (this.projectInfo) s.projectInfo = this.projectInfo;
     return s;
+  }
+
+  /** The callers' verification changed (auth-check.ts): report the state it implies. */
+  setCallerVerification(state: CallerVerification): void {
+    this.callers =
+      state.state === 'refused' ? { ...state, message: this.options.redactor.redact(state.message) } : state;
+    this.options.reporter.report(this.status());
   }
 
   private set(state: WorkspaceStatus['state'], reason?: string, message?: string): void {

@@ -18,6 +18,8 @@ export const Reasons = {
   WorkspaceFailed: 'WorkspaceFailed',
   UpdateFailed: 'UpdateFailed',
   NamespaceTerminating: 'NamespaceTerminating',
+  /** The workspace cannot verify callers (no system:auth-delegator); clears when the agent's check passes. */
+  Unauthenticated: 'Unauthenticated',
   // Ready
   ProcessingCompleted: 'ProcessingCompleted',
   NotReadyInProgress: 'NotReadyInProgress',

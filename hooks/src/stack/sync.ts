@@ -1,6 +1,12 @@
 import type { V1ConfigMap, V1Job, V1Namespace, V1Service, V1StatefulSet } from '@kubernetes/client-node';
 import type { Stack, StackStatus, StackUpdateState } from '../../../schemas/generated/types';
-import { Annotations, rfc3339, type OperationType, type UpdateResult } from '../../../contract';
+import {
+  Annotations,
+  rfc3339,
+  WORKSPACE_UNAUTHENTICATED,
+  type OperationType,
+  type UpdateResult,
+} from '../../../contract';
 import type { HookConfig } from '../config';
 import { asLastApplied, asRetained, findObject, objectsOf, type KObject, type ObjectMap, type Typed } from '../lib/k8s';
 import { carriedStatus } from './carried-status';
@@ -151,6 +157,13 @@ function resultMark(last: StackUpdateState | undefined): Mark {
       message: `preview failed (${failures} attempt(s))`,
     };
   return { kind: 'reconciling', reason: Reasons.RetryingAfterFailure, message: `${failures} update failure(s)` };
+}
+
+/** The Stalled reason of a workspace failure the agent reported. */
+function workspaceFailureReason(agentReason: string): string {
+  if (agentReason === 'IncompatibleConfiguration') return Reasons.PulumiVersionTooLow;
+  if (agentReason === WORKSPACE_UNAUTHENTICATED) return Reasons.Unauthenticated;
+  return Reasons.WorkspaceFailed;
 }
 
 /** True when the Stack's namespace (a related object when destroyOnFinalize is set) is being deleted. */
@@ -316,9 +329,12 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
       // Never deployed and the workspace cannot start: nothing to destroy (upstream releases the Stack).
       return respond({ kind: 'ready' }, withIdentities(children), { finalized: true });
     }
-    const reason =
-      readiness.reason === 'IncompatibleConfiguration' ? Reasons.PulumiVersionTooLow : Reasons.WorkspaceFailed;
-    return respond({ kind: 'stalled', reason, message: readiness.message }, withIdentities(children));
+    // Unauthenticated: no Job is started, since the workspace would refuse it; the agent's report
+    // turns Ready (a new sync) once its ServiceAccount is granted system:auth-delegator.
+    return respond(
+      { kind: 'stalled', reason: workspaceFailureReason(readiness.reason), message: readiness.message },
+      withIdentities(children),
+    );
   }
   if (readiness.state === 'waiting') {
     if (deleting && namespaceTerminating(stack, req.related)) {

@@ -12,6 +12,7 @@ import type { Stack, StackSpec } from '../../../schemas/generated/types';
 import {
   AGENT_COMMAND,
   Annotations,
+  AUTH_DELEGATOR_CLUSTER_ROLE,
   Env,
   INJECTED_AGENT_DIR,
   Labels,
@@ -19,6 +20,7 @@ import {
   parseSshUrl,
   Paths,
   WORKSPACE_PORT,
+  WORKSPACE_UNAUTHENTICATED,
   type ConfigItem,
   type WorkspaceStackSpec,
 } from '../../../contract';
@@ -372,6 +374,21 @@ export function desiredWorkspace(stack: Stack, source: WorkspaceSource, config: 
   return { statefulSet, service, hash };
 }
 
+/**
+ * The command that grants the workspace's ServiceAccount what it needs to verify callers, as the
+ * pod runs it (the observed template: a podTemplate may name another account than the spec). The
+ * binding's name is the one manifests/stack-rbac.yaml and the chart give it.
+ */
+function authDelegatorFix(observed: Typed<V1StatefulSet>): string {
+  const namespace = observed.metadata.namespace ?? 'default';
+  const account = observed.spec?.template?.spec?.serviceAccountName || 'default';
+  return (
+    `To grant ${AUTH_DELEGATOR_CLUSTER_ROLE} to the workspace's ServiceAccount ${namespace}/${account}: ` +
+    `kubectl create clusterrolebinding pulumi-operator:auth-delegator:${namespace}:${account} ` +
+    `--clusterrole=${AUTH_DELEGATOR_CLUSTER_ROLE} --serviceaccount=${namespace}:${account}`
+  );
+}
+
 export type WorkspaceReadiness =
   { state: 'ready' } | { state: 'waiting'; message: string } | { state: 'failed'; reason: string; message: string };
 
@@ -384,7 +401,9 @@ export function workspaceReadiness(observed: Typed<V1StatefulSet> | undefined, h
   const report = parseWorkspaceStatus(observed.metadata.annotations?.[Annotations.workspaceStatus]);
   if (report && report.hash === hash && report.state === 'Failed') {
     const reason = report.reason ?? 'InitializationFailed';
-    return { state: 'failed', reason, message: `${reason}: ${report.message ?? 'the workspace failed'}` };
+    let message = `${reason}: ${report.message ?? 'the workspace failed'}`;
+    if (reason === WORKSPACE_UNAUTHENTICATED) message += `. ${authDelegatorFix(observed)}`;
+    return { state: 'failed', reason, message };
   }
   const observedHash = observed.spec?.template?.metadata?.annotations?.[Annotations.workspaceHash];
   const st = observed.status;
