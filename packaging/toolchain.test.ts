@@ -123,6 +123,17 @@ describe('e2e toolchain: build.sh and toolchain.ts agree', () => {
     }
   });
 
+  test('the Kubernetes provider is named by its release and built from the pseudo-version of its source commit', () => {
+    const tc = resolveToolchain({ PKO_TOOLCHAIN_DIR: dir });
+    // provider/v4 has no tags of its own: a release's commit is reachable only as a pseudo-version.
+    expect(tc.versions.pulumiKubernetes).toMatch(/^v4\.\d+\.\d+$/);
+    expect(tc.versions.pulumiKubernetesModule).toMatch(/^v4\.0\.0-\d{14}-[0-9a-f]{12}$/);
+    expect(binaryPath('pulumiResourceKubernetes', tc)).toBe(
+      path.join(dir, `pulumi-kubernetes-${tc.versions.pulumiKubernetes}`, 'bin', 'pulumi-resource-kubernetes'),
+    );
+    expect(toolchainEnv(tc, '').PKO_TOOLCHAIN_KUBERNETES_PROVIDER_BIN).toBe(binDirOf('kubernetes-provider', tc));
+  });
+
   test("crictl has kubelet's minor version (cri-tools follows Kubernetes' minors)", () => {
     const v = readVersions();
     const minor = (s: string): string => s.split('.').slice(0, 2).join('.');

@@ -192,6 +192,10 @@ describe('test-bed images', () => {
       expect(image.paths).toContain('pulumi/bin/pulumi-language-nodejs');
       expect(image.paths).toContain('home/pulumi');
       expect(pulumiVersionIn(built!.archive, image)).toBe(pulumiVersion);
+      // Only the pulumi/pulumi stand-in has the Kubernetes provider installed (a user's `pulumi plugin install`).
+      const kubernetesPlugin = `home/pulumi/.pulumi/plugins/resource-kubernetes-${versions.pulumiKubernetes}/pulumi-resource-kubernetes`;
+      if (name === 'pulumiNonroot') expect(image.paths).toContain(kubernetesPlugin);
+      else expect(image.paths).not.toContain(kubernetesPlugin);
       const passwd = [...image.paths].includes('etc/passwd');
       expect(passwd).toBe(true);
       const node = [...image.paths].filter((p) => /(^|\/)(node|nodejs)$/.test(p) && /bin\//.test(p));

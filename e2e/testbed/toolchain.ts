@@ -31,6 +31,9 @@ export interface ToolchainVersions {
   pulumiYaml: string;
   pulumiCommand: string;
   pulumiCommandCommit: string;
+  /** The Pulumi Kubernetes provider's release (v4.25.0) and the Go module version it is built from. */
+  pulumiKubernetes: string;
+  pulumiKubernetesModule: string;
   helm: string;
   coredns: string;
   crictl: string;
@@ -41,7 +44,15 @@ export interface ToolchainVersions {
 /** build.sh's component of each older CLI (OLD_PULUMI_VERSIONS), `oldpulumi-v3.197.0`. */
 export type OldPulumiComponent = `oldpulumi-${string}`;
 export type Component =
-  'etcd' | 'kubernetes' | 'pulumi' | 'command' | 'helm' | 'coredns' | 'crictl' | OldPulumiComponent;
+  | 'etcd'
+  | 'kubernetes'
+  | 'pulumi'
+  | 'command'
+  | 'kubernetes-provider'
+  | 'helm'
+  | 'coredns'
+  | 'crictl'
+  | OldPulumiComponent;
 export const oldPulumiComponent = (version: string): OldPulumiComponent => `oldpulumi-${version}`;
 
 /** The key of an older CLI's `pulumi` in ToolchainBinaries, `oldPulumi-v3.197.0`. */
@@ -62,6 +73,8 @@ export interface ToolchainBinaries {
   /** Our shim: runs @pulumi/pulumi's dynamic provider from the program's node_modules. */
   pulumiResourcePulumiNodejs: string;
   pulumiResourceCommand: string;
+  /** The Pulumi Kubernetes provider plugin. */
+  pulumiResourceKubernetes: string;
   helm: string;
   coredns: string;
   crictl: string;
@@ -107,6 +120,8 @@ export function readVersions(file = VERSIONS_FILE): ToolchainVersions {
     pulumiYaml: get('PULUMI_YAML_VERSION'),
     pulumiCommand: get('PULUMI_COMMAND_VERSION'),
     pulumiCommandCommit: get('PULUMI_COMMAND_COMMIT'),
+    pulumiKubernetes: get('PULUMI_KUBERNETES_VERSION'),
+    pulumiKubernetesModule: get('PULUMI_KUBERNETES_MODULE_VERSION'),
     helm: get('HELM_VERSION'),
     coredns: get('COREDNS_VERSION'),
     crictl: get('CRICTL_VERSION'),
@@ -129,6 +144,7 @@ export function resolveToolchain(env: NodeJS.ProcessEnv = process.env): Toolchai
     kubernetes: path.join(dir, `kubernetes-${versions.kubernetes}`, 'bin'),
     pulumi: path.join(dir, `pulumi-${versions.pulumi}`, 'bin'),
     command: path.join(dir, `pulumi-command-${versions.pulumiCommand}`, 'bin'),
+    'kubernetes-provider': path.join(dir, `pulumi-kubernetes-${versions.pulumiKubernetes}`, 'bin'),
     helm: path.join(dir, `helm-${versions.helm}`, 'bin'),
     coredns: path.join(dir, `coredns-${versions.coredns}`, 'bin'),
     crictl: path.join(dir, `crictl-${versions.crictl}`, 'bin'),
@@ -147,6 +163,7 @@ export function resolveToolchain(env: NodeJS.ProcessEnv = process.env): Toolchai
     pulumiLanguageYaml: 'pulumi',
     pulumiResourcePulumiNodejs: 'pulumi',
     pulumiResourceCommand: 'command',
+    pulumiResourceKubernetes: 'kubernetes-provider',
     helm: 'helm',
     coredns: 'coredns',
     crictl: 'crictl',
@@ -165,6 +182,7 @@ export function resolveToolchain(env: NodeJS.ProcessEnv = process.env): Toolchai
     pulumiLanguageYaml: path.join(binDirs.pulumi, 'pulumi-language-yaml'),
     pulumiResourcePulumiNodejs: path.join(binDirs.pulumi, 'pulumi-resource-pulumi-nodejs'),
     pulumiResourceCommand: path.join(binDirs.command, 'pulumi-resource-command'),
+    pulumiResourceKubernetes: path.join(binDirs['kubernetes-provider'], 'pulumi-resource-kubernetes'),
     helm: path.join(binDirs.helm, 'helm'),
     coredns: path.join(binDirs.coredns, 'coredns'),
     crictl: path.join(binDirs.crictl, 'crictl'),
@@ -205,6 +223,7 @@ export const COMPONENTS: readonly Component[] = [
   'kubernetes',
   'pulumi',
   'command',
+  'kubernetes-provider',
   'helm',
   'coredns',
   'crictl',
@@ -299,7 +318,16 @@ export function requireToolchain(components: readonly Component[] = COMPONENTS, 
  * that `build.sh --print-env` prints.
  */
 export function toolchainEnv(tc: Toolchain = toolchain, basePath = process.env.PATH ?? ''): Record<string, string> {
-  const order: Component[] = ['pulumi', 'command', 'kubernetes', 'etcd', 'helm', 'coredns', 'crictl'];
+  const order: Component[] = [
+    'pulumi',
+    'command',
+    'kubernetes-provider',
+    'kubernetes',
+    'etcd',
+    'helm',
+    'coredns',
+    'crictl',
+  ];
   const env: Record<string, string> = {
     PKO_TOOLCHAIN_DIR: tc.dir,
     PATH: [...order.map((c) => tc.binDirs[c]), ...(basePath === '' ? [] : [basePath])].join(path.delimiter),

@@ -2,14 +2,15 @@
 # Builds the e2e test bed's toolchain from the Go module proxy (no prebuilt downloads):
 #   etcd, kube-apiserver + kube-controller-manager + kube-scheduler + kube-proxy + kubelet +
 #   kubectl, pulumi (+ pulumi-language-nodejs, pulumi-language-yaml and the dynamic-provider shim),
-#   pulumi-resource-command, helm, coredns, crictl, and older pulumi CLIs (oldpulumi-<version>, one
+#   pulumi-resource-command, pulumi-resource-kubernetes, helm, coredns, crictl, and older pulumi CLIs (oldpulumi-<version>, one
 #   per OLD_PULUMI_VERSIONS entry: the stand-in images of older Pulumi releases, e.g. for the
 #   PulumiVersionTooLow test).
 #
 # Usage:
 #   e2e/toolchain/build.sh [component...]   build what is missing (default: all components:
-#                                           etcd kubernetes pulumi command helm coredns crictl
-#                                           oldpulumi-<version>...; `oldpulumi` selects them all)
+#                                           etcd kubernetes pulumi command kubernetes-provider
+#                                           helm coredns crictl oldpulumi-<version>...;
+#                                           `oldpulumi` selects them all)
 #   e2e/toolchain/build.sh --print-env      print `export` lines for `eval` (PATH and
 #                                           PKO_TOOLCHAIN_* bin dirs); builds nothing
 #   e2e/toolchain/build.sh --list           print each component, its bin dir and whether it is built
@@ -36,7 +37,7 @@ LOGS="$TOOLCHAIN_DIR/.logs"
 # One oldpulumi-<version> component per OLD_PULUMI_VERSIONS entry (comma-separated).
 IFS=, read -ra OLD_PULUMI_LIST <<<"$OLD_PULUMI_VERSIONS"
 OLD_PULUMI_COMPONENTS=("${OLD_PULUMI_LIST[@]/#/oldpulumi-}")
-ALL_COMPONENTS=(etcd kubernetes pulumi command helm coredns crictl "${OLD_PULUMI_COMPONENTS[@]}")
+ALL_COMPONENTS=(etcd kubernetes pulumi command kubernetes-provider helm coredns crictl "${OLD_PULUMI_COMPONENTS[@]}")
 # The commands of k8s.io/kubernetes/cmd/ that the kubernetes component builds, in one go build: the
 # control plane, and the node (kubelet, kube-proxy) that must match the API server's version.
 # A directory built before a binary was added lacks it, fails verify_component and is rebuilt;
@@ -67,6 +68,7 @@ component_dir() {
     kubernetes) echo "$TOOLCHAIN_DIR/kubernetes-$KUBERNETES_VERSION" ;;
     pulumi) echo "$TOOLCHAIN_DIR/pulumi-$PULUMI_VERSION" ;;
     command) echo "$TOOLCHAIN_DIR/pulumi-command-$PULUMI_COMMAND_VERSION" ;;
+    kubernetes-provider) echo "$TOOLCHAIN_DIR/pulumi-kubernetes-$PULUMI_KUBERNETES_VERSION" ;;
     helm) echo "$TOOLCHAIN_DIR/helm-$HELM_VERSION" ;;
     coredns) echo "$TOOLCHAIN_DIR/coredns-$COREDNS_VERSION" ;;
     crictl) echo "$TOOLCHAIN_DIR/crictl-$CRICTL_VERSION" ;;
@@ -81,6 +83,7 @@ component_binaries() {
     kubernetes) echo "$KUBERNETES_BINARIES" ;;
     pulumi) echo "pulumi pulumi-language-nodejs pulumi-language-yaml pulumi-resource-pulumi-nodejs" ;;
     command) echo "pulumi-resource-command" ;;
+    kubernetes-provider) echo "pulumi-resource-kubernetes" ;;
     helm) echo "helm" ;;
     coredns) echo "coredns" ;;
     crictl) echo "crictl" ;;
@@ -98,6 +101,7 @@ stamp_key() {
     kubernetes) key="$key kubernetes=$KUBERNETES_VERSION" ;;
     pulumi) key="$key pulumi=$PULUMI_VERSION nodejs=$PULUMI_NODEJS_COMMIT yaml=$PULUMI_YAML_VERSION" ;;
     command) key="$key command=$PULUMI_COMMAND_VERSION commit=$PULUMI_COMMAND_COMMIT" ;;
+    kubernetes-provider) key="$key kubernetes-provider=$PULUMI_KUBERNETES_VERSION module=$PULUMI_KUBERNETES_MODULE_VERSION" ;;
     helm) key="$key helm=$HELM_VERSION" ;;
     coredns) key="$key coredns=$COREDNS_VERSION" ;;
     crictl) key="$key crictl=$CRICTL_VERSION" ;;
@@ -138,6 +142,14 @@ verify_component() {
       has_module "$bin/pulumi-language-yaml" github.com/pulumi/pulumi-yaml "$PULUMI_YAML_VERSION" || return 1 ;;
     command)
       has_module "$bin/pulumi-resource-command" github.com/pulumi/pulumi-command/provider "" || return 1 ;;
+    kubernetes-provider)
+      has_module "$bin/pulumi-resource-kubernetes" github.com/pulumi/pulumi-kubernetes/provider/v4 \
+        "$PULUMI_KUBERNETES_MODULE_VERSION" || return 1
+      # The plugin reports its version over gRPC only: look for the schema that
+      # build_kubernetes_provider generated, with that version, embedded in the binary.
+      grep -aqF "\"name\":\"kubernetes\",\"displayName\":\"Kubernetes\",\"version\":\"${PULUMI_KUBERNETES_VERSION#v}\"" \
+        "$bin/pulumi-resource-kubernetes" ||
+        { echo "pulumi-resource-kubernetes: no embedded schema of version ${PULUMI_KUBERNETES_VERSION#v}" >&2; return 1; } ;;
     helm)
       out=$("$bin/helm" version --template '{{.Version}}' 2>&1) || true
       [ "$out" = "$HELM_VERSION" ] || { echo "helm version: $out" >&2; return 1; } ;;
@@ -398,6 +410,36 @@ build_command() {
     github.com/pulumi/pulumi-command/provider/cmd/pulumi-resource-command
 }
 
+# The Pulumi Kubernetes provider. Its main package embeds schema-embed.json and
+# terraform-mapping-embed.json, which upstream's Makefile generates (`VERSION=<version> go generate`
+# runs the package's generate.go: schema.json with its version set, both files re-serialized) and
+# git ignores, so the module zip lacks them; and go refuses -overlay files in the module cache. So
+# the wrapper gets a writable copy of that package directory (main.go, generate.go and the two
+# source files) as its own main package, runs the same go generate in it and builds it.
+build_kubernetes_provider() {
+  local out=$1 mod cmd w main v=${PULUMI_KUBERNETES_VERSION#v} f
+  mod=github.com/pulumi/pulumi-kubernetes/provider/v4
+  fetch_module "$mod@$PULUMI_KUBERNETES_MODULE_VERSION"
+  cmd="$MOD_DIR/cmd/pulumi-resource-kubernetes"
+  for f in main.go generate.go schema.json terraform-mapping.json; do
+    [ -f "$cmd/$f" ] || die "pulumi-kubernetes provider: no cmd/pulumi-resource-kubernetes/$f in the module (recipe outdated)"
+  done
+  [ -f "$MOD_DIR/pkg/version/version.go" ] || die "pulumi-kubernetes provider has no pkg/version (recipe outdated)"
+  w=$(new_wrapper pulumi-kubernetes)
+  run go -C "$w" get "$mod/cmd/pulumi-resource-kubernetes@$PULUMI_KUBERNETES_MODULE_VERSION"
+  # provider/go.mod replaces sdk/v4 with ../sdk (the same commit's SDK), a replace that does not
+  # apply to a dependency: require the SDK of the same release instead.
+  run go -C "$w" get "github.com/pulumi/pulumi-kubernetes/sdk/v4@$PULUMI_KUBERNETES_VERSION"
+  main="$w/cmd/pulumi-resource-kubernetes"
+  mkdir -p "$main"
+  for f in main.go generate.go schema.json terraform-mapping.json; do cp "$cmd/$f" "$main/"; done
+  chmod -R u+w "$main"
+  VERSION=$v run go -C "$w" generate ./cmd/pulumi-resource-kubernetes
+  # Version without the leading v, as upstream's Makefile links it (VERSION_GENERIC).
+  run go -C "$w" build -trimpath \
+    -ldflags "-s -w -X $mod/pkg/version.Version=$v" -o "$out/bin/" ./cmd/pulumi-resource-kubernetes
+}
+
 build_helm() {
   local out=$1 clientgo kmaj kmin ld
   fetch_module "helm.sh/helm/v3@$HELM_VERSION"
@@ -477,7 +519,7 @@ build_component() {
   rm -rf "$partial" && mkdir -p "$partial/bin"
   case "$c" in
     oldpulumi-*) build_oldpulumi "$partial" "$(old_pulumi_version "$c")" ;;
-    *) "build_$c" "$partial" ;;
+    *) "build_${c//-/_}" "$partial" ;;
   esac
   stamp_key "$c" >"$partial/.stamp"
   if ! verify_component "$c" "$partial" 2>>"$LOG"; then
@@ -498,7 +540,7 @@ print_env() {
   printf 'export PKO_TOOLCHAIN_DIR=%q\n' "$TOOLCHAIN_DIR"
   # pulumi first: its bundled plugins must be the ones next to it. The older CLIs are not on PATH
   # (each would be a second `pulumi`): only images copy them.
-  for c in pulumi command kubernetes etcd helm coredns crictl "${OLD_PULUMI_COMPONENTS[@]}"; do
+  for c in pulumi command kubernetes-provider kubernetes etcd helm coredns crictl "${OLD_PULUMI_COMPONENTS[@]}"; do
     dir=$(component_dir "$c")/bin
     var=$(bin_var "$c")
     printf 'export %s=%q\n' "$var" "$dir"

@@ -8,7 +8,10 @@
  *                                                                  pulumi-resource-pulumi-nodejs,
  *                                                                  and pulumi-language-nodejs: the
  *                                                                  test-bed host (one bundled file,
- *                                                                  dist/bundles/language-nodejs.js)
+ *                                                                  dist/bundles/language-nodejs.js);
+ *                                                                  and the toolchain's Kubernetes
+ *                                                                  provider installed as a plugin
+ *                                                                  (PREINSTALLED_PLUGINS)
  *   pulumiBase     docker.io/pulumi/pulumi-base:<version>-nonroot  debian + pulumi,
  *                                                                  pulumi-language-yaml and the same
  *                                                                  pulumi-language-nodejs: no
@@ -33,7 +36,14 @@ import { hashFile } from './hash';
 import type { BuildContext, Recipe } from './recipe';
 import type { ImageName } from './refs';
 import { OLDER_CLIS } from '../older-clis';
-import { binaryPath, oldPulumiBinary, REPO_ROOT, requireBinaries, type ToolchainBinaries } from '../toolchain';
+import {
+  binaryPath,
+  oldPulumiBinary,
+  REPO_ROOT,
+  requireBinaries,
+  type ToolchainBinaries,
+  versions,
+} from '../toolchain';
 
 const ADD_USER = 'groupadd --gid 1000 pulumi && useradd --uid 1000 --gid pulumi --shell /bin/bash --create-home pulumi';
 const INSTALL_GIT =
@@ -45,9 +55,37 @@ const CONFIG = ['--env', PATH_ENV, '--user', '1000:1000', '--workingdir', '/home
 /** Binary name in /pulumi/bin → its toolchain key. */
 type Binaries = Record<string, keyof ToolchainBinaries>;
 
+/**
+ * A plugin in `pulumi plugin install`'s layout: ~/.pulumi/plugins/<kind>-<name>-v<version>/ holding
+ * the binary, owned by the image's user.
+ */
+interface Plugin {
+  /** `resource-kubernetes-v4.25.0` */
+  dir: string;
+  binary: string;
+  key: keyof ToolchainBinaries;
+}
+
+/**
+ * Plugins the pulumi/pulumi stand-in has installed. Pulumi's real image has none: the CLI downloads
+ * them at run time, which the test network cannot. A user whose workspaces have no Internet access
+ * builds their image FROM Pulumi's with `pulumi plugin install` in it; the stand-in carries the
+ * result, so a program with `kubernetes:*` resources runs in it as it would in such an image.
+ */
+const PREINSTALLED_PLUGINS: readonly Plugin[] = [
+  {
+    dir: `resource-kubernetes-${versions.pulumiKubernetes}`,
+    binary: 'pulumi-resource-kubernetes',
+    key: 'pulumiResourceKubernetes',
+  },
+];
+const PLUGINS_DIR = '/home/pulumi/.pulumi/plugins';
+
 interface Variant {
   name: ImageName;
   binaries: Binaries;
+  /** Installed plugins, as a user's `pulumi plugin install` leaves them in ~/.pulumi/plugins. */
+  plugins: readonly Plugin[];
   /** Node.js (and npm) from the node stand-in, and git. */
   nodeAndGit: boolean;
 }
@@ -64,6 +102,10 @@ function upstreamPulumi(v: Variant): Recipe {
     requireBinaries(Object.values(v.binaries));
     return Object.entries(v.binaries).map(([name, key]) => [name, binaryPath(key)]);
   };
+  const plugins = (): [Plugin, string][] => {
+    requireBinaries(v.plugins.map((p) => p.key));
+    return v.plugins.map((p) => [p, binaryPath(p.key)]);
+  };
   return {
     name: v.name,
     needs: v.nodeAndGit ? ['debian', 'node'] : ['debian'],
@@ -71,6 +113,7 @@ function upstreamPulumi(v: Variant): Recipe {
     async inputs() {
       const out: Record<string, string> = {};
       for (const [name, file] of files()) out[name] = await hashFile(file);
+      for (const [p, file] of plugins()) out[`plugin ${p.dir}/${p.binary}`] = await hashFile(file);
       out.user = ADD_USER;
       out.config = CONFIG.join(' ');
       out.nodejsHost = await hashFile(NODEJS_HOST_BUNDLE);
@@ -103,6 +146,9 @@ function upstreamPulumi(v: Variant): Recipe {
         check = 'pulumi version >/dev/null && node --version >/dev/null && npm --version >/dev/null && git --version';
       }
       await b.runIn(c, ['sh', '-ec', `export ${PATH_ENV} && ${ADD_USER} && ${check}`]);
+      for (const [p, file] of plugins()) await b.copy(c, file, `${PLUGINS_DIR}/${p.dir}/${p.binary}`, '0755');
+      // buildah copies as root: the user's own `pulumi plugin install` would leave the files its own.
+      if (v.plugins.length > 0) await b.runIn(c, ['chown', '-R', '1000:1000', '/home/pulumi/.pulumi']);
       await b.config(c, CONFIG);
       await b.commit(c, ctx.refs[v.name]);
     },
@@ -116,6 +162,7 @@ export const pulumiNonroot: Recipe = upstreamPulumi({
     'pulumi-language-yaml': 'pulumiLanguageYaml',
     'pulumi-resource-pulumi-nodejs': 'pulumiResourcePulumiNodejs',
   },
+  plugins: PREINSTALLED_PLUGINS,
   nodeAndGit: true,
 });
 
@@ -128,6 +175,7 @@ const olderPulumi = (name: ImageName, version: string): Recipe =>
       'pulumi-language-yaml': 'pulumiLanguageYaml',
       'pulumi-resource-pulumi-nodejs': 'pulumiResourcePulumiNodejs',
     },
+    plugins: [],
     nodeAndGit: true,
   });
 
@@ -140,5 +188,6 @@ export const pulumiOldStructured: Recipe = olderPulumi('pulumiOldStructured', OL
 export const pulumiBase: Recipe = upstreamPulumi({
   name: 'pulumiBase',
   binaries: { pulumi: 'pulumi', 'pulumi-language-yaml': 'pulumiLanguageYaml' },
+  plugins: [],
   nodeAndGit: false,
 });
