@@ -8,6 +8,8 @@ module.exports = {
     '<rootDir>/schemas',
     '<rootDir>/bench',
     '<rootDir>/packaging',
+    '<rootDir>/pulumi',
+    '<rootDir>/deploy',
     '<rootDir>/e2e',
   ],
   testMatch: ['**/*.test.ts'],
