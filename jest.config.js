@@ -14,5 +14,9 @@ module.exports = {
   ],
   testMatch: ['**/*.test.ts'],
   transform: { '^.+\\.ts$': ['ts-jest', {}] },
+  // deploy/typescript imports the typed classes by the package's name (a self-reference Node.js
+  // resolves through package.json "exports", to dist/ after a build); the tests take the sources,
+  // as tsconfig.json's "paths" does for the type check (its "node" resolution ignores "exports").
+  moduleNameMapper: { '^pulumi-metacontroller-operator/pulumi$': '<rootDir>/pulumi/index.ts' },
   testTimeout: 30000,
 };

@@ -1,6 +1,7 @@
 /**
  * What `npm test` can check of the install programs without a cluster: the TypeScript one
- * type-checks against @pulumi/kubernetes and the typed classes, the Python one byte-compiles, the
+ * type-checks against @pulumi/kubernetes and the typed classes and registers the expected resources
+ * under Pulumi's mocks, the Python one byte-compiles, the
  * YAML one refers only to what it declares and uses resource types Pulumi YAML supports. The YAML
  * one runs for real in e2e/install-with-pulumi.e2e.ts.
  */
@@ -10,6 +11,8 @@ import * as os from 'os';
 import * as path from 'path';
 import * as yaml from 'js-yaml';
 import * as ts from 'typescript';
+import { jest } from '@jest/globals';
+import type { MockResourceArgs } from '@pulumi/pulumi/runtime';
 
 const deploy = __dirname;
 
@@ -46,6 +49,93 @@ describe('deploy/typescript', () => {
     const files = program.getSourceFiles().map((f) => path.relative(path.dirname(deploy), f.fileName));
     expect(files).toContain(path.join('schemas', 'generated', 'pulumi-v1.ts'));
     expect(files).toContain(path.join('node_modules', '@pulumi', 'kubernetes', 'index.d.ts'));
+  }, 120_000);
+});
+
+/** What deploy/typescript registers under Pulumi's mocks, with the config of Pulumi.yaml's defaults and `overrides`. */
+async function runTypeScriptProgram(overrides: Record<string, string>): Promise<MockResourceArgs[]> {
+  const registered: MockResourceArgs[] = [];
+  await jest.isolateModulesAsync(async () => {
+    const pulumi = await import('@pulumi/pulumi');
+    const project = loadProject('typescript');
+    const name = String(project.name);
+    await pulumi.runtime.setMocks(
+      {
+        newResource: (args) => {
+          registered.push(args);
+          const inputs = args.inputs as Obj;
+          const metadata = isObj(inputs.metadata) ? inputs.metadata : {};
+          return { id: `${args.name}-id`, state: { ...inputs, metadata: { ...metadata, name: `${args.name}-abc` } } };
+        },
+        call: () => ({}),
+      },
+      name,
+      'dev',
+      false,
+    );
+    // The CLI applies Pulumi.yaml's defaults; under mocks the test does.
+    const config: Record<string, string> = {};
+    for (const [key, spec] of Object.entries(configOf(project)))
+      if (isObj(spec) && (typeof spec.default === 'string' || typeof spec.default === 'boolean'))
+        config[`${name}:${key}`] = String(spec.default);
+    for (const [key, value] of Object.entries(overrides)) config[`${name}:${key}`] = value;
+    pulumi.runtime.setAllConfig(config, [`${name}:pulumiAccessToken`]);
+    const program = (await import('./typescript/index')) as { stackName: import('@pulumi/pulumi').Output<string> };
+    await new Promise<void>((resolve) => program.stackName.apply(() => resolve()));
+  });
+  return registered;
+}
+
+describe('deploy/typescript under Pulumi mocks', () => {
+  const ofType = (registered: MockResourceArgs[], type: string): MockResourceArgs[] =>
+    registered.filter((r) => r.type === type);
+
+  it('installs Metacontroller, the operator, the account, the token Secret and a Stack on the branch', async () => {
+    const registered = await runTypeScriptProgram({ pulumiAccessToken: 'token-value' });
+    expect(ofType(registered, 'kubernetes:kustomize/v2:Directory').map((r) => r.inputs as unknown)).toEqual([
+      { directory: '../metacontroller/true' },
+    ]);
+    expect(ofType(registered, 'kubernetes:yaml/v2:ConfigFile').map((r) => r.inputs as unknown)).toEqual([
+      { file: '../../manifests/install.yaml' },
+    ]);
+    const [binding] = ofType(registered, 'kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding');
+    expect(binding?.inputs).toMatchObject({
+      roleRef: { name: 'system:auth-delegator' },
+      subjects: [{ kind: 'ServiceAccount', name: 'pulumi-abc', namespace: 'default' }],
+    });
+    const [secret] = ofType(registered, 'kubernetes:core/v1:Secret');
+    expect(JSON.stringify(secret?.inputs)).toContain('token-value');
+    const [stack] = ofType(registered, 'kubernetes:pulumi.com/v1:Stack');
+    expect(stack?.inputs).toEqual({
+      apiVersion: 'pulumi.com/v1',
+      kind: 'Stack',
+      metadata: { namespace: 'default' },
+      spec: {
+        stack: 'dev',
+        projectRepo: 'https://github.com/pulumi/examples',
+        repoDir: 'random-yaml',
+        branch: 'refs/heads/master',
+        serviceAccountName: 'pulumi-abc',
+        envRefs: {
+          PULUMI_ACCESS_TOKEN: { type: 'Secret', secret: { name: 'pulumi-api-secret-abc', key: 'accessToken' } },
+        },
+        destroyOnFinalize: true,
+      },
+    });
+  }, 120_000);
+
+  it('installs no Metacontroller with installMetacontroller false, and pins a commit when set', async () => {
+    const registered = await runTypeScriptProgram({
+      pulumiAccessToken: 'token-value',
+      installMetacontroller: 'false',
+      commit: '0123456789abcdef0123456789abcdef01234567',
+    });
+    expect(ofType(registered, 'kubernetes:kustomize/v2:Directory')).toEqual([]);
+    expect(ofType(registered, 'kubernetes:yaml/v2:ConfigFile')).toHaveLength(1);
+    const [stack] = ofType(registered, 'kubernetes:pulumi.com/v1:Stack');
+    const spec = isObj(stack?.inputs) && isObj(stack.inputs.spec) ? stack.inputs.spec : {};
+    expect(spec.commit).toBe('0123456789abcdef0123456789abcdef01234567');
+    expect(spec).not.toHaveProperty('branch');
   }, 120_000);
 });
 

@@ -76,4 +76,5 @@ stack = k8s.apiextensions.CustomResource(
     opts=pulumi.ResourceOptions(depends_on=[operator, auth_delegator]),
 )
 
-pulumi.export("stackName", stack.metadata.name)
+# A CustomResource's metadata is a plain dict (no attribute access).
+pulumi.export("stackName", stack.metadata.apply(lambda metadata: metadata["name"]))

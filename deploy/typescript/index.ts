@@ -37,7 +37,7 @@ const token = new k8s.core.v1.Secret('pulumi-api-secret', {
   stringData: { accessToken: config.requireSecret('pulumiAccessToken') },
 });
 
-export const stack = new crds.pulumi.v1.Stack(
+const stack = new crds.pulumi.v1.Stack(
   'app',
   {
     metadata: { namespace },
