@@ -198,6 +198,20 @@ describe('deploy/yaml', () => {
     expect(Object.keys(config).filter((k) => k in resources)).toEqual([]);
   });
 
+  it('names every resource as Kubernetes accepts auto-named objects (lower case), as the other programs do', () => {
+    // A resource's `name`, else its key, is the prefix of its objects' names.
+    const names = Object.entries(resources).map(([key, r]) => (isObj(r) && typeof r.name === 'string' ? r.name : key));
+    expect(names.filter((n) => !/^[a-z0-9]([-a-z0-9:.]*[a-z0-9])?$/.test(n))).toEqual([]);
+    expect(names.sort()).toEqual([
+      'app',
+      'metacontroller',
+      'pulumi',
+      'pulumi-api-secret',
+      'pulumi-mc-operator',
+      'pulumi:auth-delegator',
+    ]);
+  });
+
   it('uses only resource types Pulumi YAML supports (no SDK-side CustomResource, ConfigFile v1 or Chart)', () => {
     const types = Object.values(resources).map((r) => (isObj(r) ? r.type : undefined));
     expect(types.sort()).toEqual([
