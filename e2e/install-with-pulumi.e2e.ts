@@ -6,7 +6,9 @@
  * Stack's ServiceAccount and its binding, and a Stack that the hooks pick up.
  *
  * Needs the `kubernetes` provider plugin (pulumi-resource-kubernetes) in the e2e toolchain, in
- * <toolchain>/pulumi-kubernetes-<version>/bin; fails saying so when it is not there.
+ * <toolchain>/pulumi-kubernetes-<version>/bin; fails saying so when it is not there. The hook
+ * server's pods of install.yaml cannot start here (config skipAwait: the node has the image under
+ * the test bed's name); the in-process hooks of the harness pick the Stack up.
  */
 import { execFile } from 'node:child_process';
 import * as fs from 'node:fs';
@@ -88,8 +90,10 @@ describe('deploy/yaml with pulumi up', () => {
       PULUMI_SKIP_UPDATE_CHECK: 'true',
       PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION: 'true',
       KUBECONFIG: op.cp.kubeconfigPath,
-      // The test bed created the CRDs and the hooks' account of install.yaml already.
+      // The test bed created the CRDs and the hooks' account of install.yaml already (with another
+      // field manager, which owns .spec.versions of the CRDs): adopt them.
       PULUMI_K8S_UPSERT_EXISTING_OBJECTS: 'true',
+      PULUMI_K8S_ENABLE_PATCH_FORCE: 'true',
     };
     fs.mkdirSync(path.join(work, 'state'));
     // installMetacontroller false: the cluster "has" Metacontroller, so its CRDs exist.
