@@ -246,6 +246,10 @@ export function renderApiReference(): string {
     '. Field descriptions are the ones `kubectl explain` prints. How the operator acts on them: [design.md](design.md);',
     'what differs from upstream: [migration.md](migration.md).',
     '',
+    'TypeScript Pulumi programs get typed classes generated from the same schemas, `pulumi.v1.Stack` and',
+    "`pulumi.v1.Program` (as crd2pulumi lays out upstream's CRDs), from `pulumi-metacontroller-operator/pulumi`:",
+    'see [install-with-pulumi.md](install-with-pulumi.md#typed-classes-for-typescript).',
+    '',
   ]
     .join('\n')
     .replace('\n. Field', '. Field');

@@ -1,7 +1,9 @@
 /**
  * Generates, from the JSON Schemas in this folder:
  *  - the CustomResourceDefinitions (manifests/crds/ and the chart's crds/, byte-identical);
- *  - the TypeScript types (schemas/generated/types.ts).
+ *  - the TypeScript types (schemas/generated/types.ts);
+ *  - the typed Pulumi resource classes Stack and Program (schemas/generated/pulumi-v1.ts, see
+ *    pulumi-classes.ts).
  *
  * Run with `npm run generate`. `schemas/schemas.test.ts` fails when a generated file is stale.
  */
@@ -11,6 +13,7 @@ import * as yaml from 'js-yaml';
 import * as ts from 'typescript';
 import { compile } from 'json-schema-to-typescript';
 import { metacontrollerSchema, programSchema, stackSchema, type JsonSchema } from './index';
+import { PULUMI_CLASSES_FILE, pulumiClassesFile } from './pulumi-classes';
 
 export const CRD_HEADER = '# Generated from schemas/ by `npm run generate`. Do not edit.\n';
 export const TYPES_HEADER = '/**\n * Generated from schemas/*.schema.json by `npm run generate`. Do not edit.\n */\n';
@@ -413,6 +416,7 @@ export async function generateAll(): Promise<Map<string, string>> {
     files.set(`${dir}/${PROGRAM_CRD_FILE}`, program);
   }
   files.set(TYPES_FILE, await typesFile());
+  files.set(PULUMI_CLASSES_FILE, TYPES_HEADER + '\n' + pulumiClassesFile());
   return files;
 }
 

@@ -21,6 +21,7 @@ import {
   type ValidationResult,
 } from './index';
 import { CRD_DIRS, CRD_HEADER, PROGRAM_CRD_FILE, STACK_CRD_FILE, TYPES_FILE, generateAll, repoRoot } from './generate';
+import { PULUMI_CLASSES_FILE } from './pulumi-classes';
 
 type Obj = { [key: string]: unknown };
 
@@ -89,9 +90,9 @@ describe('generated files', () => {
     }
   });
 
-  it('include both CRDs in every CRD folder, byte-identical, plus the types', () => {
+  it('include both CRDs in every CRD folder, byte-identical, plus the types and the Pulumi classes', () => {
     const expected = CRD_DIRS.flatMap((dir) => [`${dir}/${STACK_CRD_FILE}`, `${dir}/${PROGRAM_CRD_FILE}`]);
-    expect([...generated.keys()].sort()).toEqual([...expected, TYPES_FILE].sort());
+    expect([...generated.keys()].sort()).toEqual([...expected, TYPES_FILE, PULUMI_CLASSES_FILE].sort());
     for (const file of [STACK_CRD_FILE, PROGRAM_CRD_FILE]) {
       const copies = new Set(CRD_DIRS.map((dir) => generated.get(`${dir}/${file}`)));
       expect(copies.size).toBe(1);
