@@ -5,8 +5,8 @@
  * packaging/testdata/), it creates every object of manifests/install.yaml, the token Secret, the
  * Stack's ServiceAccount and its binding, and a Stack that the hooks pick up.
  *
- * Needs the `kubernetes` provider plugin (pulumi-resource-kubernetes) in the e2e toolchain, in
- * <toolchain>/pulumi-kubernetes-<version>/bin; fails saying so when it is not there. The hook
+ * Needs the toolchain's `kubernetes-provider` component (pulumi-resource-kubernetes); fails saying
+ * so when it is not built. The hook
  * server's pods of install.yaml cannot start here (config skipAwait: the node has the image under
  * the test bed's name); the in-process hooks of the harness pick the Stack up.
  */
@@ -19,7 +19,7 @@ import * as k8s from '@kubernetes/client-node';
 import { loadAll } from 'js-yaml';
 import { defined, eventually, exists, type Operator, stackCondition } from './harness';
 import { e2eSuite } from './suite';
-import { REPO_ROOT, binaryPath, requireBinaries, toolchain, toolchainEnv } from './testbed/toolchain';
+import { REPO_ROOT, binDirOf, binaryPath, requireBinaries, toolchainEnv } from './testbed/toolchain';
 
 const NS = 'install-with-pulumi';
 let op: Operator;
@@ -27,23 +27,6 @@ const { recordTiming, getStack } = e2eSuite('install-with-pulumi', NS, (started)
 
 /** Not a real token: the Stack's source is unreachable from the test bed, so it is never used. */
 const ACCESS_TOKEN = 'pul-install-with-pulumi-e2e';
-
-/** The newest pulumi-resource-kubernetes of the toolchain. */
-function kubernetesProviderDir(): string {
-  const dirs = fs
-    .readdirSync(toolchain.dir)
-    .filter((d) => /^pulumi-kubernetes-v[0-9.]+$/.test(d))
-    .map((d) => path.join(toolchain.dir, d, 'bin'))
-    .filter((d) => fs.existsSync(path.join(d, 'pulumi-resource-kubernetes')))
-    .sort();
-  const dir = dirs.at(-1);
-  if (dir === undefined)
-    throw new Error(
-      `no pulumi-resource-kubernetes in ${toolchain.dir}/pulumi-kubernetes-<version>/bin: this test needs the ` +
-        'kubernetes provider plugin in the e2e toolchain (bash e2e/toolchain/build.sh)',
-    );
-  return dir;
-}
 
 const objectsOf = (file: string): k8s.KubernetesObject[] =>
   (loadAll(fs.readFileSync(file, 'utf8')) as (k8s.KubernetesObject | null)[]).filter(
@@ -72,8 +55,8 @@ describe('deploy/yaml with pulumi up', () => {
   };
 
   beforeAll(async () => {
-    requireBinaries(['pulumi', 'pulumiLanguageYaml']);
-    const providerDir = kubernetesProviderDir();
+    requireBinaries(['pulumi', 'pulumiLanguageYaml', 'pulumiResourceKubernetes']);
+    const providerDir = binDirOf('kubernetes-provider');
     // A copy keeps Pulumi.<stack>.yaml out of the repository; deploy/metacontroller stays beside it.
     work = fs.mkdtempSync(path.join(os.tmpdir(), 'install-with-pulumi-'));
     for (const dir of ['yaml', 'metacontroller'])
