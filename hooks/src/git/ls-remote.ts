@@ -77,7 +77,7 @@ export interface GitResolverOptions {
   githubApiUrl?: string;
   /** The SSH host keys trusted for SSH URLs (known_hosts text); none: every SSH lookup fails. */
   sshKnownHosts?: string;
-  /** Which hosts the lookups may connect to (EGRESS_ALLOW, EGRESS_DENY); the default denies only the metadata services. */
+  /** Which hosts the lookups may connect to (EGRESS_ALLOW, EGRESS_DENY); default: all but the addresses always denied. */
   egress?: EgressPolicy;
   /** For tests: a clock. */
   now?: () => number;
