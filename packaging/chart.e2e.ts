@@ -9,6 +9,7 @@ import * as path from 'node:path';
 import type { V1PodSpec } from '@kubernetes/client-node';
 import * as yaml from 'js-yaml';
 import { configFromEnv, DEFAULT_AGENT_IMAGE, DEFAULT_WORKSPACE_IMAGE } from '../hooks/src/config';
+import { describeEgress } from '../hooks/src/git/egress';
 import { CHART_DIR, helm, helmTemplate, removeHelmHome } from './lib/helm';
 import {
   findObject,
@@ -86,6 +87,9 @@ describe('helm template with the default values', () => {
     // No workspace image settings: the hooks default to pulumi/pulumi:<supported version>-nonroot.
     expect(envOf(d).WORKSPACE_IMAGE).toBeUndefined();
     expect(configFromEnv(envOf(d)).workspaceImage).toEqual(DEFAULT_WORKSPACE_IMAGE);
+    // No egress lists: only the addresses always denied.
+    expect(envOf(d).EGRESS_ALLOW).toBeUndefined();
+    expect(envOf(d).EGRESS_DENY).toBeUndefined();
   });
 
   test('the controllers call the Service the chart names after the release', () => {
@@ -180,6 +184,8 @@ describe('helm template with every value changed (packaging/testdata/chart-value
       GIT_CACHE_TTL_MS: '60000',
       BODY_LIMIT_BYTES: '16777216',
       FLUX_MAX_UNTAR_SIZE_BYTES: '209715200',
+      EGRESS_ALLOW: '10.0.0.0/8,*.git.example.com',
+      EGRESS_DENY: '10.96.0.0/12,fd00::/8',
       NODE_OPTIONS: '--max-old-space-size=384',
     });
     // …and the hook server accepts them (SSH_KNOWN_HOSTS names the ConfigMap's file, here a copy).
@@ -192,6 +198,9 @@ describe('helm template with every value changed (packaging/testdata/chart-value
     const config = configFromEnv({ ...envOf(d), SSH_KNOWN_HOSTS: knownHosts });
     fs.rmSync(dir, { recursive: true, force: true });
     expect(config.sshKnownHosts).toMatch(/^git\.example\.com ssh-ed25519 AAAA/);
+    const egress = describeEgress(config.egress);
+    expect(egress.allow).toEqual(['10.0.0.0/8', '*.git.example.com']);
+    expect(egress.deny.slice(-3)).toEqual(['192.0.0.192/32', '10.96.0.0/12', 'fd00::/8']);
     expect(config).toMatchObject({
       logLevel: 'debug',
       gitTimeoutMs: 5000,
@@ -338,6 +347,9 @@ describe('values the schema rejects', () => {
     [['--set', 'image.pullPolicy=Sometimes'], 'pullPolicy'],
     [['--set', 'agentImage.digest=latest'], 'digest'],
     [['--set', 'hooks.logLevel=loud'], 'logLevel'],
+    // One entry per list item: a comma would make two entries of one (EGRESS_DENY is comma-separated).
+    [['--set-json', 'hooks.egress.deny=["10.0.0.0/8,fd00::/8"]'], 'deny'],
+    [['--set', 'hooks.egress.allow=10.0.0.0/8'], 'allow'],
     [['--set', 'controllers.webhookTimeout=10'], 'webhookTimeout'],
     [['--set', 'podDisruptionBudget.maxUnavailable=1'], 'not both'],
   ])(

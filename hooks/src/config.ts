@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { version } from '../../package.json';
+import { egressRulesFromEnv, type EgressRules } from './git/egress';
 
 /** Settings of the hook server, from its environment. Nothing here is per request. */
 export interface HookConfig {
@@ -27,6 +28,8 @@ export interface HookConfig {
    * names); the branch lookups and the fetch container check servers against them.
    */
   sshKnownHosts?: string;
+  /** Which hosts the git lookups may connect to, besides the addresses always denied (EGRESS_ALLOW, EGRESS_DENY). */
+  egress?: EgressRules;
 }
 
 export const DEFAULT_AGENT_IMAGE = `ghcr.io/pulumi-mc-operator/agent:v${version}`;
@@ -95,6 +98,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): HookConfig 
     gitTimeoutMs: positiveInt('GIT_TIMEOUT_MS', env.GIT_TIMEOUT_MS, 2000),
     gitCacheTtlMs: positiveInt('GIT_CACHE_TTL_MS', env.GIT_CACHE_TTL_MS, 20_000),
     ...(env.GITHUB_API_URL ? { githubApiUrl: env.GITHUB_API_URL } : {}),
+    egress: egressRulesFromEnv(env),
   };
   const knownHosts = readKnownHosts(env);
   if (knownHosts !== '') config.sshKnownHosts = knownHosts;

@@ -5,6 +5,7 @@ import { SyncCache } from './cache/sync-cache';
 import type { HookConfig } from './config';
 import type { EventsAccess } from './events/kubernetes';
 import { EventRecorder } from './events/recorder';
+import { describeEgress, EgressPolicy } from './git/egress';
 import { GitResolver } from './git/ls-remote';
 import { installJsonBodyParser } from './http/body-parser';
 import { installErrorHandler } from './http/errors';
@@ -70,7 +71,9 @@ export function buildServer(config: HookConfig, deps: ServerDeps = {}): HookServ
       cacheTtlMs: config.gitCacheTtlMs,
       ...(config.githubApiUrl ? { githubApiUrl: config.githubApiUrl } : {}),
       ...(config.sshKnownHosts ? { sshKnownHosts: config.sshKnownHosts } : {}),
+      egress: new EgressPolicy(config.egress),
     });
+  if (!deps.git) app.log.info(describeEgress(config.egress), 'egress of the git lookups');
   const metrics = new HookMetrics();
   instrument(app, metrics);
   const access = deps.events ?? { off: 'no Kubernetes API access given' };

@@ -6,6 +6,8 @@ import { installationToken, type GitHubAppCredentials } from './github-app';
 import type { ParsedKey } from 'ssh2';
 import { parsePrivateKey, sshAdvertisement, SshLookupError } from './ssh-ls-remote';
 import { parseSshUrl, sshHostLabel, type SshRemote } from '../../../contract';
+import { egressDenied, EgressPolicy } from './egress';
+import { egressConnector } from './egress-connect';
 
 /** Largest ref advertisement read (a repository with tens of thousands of tags fits easily). */
 const MAX_ADVERTISEMENT_BYTES = 16 * 1024 * 1024;
@@ -75,6 +77,8 @@ export interface GitResolverOptions {
   githubApiUrl?: string;
   /** The SSH host keys trusted for SSH URLs (known_hosts text); none: every SSH lookup fails. */
   sshKnownHosts?: string;
+  /** Which hosts the lookups may connect to (EGRESS_ALLOW, EGRESS_DENY); default: all but the addresses always denied. */
+  egress?: EgressPolicy;
   /** For tests: a clock. */
   now?: () => number;
 }
@@ -93,6 +97,7 @@ export class GitResolver {
   private readonly sshKeys = new LRUCache<string, ParsedKey | SshLookupError>({ max: MAX_SSH_KEYS });
   private readonly now: () => number;
   private readonly dispatcher: Dispatcher;
+  private readonly egress: EgressPolicy;
 
   constructor(private readonly options: GitResolverOptions) {
     this.now = options.now ?? Date.now;
@@ -101,7 +106,9 @@ export class GitResolver {
     const ttlOptions = { max: MAX_CACHE_ENTRIES, ttlResolution: 0, perf: { now: () => this.now() + 1 } };
     this.cache = new LRUCache({ ...ttlOptions, ttl: options.cacheTtlMs });
     this.appTokens = new LRUCache({ ...ttlOptions, ttl: TOKEN_LIFETIME_MS - TOKEN_MARGIN_MS });
-    this.dispatcher = new Agent({ connectTimeout: options.timeoutMs }).compose(
+    this.egress = options.egress ?? new EgressPolicy();
+    // Every connection, a redirect's too, goes through the egress check.
+    this.dispatcher = new Agent({ connect: egressConnector(this.egress, options.timeoutMs) }).compose(
       interceptors.redirect({ maxRedirections: 3 }),
     );
   }
@@ -176,6 +183,8 @@ export class GitResolver {
         username = 'x-access-token';
       } catch (err) {
         const e = err as Error & { code?: string };
+        const denied = egressDenied(err);
+        if (denied) return { error: `cannot resolve "${req.ref}" in ${shown}: the GitHub API: ${denied.message}` };
         if (e.name === 'TimeoutError' || e.name === 'AbortError') {
           return {
             error: `timed out after ${this.options.timeoutMs} ms getting a GitHub App installation token to resolve "${req.ref}" in ${shown}`,
@@ -226,6 +235,8 @@ export class GitResolver {
       return { sha };
     } catch (err) {
       const e = err as Error & { code?: string };
+      const denied = egressDenied(err);
+      if (denied) return { error: `cannot resolve "${req.ref}" in ${shown}: ${denied.message}` };
       if (e.name === 'TimeoutError' || e.name === 'AbortError') {
         return { error: `timed out after ${this.options.timeoutMs} ms resolving "${req.ref}" in ${shown}` };
       }
@@ -264,6 +275,7 @@ export class GitResolver {
         remote,
         key: this.sshKey(req.ssh.privateKey, req.ssh.passphrase),
         knownHosts: this.options.sshKnownHosts ?? '',
+        egress: this.egress,
         timeoutMs: this.options.timeoutMs,
         maxBytes: MAX_ADVERTISEMENT_BYTES,
       });

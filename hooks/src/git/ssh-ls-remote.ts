@@ -1,3 +1,4 @@
+import type { Socket } from 'node:net';
 import {
   Client,
   utils,
@@ -8,6 +9,8 @@ import {
 } from 'ssh2';
 import { fingerprint, hostKeyAlgorithms, isKnownHostKey, knownHostKeys } from './known-hosts';
 import { sshHostLabel, uploadPackCommand, type SshRemote } from '../../../contract';
+import { egressDenied, type EgressPolicy } from './egress';
+import { egressSocket } from './egress-connect';
 
 /** Host key algorithms ssh2 can verify; others in known_hosts (security keys, certificates) are not offered. */
 const SSH2_HOST_KEY_ALGORITHMS = new Set<string>([
@@ -29,6 +32,8 @@ export interface SshAdvertisementRequest {
   key: ParsedKey;
   /** The trusted host keys (known_hosts text, SSH_KNOWN_HOSTS of the hooks). */
   knownHosts: string;
+  /** Where connections may go: the server's name is resolved and checked here, and ssh2 gets the socket. */
+  egress: EgressPolicy;
   timeoutMs: number;
   maxBytes: number;
 }
@@ -104,6 +109,7 @@ export function sshAdvertisement(req: SshAdvertisementRequest): Promise<Buffer> 
   const publicKeyAuth: PublicKeyAuthMethod = { type: 'publickey', username: remote.user, key: req.key };
   return new Promise<Buffer>((resolve, reject) => {
     const conn = new Client();
+    let sock: Socket | undefined;
     let hostKeyProblem: string | undefined;
     let settled = false;
     const finish = (err: Error | undefined, value?: Buffer) => {
@@ -112,7 +118,10 @@ export function sshAdvertisement(req: SshAdvertisementRequest): Promise<Buffer> 
       clearTimeout(timer);
       conn.end();
       // A server that ignores the end is cut off soon after: no lookup holds a socket for long.
-      setTimeout(() => conn.destroy(), 1000).unref();
+      setTimeout(() => {
+        conn.destroy();
+        sock?.destroy();
+      }, 1000).unref();
       if (err) reject(err);
       else resolve(value!);
     };
@@ -179,8 +188,14 @@ export function sshAdvertisement(req: SshAdvertisementRequest): Promise<Buffer> 
       });
     });
 
-    try {
+    const connectOver = (socket: Socket) => {
+      sock = socket;
+      if (settled) {
+        socket.destroy();
+        return;
+      }
       conn.connect({
+        sock: socket,
         host: remote.host,
         port: remote.port,
         username: remote.user,
@@ -201,8 +216,21 @@ export function sshAdvertisement(req: SshAdvertisementRequest): Promise<Buffer> 
           return false;
         },
       });
-    } catch (e) {
-      finish(new SshLookupError(`cannot connect to ${server}: ${(e as Error).message}`));
-    }
+    };
+    egressSocket(req.egress, remote.host, remote.port).then(
+      (socket) => {
+        try {
+          connectOver(socket);
+        } catch (e) {
+          finish(new SshLookupError(`cannot connect to ${server}: ${(e as Error).message}`));
+        }
+      },
+      (err: Error & { code?: string }) => {
+        const denied = egressDenied(err);
+        finish(
+          new SshLookupError(denied ? denied.message : `cannot reach ${server} over SSH: ${err.code ?? err.message}`),
+        );
+      },
+    );
   });
 }
