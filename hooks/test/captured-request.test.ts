@@ -38,6 +38,9 @@ function recording(): { request: StackSyncRequest; agentImage: string } {
 
 const { request, agentImage } = recording();
 const config = { ...configFromEnv({}), agentImage };
+// An hour after the recorded Stack's last update: the answer (Job retention's resyncAfterSeconds)
+// depends on the clock, so a fixed one keeps it the same on every run and across a second boundary.
+const NOW = new Date(Date.parse(request.parent.status?.lastUpdate?.lastResyncTime ?? '') + 3600_000);
 // Copied into KObjects, whose metadata is open: the API server adds fields (managedFields) the schema leaves out.
 const observed: KObject[] = Object.values(request.children ?? {})
   .flatMap((byName) => Object.values(byName))
@@ -56,7 +59,7 @@ describe('a sync request recorded from a real cluster, Stack at rest', () => {
   });
 
   it('gets a steady answer: Ready, every child kept, no new Job, the same workspace', () => {
-    const response = syncStack(request, { config, now: new Date(), lookups: new Map() });
+    const response = syncStack(request, { config, now: NOW, lookups: new Map() });
     const ready = response.status.conditions?.find((c) => c.type === 'Ready');
     expect(ready).toMatchObject({
       status: 'True',
@@ -74,7 +77,7 @@ describe('a sync request recorded from a real cluster, Stack at rest', () => {
   });
 
   it('is answered over HTTP with the same bytes every time, and the same with its managed fields parsed', async () => {
-    const { app } = buildServer(config, { logger: false });
+    const { app } = buildServer(config, { logger: false, clock: () => NOW });
     await app.listen({ port: 0, host: '127.0.0.1' });
     try {
       const post = async (body: string) => {
