@@ -80,6 +80,19 @@ function watchConnects() {
 
 const METADATA = 'which is in 169.254.0.0/16 (IPv4 link-local, denied by default)';
 
+/** A branch resolver with short timeouts and the given options, closed once `use` is done. */
+async function withResolver(
+  options: Partial<ConstructorParameters<typeof GitResolver>[0]>,
+  use: (resolver: GitResolver) => Promise<void>,
+): Promise<void> {
+  const resolver = new GitResolver({ timeoutMs: 2000, cacheTtlMs: 1, ...options });
+  try {
+    await use(resolver);
+  } finally {
+    await resolver.close();
+  }
+}
+
 describe('egress lists (EGRESS_ALLOW, EGRESS_DENY)', () => {
   it('read CIDRs, addresses and host patterns, after the blocks always denied', () => {
     const rules = egressRulesFromEnv({
@@ -236,23 +249,19 @@ describe('branch lookups over smart HTTP behind the egress check', () => {
 
   it('never connects to a denied address, by address or by a name resolving to it', async () => {
     const before = server.requests();
-    const resolver = new GitResolver({
-      timeoutMs: 2000,
-      cacheTtlMs: 1,
-      egress: policy({ EGRESS_DENY: '127.0.0.0/8' }, { 'git.test': ['127.0.0.1'] }),
-    });
-    try {
-      await expect(resolver.resolve({ url: byAddress, ref: 'main' })).resolves.toEqual({
-        error: `cannot resolve "main" in ${byAddress}: egress to 127.0.0.1 is denied: 127.0.0.1 is in 127.0.0.0/8 of EGRESS_DENY`,
-      });
-      await expect(
-        resolver.resolve({ url: byName.replace('http://', 'http://deploy:s3cret@'), ref: 'main' }),
-      ).resolves.toEqual({
-        error: `cannot resolve "main" in ${byName}: egress to git.test is denied: it resolves to 127.0.0.1, which is in 127.0.0.0/8 of EGRESS_DENY`,
-      });
-    } finally {
-      await resolver.close();
-    }
+    await withResolver(
+      { egress: policy({ EGRESS_DENY: '127.0.0.0/8' }, { 'git.test': ['127.0.0.1'] }) },
+      async (resolver) => {
+        await expect(resolver.resolve({ url: byAddress, ref: 'main' })).resolves.toEqual({
+          error: `cannot resolve "main" in ${byAddress}: egress to 127.0.0.1 is denied: 127.0.0.1 is in 127.0.0.0/8 of EGRESS_DENY`,
+        });
+        await expect(
+          resolver.resolve({ url: byName.replace('http://', 'http://deploy:s3cret@'), ref: 'main' }),
+        ).resolves.toEqual({
+          error: `cannot resolve "main" in ${byName}: egress to git.test is denied: it resolves to 127.0.0.1, which is in 127.0.0.0/8 of EGRESS_DENY`,
+        });
+      },
+    );
     expect(relay.accepted()).toBe(0);
     expect(server.requests()).toBe(before);
   });
@@ -266,93 +275,71 @@ describe('branch lookups over smart HTTP behind the egress check', () => {
       return Promise.resolve([{ address: asked.length === 1 ? '127.0.0.1' : '169.254.169.254', family: 4 }]);
     };
     const before = relay.accepted();
-    const resolver = new GitResolver({
-      timeoutMs: 2000,
-      cacheTtlMs: 1,
-      egress: new EgressPolicy(egressRulesFromEnv({ EGRESS_ALLOW: '127.0.0.1' }), rebinding),
-    });
-    try {
-      await expect(resolver.resolve({ url: byName, ref: 'main' })).resolves.toEqual({ sha: head });
-      await expect(resolver.resolve({ url: byAddress, ref: 'main' })).resolves.toEqual({ sha: head });
-    } finally {
-      await resolver.close();
-    }
+    await withResolver(
+      { egress: new EgressPolicy(egressRulesFromEnv({ EGRESS_ALLOW: '127.0.0.1' }), rebinding) },
+      async (resolver) => {
+        await expect(resolver.resolve({ url: byName, ref: 'main' })).resolves.toEqual({ sha: head });
+        await expect(resolver.resolve({ url: byAddress, ref: 'main' })).resolves.toEqual({ sha: head });
+      },
+    );
     expect(asked).toEqual(['git.test']);
     expect(relay.accepted() - before).toBe(2);
   });
 
   it("resolves names with the system's resolver (localhost from /etc/hosts), trying each checked address", async () => {
     const url = `http://localhost:${relay.port}/org/app.git`;
-    const denying = new GitResolver({
-      timeoutMs: 2000,
-      cacheTtlMs: 1,
-      egress: new EgressPolicy(egressRulesFromEnv({ EGRESS_DENY: '127.0.0.0/8,::1' })),
-    });
     const before = relay.accepted();
-    try {
-      expect(await denying.resolve({ url, ref: 'main' })).toEqual({
-        error: expect.stringMatching(
-          /: egress to localhost is denied: it resolves to (127\.0\.0\.1, which is in 127\.0\.0\.0\/8|::1, which is in ::1) of EGRESS_DENY$/,
-        ),
-      });
-    } finally {
-      await denying.close();
-    }
+    await withResolver(
+      { egress: new EgressPolicy(egressRulesFromEnv({ EGRESS_DENY: '127.0.0.0/8,::1' })) },
+      async (denying) => {
+        expect(await denying.resolve({ url, ref: 'main' })).toEqual({
+          error: expect.stringMatching(
+            /: egress to localhost is denied: it resolves to (127\.0\.0\.1, which is in 127\.0\.0\.0\/8|::1, which is in ::1) of EGRESS_DENY$/,
+          ),
+        });
+      },
+    );
     expect(relay.accepted()).toBe(before);
-    const allowing = new GitResolver({ timeoutMs: 2000, cacheTtlMs: 1, egress: new EgressPolicy() });
-    try {
+    await withResolver({ egress: new EgressPolicy() }, async (allowing) => {
       await expect(allowing.resolve({ url, ref: 'main' })).resolves.toEqual({ sha: head });
-    } finally {
-      await allowing.close();
-    }
+    });
     expect(relay.accepted()).toBe(before + 1);
   });
 
   it('tries the checked addresses in turn when the first refuses', async () => {
     // The relay listens on 127.0.0.1 only: ::1 refuses (or is absent), and 127.0.0.1 is tried next.
-    const resolver = new GitResolver({
-      timeoutMs: 2000,
-      cacheTtlMs: 1,
-      egress: policy({}, { 'dual.test': ['::1', '127.0.0.1'] }),
-    });
     const before = relay.accepted();
-    try {
+    await withResolver({ egress: policy({}, { 'dual.test': ['::1', '127.0.0.1'] }) }, async (resolver) => {
       await expect(
         resolver.resolve({ url: `http://dual.test:${relay.port}/org/app.git`, ref: 'main' }),
       ).resolves.toEqual({ sha: head });
-    } finally {
-      await resolver.close();
-    }
+    });
     expect(relay.accepted()).toBe(before + 1);
   });
 
   it('refuses the metadata service by default without opening a socket, whatever the URL spelling', async () => {
-    const resolver = new GitResolver({
-      timeoutMs: 2000,
-      cacheTtlMs: 1,
-      egress: new EgressPolicy(undefined, hostsTable({ 'metadata.test': ['169.254.169.254'] }).resolve),
-    });
     watch = watchConnects();
-    try {
-      expect(await resolver.resolve({ url: 'http://user:s3cret@metadata.test/latest/meta-data', ref: 'main' })).toEqual(
-        {
+    await withResolver(
+      { egress: new EgressPolicy(undefined, hostsTable({ 'metadata.test': ['169.254.169.254'] }).resolve) },
+      async (resolver) => {
+        expect(
+          await resolver.resolve({ url: 'http://user:s3cret@metadata.test/latest/meta-data', ref: 'main' }),
+        ).toEqual({
           error: `cannot resolve "main" in http://metadata.test/latest/meta-data: egress to metadata.test is denied: it resolves to 169.254.169.254, ${METADATA}`,
-        },
-      );
-      // The URL parser writes these as 169.254.169.254 and ::ffff:a9fe:a9fe.
-      for (const url of [
-        'http://2852039166/r.git',
-        'https://[::ffff:169.254.169.254]/r.git',
-        'http://169.254.169.254./r',
-      ])
-        expect(await resolver.resolve({ url, ref: 'main' })).toEqual({
-          error: expect.stringMatching(
-            /egress to (169\.254\.169\.254|::ffff:a9fe:a9fe) is denied: .* denied by default\)$/,
-          ),
         });
-    } finally {
-      await resolver.close();
-    }
+        // The URL parser writes these as 169.254.169.254 and ::ffff:a9fe:a9fe.
+        for (const url of [
+          'http://2852039166/r.git',
+          'https://[::ffff:169.254.169.254]/r.git',
+          'http://169.254.169.254./r',
+        ])
+          expect(await resolver.resolve({ url, ref: 'main' })).toEqual({
+            error: expect.stringMatching(
+              /egress to (169\.254\.169\.254|::ffff:a9fe:a9fe) is denied: .* denied by default\)$/,
+            ),
+          });
+      },
+    );
     expect(watch.hosts()).toEqual([]);
   });
 
@@ -385,26 +372,24 @@ describe('branch lookups over smart HTTP behind the egress check', () => {
     const pem = generateKeyPairSync('rsa', { modulusLength: 2048 })
       .privateKey.export({ type: 'pkcs1', format: 'pem' })
       .toString();
-    const resolver = new GitResolver({
-      timeoutMs: 2000,
-      cacheTtlMs: 1,
-      githubApiUrl: 'http://api.github.test/api/v3',
-      egress: new EgressPolicy(undefined, hostsTable({ 'api.github.test': ['169.254.169.254'] }).resolve),
-    });
     watch = watchConnects();
-    try {
-      const r = await resolver.resolve({
-        url: byAddress,
-        ref: 'main',
-        githubApp: { appId: '1', installationId: '2', privateKey: pem },
-      });
-      expect(r).toEqual({
-        error: `cannot resolve "main" in ${byAddress}: the GitHub API: egress to api.github.test is denied: it resolves to 169.254.169.254, ${METADATA}`,
-      });
-      expect(JSON.stringify(r)).not.toContain('PRIVATE KEY');
-    } finally {
-      await resolver.close();
-    }
+    await withResolver(
+      {
+        githubApiUrl: 'http://api.github.test/api/v3',
+        egress: new EgressPolicy(undefined, hostsTable({ 'api.github.test': ['169.254.169.254'] }).resolve),
+      },
+      async (resolver) => {
+        const r = await resolver.resolve({
+          url: byAddress,
+          ref: 'main',
+          githubApp: { appId: '1', installationId: '2', privateKey: pem },
+        });
+        expect(r).toEqual({
+          error: `cannot resolve "main" in ${byAddress}: the GitHub API: egress to api.github.test is denied: it resolves to 169.254.169.254, ${METADATA}`,
+        });
+        expect(JSON.stringify(r)).not.toContain('PRIVATE KEY');
+      },
+    );
     expect(watch.hosts()).toEqual([]);
   });
 });
