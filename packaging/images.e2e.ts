@@ -10,9 +10,9 @@ import { eventually } from '../e2e/testbed/eventually';
 import { IMAGE_REFS } from '../e2e/testbed/images/refs';
 import { versions } from '../e2e/testbed/toolchain';
 import { configFromEnv } from '../hooks/src/config';
-import { buildJob } from '../hooks/src/stack/job';
 import type { WorkspaceSource } from '../hooks/src/stack/source';
-import { desiredWorkspace, RESTRICTED_POD_SECURITY } from '../hooks/src/stack/workspace';
+import { RESTRICTED_POD_SECURITY } from '../hooks/src/workspace/pod';
+import { stackJob, stackWorkspacePod } from '../hooks/test/controllers';
 import type { CompositeSyncResponse, Stack } from '../schemas';
 import { httpRequest } from './lib/http';
 import {
@@ -52,13 +52,13 @@ function hookCommands(): string[][] {
   const sources: WorkspaceSource[] = [
     { kind: 'git', url: 'https://example.com/repo.git', revision: 'a'.repeat(40), shallow: false, auth: [] },
     { kind: 'flux', url: 'http://source-controller/artifact.tar.gz', digest: 'sha256:00' },
-    { kind: 'program', program: 'p', configMap: 'p-program', digest: 'sha256:00' },
+    { kind: 'program', configMap: 'p-program', digest: 'sha256:00' },
     { kind: 'local', dir: '/src' },
     { kind: 'projectInfo', name: 'p', runtime: 'yaml' },
   ];
-  const specs = sources.map((source) => podSpecOf(desiredWorkspace(stack, source, config).statefulSet.spec));
+  const specs = sources.map((source) => podSpecOf(stackWorkspacePod(stack, source, config).statefulSet.spec));
   for (const type of ['up', 'preview', 'refresh', 'destroy'] as const) {
-    const job = buildJob(stack, type, 'm', { generation: 1, reconcileRequest: '', commit: '', previous: '' }, config);
+    const job = stackJob(stack, type, 'm', { generation: 1, reconcileRequest: '', commit: '', previous: '' }, config);
     specs.push(podSpecOf(job.spec));
   }
   const commands = new Map<string, string[]>();

@@ -12,7 +12,8 @@
  */
 import * as fs from 'node:fs';
 import { type ControlPlane, startControlPlane, DEFAULT_CONTROLLERS } from '../e2e/testbed/control-plane';
-import { stackRbac } from '../hooks/src/stack/rbac';
+import { updateRbac } from '../hooks/src/update/rbac';
+import { workspaceRbac } from '../hooks/src/workspace/rbac';
 import { ApiClient, type ApiResult, describeFailure, statusMessage } from './lib/apply';
 import { helmTemplate, removeHelmHome } from './lib/helm';
 import {
@@ -221,8 +222,8 @@ describe('manifests/stack-rbac.yaml', () => {
   });
 });
 
-describe("a Stack's identities, as the hooks make them (hooks/src/stack/rbac.ts), applied", () => {
-  const updateSa = 'system:serviceaccount:default:app-update';
+describe("a Workspace's and an Update's identities, as the hooks make them (hooks/src/workspace/rbac.ts, hooks/src/update/rbac.ts), applied", () => {
+  const updateSa = 'system:serviceaccount:default:app-up-0123abcd';
   const updateGroups = ['system:serviceaccounts', 'system:serviceaccounts:default', 'system:authenticated'];
   const workspaceSa = 'system:serviceaccount:default:pulumi';
   const workspaceGroups = updateGroups;
@@ -237,7 +238,13 @@ describe("a Stack's identities, as the hooks make them (hooks/src/stack/rbac.ts)
   });
 
   beforeAll(async () => {
-    await applyForReal(stackRbac('app', 'default', 'pulumi', ['app-up-0123abcd', 'app-up-4567cdef']));
+    await applyForReal([
+      ...workspaceRbac({ metadata: { name: 'app', namespace: 'default' }, spec: { serviceAccountName: 'pulumi' } }),
+      ...updateRbac(
+        { metadata: { name: 'app-up-0123abcd', namespace: 'default' }, spec: { workspaceName: 'app', type: 'up' } },
+        {},
+      ),
+    ]);
   });
 
   test("the workspace's account may patch its own StatefulSet and nothing else", async () => {
@@ -259,7 +266,7 @@ describe("a Stack's identities, as the hooks make them (hooks/src/stack/rbac.ts)
       expect({ attrs, allowed: await api.can(workspaceSa, workspaceGroups, attrs) }).toEqual({ attrs, allowed: false });
   });
 
-  test("the update account may call this workspace, patch this Stack's Jobs and create Secrets; nothing else", async () => {
+  test("the update's account may call its workspace, patch its own Job and create Secrets; nothing else", async () => {
     expect(
       await api.eventually(
         'call the workspace',
@@ -269,7 +276,6 @@ describe("a Stack's identities, as the hooks make them (hooks/src/stack/rbac.ts)
     ).toBe(true);
     const allowed: Record<string, string>[] = [
       { group: 'batch', resource: 'jobs', verb: 'patch', namespace: 'default', name: 'app-up-0123abcd' },
-      { group: 'batch', resource: 'jobs', verb: 'patch', namespace: 'default', name: 'app-up-4567cdef' },
       { group: '', resource: 'secrets', verb: 'create', namespace: 'default' },
     ];
     for (const attrs of allowed)
@@ -278,6 +284,7 @@ describe("a Stack's identities, as the hooks make them (hooks/src/stack/rbac.ts)
       rpc('other'),
       rpc('app', 'kube-system'),
       { group: 'batch', resource: 'jobs', verb: 'patch', namespace: 'default', name: 'other-up-0123abcd' },
+      { group: 'batch', resource: 'jobs', verb: 'patch', namespace: 'default', name: 'app-up-4567cdef' },
       { group: 'batch', resource: 'jobs', verb: 'create', namespace: 'default' },
       { group: '', resource: 'secrets', verb: 'get', namespace: 'default', name: 'git-credentials' },
       { group: 'apps', resource: 'statefulsets', verb: 'patch', namespace: 'default', name: 'app-workspace' },

@@ -10,8 +10,8 @@ import * as yaml from 'js-yaml';
 import { Annotations } from '../contract';
 import { configFromEnv, DEFAULT_AGENT_IMAGE } from '../hooks/src/config';
 import { buildServer } from '../hooks/src/server';
-import { buildJob } from '../hooks/src/stack/job';
-import { desiredWorkspace, RESTRICTED_CONTAINER_SECURITY } from '../hooks/src/stack/workspace';
+import { RESTRICTED_CONTAINER_SECURITY } from '../hooks/src/workspace/pod';
+import { stackJob, stackWorkspacePod } from '../hooks/test/controllers';
 import type { JsonSchema, Stack } from '../schemas';
 import { INSTALL_FILE, renderInstall } from './build-install';
 import { numericUser, parseDockerfile, stageNamed } from './lib/dockerfile';
@@ -237,8 +237,8 @@ describe('manifests/stack-rbac.yaml', () => {
       spec: { stack: 'dev', serviceAccountName: sa.metadata.name },
     } as Stack;
     const config = configFromEnv({});
-    const ws = desiredWorkspace(stack, { kind: 'none' }, config);
-    const job = buildJob(stack, 'up', 'm', { generation: 1, reconcileRequest: '', commit: '', previous: '' }, config);
+    const ws = stackWorkspacePod(stack, { kind: 'none' }, config);
+    const job = stackJob(stack, 'up', 'm', { generation: 1, reconcileRequest: '', commit: '', previous: '' }, config);
     const jobPod = podSpecOf(job.spec);
     expect(podSpecOf(ws.statefulSet.spec).serviceAccountName).toBe(sa.metadata.name);
     expect(jobPod.serviceAccountName).toBe('app-update');

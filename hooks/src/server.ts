@@ -14,6 +14,7 @@ import { HookMetrics, instrument, metricsPlugin } from './http/metrics';
 import { programHooks } from './http/program-routes';
 import { installRequestLog, OneLinePerRequest } from './http/request-log';
 import { stackHooks } from './http/stack-routes';
+import { updateHooks, workspaceHooks } from './http/workspace-routes';
 
 export interface ServerDeps {
   /** The hooks' only notion of time; tests pin it. */
@@ -36,7 +37,7 @@ export interface HookServer {
 }
 
 /**
- * The hook server: health endpoints and the Stack and Program hooks, each an encapsulated plugin
+ * The hook server: health endpoints and the Stack, Workspace, Update and Program hooks, each an encapsulated plugin
  * (http/), around the domain code (stack/, program/, git/). The server's only memory is its caches:
  * the git lookups' (git/ls-remote.ts) and the sync's (cache/sync-cache.ts).
  */
@@ -82,15 +83,18 @@ export function buildServer(config: HookConfig, deps: ServerDeps = {}): HookServ
   else app.log.info({ why: access.off }, 'Kubernetes Events on Stacks: off');
   app.register(healthPlugin, { health });
   app.register(metricsPlugin, { metrics });
+  const cache = new SyncCache();
   app.register(stackHooks, {
     prefix: '/stack',
     config,
     git,
     clock,
     metrics,
-    cache: new SyncCache(),
+    cache,
     ...(events ? { events } : {}),
   });
+  app.register(workspaceHooks, { prefix: '/workspace', config, clock, cache });
+  app.register(updateHooks, { prefix: '/update', config, clock, cache });
   app.register(programHooks, { prefix: '/program', clock, metrics });
   app.addHook('onClose', async () => {
     await git.close();

@@ -11,6 +11,7 @@ import { LAST_APPLIED_ANNOTATION, mapKey, type KObject, type ObjectMap } from '.
 import type { RefLookup } from '../src/stack/source';
 import type { StackSyncRequest, StackSyncResponse } from '../src/stack/sync';
 import { asChild, childrenOf, templateOf, type Child } from './children';
+import { withCluster, withControllerStatus } from './controllers';
 
 export const NOW = new Date('2026-11-22T10:00:00Z');
 
@@ -78,21 +79,39 @@ export function objectMap(...objects: KObject[]): ObjectMap {
 /** Every child kind the Stack controller declares is always present in a request, even when empty. */
 export function childrenMap(...objects: KObject[]): ObjectMap {
   return {
+    'Workspace.auto.pulumi.com/v1alpha1': {},
+    'Update.auto.pulumi.com/v1alpha1': {},
+    'ConfigMap.v1': {},
     'StatefulSet.apps/v1': {},
     'Service.v1': {},
     'Job.batch/v1': {},
-    'ConfigMap.v1': {},
+    'ServiceAccount.v1': {},
+    'Role.rbac.authorization.k8s.io/v1': {},
+    'RoleBinding.rbac.authorization.k8s.io/v1': {},
     ...objectMap(...objects),
   };
 }
 
+/** The kinds a Stack owns: the rest of the stand-in cluster belongs to its Workspace and Updates. */
+const STACK_CHILD_KINDS = new Set(['Workspace', 'Update', 'ConfigMap']);
+
+/**
+ * A sync request for `stack` in the stand-in cluster `cluster` (every object, whoever owns it): the
+ * Stack's own children, after the Workspace and Update controllers reported on them (controllers.ts).
+ */
 export function syncRequest(
   stack: Stack,
-  children: KObject[] = [],
+  cluster: KObject[] = [],
   related: KObject[] = [makeProgram()],
   finalizing = false,
+  now: Date = NOW,
 ): StackSyncRequest {
-  return { parent: stack, children: childrenMap(...children), related: objectMap(...related), finalizing };
+  const observed = withControllerStatus(cluster, { config: testConfig, now, lookups: noLookups });
+  const own = observed.filter((o) => STACK_CHILD_KINDS.has(o.kind));
+  return withCluster(
+    { parent: stack, children: childrenMap(...own), related: objectMap(...related), finalizing },
+    observed,
+  );
 }
 
 export const noLookups: ReadonlyMap<string, RefLookup> = new Map();
@@ -115,7 +134,7 @@ export function applyChildren(observed: KObject[], desired: KObject[]): KObject[
     const old = observed.find((o) => o.kind === d.kind && o.metadata.name === d.metadata.name);
     const copy = cloneJson(d);
     const lastApplied = JSON.stringify(d);
-    if (old && d.kind === 'Job') return old; // OnDelete: Jobs are never updated
+    if (old && (d.kind === 'Job' || d.kind === 'Update')) return old; // OnDelete: never updated
     copy.metadata.annotations = {
       ...(old?.metadata.annotations ?? {}),
       ...(copy.metadata.annotations ?? {}),

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { request } from 'undici';
 import { Annotations, SECRET_MASK } from '../../contract';
-import { syncStack } from '../src/stack/sync';
+import { syncStack } from './controllers';
 import { buildServer } from '../src/server';
 import { customizeAnswer, errorAnswer, programSyncAnswer, stackSyncAnswer } from './answers';
 import {

@@ -14,7 +14,7 @@ import type { KObject } from '../src/lib/k8s';
 import { customizeStack } from '../src/stack/customize';
 import { gitAuthEnv, planRefLookup } from '../src/stack/source';
 import { buildServer } from '../src/server';
-import { desiredWorkspace } from '../src/stack/workspace';
+import { stackWorkspacePod } from './controllers';
 import { postJson, stackSyncAnswer } from './answers';
 import { condition, makeStack, objectMap, syncRequest, testConfig } from './builders';
 import { asChild, envList, fetchContainerOf } from './children';
@@ -453,7 +453,7 @@ describe('a branch of an SSH URL with gitAuth.sshAuth, from the Stack', () => {
       envList(
         fetchContainerOf(
           asChild(
-            desiredWorkspace(
+            stackWorkspacePod(
               stack,
               { kind: 'git', url, revision: 'a'.repeat(40), shallow: false, auth: gitAuthEnv(stack.spec) },
               config,

@@ -8,7 +8,7 @@ import { GitResolver, matchRef, parseAdvertisement, redactUrl } from '../src/git
 import type { KObject } from '../src/lib/k8s';
 import { customizeStack } from '../src/stack/customize';
 import { gitAuthEnv, planRefLookup } from '../src/stack/source';
-import { desiredWorkspace } from '../src/stack/workspace';
+import { stackWorkspacePod } from './controllers';
 import { makeStack, objectMap, testConfig } from './builders';
 import { asChild, envList, fetchContainerOf } from './children';
 import { isRecord } from './json';
@@ -318,7 +318,7 @@ describe('a branch with GitHub App credentials, from the Stack', () => {
       auth: gitAuthEnv(stack.spec),
     };
     const fetchEnv = (config: typeof testConfig) =>
-      envList(fetchContainerOf(asChild(desiredWorkspace(stack, source, config).statefulSet, 'StatefulSet')));
+      envList(fetchContainerOf(asChild(stackWorkspacePod(stack, source, config).statefulSet, 'StatefulSet')));
     expect(fetchEnv({ ...testConfig, githubApiUrl: 'https://github.example/api/v3' })).toContainEqual({
       name: 'GITHUB_API_URL',
       value: 'https://github.example/api/v3',

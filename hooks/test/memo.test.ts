@@ -3,10 +3,11 @@ import { deepFreeze, nestedDeeperThan } from '../src/lib/json';
 import { contentTokens, matchesSnapshot, snapshotJson } from '../src/cache/snapshot';
 import { FrozenCache, SyncCache } from '../src/cache/sync-cache';
 import { responseJson } from '../src/http/stack-routes';
-import { syncStack } from '../src/stack/sync';
+import { syncStack } from './controllers';
+import type { Workspace } from '../../schemas/generated/types';
 import { desiredWorkspace } from '../src/stack/workspace';
+import { desiredWorkspace as desiredWorkspacePod } from '../src/workspace/pod';
 import { makeStack, noLookups, NOW, syncRequest, testConfig } from './builders';
-import { asChild, templateOf } from './children';
 
 const programSource = {
   kind: 'program' as const,
@@ -306,15 +307,13 @@ describe('the cached workspace', () => {
         const specWith = (template: object): Record<string, unknown> => ({ workspaceTemplate: { spec: template } });
         const s1 = makeStack(specWith(t1));
         const s2 = makeStack(specWith(t2));
-        const w1 = cache.workspace(s1, programSource, testConfig);
-        const w2 = cache.workspace(s2, programSource, testConfig);
-        expect(w1).toEqual(desiredWorkspace(structuredClone(s1), programSource, testConfig));
-        expect(w2).toEqual(desiredWorkspace(structuredClone(s2), programSource, testConfig));
+        const w1 = cache.workspace(s1, programSource);
+        const w2 = cache.workspace(s2, programSource);
+        expect(w1).toEqual(desiredWorkspace(structuredClone(s1), programSource));
+        expect(w2).toEqual(desiredWorkspace(structuredClone(s2), programSource));
         if (JSON.stringify(t1) !== JSON.stringify(t2) && w1.hash === w2.hash) {
-          // Different templates may build the same pod (e.g. an env value the agent overrides), never a different one under the same hash.
-          expect(templateOf(asChild(w1.statefulSet, 'StatefulSet'))).toEqual(
-            templateOf(asChild(w2.statefulSet, 'StatefulSet')),
-          );
+          // Different templates may build the same Workspace (e.g. a null that deletes nothing), never a different one under the same hash.
+          expect(w1.workspace.spec).toEqual(w2.workspace.spec);
         }
       }),
       { numRuns: 200 },
@@ -323,19 +322,16 @@ describe('the cached workspace', () => {
 
   it('differs when only the source, the name or the namespace differs', () => {
     const stack = makeStack();
-    const base = cache.workspace(stack, programSource, testConfig);
-    expect(cache.workspace(stack, { ...programSource, digest: 'sha256:' + 'b'.repeat(64) }, testConfig).hash).not.toBe(
-      base.hash,
+    const base = cache.workspace(stack, programSource);
+    expect(cache.workspace(stack, { ...programSource, digest: 'sha256:' + 'b'.repeat(64) }).hash).not.toBe(base.hash);
+    expect(cache.workspace(makeStack({}, { name: 'other' }), programSource).workspace.metadata.name).toBe('other');
+    expect(cache.workspace(makeStack({}, { namespace: 'team-b' }), programSource).workspace.metadata.namespace).toBe(
+      'team-b',
     );
-    expect(cache.workspace(makeStack({}, { name: 'other' }), programSource, testConfig).statefulSet.metadata.name).toBe(
-      'other-workspace',
-    );
-    expect(
-      cache.workspace(makeStack({}, { namespace: 'team-b' }), programSource, testConfig).statefulSet.metadata.namespace,
-    ).toBe('team-b');
-    expect(cache.workspace(stack, programSource, { ...testConfig, agentImage: 'example.test/other:1' }).hash).not.toBe(
-      base.hash,
-    );
+    const ws = { ...base.workspace, metadata: { ...base.workspace.metadata, generation: 1 } } as Workspace;
+    const pod = cache.workspacePod(ws, testConfig);
+    expect(pod).toEqual(desiredWorkspacePod(structuredClone(ws), testConfig));
+    expect(cache.workspacePod(ws, { ...testConfig, agentImage: 'example.test/other:1' }).hash).not.toBe(pod.hash);
   });
 });
 

@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 import { renderProgram } from '../src/program/render';
 import { syncProgram } from '../src/program/sync';
 import { goJsonBytes, MAX_ANNOTATIONS_BYTES } from '../src/program/size';
-import { syncStack } from '../src/stack/sync';
+import { syncStack } from './controllers';
 import { LAST_APPLIED_ANNOTATION, type KObject } from '../src/lib/k8s';
 import type { Program, ProgramStatus } from '../../schemas/generated/types';
 import { makeProgram, makeStack, NOW, syncRequest } from './builders';

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as yaml from 'js-yaml';
 import type { KObject } from '../src/lib/k8s';
-import { syncStack } from '../src/stack/sync';
+import { syncStack } from './controllers';
 import {
   applyChildren,
   condition,

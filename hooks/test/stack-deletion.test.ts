@@ -1,4 +1,4 @@
-import { syncStack } from '../src/stack/sync';
+import { syncStack } from './controllers';
 import { customizeStack } from '../src/stack/customize';
 import type { KObject } from '../src/lib/k8s';
 import {

@@ -1,7 +1,8 @@
 import type { Stack } from '../../schemas/generated/types';
 import type { KObject } from '../src/lib/k8s';
 import { MAX_MESSAGE_BYTES, stackEvents, truncateUtf8, type StackEvent } from '../src/stack/events';
-import { syncStack, type StackSyncResponse } from '../src/stack/sync';
+import { syncStack } from './controllers';
+import type { StackSyncResponse } from '../src/stack/sync';
 import {
   applyChildren,
   childrenMap,

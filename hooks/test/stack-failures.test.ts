@@ -1,5 +1,5 @@
 import { Annotations } from '../../contract';
-import { syncStack } from '../src/stack/sync';
+import { syncStack } from './controllers';
 import { applyChildren, condition, jobsOf, makeProgram, makeStack, syncRequest, withStatus } from './builders';
 import { operationOf } from './children';
 import { ctx, failOnce, toFirstJob } from './stories';

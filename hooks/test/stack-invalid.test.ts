@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import type { AddressInfo } from 'node:net';
 import { buildServer } from '../src/server';
-import { syncStack } from '../src/stack/sync';
+import { syncStack } from './controllers';
 import { customizeStack } from '../src/stack/customize';
 import { validateStackObject } from '../src/stack/validate';
 import { postJson, stackSyncAnswer } from './answers';

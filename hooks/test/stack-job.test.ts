@@ -1,19 +1,20 @@
 import type { OperationType } from '../../contract';
-import { buildJob, type UpdateIdentity } from '../src/stack/job';
+import { buildUpdate, type UpdateIdentity } from '../src/stack/update';
+import { stackJob } from './controllers';
 import { makeStack, testConfig } from './builders';
 import { asChild, at, operationOf, podSpecOf, type Child } from './children';
 
-/** The Job buildJob makes, seen as a Job. */
+/** The Job the Update controller makes of the Stack's Update, seen as a Job. */
 function job(
   stack: ReturnType<typeof makeStack>,
   type: OperationType,
   message: string,
   id: UpdateIdentity,
 ): Child<'Job'> {
-  return asChild(buildJob(stack, type, message, id, testConfig), 'Job');
+  return asChild(stackJob(stack, type, message, id, testConfig), 'Job');
 }
 
-describe('the operation Job', () => {
+describe("the operation's Update and Job", () => {
   const id = { generation: 3, reconcileRequest: 'r1', commit: 'abc', previous: 'my-stack-up-00000000' };
 
   it('runs the agent with the operation, the workspace URL and an audience-scoped token', () => {
@@ -45,13 +46,15 @@ describe('the operation Job', () => {
       expirationSeconds: 3600,
       path: 'token',
     });
-    expect(j.metadata.annotations).toEqual({
+    const update = buildUpdate(makeStack({ targets: ['urn:a'] }), 'up', 'm', id);
+    expect(update.metadata.name).toBe(j.metadata.name);
+    expect(update.metadata.annotations).toEqual({
       'pulumi.com/update-generation': '3',
       'pulumi.com/update-reconcile-request': 'r1',
       'pulumi.com/update-commit': 'abc',
       'pulumi.com/update-previous': 'my-stack-up-00000000',
-      'pulumi.com/update-ttl-seconds': '86400',
     });
+    expect(update.spec).toMatchObject({ workspaceName: 'my-stack', stackName: 'dev', type: 'up', ttlAfterCompleted: '24h' });
   });
 
   it('applies updateTemplate: TTL, operation options and metadata', () => {
@@ -66,7 +69,14 @@ describe('the operation Job', () => {
       'Initial stack update',
       id,
     );
-    expect(j.metadata.annotations?.['pulumi.com/update-ttl-seconds']).toBe('3600');
+    const update = buildUpdate(
+      makeStack({ updateTemplate: { metadata: { labels: { team: 'a' } }, spec: { ttlAfterCompleted: '1h' } } }),
+      'up',
+      'm',
+      id,
+    );
+    expect(update.spec).toMatchObject({ ttlAfterCompleted: '1h' });
+    expect(update.metadata.labels?.team).toBe('a');
     expect(j.metadata.labels?.team).toBe('a');
     expect(operationOf(j)).toEqual({
       type: 'up',
@@ -79,15 +89,15 @@ describe('the operation Job', () => {
 
   it('gets a new name for every attempt and the same name for the same attempt', () => {
     const stack = makeStack();
-    const a = buildJob(stack, 'up', 'm', id, testConfig).metadata.name;
-    expect(buildJob(stack, 'up', 'other message', id, testConfig).metadata.name).toBe(a);
-    expect(buildJob(stack, 'up', 'm', { ...id, previous: a }, testConfig).metadata.name).not.toBe(a);
-    expect(buildJob(stack, 'up', 'm', { ...id, commit: 'def' }, testConfig).metadata.name).not.toBe(a);
+    const a = buildUpdate(stack, 'up', 'm', id).metadata.name;
+    expect(buildUpdate(stack, 'up', 'other message', id).metadata.name).toBe(a);
+    expect(buildUpdate(stack, 'up', 'm', { ...id, previous: a }).metadata.name).not.toBe(a);
+    expect(buildUpdate(stack, 'up', 'm', { ...id, commit: 'def' }).metadata.name).not.toBe(a);
   });
 
   it('stays within the 63-character label limit for a 42-character Stack', () => {
     const stack = makeStack({}, { name: 'a'.repeat(42) });
-    expect(buildJob(stack, 'destroy', 'm', id, testConfig).metadata.name.length).toBeLessThanOrEqual(63);
+    expect(buildUpdate(stack, 'destroy', 'm', id).metadata.name.length).toBeLessThanOrEqual(63);
   });
 
   it('carries destroy options only on destroy', () => {

@@ -1,5 +1,5 @@
 import { Annotations, SECRET_MASK } from '../../contract';
-import { syncStack } from '../src/stack/sync';
+import { syncStack } from './controllers';
 import { stableStringify } from '../src/lib/json';
 import {
   applyChildren,

@@ -1,5 +1,5 @@
 import { Annotations, MAX_OUTPUTS_ANNOTATION_BYTES, SECRET_MASK } from '../../contract';
-import { syncStack } from '../src/stack/sync';
+import { syncStack } from './controllers';
 import { stableStringify } from '../src/lib/json';
 import type { KObject } from '../src/lib/k8s';
 import { applyChildren, condition, jobFinishes, jobsOf, makeStack, syncRequest, withStatus } from './builders';

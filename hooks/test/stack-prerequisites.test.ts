@@ -1,4 +1,4 @@
-import { syncStack } from '../src/stack/sync';
+import { syncStack } from './controllers';
 import type { KObject } from '../src/lib/k8s';
 import {
   applyChildren,

@@ -1,9 +1,7 @@
-import type { V1Job } from '@kubernetes/client-node';
-import { syncStack } from '../src/stack/sync';
-import { jobExpiry } from '../src/stack/retention';
-import type { Typed } from '../src/lib/k8s';
+import { syncStack } from './controllers';
+import { updateExpiry } from '../src/stack/update';
+import type { KObject } from '../src/lib/k8s';
 import { applyChildren, find, jobFinishes, makeStack, syncRequest, withStatus } from './builders';
-import { childOf } from './children';
 import { ctx, toFirstJob } from './stories';
 
 const ENDED = '2026-11-22T10:01:00Z';
@@ -17,17 +15,12 @@ function finishedUp(ttlAfterCompleted?: string) {
   return { stack: s, cluster: done, name: job.metadata.name };
 }
 
-/** The names of the Jobs the update Role lets the runner patch. */
-function patchableJobs(res: Parameters<typeof childOf>[0]): string[] {
-  const role = childOf(res, 'Role', 'my-stack-update');
-  return role.rules?.find((r) => r.resources?.includes('jobs'))?.resourceNames ?? [];
-}
-
-describe('finished Jobs', () => {
+describe('finished Updates (and their Jobs, which go with them)', () => {
   it('stay while their result is not in the status, however short the TTL', () => {
     const { stack, cluster, name } = finishedUp('0s');
     // An hour late (the hooks were down, or the status write was lost): the result is still there.
     const res = syncStack(syncRequest(stack, cluster), at('2026-11-22T11:01:00Z'));
+    expect(find(res, 'Update', name)).toBeDefined();
     expect(find(res, 'Job', name)).toBeDefined();
     expect(res.status.lastUpdate).toMatchObject({ name, state: 'succeeded', lastResyncTime: ENDED });
     expect(res.status.outputs).toEqual({ url: 'u' });
@@ -38,8 +31,8 @@ describe('finished Jobs', () => {
     const r1 = syncStack(syncRequest(stack, cluster), at('2026-11-22T10:01:01Z'));
     const s1 = withStatus(stack, r1);
     const r2 = syncStack(syncRequest(s1, applyChildren(cluster, r1.children)), at('2026-11-22T10:01:01Z'));
+    expect(find(r2, 'Update', name)).toBeUndefined();
     expect(find(r2, 'Job', name)).toBeUndefined();
-    expect(patchableJobs(r2)).not.toContain(name);
     // What the status says stays.
     expect(r2.status.lastUpdate).toEqual(r1.status.lastUpdate);
     expect(r2.status.outputs).toEqual({ url: 'u' });
@@ -51,10 +44,10 @@ describe('finished Jobs', () => {
     const s1 = withStatus(stack, r1);
     const c1 = applyChildren(cluster, r1.children);
     const early = syncStack(syncRequest(s1, c1), at('2026-11-22T10:30:00Z'));
-    expect(find(early, 'Job', name)).toBeDefined();
+    expect(find(early, 'Update', name)).toBeDefined();
     expect(early.resyncAfterSeconds).toBe(31 * 60);
     const due = syncStack(syncRequest(s1, c1), at('2026-11-22T11:01:00Z'));
-    expect(find(due, 'Job', name)).toBeUndefined();
+    expect(find(due, 'Update', name)).toBeUndefined();
     expect(due.resyncAfterSeconds).toBeUndefined();
   });
 
@@ -63,46 +56,45 @@ describe('finished Jobs', () => {
     const r1 = syncStack(syncRequest(stack, cluster), at('2026-11-22T10:01:30Z'));
     const s1 = withStatus(stack, r1);
     const c1 = applyChildren(cluster, r1.children);
-    expect(find(syncStack(syncRequest(s1, c1), at('2026-11-23T10:00:59Z')), 'Job', name)).toBeDefined();
-    expect(find(syncStack(syncRequest(s1, c1), at('2026-11-23T10:01:00Z')), 'Job', name)).toBeUndefined();
+    expect(find(syncStack(syncRequest(s1, c1), at('2026-11-23T10:00:59Z')), 'Update', name)).toBeDefined();
+    expect(find(syncStack(syncRequest(s1, c1), at('2026-11-23T10:01:00Z')), 'Update', name)).toBeUndefined();
   });
 
-  it('made by an older version (no TTL annotation) are left to the TTL controller', () => {
+  it('with a TTL the hooks cannot read are kept', () => {
     const { stack, cluster, name } = finishedUp('0s');
-    const old = cluster.map((c) => {
-      if (c.kind !== 'Job') return c;
-      const annotations = { ...c.metadata.annotations };
-      delete annotations['pulumi.com/update-ttl-seconds'];
-      return { ...c, metadata: { ...c.metadata, annotations } };
-    });
-    const r1 = syncStack(syncRequest(stack, old), at('2026-11-22T10:01:30Z'));
-    const r2 = syncStack(syncRequest(withStatus(stack, r1), old), at('2026-11-25T00:00:00Z'));
-    expect(find(r2, 'Job', name)).toBeDefined();
+    const unreadable = cluster.map((c) =>
+      c.kind === 'Update' ? { ...c, spec: { ...(c.spec as object), ttlAfterCompleted: 'soon' } } : c,
+    );
+    const r1 = syncStack(syncRequest(stack, unreadable), at('2026-11-22T10:01:30Z'));
+    const r2 = syncStack(syncRequest(withStatus(stack, r1), unreadable), at('2026-11-25T00:00:00Z'));
+    expect(find(r2, 'Update', name)).toBeDefined();
   });
 });
 
-describe('a Job expiry', () => {
-  const job = (annotations: Record<string, string>, status: Typed<V1Job>['status']): Typed<V1Job> => ({
-    apiVersion: 'batch/v1',
-    kind: 'Job',
-    metadata: { name: 'j', annotations },
+describe('an Update expiry', () => {
+  const update = (ttlAfterCompleted: string | undefined, status: object): KObject => ({
+    apiVersion: 'auto.pulumi.com/v1alpha1',
+    kind: 'Update',
+    metadata: { name: 'u' },
+    spec: ttlAfterCompleted === undefined ? {} : { ttlAfterCompleted },
     status,
   });
-  const complete = { conditions: [{ type: 'Complete', status: 'True', lastTransitionTime: ENDED }] };
-
-  it('is when it finished (Complete or Failed) plus its TTL', () => {
-    const ended = Date.parse(ENDED);
-    expect(jobExpiry(job({ 'pulumi.com/update-ttl-seconds': '60' }, complete))).toBe(ended + 60_000);
-    const failed = { conditions: [{ type: 'Failed', status: 'True', lastTransitionTime: ENDED }] };
-    expect(jobExpiry(job({ 'pulumi.com/update-ttl-seconds': '0' }, failed))).toBe(ended);
+  const complete = (endTime?: string) => ({
+    ...(endTime ? { endTime } : {}),
+    conditions: [{ type: 'Complete', status: 'True', lastTransitionTime: ENDED }],
   });
 
-  it('is undefined while it runs, or without a TTL the hooks can read', () => {
-    expect(jobExpiry(job({ 'pulumi.com/update-ttl-seconds': '60' }, { active: 1 }))).toBeUndefined();
-    const suspended = { conditions: [{ type: 'Complete', status: 'False', lastTransitionTime: ENDED }] };
-    expect(jobExpiry(job({ 'pulumi.com/update-ttl-seconds': '60' }, suspended))).toBeUndefined();
-    for (const ttl of ['', '-1', '1.5', 'soon'])
-      expect(jobExpiry(job({ 'pulumi.com/update-ttl-seconds': ttl }, complete))).toBeUndefined();
-    expect(jobExpiry(job({}, complete))).toBeUndefined();
+  it('is when it ended plus its TTL (24h when none is set)', () => {
+    const ended = Date.parse(ENDED);
+    expect(updateExpiry(update('60s', complete()))).toBe(ended + 60_000);
+    expect(updateExpiry(update('0s', complete('2026-11-22T10:00:30Z')))).toBe(ended - 30_000);
+    expect(updateExpiry(update(undefined, complete()))).toBe(ended + 24 * 3600_000);
+  });
+
+  it('is undefined while it runs, or with a TTL the hooks cannot read', () => {
+    expect(updateExpiry(update('60s', { conditions: [{ type: 'Progressing', status: 'True' }] }))).toBeUndefined();
+    const notComplete = { conditions: [{ type: 'Complete', status: 'False', lastTransitionTime: ENDED }] };
+    expect(updateExpiry(update('60s', notComplete))).toBeUndefined();
+    for (const ttl of ['', '-1', 'soon']) expect(updateExpiry(update(ttl, complete()))).toBeUndefined();
   });
 });

@@ -1,4 +1,4 @@
-import { syncStack } from '../src/stack/sync';
+import { syncStack } from './controllers';
 import {
   applyChildren,
   condition,

@@ -4,7 +4,7 @@
  * operator sets) or stalls the Stack naming the field. None is silently ignored.
  */
 import type { StackSpec } from '../../schemas/generated/types';
-import { syncStack } from '../src/stack/sync';
+import { syncStack } from './controllers';
 import { applyChildren, condition, jobFinishes, jobsOf, makeStack, syncRequest, withStatus } from './builders';
 import { childOf, fetchContainerOf, envValue, operationOf, podSpecOf } from './children';
 import { ctx, toFirstJob, withChildren } from './stories';

@@ -5,7 +5,7 @@
  */
 import type { Stack } from '../../schemas/generated/types';
 import { stackEvents } from '../src/stack/events';
-import { syncStack } from '../src/stack/sync';
+import { syncStack } from './controllers';
 import {
   applyChildren,
   childrenMap,

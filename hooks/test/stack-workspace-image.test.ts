@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from '@jest/globals';
 import { configFromEnv, DEFAULT_WORKSPACE_IMAGE, PULUMI_VERSION } from '../src/config';
-import { desiredWorkspace } from '../src/stack/workspace';
+import { stackWorkspacePod } from './controllers';
 import { makeStack, testConfig } from './builders';
 import { asChild, containerOf, templateOf, type PodTemplate } from './children';
 
@@ -16,7 +16,7 @@ const programSource = {
 };
 
 function podOf(spec: Parameters<typeof makeStack>[0], config = testConfig): PodTemplate {
-  return templateOf(asChild(desiredWorkspace(makeStack(spec), programSource, config).statefulSet, 'StatefulSet'));
+  return templateOf(asChild(stackWorkspacePod(makeStack(spec), programSource, config).statefulSet, 'StatefulSet'));
 }
 
 describe('the workspace image', () => {

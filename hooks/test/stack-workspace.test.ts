@@ -1,5 +1,5 @@
-import { syncStack } from '../src/stack/sync';
-import { desiredWorkspace } from '../src/stack/workspace';
+import { syncStack } from './controllers';
+import { stackWorkspacePod } from './controllers';
 import {
   applyChildren,
   makeStack,
@@ -33,7 +33,7 @@ const programSource = {
 };
 
 function podOf(spec: Parameters<typeof makeStack>[0]): PodTemplate {
-  return templateOf(asChild(desiredWorkspace(makeStack(spec), programSource, testConfig).statefulSet, 'StatefulSet'));
+  return templateOf(asChild(stackWorkspacePod(makeStack(spec), programSource, testConfig).statefulSet, 'StatefulSet'));
 }
 const pulumiContainer = (pod: PodTemplate) => containerOf(pod.spec, 'pulumi');
 /** The init container after bootstrap: the one that fetches the source. */
@@ -242,13 +242,13 @@ describe('the workspace StatefulSet and Service', () => {
   });
 
   it('change the template hash whenever the pod would change', () => {
-    const a = desiredWorkspace(makeStack(), programSource, testConfig);
-    const b = desiredWorkspace(
+    const a = stackWorkspacePod(makeStack(), programSource, testConfig);
+    const b = stackWorkspacePod(
       makeStack({ envRefs: { X: { type: 'Literal', literal: { value: '1' } } } }),
       programSource,
       testConfig,
     );
-    const c = desiredWorkspace(makeStack(), programSource, testConfig);
+    const c = stackWorkspacePod(makeStack(), programSource, testConfig);
     expect(a.hash).toMatch(/^[0-9a-f]{16}$/);
     expect(a.hash).not.toBe(b.hash);
     expect(a.hash).toBe(c.hash);

@@ -4,7 +4,8 @@
  */
 import type { Stack } from '../../schemas/generated/types';
 import type { KObject } from '../src/lib/k8s';
-import { syncStack, type SyncContext } from '../src/stack/sync';
+import { syncStack } from './controllers';
+import type { SyncContext } from '../src/stack/sync';
 import {
   applyChildren,
   jobFinishes,

@@ -2339,3 +2339,62 @@ export interface DecoratorSyncResponse {
    */
   finalized?: boolean;
 }
+// TEMPORARY (replaced by the generated types of workspace/update schemas)
+export interface AutoCondition {
+  type: string;
+  status: string;
+  reason?: string;
+  message?: string;
+  lastTransitionTime?: string;
+  observedGeneration?: number;
+}
+export interface WorkspaceSpec extends WorkspaceTemplateSpec {}
+export interface WorkspaceStatus {
+  observedGeneration?: number;
+  address?: string;
+  pulumiVersion?: string;
+  conditions?: AutoCondition[];
+}
+export interface Workspace {
+  apiVersion?: string;
+  kind?: string;
+  metadata: ObjectMeta;
+  spec?: WorkspaceSpec;
+  status?: WorkspaceStatus;
+}
+export interface UpdateSpec {
+  workspaceName?: string;
+  stackName?: string;
+  type?: string;
+  ttlAfterCompleted?: string;
+  parallel?: number;
+  message?: string;
+  expectNoChanges?: boolean;
+  replace?: string[];
+  target?: string[];
+  targetDependents?: boolean;
+  refresh?: boolean;
+  continueOnError?: boolean;
+  remove?: boolean;
+  runProgram?: boolean;
+}
+export interface UpdateStatus {
+  observedGeneration?: number;
+  startTime?: string;
+  endTime?: string;
+  permalink?: string;
+  message?: string;
+  outputs?: string;
+  conditions?: AutoCondition[];
+  projectInfo?: { name?: string; runtime?: string };
+  outputValues?: { [k: string]: unknown };
+  outputsOmitted?: boolean;
+  outputsTotal?: number;
+}
+export interface Update {
+  apiVersion?: string;
+  kind?: string;
+  metadata: ObjectMeta;
+  spec?: UpdateSpec;
+  status?: UpdateStatus;
+}

@@ -1,16 +1,15 @@
 import { createHash } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
-import type { Stack } from '../../../schemas/generated/types';
+import type { Stack, Workspace } from '../../../schemas/generated/types';
 import type { UpdateResult } from '../../../contract';
 import type { HookConfig } from '../config';
 import { deepFreeze, MAX_NESTING, nestedDeeperThan } from '../lib/json';
-import type { KObject } from '../lib/k8s';
-import type { WorkspaceSource } from '../stack/source';
 import type { SyncSteps } from '../stack/sync';
-import { stackRbac } from '../stack/rbac';
 import { validateStackObject } from '../stack/validate';
 import { readUpdateResult } from '../stack/update-result';
-import { desiredWorkspace, type DesiredWorkspace } from '../stack/workspace';
+import { desiredWorkspace, type DesiredStackWorkspace } from '../stack/workspace';
+import { desiredWorkspace as desiredWorkspacePod, type DesiredWorkspace } from '../workspace/pod';
+import type { FetchSource } from '../workspace/source';
 import { contentTokens } from './snapshot';
 
 /**
@@ -57,8 +56,13 @@ export class SyncCache implements SyncSteps {
     admit: (spec: unknown) => !nestedDeeperThan(spec, MAX_NESTING),
   });
   private readonly validations = new FrozenCache<readonly string[]>({ max: MAX_ENTRIES });
-  private readonly workspaces = new FrozenCache<DesiredWorkspace>({ max: MAX_ENTRIES });
-  private readonly rbacs = new FrozenCache<KObject[]>({ max: MAX_ENTRIES });
+  private readonly workspaces = new FrozenCache<DesiredStackWorkspace>({ max: MAX_ENTRIES });
+  /** A Workspace's spec and labels, as a content token per Workspace (what its pod is built from). */
+  private readonly workspaceTokens = contentTokens({
+    max: MAX_ENTRIES,
+    admit: (value: unknown) => !nestedDeeperThan(value, MAX_NESTING),
+  });
+  private readonly pods = new FrozenCache<DesiredWorkspace>({ max: MAX_ENTRIES });
   private readonly results = new FrozenCache<UpdateResult | undefined>({
     maxSize: MAX_RESULT_BYTES,
     sizeCalculation: (_value, text) => Math.max(1, text.length),
@@ -75,23 +79,27 @@ export class SyncCache implements SyncSteps {
     return this.validations.get(key, () => validateStackObject(stack));
   }
 
-  workspace(stack: Stack, source: WorkspaceSource, config: HookConfig): DesiredWorkspace {
+  workspace(stack: Stack, source: FetchSource): DesiredStackWorkspace {
     const token = this.specToken(stack);
-    if (token === undefined) return desiredWorkspace(stack, source, config);
-    const key = `${JSON.stringify([stack.metadata.name, stack.metadata.namespace, source])}\n${this.configKey(config)}\n${token}`;
-    return this.workspaces.get(key, () => desiredWorkspace(stack, source, config));
+    if (token === undefined) return desiredWorkspace(stack, source);
+    const key = `${JSON.stringify([stack.metadata.name, stack.metadata.namespace, source])}\n${token}`;
+    return this.workspaces.get(key, () => desiredWorkspace(stack, source));
   }
 
-  rbac(stack: string, namespace: string, workspaceServiceAccount: string, jobNames: string[]): KObject[] {
-    const key = JSON.stringify([stack, namespace, workspaceServiceAccount, jobNames]);
-    return this.rbacs.get(key, () => stackRbac(stack, namespace, workspaceServiceAccount, jobNames));
-  }
+  /** The Workspace controller's StatefulSet and Service for a Workspace (workspace/pod.ts). */
+  workspacePod = (ws: Workspace, config: HookConfig): DesiredWorkspace => {
+    const { name, namespace, labels } = ws.metadata;
+    const token = this.workspaceTokens(`${namespace}/${name}`, { spec: ws.spec ?? null, labels: labels ?? null });
+    if (token === undefined) return desiredWorkspacePod(ws, config);
+    const key = `${JSON.stringify([name, namespace])}\n${this.configKey(config)}\n${token}`;
+    return this.pods.get(key, () => desiredWorkspacePod(ws, config));
+  };
 
-  updateResult(text: string | undefined): UpdateResult | undefined {
+  updateResult = (text: string | undefined): UpdateResult | undefined => {
     if (text === undefined) return undefined;
     if (text.length > MAX_CACHED_RESULT_BYTES) return readUpdateResult(text);
     return this.results.get(text, () => readUpdateResult(text));
-  }
+  };
 
   /**
    * JSON.stringify(value), remembered for frozen values (this cache's answers, which are

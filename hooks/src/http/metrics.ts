@@ -4,7 +4,14 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom
 /** How long a Stack or Program not seen by this replica still counts (Metacontroller resyncs every 10 min). */
 const FORGET_AFTER_MS = 30 * 60 * 1000;
 
-export type HookName = 'stack_customize' | 'stack_sync' | 'stack_finalize' | 'program_sync';
+export type HookName =
+  | 'stack_customize'
+  | 'stack_sync'
+  | 'stack_finalize'
+  | 'program_sync'
+  | 'workspace_sync'
+  | 'update_customize'
+  | 'update_sync';
 
 /**
  * Upstream's gauges (stacks_active, stacks_failing{namespace,name}, programs_active) rebuilt from
@@ -112,6 +119,9 @@ const HOOK_BY_URL: Record<string, HookName> = {
   '/stack/sync': 'stack_sync',
   '/stack/finalize': 'stack_finalize',
   '/program/sync': 'program_sync',
+  '/workspace/sync': 'workspace_sync',
+  '/update/customize': 'update_customize',
+  '/update/sync': 'update_sync',
 };
 
 /** Serves /metrics and times every hook request (errors included). */

@@ -10,11 +10,11 @@
  * event, whose creation the API server refuses as AlreadyExists.
  */
 import type { Stack, StackStatus } from '../../../schemas/generated/types';
-import { Env, Labels } from '../../../contract';
+import { Labels } from '../../../contract';
 import { isRecord, shortHash } from '../lib/json';
 import { objectsOf, type KObject, type ObjectMap } from '../lib/k8s';
 import { Reasons } from './conditions';
-import { workspaceName } from './workspace';
+import { WORKSPACE_API_VERSION } from './workspace';
 
 /** Upstream's event reasons on Stacks (upstream's constant names differ for two of them). */
 export const EventReasons = {
@@ -42,7 +42,7 @@ export interface StackEvent {
   message: string;
   /** The Stack (the event's `involvedObject`). */
   regarding: ObjectReference;
-  /** The Job of the update the event is about. */
+  /** The Update the event is about. */
   related?: ObjectReference;
 }
 
@@ -71,14 +71,14 @@ export const MAX_MESSAGE_BYTES = 1024;
 
 const ACTIONS: Record<string, string> = { up: 'Up', preview: 'Preview', refresh: 'Refresh', destroy: 'Destroy' };
 
-/** The event action of an operation type (a Job label anyone may edit: own keys only). */
+/** The event action of an operation type (a label anyone may edit: own keys only). */
 function actionOf(type: unknown): string {
   return typeof type === 'string' && Object.hasOwn(ACTIONS, type) ? ACTIONS[type]! : 'Up';
 }
 
 /**
- * The events a sync implies: an update started (a Job the answer adds), an update finished (the
- * answer absorbs a Job's result into lastUpdate), the Stack became Stalled (or stalled for another
+ * The events a sync implies: an update started (an Update the answer adds), an update finished (the
+ * answer absorbs an Update's result into lastUpdate), the Stack became Stalled (or stalled for another
  * reason, or still stalls after a spec change), the workspace was reclaimed. None for a Stack
  * without a uid (not from the API server).
  */
@@ -107,7 +107,12 @@ export function stackEvents(input: StackEventsInput): StackEvent[] {
     ...e,
     message: truncateUtf8(e.message, MAX_MESSAGE_BYTES),
   });
-  const jobRef = (job: string): ObjectReference => ({ apiVersion: 'batch/v1', kind: 'Job', name: job, namespace });
+  const updateRef = (update: string): ObjectReference => ({
+    apiVersion: WORKSPACE_API_VERSION,
+    kind: 'Update',
+    name: update,
+    namespace,
+  });
   const events: StackEvent[] = [];
 
   // An update finished: its result is absorbed now (upstream's markStackSucceeded/markStackFailed).
@@ -123,16 +128,17 @@ export function stackEvents(input: StackEventsInput): StackEvent[] {
           reason: succeeded ? EventReasons.updateSucceeded : EventReasons.updateFailed,
           action: actionOf(last.type),
           message: succeeded ? 'Successfully updated stack' : `Failed to update stack: ${last.message ?? ''}`,
-          related: jobRef(last.name),
+          related: updateRef(last.name),
         },
       ),
     );
   }
 
-  // An update starts: the answer adds a Job. Its message is the sync's reason (upstream's isSynced).
-  const observedJobs = new Set(objectsOf(input.observed, 'Job', 'batch/v1').map((j) => j.metadata.name));
+  // An update starts: the answer adds an Update. Its message is the sync's reason (upstream's isSynced).
+  // Event names keep the key `job`, so they are the ones earlier versions wrote for the same operation.
+  const observedUpdates = new Set(objectsOf(input.observed, 'Update', WORKSPACE_API_VERSION).map((j) => j.metadata.name));
   for (const job of input.children) {
-    if (job.kind !== 'Job' || observedJobs.has(job.metadata.name)) continue;
+    if (job.kind !== 'Update' || observedUpdates.has(job.metadata.name)) continue;
     const type = job.metadata.labels?.[Labels.updateType] ?? '';
     events.push(
       event(
@@ -142,7 +148,7 @@ export function stackEvents(input: StackEventsInput): StackEvent[] {
           reason: EventReasons.updateDetected,
           action: actionOf(type),
           message: operationMessage(job) ?? `Starting ${type || 'an update'}`,
-          related: jobRef(job.metadata.name),
+          related: updateRef(job.metadata.name),
         },
       ),
     );
@@ -171,9 +177,8 @@ export function stackEvents(input: StackEventsInput): StackEvent[] {
   }
 
   // The workspace is reclaimed after a success (upstream's WorkspaceDeleted).
-  const workspace = workspaceName(name);
-  const hadWorkspace = objectsOf(input.observed, 'StatefulSet', 'apps/v1').some((s) => s.metadata.name === workspace);
-  const keepsWorkspace = input.children.some((c) => c.kind === 'StatefulSet' && c.metadata.name === workspace);
+  const hadWorkspace = objectsOf(input.observed, 'Workspace', WORKSPACE_API_VERSION).some((s) => s.metadata.name === name);
+  const keepsWorkspace = input.children.some((c) => c.kind === 'Workspace' && c.metadata.name === name);
   if (
     hadWorkspace &&
     !keepsWorkspace &&
@@ -223,25 +228,10 @@ function conditionsFingerprint(conditions: unknown): string {
   );
 }
 
-/** The message the Job's operation carries (the sync's reason, or updateTemplate.spec.message). */
-function operationMessage(job: KObject): string | undefined {
-  const spec = isRecord(job.spec) ? job.spec : undefined;
-  const template = spec && isRecord(spec.template) ? spec.template : undefined;
-  const podSpec = template && isRecord(template.spec) ? template.spec : undefined;
-  const containers: unknown[] = podSpec && Array.isArray(podSpec.containers) ? podSpec.containers : [];
-  for (const c of containers) {
-    if (!isRecord(c) || !Array.isArray(c.env)) continue;
-    for (const e of c.env as unknown[]) {
-      if (!isRecord(e) || e.name !== Env.operation || typeof e.value !== 'string') continue;
-      try {
-        const op: unknown = JSON.parse(e.value);
-        if (isRecord(op) && typeof op.message === 'string' && op.message !== '') return op.message;
-      } catch {
-        return undefined;
-      }
-    }
-  }
-  return undefined;
+/** The message the Update's operation carries (the sync's reason, or updateTemplate.spec.message). */
+function operationMessage(update: KObject): string | undefined {
+  const spec = isRecord(update.spec) ? update.spec : undefined;
+  return typeof spec?.message === 'string' && spec.message !== '' ? spec.message : undefined;
 }
 
 /** At most `max` bytes of UTF-8, cut at a character boundary, with an ellipsis when cut. */

@@ -5,23 +5,10 @@ import { conditionOf, findObject, type KObject, type ObjectMap } from '../lib/k8
 import { hasGitSource } from './validate';
 import { Reasons } from './conditions';
 import { parseSshUrl } from '../../../contract';
-import { localSourceDir } from './template-fields';
+import { localSourceDir, type FetchSource, type SecretEnv } from '../workspace/source';
 
-/** A Secret key the fetch container receives as an env var (secretKeyRef); never a literal value. */
-export interface SecretEnv {
-  env: string;
-  secret: string;
-  key: string;
-  optional?: boolean;
-}
-
-export type WorkspaceSource =
-  | { kind: 'git'; url: string; revision: string; dir?: string; shallow: boolean; auth: SecretEnv[] }
-  | { kind: 'flux'; url: string; digest: string; dir?: string }
-  | { kind: 'program'; program: string; configMap: string; digest: string }
-  | { kind: 'local'; dir: string }
-  | { kind: 'projectInfo'; name: string; runtime: string }
-  | { kind: 'none' };
+/** The source a Stack's Workspace fetches (workspace/source.ts). */
+export type WorkspaceSource = FetchSource;
 
 export type SourceResolution =
   { ok: true; commit: string; source: WorkspaceSource } | { ok: false; reason: string; message: string };
@@ -258,7 +245,7 @@ export function resolveSource(
     return {
       ok: true,
       commit: artifact.revision,
-      source: { kind: 'program', program: name, configMap: programConfigMapName(name), digest: artifact.digest },
+      source: { kind: 'program', configMap: programConfigMapName(name), digest: artifact.digest },
     };
   }
   const local = spec.workspaceTemplate?.spec?.local?.dir;

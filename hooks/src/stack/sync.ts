@@ -1,32 +1,21 @@
-import type { V1ConfigMap, V1Job, V1Namespace, V1Service, V1StatefulSet } from '@kubernetes/client-node';
-import type { Stack, StackStatus, StackUpdateState } from '../../../schemas/generated/types';
-import {
-  Annotations,
-  rfc3339,
-  WORKSPACE_UNAUTHENTICATED,
-  type OperationType,
-  type UpdateResult,
-} from '../../../contract';
+import type { V1ConfigMap, V1Namespace } from '@kubernetes/client-node';
+import type { Stack, StackStatus, StackUpdateState, Workspace } from '../../../schemas/generated/types';
+import { Annotations, rfc3339, WORKSPACE_UNAUTHENTICATED, type OperationType, type UpdateResult } from '../../../contract';
 import type { HookConfig } from '../config';
 import { asLastApplied, asRetained, findObject, objectsOf, type KObject, type ObjectMap, type Typed } from '../lib/k8s';
+import { observedCondition } from '../lib/conditions';
 import { carriedStatus } from './carried-status';
 import { applyMark, Reasons, type Mark } from './conditions';
 import { decideSync, MAX_UPDATE_FAILURES } from './decision';
-import { buildJob, identityOf, jobOutcome, type JobOutcome, type UpdateIdentity } from './job';
 import { recordOutputs } from './outputs';
 import { checkPrerequisites, refreshRequestsFor } from './prerequisites';
-import { retainJobs } from './retention';
-import { resolveSource, type RefLookup, type WorkspaceSource } from './source';
-import { readUpdateResult } from './update-result';
+import { retainUpdates } from './retention';
+import { resolveSource, type RefLookup } from './source';
+import { buildUpdate, identityOf, updateOutcome, type UpdateIdentity, type UpdateOutcome } from './update';
+import { checkUpdateResult, readUpdateResult } from './update-result';
 import { validateStackObject } from './validate';
-import { stackRbac } from './rbac';
-import {
-  desiredWorkspace,
-  workspaceName,
-  workspaceReadiness,
-  workspaceServiceAccount,
-  type DesiredWorkspace,
-} from './workspace';
+import { desiredWorkspace, WORKSPACE_API_VERSION, workspaceReadiness, type DesiredStackWorkspace } from './workspace';
+import type { FetchSource } from '../workspace/source';
 
 export interface StackSyncRequest {
   parent: Stack;
@@ -49,16 +38,14 @@ export interface StackSyncResponse {
  */
 export interface SyncSteps {
   validate(stack: Stack): readonly string[];
-  workspace(stack: Stack, source: WorkspaceSource, config: HookConfig): DesiredWorkspace;
-  rbac(stack: string, namespace: string, workspaceServiceAccount: string, jobNames: string[]): KObject[];
-  /** A Job's `pulumi.com/update-result` annotation, parsed. */
+  workspace(stack: Stack, source: FetchSource): DesiredStackWorkspace;
+  /** A Job's `pulumi.com/update-result` annotation, parsed (the Update controller's). */
   updateResult(text: string | undefined): UpdateResult | undefined;
 }
 
 export const computeSteps: SyncSteps = {
   validate: validateStackObject,
   workspace: desiredWorkspace,
-  rbac: stackRbac,
   updateResult: readUpdateResult,
 };
 
@@ -74,43 +61,56 @@ export interface SyncContext {
 /** Upstream requeues a Stack whose source is unavailable after 30 s. */
 const SOURCE_RETRY_SECONDS = 30;
 
-/** An observed Job with what it runs for (undefined: not one of ours) and its result (undefined: running). */
-interface ObservedJob {
-  job: Typed<V1Job>;
+/** An observed Update with what it runs for (undefined: not one of ours) and its result (undefined: running). */
+interface ObservedUpdate {
+  update: KObject;
   id: UpdateIdentity | undefined;
-  outcome: JobOutcome | undefined;
+  outcome: UpdateOutcome | undefined;
 }
 
 interface Observed {
-  statefulSet?: Typed<V1StatefulSet>;
-  service?: Typed<V1Service>;
-  jobs: ObservedJob[];
+  workspace?: Typed<Workspace>;
+  updates: ObservedUpdate[];
   refreshRequests: Typed<V1ConfigMap>[];
-  /** The Stack's ServiceAccount, Roles and RoleBindings (rbac.ts). */
-  rbac: KObject[];
+  /**
+   * Children of the versions before Workspace and Update objects (the StatefulSet, Service, Jobs
+   * and Roles were the Stack's own): kept while one of those Jobs runs, then dropped.
+   */
+  legacy: KObject[];
+  legacyRunning: boolean;
 }
 
-function observe(children: ObjectMap | undefined, stack: string, steps: SyncSteps): Observed {
-  const ws = workspaceName(stack);
+const LEGACY_KINDS: [string, string][] = [
+  ['StatefulSet', 'apps/v1'],
+  ['Service', 'v1'],
+  ['Job', 'batch/v1'],
+  ['ServiceAccount', 'v1'],
+  ['Role', 'rbac.authorization.k8s.io/v1'],
+  ['RoleBinding', 'rbac.authorization.k8s.io/v1'],
+];
+
+function observe(children: ObjectMap | undefined, stack: string): Observed {
+  const legacy = LEGACY_KINDS.flatMap(([kind, apiVersion]) => objectsOf(children, kind, apiVersion));
   return {
-    statefulSet: objectsOf<V1StatefulSet>(children, 'StatefulSet', 'apps/v1').find((o) => o.metadata.name === ws),
-    service: objectsOf<V1Service>(children, 'Service', 'v1').find((o) => o.metadata.name === ws),
-    jobs: objectsOf<V1Job>(children, 'Job', 'batch/v1').map((job) => ({
-      job,
-      id: identityOf(job),
-      outcome: jobOutcome(job, steps.updateResult(job.metadata.annotations?.[Annotations.updateResult])),
+    workspace: objectsOf<Workspace>(children, 'Workspace', WORKSPACE_API_VERSION).find((o) => o.metadata.name === stack),
+    updates: objectsOf(children, 'Update', WORKSPACE_API_VERSION).map((update) => ({
+      update,
+      id: identityOf(update),
+      outcome: updateOutcome(update, checkUpdateResult),
     })),
     refreshRequests: objectsOf<V1ConfigMap>(children, 'ConfigMap', 'v1'),
-    rbac: [
-      ...objectsOf(children, 'ServiceAccount', 'v1'),
-      ...objectsOf(children, 'Role', 'rbac.authorization.k8s.io/v1'),
-      ...objectsOf(children, 'RoleBinding', 'rbac.authorization.k8s.io/v1'),
-    ],
+    legacy,
+    legacyRunning: legacy.some(
+      (o) =>
+        o.kind === 'Job' &&
+        observedCondition(o.status, 'Complete')?.status !== 'True' &&
+        observedCondition(o.status, 'Failed')?.status !== 'True',
+    ),
   };
 }
 
 /** Records a finished operation in the status (upstream's markStackSucceeded/markStackFailed). */
-function absorb(status: StackStatus, job: KObject, id: UpdateIdentity, outcome: JobOutcome, now: Date): void {
+function absorb(status: StackStatus, update: KObject, id: UpdateIdentity, outcome: UpdateOutcome, now: Date): void {
   const prev = status.lastUpdate;
   const { result } = outcome;
   const succeeded = result.state === 'succeeded';
@@ -119,7 +119,7 @@ function absorb(status: StackStatus, job: KObject, id: UpdateIdentity, outcome: 
   const last: StackUpdateState = {
     generation: id.generation,
     reconcileRequest: id.reconcileRequest,
-    name: job.metadata.name,
+    name: update.metadata.name,
     type: result.type,
     state: result.state,
     message: result.message,
@@ -131,7 +131,7 @@ function absorb(status: StackStatus, job: KObject, id: UpdateIdentity, outcome: 
   if (result.permalink) last.permalink = result.permalink;
   status.lastUpdate = last;
   if (succeeded && result.type === 'up')
-    recordOutputs(status, result, job.metadata.name, id.generation, last.lastResyncTime ?? rfc3339(now));
+    recordOutputs(status, result, update.metadata.name, id.generation, last.lastResyncTime ?? rfc3339(now));
   if (succeeded && result.projectInfo) status.projectInfo = { ...result.projectInfo };
   delete status.currentUpdate;
 }
@@ -189,14 +189,14 @@ function namespaceTerminatingMessage(name: string, namespace: string): string {
  */
 export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncResponse {
   const stack = req.parent;
-  const { now, config } = ctx;
+  const { now } = ctx;
   const steps = ctx.cache ?? computeSteps;
   const name = stack.metadata.name;
   const namespace = stack.metadata.namespace ?? '';
   const generation = stack.metadata.generation ?? 0;
   const request = stack.metadata.annotations?.[Annotations.reconciliationRequest] ?? '';
   const deleting = req.finalizing === true;
-  const observed = observe(req.children, name, steps);
+  const observed = observe(req.children, name);
 
   const status: StackStatus = carriedStatus(stack.status);
   status.observedGeneration = generation;
@@ -208,58 +208,56 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
     status.conditions = conditions;
     // A finalize answer always says whether the Stack may go (absent would mean the same, but say it).
     const answer: StackSyncResponse = { status, children, ...(deleting ? { finalized: false } : {}), ...extra };
-    // Called again when the next finished Job's TTL runs out, unless something else comes first.
+    // Called again when the next finished Update's TTL runs out, unless something else comes first.
     const wake = retained.resyncAfterSeconds;
     if (wake !== undefined && (answer.resyncAfterSeconds ?? Infinity) > wake) answer.resyncAfterSeconds = wake;
     return answer;
   };
-  // The Job that follows lastUpdate: the one whose result the status does not have yet.
+  // The Update that follows lastUpdate: the one whose result the status does not have yet.
   const lastName = status.lastUpdate?.name ?? '';
-  const follows = ({ job, id }: ObservedJob): boolean =>
-    job.metadata.name === status.currentUpdate?.name ||
-    (id !== undefined && id.previous === lastName && job.metadata.name !== lastName);
-  // Finished Jobs go once their result is in the observed status and their TTL has passed.
-  const retained = retainJobs(
-    observed.jobs.map((o) => ({ ...o, absorbed: !follows(o) })),
+  const follows = ({ update, id }: ObservedUpdate): boolean =>
+    update.metadata.name === status.currentUpdate?.name ||
+    (id !== undefined && id.previous === lastName && update.metadata.name !== lastName);
+  // Finished Updates go once their result is in the observed status and their TTL has passed.
+  const retained = retainUpdates(
+    observed.updates.map((o) => ({ ...o, absorbed: !follows(o) })),
     now,
   );
-  const keptJobs = retained.kept.map(({ job }) => asRetained(job));
-  // The Stack's identities (rbac.ts) come with what it is given, allowed on exactly its Jobs.
-  const withIdentities = (children: KObject[]): KObject[] => [
-    ...children,
-    ...steps.rbac(
-      name,
-      namespace,
-      workspaceServiceAccount(stack.spec),
-      children.filter((c) => c.kind === 'Job').map((c) => c.metadata.name),
-    ),
-  ];
+  const keptUpdates = retained.kept.map(({ update }) => asRetained(update));
+  const keptWorkspace = (): KObject[] => (observed.workspace ? [asLastApplied(observed.workspace)] : []);
   const keepAll = (): KObject[] => [
-    ...[observed.statefulSet, observed.service].filter((o): o is KObject => o !== undefined).map(asLastApplied),
-    ...keptJobs,
+    ...keptWorkspace(),
+    ...keptUpdates,
     ...observed.refreshRequests.map(asLastApplied),
-    ...observed.rbac.map(asLastApplied),
   ];
 
+  // 0. An operation of an earlier version (its own Job) still runs: wait for it, changing nothing.
+  if (observed.legacyRunning) {
+    return respond(
+      { kind: 'reconciling', reason: Reasons.StackProcessing, message: 'stack is being processed' },
+      [...keepAll(), ...observed.legacy.map((o) => (o.kind === 'Job' ? asRetained(o) : asLastApplied(o)))],
+    );
+  }
+
   // 1. The operation that follows lastUpdate: absorb it when finished, wait while it runs.
-  const current = observed.jobs.find(follows);
+  const current = observed.updates.find(follows);
   if (current) {
-    const { job, id, outcome } = current;
+    const { update, id, outcome } = current;
     if (id && outcome) {
-      absorb(status, job, id, outcome, now);
+      absorb(status, update, id, outcome, now);
     } else if (id) {
       status.currentUpdate = {
         generation: id.generation,
         reconcileRequest: id.reconcileRequest,
-        name: job.metadata.name,
+        name: update.metadata.name,
         commit: id.commit,
       };
     }
   }
   if (!current) delete status.currentUpdate;
-  const running = observed.jobs.filter(({ outcome }) => outcome === undefined);
+  const running = observed.updates.filter(({ outcome }) => outcome === undefined);
   if (running.length > 0) {
-    // One operation at a time. The workspace stays exactly as it is, so nothing rolls the pod under it.
+    // One operation at a time. The Workspace stays exactly as it is, so nothing rolls the pod under it.
     return respond(
       { kind: 'reconciling', reason: Reasons.StackProcessing, message: 'stack is being processed' },
       keepAll(),
@@ -296,58 +294,55 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
     now,
     refreshRequestedBy: deleting ? [] : refreshRequestsFor(stack, req.related),
   });
-  const workspace = steps.workspace(stack, source.source, config);
+  const workspace = steps.workspace(stack, source.source);
   if (decision.synced) {
-    const children: KObject[] = [...keptJobs];
+    const children: KObject[] = [...keptUpdates];
     const reclaim = spec.workspaceReclaimPolicy === 'Delete' && status.lastUpdate?.state === 'succeeded';
-    if (!reclaim && !deleting) children.unshift(workspace.statefulSet, workspace.service);
+    if (!reclaim && !deleting) children.unshift(workspace.workspace);
     const extra: Partial<StackSyncResponse> = {};
     if (decision.requeueAfterMs !== undefined) extra.resyncAfterSeconds = Math.ceil(decision.requeueAfterMs / 1000);
     if (deleting) extra.finalized = status.lastUpdate?.type === 'destroy' && status.lastUpdate.state === 'succeeded';
-    return respond(resultMark(status.lastUpdate), withIdentities(children), extra);
+    return respond(resultMark(status.lastUpdate), children, extra);
   }
 
   // 6. Prerequisites must be satisfied before anything runs (not while deleting).
   if (!deleting) {
     const pre = checkPrerequisites(stack, req.related, now);
     if (pre.unmet.length > 0) {
-      const kept = [observed.statefulSet, observed.service]
-        .filter((o): o is KObject => o !== undefined)
-        .map(asLastApplied);
       return respond(
         { kind: 'reconciling', reason: Reasons.PrerequisiteNotSatisfied, message: pre.unmet.join('; ') },
-        withIdentities([...kept, ...keptJobs, ...pre.refreshRequests]),
+        [...keptWorkspace(), ...keptUpdates, ...pre.refreshRequests],
       );
     }
   }
 
   // 7. The workspace must run the desired template and be ready.
-  const children: KObject[] = [workspace.statefulSet, workspace.service, ...keptJobs];
-  const readiness = workspaceReadiness(observed.statefulSet, workspace.hash);
+  const children: KObject[] = [workspace.workspace, ...keptUpdates];
+  const readiness = workspaceReadiness(observed.workspace, workspace.hash);
   if (readiness.state === 'failed') {
     if (deleting && status.lastUpdate === undefined) {
       // Never deployed and the workspace cannot start: nothing to destroy (upstream releases the Stack).
-      return respond({ kind: 'ready' }, withIdentities(children), { finalized: true });
+      return respond({ kind: 'ready' }, children, { finalized: true });
     }
     // Unauthenticated: no Job is started, since the workspace would refuse it; the agent's report
     // turns Ready (a new sync) once its ServiceAccount is granted system:auth-delegator.
     return respond(
       { kind: 'stalled', reason: workspaceFailureReason(readiness.reason), message: readiness.message },
-      withIdentities(children),
+      children,
     );
   }
   if (readiness.state === 'waiting') {
     if (deleting && namespaceTerminating(stack, req.related)) {
       // No workspace can be created in a namespace being deleted, so the destroy cannot run.
       if (status.lastUpdate === undefined)
-        return respond({ kind: 'ready' }, withIdentities(children), { finalized: true });
+        return respond({ kind: 'ready' }, children, { finalized: true });
       return respond(
         {
           kind: 'stalled',
           reason: Reasons.NamespaceTerminating,
           message: namespaceTerminatingMessage(name, namespace),
         },
-        withIdentities(children),
+        children,
         {
           resyncAfterSeconds: SOURCE_RETRY_SECONDS,
         },
@@ -355,7 +350,7 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
     }
     return respond(
       { kind: 'reconciling', reason: Reasons.StackProcessing, message: readiness.message },
-      withIdentities(children),
+      children,
     );
   }
 
@@ -367,10 +362,10 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
     commit: source.commit,
     previous: status.lastUpdate?.name ?? '',
   };
-  const job = buildJob(stack, type, decision.message, id, config);
-  status.currentUpdate = { generation, reconcileRequest: request, name: job.metadata.name, commit: source.commit };
+  const update = buildUpdate(stack, type, decision.message, id);
+  status.currentUpdate = { generation, reconcileRequest: request, name: update.metadata.name, commit: source.commit };
   return respond(
     { kind: 'reconciling', reason: Reasons.StackProcessing, message: 'stack is being processed' },
-    withIdentities([...children, job]),
+    [...children, update],
   );
 }

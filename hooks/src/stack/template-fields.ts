@@ -1,6 +1,7 @@
 import type { Stack } from '../../../schemas/generated/types';
 import { posix } from 'node:path';
 import { Paths } from '../../../contract';
+import { localSourceDir } from '../workspace/source';
 
 /**
  * Fields of `workspaceTemplate` and `updateTemplate` that the operator derives from the Stack
@@ -98,15 +99,6 @@ function updateTemplateProblems(stack: Stack): string[] {
     );
   }
   return problems;
-}
-
-/**
- * The directory a `local` source links the workspace to. Upstream's fetch runs
- * `ln -s "$LOCAL_DIR" /share/workspace`, so a relative dir is relative to /share (where the user's
- * own init containers may write the project); an absolute one is in the image, kept as written.
- */
-export function localSourceDir(dir: string): string {
-  return dir.startsWith('/') ? dir : posix.resolve(Paths.share, dir);
 }
 
 function within(dir: string, parent: string): boolean {

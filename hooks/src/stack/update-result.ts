@@ -12,7 +12,12 @@ import { tooDeepMessage } from './validate';
  */
 export function readUpdateResult(text: string | undefined): UpdateResult | undefined {
   const result = parseUpdateResult(text);
-  if (result?.outputs === undefined) return result;
+  return result === undefined ? undefined : checkUpdateResult(result);
+}
+
+/** A result whose outputs the status can hold, or a failed one naming the output that it cannot. */
+export function checkUpdateResult(result: UpdateResult): UpdateResult {
+  if (result.outputs === undefined) return result;
   const tooDeep = pathNestedDeeperThan(result.outputs, MAX_NESTING, 'outputs');
   const problem =
     tooDeep !== undefined

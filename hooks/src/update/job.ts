@@ -1,5 +1,5 @@
 import type { V1Container, V1Job, V1PodTemplateSpec } from '@kubernetes/client-node';
-import type { Stack } from '../../../schemas/generated/types';
+import type { Update, UpdateSpec } from '../../../schemas/generated/types';
 import {
   AGENT_COMMAND,
   Env,
@@ -10,117 +10,69 @@ import {
   type UpdateResult,
 } from '../../../contract';
 import type { HookConfig } from '../config';
-import { parseDuration } from '../lib/duration';
-import { shortHash, stableStringify } from '../lib/json';
+import { stableStringify } from '../lib/json';
 import { conditionOf, type Json, type KObject, type Typed } from '../lib/k8s';
-import { strategicMerge } from '../lib/merge';
+import {
+  RESTRICTED_CONTAINER_SECURITY,
+  RESTRICTED_POD_SECURITY,
+  workspaceAudience,
+  workspaceUrl,
+} from '../workspace/pod';
 import { updateServiceAccountName } from './rbac';
-import { RESTRICTED_CONTAINER_SECURITY, RESTRICTED_POD_SECURITY, workspaceAudience, workspaceUrl } from './workspace';
 
-/**
- * Hook-internal annotations on each Job: what it runs for. They make a Job self-describing, so a
- * result is absorbed correctly even if the status that named the Job was never written.
- */
-export const JobAnnotations = {
-  generation: 'pulumi.com/update-generation',
-  reconcileRequest: 'pulumi.com/update-reconcile-request',
-  commit: 'pulumi.com/update-commit',
-  /** `lastUpdate.name` when the Job was created: the Job that follows it in the Stack's history. */
-  previous: 'pulumi.com/update-previous',
-  /** Seconds to keep the Job once finished and absorbed (`ttlAfterCompleted`; retention.ts). */
-  ttl: 'pulumi.com/update-ttl-seconds',
-} as const;
-
-/** Upstream's TTL for Stack-created Updates. */
-const DEFAULT_TTL_SECONDS = 24 * 3600;
-
-/** What a Job runs for: the fields of upstream's `status.currentUpdate`. */
-export interface UpdateIdentity {
-  generation: number;
-  reconcileRequest: string;
-  commit: string;
-  previous: string;
-}
-
-/**
- * `<stack>-<type>-<hash>`: readable in `kubectl get jobs`, at most 42+1+7+1+8 = 59 characters, and a
- * function of what it runs for, so the same request yields the same Job and each retry a new one.
- */
-export function jobName(stack: Stack, type: OperationType, id: UpdateIdentity): string {
-  const uid = stack.metadata.uid ?? '';
-  return `${stack.metadata.name}-${type}-${shortHash({ uid, type, ...id }, 8)}`;
-}
-
-export function identityOf(job: KObject): UpdateIdentity | undefined {
-  const a = job.metadata.annotations ?? {};
-  const generation = Number(a[JobAnnotations.generation]);
-  if (!Number.isInteger(generation)) return undefined;
-  return {
-    generation,
-    reconcileRequest: a[JobAnnotations.reconcileRequest] ?? '',
-    commit: a[JobAnnotations.commit] ?? '',
-    previous: a[JobAnnotations.previous] ?? '',
-  };
+/** The operation types an Update may name (upstream's UpdateType). */
+export function operationType(value: unknown): OperationType | undefined {
+  return value === 'up' || value === 'preview' || value === 'refresh' || value === 'destroy' ? value : undefined;
 }
 
 function jobType(job: KObject): OperationType | undefined {
-  const t = job.metadata.labels?.[Labels.updateType];
-  return t === 'up' || t === 'preview' || t === 'refresh' || t === 'destroy' ? t : undefined;
+  return operationType(job.metadata.labels?.[Labels.updateType]);
 }
 
-/**
- * The operation, from the Stack and its updateTemplate (upstream's newUp and applyUpdateTemplate:
- * https://github.com/pulumi/pulumi-kubernetes-operator/blob/475dbc6c9d34ccab38ba1d3b16c924dd8a1c59b1/operator/internal/controller/pulumi/stack_controller.go#L1794).
- */
-export function operationFor(stack: Stack, type: OperationType, message: string): OperationRequest {
-  const spec = stack.spec;
-  const op: OperationRequest = { type, stack: spec.stack, message };
-  if (type === 'up' || type === 'preview') {
-    if (spec.targets?.length) op.target = [...spec.targets];
-    if (spec.targetDependents) op.targetDependents = true;
-    if (spec.refresh) op.refresh = true;
-  }
-  if (type === 'destroy' && spec.runProgram) op.runProgram = true;
-  const t = spec.updateTemplate?.spec;
-  if (t) {
-    if (t.parallel !== undefined) op.parallel = t.parallel;
-    if (t.message !== undefined) op.message = t.message;
-    if (t.expectNoChanges !== undefined) op.expectNoChanges = t.expectNoChanges;
-    if (t.refresh !== undefined) op.refresh = t.refresh;
-    if (t.continueOnError !== undefined) op.continueOnError = t.continueOnError;
-    if (t.target !== undefined) op.target = [...t.target];
-    if (t.targetDependents !== undefined) op.targetDependents = t.targetDependents;
-    if (t.replace !== undefined) op.replace = [...t.replace];
-    if (t.remove !== undefined) op.remove = t.remove;
-    if (t.runProgram !== undefined) op.runProgram = t.runProgram;
-  }
+/** The operation an Update asks for, as the runner sends it to the workspace (`stackName` is its stack). */
+export function operationOf(spec: UpdateSpec, type: OperationType): OperationRequest {
+  const op: OperationRequest = { type, stack: spec.stackName ?? '' };
+  if (spec.message !== undefined) op.message = spec.message;
+  if (spec.target !== undefined) op.target = [...spec.target];
+  if (spec.targetDependents !== undefined) op.targetDependents = spec.targetDependents;
+  if (spec.refresh !== undefined) op.refresh = spec.refresh;
+  if (spec.parallel !== undefined) op.parallel = spec.parallel;
+  if (spec.expectNoChanges !== undefined) op.expectNoChanges = spec.expectNoChanges;
+  if (spec.continueOnError !== undefined) op.continueOnError = spec.continueOnError;
+  if (spec.replace !== undefined) op.replace = [...spec.replace];
+  if (spec.remove !== undefined) op.remove = spec.remove;
+  if (spec.runProgram !== undefined) op.runProgram = spec.runProgram;
   return op;
 }
 
-/** The Job that runs one operation through the workspace and reports on itself. */
-export function buildJob(
-  stack: Stack,
-  type: OperationType,
-  message: string,
-  id: UpdateIdentity,
-  config: HookConfig,
-): KObject {
-  const spec = stack.spec;
-  const name = stack.metadata.name;
-  const namespace = stack.metadata.namespace ?? '';
-  const job = jobName(stack, type, id);
-  const ttl = spec.updateTemplate?.spec?.ttlAfterCompleted;
-  const ttlSeconds = ttl !== undefined ? Math.round(parseDuration(ttl)! / 1000) : DEFAULT_TTL_SECONDS;
+/** The labels an Update passes on to its Job and identity: its own but Metacontroller's selector label. */
+export function updateLabels(update: Update, type: OperationType): Record<string, string> {
+  const labels: Record<string, string> = {};
+  for (const [k, v] of Object.entries(update.metadata.labels ?? {})) if (k !== 'controller-uid') labels[k] = String(v);
+  // The workspace's Stack (for a Stack's Updates the Stack's name; else the Workspace's), and what runs.
+  labels[Labels.stackName] ??= update.spec?.workspaceName ?? '';
+  labels[Labels.workspaceComponent] = 'update';
+  labels[Labels.updateType] = type;
+  return labels;
+}
+
+/** The Job that runs an Update's operation through its workspace and reports on itself: named as the Update. */
+export function buildJob(update: Update, type: OperationType, config: HookConfig): KObject {
+  const spec = update.spec ?? {};
+  const name = update.metadata.name;
+  const namespace = update.metadata.namespace ?? '';
+  const workspace = spec.workspaceName ?? '';
+  const labels = updateLabels(update, type);
 
   const runner: V1Container = {
     name: 'update',
     image: config.agentImage,
     command: [AGENT_COMMAND, 'update'],
     env: [
-      { name: Env.operation, value: stableStringify(operationFor(stack, type, message)) },
-      { name: Env.workspaceUrl, value: workspaceUrl(name, namespace) },
-      { name: Env.jobName, value: job },
-      { name: Env.stackName, value: name },
+      { name: Env.operation, value: stableStringify(operationOf(spec, type)) },
+      { name: Env.workspaceUrl, value: workspaceUrl(workspace, namespace) },
+      { name: Env.jobName, value: name },
+      { name: Env.stackName, value: workspace },
       { name: Env.podNamespace, valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.namespace' } } },
     ],
     volumeMounts: [{ name: 'workspace-token', mountPath: Paths.tokenDir, readOnly: true }],
@@ -128,12 +80,15 @@ export function buildJob(
     securityContext: structuredClone(RESTRICTED_CONTAINER_SECURITY),
   };
   if (config.agentImagePullPolicy) runner.imagePullPolicy = config.agentImagePullPolicy;
+  const podLabels = {
+    [Labels.stackName]: labels[Labels.stackName] ?? workspace,
+    [Labels.workspaceComponent]: 'update',
+    [Labels.updateType]: type,
+  };
   const template: Json<V1PodTemplateSpec> = {
-    metadata: {
-      labels: { [Labels.stackName]: name, [Labels.workspaceComponent]: 'update', [Labels.updateType]: type },
-    },
+    metadata: { labels: podLabels },
     spec: {
-      // Its own identity (rbac.ts): allowed to call this Stack's workspace and report on its own Job.
+      // Its own identity (rbac.ts): allowed to call this workspace and report on its own Job.
       serviceAccountName: updateServiceAccountName(name),
       restartPolicy: 'Never',
       // The runner relays SIGTERM to the workspace, which interrupts Pulumi and lets it unlock the stack.
@@ -147,7 +102,7 @@ export function buildJob(
             sources: [
               {
                 serviceAccountToken: {
-                  audience: workspaceAudience(name, namespace),
+                  audience: workspaceAudience(workspace, namespace),
                   expirationSeconds: 3600,
                   path: 'token',
                 },
@@ -158,41 +113,19 @@ export function buildJob(
       ],
     },
   };
-  let obj: Typed<V1Job> = {
+  const job: Typed<V1Job> = {
     apiVersion: 'batch/v1',
     kind: 'Job',
-    metadata: {
-      name: job,
-      namespace,
-      labels: { [Labels.stackName]: name, [Labels.workspaceComponent]: 'update', [Labels.updateType]: type },
-      annotations: {
-        [JobAnnotations.generation]: String(id.generation),
-        [JobAnnotations.reconcileRequest]: id.reconcileRequest,
-        [JobAnnotations.commit]: id.commit,
-        [JobAnnotations.previous]: id.previous,
-        [JobAnnotations.ttl]: String(ttlSeconds),
-      },
-    },
+    metadata: { name, namespace, labels },
     spec: {
       // Retries are the Stack's business (backoff, failure budget), never the Job controller's.
       backoffLimit: 0,
-      // No ttlSecondsAfterFinished: the TTL controller would delete a Job whose result the Stack has
-      // not absorbed yet. The hooks delete it instead, once absorbed (retention.ts).
+      // No ttlSecondsAfterFinished: the TTL controller would delete a Job whose result nobody has
+      // read yet. The Job goes with its Update (docs/design.md#update-retention).
       template,
     },
   };
-  const userMeta = spec.updateTemplate?.metadata;
-  if (userMeta) {
-    obj = strategicMerge(obj, { metadata: { labels: userMeta.labels, annotations: userMeta.annotations } });
-    // Our keys win: they identify the Job.
-    obj.metadata.labels = {
-      ...obj.metadata.labels,
-      [Labels.stackName]: name,
-      [Labels.workspaceComponent]: 'update',
-      [Labels.updateType]: type,
-    };
-  }
-  return obj;
+  return job;
 }
 
 export interface JobOutcome {

@@ -8,19 +8,16 @@ import type {
   V1Volume,
   V1VolumeMount,
 } from '@kubernetes/client-node';
-import type { Stack, StackSpec } from '../../../schemas/generated/types';
+import type { Workspace, WorkspaceStack } from '../../../schemas/generated/types';
 import {
   AGENT_COMMAND,
   Annotations,
-  AUTH_DELEGATOR_CLUSTER_ROLE,
   Env,
   INJECTED_AGENT_DIR,
   Labels,
-  parseWorkspaceStatus,
   parseSshUrl,
   Paths,
   WORKSPACE_PORT,
-  WORKSPACE_UNAUTHENTICATED,
   type ConfigItem,
   type WorkspaceStackSpec,
 } from '../../../contract';
@@ -29,32 +26,50 @@ import { knownHostsLinesFor } from '../git/known-hosts';
 import { shortHash, stableStringify } from '../lib/json';
 import type { Json, KObject, Typed } from '../lib/k8s';
 import { strategicMerge } from '../lib/merge';
-import type { WorkspaceSource } from './source';
+import { fetchSourceOf, type FetchSource } from './source';
 
-/** `<stack>-workspace`: the StatefulSet and its headless Service (pod `<stack>-workspace-0`), as upstream. */
-export function workspaceName(stack: string): string {
-  return `${stack}-workspace`;
+/** `<workspace>-workspace`: the StatefulSet and its headless Service (pod `<workspace>-workspace-0`), as upstream. */
+export function workspaceName(workspace: string): string {
+  return `${workspace}-workspace`;
 }
 
 /** Audience of the tokens callers present to a workspace (upstream: `<workspace>.<namespace>`). */
-export function workspaceAudience(stack: string, namespace: string): string {
-  return `${stack}.${namespace}`;
+export function workspaceAudience(workspace: string, namespace: string): string {
+  return `${workspace}.${namespace}`;
 }
 
-export function workspaceUrl(stack: string, namespace: string): string {
-  return `http://${workspaceName(stack)}.${namespace}.svc:${WORKSPACE_PORT}`;
+export function workspaceUrl(workspace: string, namespace: string): string {
+  return `http://${workspaceName(workspace)}.${namespace}.svc:${WORKSPACE_PORT}`;
 }
 
-export function workspaceServiceAccount(spec: StackSpec): string {
-  return spec.workspaceTemplate?.spec?.serviceAccountName ?? spec.serviceAccountName ?? 'default';
+/** Upstream's Workspace `status.address`: the workspace's host and port. */
+export function workspaceAddress(workspace: string, namespace: string): string {
+  return `${workspaceName(workspace)}.${namespace}:${WORKSPACE_PORT}`;
 }
 
-function podSelector(stack: string): Record<string, string> {
-  return { [Labels.workspaceComponent]: 'workspace', [Labels.workspaceName]: stack };
+/** The account the workspace pod runs as: a podTemplate may name another than `spec.serviceAccountName`. */
+export function workspacePodServiceAccount(ws: Workspace): string {
+  const fromPod = (ws.spec?.podTemplate?.spec as { serviceAccountName?: unknown } | undefined)?.serviceAccountName;
+  if (typeof fromPod === 'string' && fromPod !== '') return fromPod;
+  return ws.spec?.serviceAccountName || 'default';
+}
+
+function podSelector(workspace: string): Record<string, string> {
+  return { [Labels.workspaceComponent]: 'workspace', [Labels.workspaceName]: workspace };
 }
 
 export function stackLabels(stack: string, component: string): Record<string, string> {
   return { [Labels.stackName]: stack, [Labels.component]: component };
+}
+
+/**
+ * The labels a Workspace passes on to its StatefulSet, Service and pods: its own, but not the
+ * label Metacontroller selects the Workspace's owner's children by (each child belongs to one parent).
+ */
+export function inheritedLabels(ws: Workspace): Record<string, string> {
+  const labels: Record<string, string> = {};
+  for (const [k, v] of Object.entries(ws.metadata.labels ?? {})) if (k !== 'controller-uid') labels[k] = String(v);
+  return labels;
 }
 
 /** Upstream's `restricted` profile: what the Pod Security `restricted` level requires, uid/gid 1000. */
@@ -72,94 +87,14 @@ export const RESTRICTED_POD_SECURITY = {
 
 const SHARE_MOUNT: V1VolumeMount = { name: 'share', mountPath: Paths.share };
 
-function sorted<T>(record: Record<string, T> | undefined): [string, T][] {
-  return Object.entries(record ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-}
-
 /** An env var that the API server stores as given (an empty value is omitted, else it would never compare equal). */
 function literalEnv(name: string, value: string): V1EnvVar {
   return value === '' ? { name } : { name, value };
 }
 
-/**
- * The stack settings for `pko-agent serve` and the volumes they need (upstream's UpdateConfig:
- * https://github.com/pulumi/pulumi-kubernetes-operator/blob/475dbc6c9d34ccab38ba1d3b16c924dd8a1c59b1/operator/internal/controller/pulumi/stack_controller.go#L1737):
- * config, configRef (ConfigMap files), secrets, secretsRef (Secret files), each group sorted by
- * key. Secret-sourced values reach the pod only as mounted files.
- */
-export function workspaceStack(spec: StackSpec): {
-  stack: WorkspaceStackSpec;
-  volumes: Json<V1Volume>[];
-  mounts: V1VolumeMount[];
-} {
-  const config: ConfigItem[] = [];
-  const volumes = new Map<string, Json<V1Volume>>();
-  const mounts = new Map<string, V1VolumeMount>();
-  for (const [key, value] of sorted<unknown>(spec.config)) config.push({ key, value, secret: false });
-  for (const [key, ref] of sorted(spec.configRef)) {
-    const volume = `configmap-${ref.name}`;
-    const dir = `${Paths.configMaps}/${ref.name}`;
-    volumes.set(volume, { name: volume, configMap: { name: ref.name } });
-    mounts.set(volume, { name: volume, mountPath: dir, readOnly: true });
-    const valueFrom: ConfigItem['valueFrom'] = { path: `${dir}/${ref.key}` };
-    if (ref.json) valueFrom.json = true;
-    config.push({ key, valueFrom, secret: false });
-  }
-  for (const [key, value] of sorted(spec.secrets)) config.push({ key, value: String(value), secret: true });
-  for (const [key, ref] of sorted(spec.secretsRef)) {
-    if (ref.type === 'Literal') {
-      config.push({ key, value: ref.literal?.value ?? '', secret: true });
-    } else if (ref.type === 'Secret' && ref.secret) {
-      const volume = `secret-${ref.secret.name}`;
-      const dir = `${Paths.secrets}/${ref.secret.name}`;
-      volumes.set(volume, { name: volume, secret: { secretName: ref.secret.name } });
-      mounts.set(volume, { name: volume, mountPath: dir, readOnly: true });
-      config.push({ key, valueFrom: { path: `${dir}/${ref.secret.key}` }, secret: true });
-    }
-  }
-  const stack: WorkspaceStackSpec = { name: spec.stack, create: spec.useLocalStackOnly !== true, config };
-  if (spec.secretsProvider) stack.secretsProvider = spec.secretsProvider;
-  if (spec.environment?.length) stack.environment = [...spec.environment];
-  return { stack, volumes: [...volumes.values()], mounts: [...mounts.values()] };
-}
-
-/**
- * The user's environment for Pulumi, in upstream's order (SetEnvRefsForWorkspace:
- * https://github.com/pulumi/pulumi-kubernetes-operator/blob/475dbc6c9d34ccab38ba1d3b16c924dd8a1c59b1/operator/internal/controller/pulumi/stack_controller.go#L1418):
- * backend, access token, envRefs by key.
- */
-function pulumiEnv(spec: StackSpec): V1EnvVar[] {
-  const env: V1EnvVar[] = [];
-  if (spec.backend) env.push(literalEnv('PULUMI_BACKEND_URL', spec.backend));
-  if (spec.accessTokenSecret) {
-    env.push({
-      name: 'PULUMI_ACCESS_TOKEN',
-      valueFrom: { secretKeyRef: { name: spec.accessTokenSecret, key: 'accessToken' } },
-    });
-  }
-  const secretNames: string[] = [];
-  for (const [name, ref] of sorted(spec.envRefs)) {
-    if (ref.type === 'Literal') env.push(literalEnv(name, ref.literal?.value ?? ''));
-    else if (ref.type === 'Secret' && ref.secret) {
-      env.push({ name, valueFrom: { secretKeyRef: { name: ref.secret.name, key: ref.secret.key } } });
-      secretNames.push(name);
-    }
-  }
-  // Names only: the agent masks these variables' values in what it logs and reports.
-  if (secretNames.length) env.push(literalEnv(Env.secretEnvNames, secretNames.join(',')));
-  return env;
-}
-
-function envFrom(spec: StackSpec): V1EnvFromSource[] {
-  return [
-    ...(spec.envs ?? []).map((name) => ({ configMapRef: { name } })),
-    ...(spec.envSecrets ?? []).map((name) => ({ secretRef: { name } })),
-  ];
-}
-
 /** The init container that puts the project at /share/workspace, per source kind. */
 function fetchContainer(
-  source: WorkspaceSource,
+  source: FetchSource,
   config: HookConfig,
   workspaceNameOf: string,
 ): { container?: V1Container; volumes: Json<V1Volume>[] } {
@@ -259,60 +194,80 @@ export interface DesiredWorkspace {
   hash: string;
 }
 
-/**
- * The workspace StatefulSet and Service for a Stack and its resolved source: upstream's Workspace
- * StatefulSet (https://github.com/pulumi/pulumi-kubernetes-operator/blob/475dbc6c9d34ccab38ba1d3b16c924dd8a1c59b1/operator/internal/controller/auto/workspace_controller.go#L526),
- * with our agent (injected by the bootstrap init container) in place of upstream's.
- */
-export function desiredWorkspace(stack: Stack, source: WorkspaceSource, config: HookConfig): DesiredWorkspace {
-  const spec = stack.spec;
-  const name = stack.metadata.name;
-  const namespace = stack.metadata.namespace ?? '';
-  const wsName = workspaceName(name);
-  const template = spec.workspaceTemplate;
-  const restricted = (template?.spec?.securityProfile ?? 'restricted') === 'restricted';
-  const { stack: wsStack, volumes: configVolumes, mounts: configMounts } = workspaceStack(spec);
-  const fetch = fetchContainer(source, config, wsName);
+/** The stack `pko-agent serve` selects and configures: the Workspace's first (the agent serves one). */
+function agentStack(stack: WorkspaceStack | undefined): WorkspaceStackSpec {
+  const config: ConfigItem[] = (stack?.config ?? []).map((item) => {
+    const c: ConfigItem = { key: item.key ?? '', secret: item.secret === true };
+    if (item.value !== undefined) c.value = item.value;
+    if (item.valueFrom) c.valueFrom = { ...item.valueFrom };
+    return c;
+  });
+  const spec: WorkspaceStackSpec = { name: stack?.name ?? '', create: stack?.create !== false, config };
+  if (stack?.secretsProvider) spec.secretsProvider = stack.secretsProvider;
+  if (stack?.environment?.length) spec.environment = [...stack.environment];
+  return spec;
+}
 
-  const env: V1EnvVar[] = [
-    ...pulumiEnv(spec),
+/**
+ * The Workspace's own environment, then what the agent needs. The names of variables set from
+ * Secrets go to the agent, which masks their values in what it logs and reports.
+ */
+function containerEnv(ws: Workspace, wsName: string): V1EnvVar[] {
+  const name = ws.metadata.name;
+  const namespace = ws.metadata.namespace ?? '';
+  const ours: V1EnvVar[] = [
     ...workspaceIdentityEnv(wsName),
     { name: Env.stackName, value: name },
     { name: Env.workspaceAudience, value: workspaceAudience(name, namespace) },
-    { name: Env.workspaceStack, value: stableStringify(wsStack) },
+    { name: Env.workspaceStack, value: stableStringify(agentStack(ws.spec?.stacks?.[0])) },
   ];
-  if (template?.spec?.pulumiLogLevel)
-    env.push({ name: Env.pulumiLogLevel, value: String(template.spec.pulumiLogLevel) });
+  if (ws.spec?.pulumiLogLevel) ours.push({ name: Env.pulumiLogLevel, value: String(ws.spec.pulumiLogLevel) });
+  const reserved = new Set(ours.map((e) => e.name));
+  const user = new Map<string, V1EnvVar>();
+  for (const e of (ws.spec?.env ?? []) as V1EnvVar[]) if (!reserved.has(e.name)) user.set(e.name, e);
+  const secretNames = [...user.values()].filter((e) => e.valueFrom?.secretKeyRef).map((e) => e.name);
+  const env = [...user.values()];
+  if (secretNames.length) env.push(literalEnv(Env.secretEnvNames, secretNames.join(',')));
+  return [...env, ...ours];
+}
+
+/**
+ * The workspace StatefulSet and Service of a Workspace: upstream's Workspace StatefulSet
+ * (https://github.com/pulumi/pulumi-kubernetes-operator/blob/475dbc6c9d34ccab38ba1d3b16c924dd8a1c59b1/operator/internal/controller/auto/workspace_controller.go#L526),
+ * with our agent (injected by the bootstrap init container) in place of upstream's.
+ */
+export function desiredWorkspace(ws: Workspace, config: HookConfig): DesiredWorkspace {
+  const spec = ws.spec ?? {};
+  const name = ws.metadata.name;
+  const namespace = ws.metadata.namespace ?? '';
+  const wsName = workspaceName(name);
+  const restricted = (spec.securityProfile ?? 'restricted') !== 'baseline';
+  const fetch = fetchContainer(fetchSourceOf(spec, namespace), config, wsName);
+  const labels = inheritedLabels(ws);
 
   const pulumi: V1Container = {
     name: 'pulumi',
-    image: template?.spec?.image || config.workspaceImage[restricted ? 'restricted' : 'baseline'],
+    image: spec.image || config.workspaceImage[restricted ? 'restricted' : 'baseline'],
     // The injected agent (bootstrapContainer), under tini, in the user's image.
     command: [Paths.tini, '--', Paths.agentNode, Paths.agentBundle, 'serve'],
     workingDir: Paths.workspace,
     ports: [{ name: 'http', containerPort: WORKSPACE_PORT }],
-    env,
-    volumeMounts: [{ ...SHARE_MOUNT }, ...configMounts],
+    env: containerEnv(ws, wsName),
+    volumeMounts: [{ ...SHARE_MOUNT }],
     readinessProbe: { httpGet: { path: '/readyz', port: WORKSPACE_PORT }, periodSeconds: 5 },
-    resources: (template?.spec?.resources as V1Container['resources']) ?? { requests: { cpu: '100m', memory: '64Mi' } },
+    resources: (spec.resources as V1Container['resources']) ?? { requests: { cpu: '100m', memory: '64Mi' } },
   };
-  if (template?.spec?.imagePullPolicy) pulumi.imagePullPolicy = template.spec.imagePullPolicy;
-  for (const e of (template?.spec?.env ?? []) as V1EnvVar[]) {
-    const i = pulumi.env!.findIndex((x) => x.name === e.name);
-    if (i >= 0) pulumi.env![i] = e;
-    else pulumi.env!.push(e);
-  }
-  const from = [...envFrom(spec), ...((template?.spec?.envFrom ?? []) as V1EnvFromSource[])];
-  if (from.length) pulumi.envFrom = from;
+  if (spec.imagePullPolicy) pulumi.imagePullPolicy = spec.imagePullPolicy;
+  if (spec.envFrom?.length) pulumi.envFrom = [...(spec.envFrom as V1EnvFromSource[])];
 
   let pod: Json<V1PodTemplateSpec> = {
-    metadata: { labels: { ...podSelector(name), [Labels.stackName]: name } },
+    metadata: { labels: { ...labels, ...podSelector(name) } },
     spec: {
-      serviceAccountName: workspaceServiceAccount(spec),
+      serviceAccountName: spec.serviceAccountName || 'default',
       terminationGracePeriodSeconds: 600,
       initContainers: [bootstrapContainer(config), ...(fetch.container ? [fetch.container] : [])],
       containers: [pulumi],
-      volumes: [{ name: 'share', emptyDir: {} }, ...fetch.volumes, ...configVolumes],
+      volumes: [{ name: 'share', emptyDir: {} }, ...fetch.volumes],
     },
   };
   if (restricted) {
@@ -320,7 +275,7 @@ export function desiredWorkspace(stack: Stack, source: WorkspaceSource, config: 
     for (const c of [...pod.spec!.initContainers!, ...pod.spec!.containers])
       c.securityContext = structuredClone(RESTRICTED_CONTAINER_SECURITY);
   }
-  const userPod = template?.spec?.podTemplate as Json<V1PodTemplateSpec> | undefined;
+  const userPod = spec.podTemplate as Json<V1PodTemplateSpec> | undefined;
   if (userPod) {
     // The user's init containers run after ours (upstream enforces the order): fetch must come first.
     const { initContainers: userInit, ...userSpec } = (userPod.spec ?? {}) as NonNullable<
@@ -339,15 +294,10 @@ export function desiredWorkspace(stack: Stack, source: WorkspaceSource, config: 
   const hash = shortHash(pod, 16);
   pod.metadata.annotations = { ...pod.metadata.annotations, [Annotations.workspaceHash]: hash };
 
-  const metaLabels = {
-    ...template?.metadata?.labels,
-    ...stackLabels(name, 'stack'),
-  };
-  const metaAnnotations = template?.metadata?.annotations;
   const statefulSet: Typed<V1StatefulSet> = {
     apiVersion: 'apps/v1',
     kind: 'StatefulSet',
-    metadata: { name: wsName, namespace, labels: metaLabels },
+    metadata: { name: wsName, namespace, labels: { ...labels } },
     spec: {
       replicas: 1,
       podManagementPolicy: 'Parallel',
@@ -356,13 +306,12 @@ export function desiredWorkspace(stack: Stack, source: WorkspaceSource, config: 
       template: pod,
     },
   };
-  if (metaAnnotations && Object.keys(metaAnnotations).length) statefulSet.metadata.annotations = { ...metaAnnotations };
 
-  const serviceMeta = template?.spec?.serviceTemplate?.metadata;
+  const serviceMeta = spec.serviceTemplate?.metadata;
   const service: Typed<V1Service> = {
     apiVersion: 'v1',
     kind: 'Service',
-    metadata: { name: wsName, namespace, labels: { ...serviceMeta?.labels, ...stackLabels(name, 'stack') } },
+    metadata: { name: wsName, namespace, labels: { ...serviceMeta?.labels, ...labels } },
     spec: {
       clusterIP: 'None',
       selector: podSelector(name),
@@ -374,44 +323,3 @@ export function desiredWorkspace(stack: Stack, source: WorkspaceSource, config: 
   return { statefulSet, service, hash };
 }
 
-/**
- * The command that grants the workspace's ServiceAccount what it needs to verify callers, as the
- * pod runs it (the observed template: a podTemplate may name another account than the spec). The
- * binding's name is the one manifests/stack-rbac.yaml and the chart give it.
- */
-function authDelegatorFix(observed: Typed<V1StatefulSet>): string {
-  const namespace = observed.metadata.namespace ?? 'default';
-  const account = observed.spec?.template?.spec?.serviceAccountName || 'default';
-  return (
-    `To grant ${AUTH_DELEGATOR_CLUSTER_ROLE} to the workspace's ServiceAccount ${namespace}/${account}: ` +
-    `kubectl create clusterrolebinding pulumi-operator:auth-delegator:${namespace}:${account} ` +
-    `--clusterrole=${AUTH_DELEGATOR_CLUSTER_ROLE} --serviceaccount=${namespace}:${account}`
-  );
-}
-
-export type WorkspaceReadiness =
-  { state: 'ready' } | { state: 'waiting'; message: string } | { state: 'failed'; reason: string; message: string };
-
-/**
- * Whether the observed workspace runs the desired template and its agent is ready for operations.
- * The agent's own report (annotation on the StatefulSet) carries failures the probe cannot.
- */
-export function workspaceReadiness(observed: Typed<V1StatefulSet> | undefined, hash: string): WorkspaceReadiness {
-  if (!observed) return { state: 'waiting', message: 'waiting for workspace readiness' };
-  const report = parseWorkspaceStatus(observed.metadata.annotations?.[Annotations.workspaceStatus]);
-  if (report && report.hash === hash && report.state === 'Failed') {
-    const reason = report.reason ?? 'InitializationFailed';
-    let message = `${reason}: ${report.message ?? 'the workspace failed'}`;
-    if (reason === WORKSPACE_UNAUTHENTICATED) message += `. ${authDelegatorFix(observed)}`;
-    return { state: 'failed', reason, message };
-  }
-  const observedHash = observed.spec?.template?.metadata?.annotations?.[Annotations.workspaceHash];
-  const st = observed.status;
-  const rolledOut =
-    observedHash === hash &&
-    (st?.observedGeneration ?? 0) >= (observed.metadata.generation ?? 0) &&
-    (!st?.updateRevision || st.updateRevision === st.currentRevision) &&
-    (st?.readyReplicas ?? 0) >= 1;
-  if (rolledOut && report?.hash === hash && report.state === 'Ready') return { state: 'ready' };
-  return { state: 'waiting', message: 'waiting for workspace readiness' };
-}

@@ -1,0 +1,161 @@
+/**
+ * The Update controller's sync hook (auto.pulumi.com/v1alpha1 Update, a CompositeController): a
+ * pure function from the observed Update, its Job and identity, and its Workspace to the Job that
+ * runs the operation once, and the Update's status as upstream's Update reconciler reports it
+ * (https://github.com/pulumi/pulumi-kubernetes-operator/blob/475dbc6c9d34ccab38ba1d3b16c924dd8a1c59b1/operator/internal/controller/auto/update_controller.go):
+ * Progressing, Failed and Complete, start and end, permalink, message, outputs.
+ */
+import type { V1Job } from '@kubernetes/client-node';
+import type { Update, UpdateStatus, Workspace } from '../../../schemas/generated/types';
+import { Annotations, type UpdateResult } from '../../../contract';
+import type { HookConfig } from '../config';
+import { observedCondition, setConditions, type DesiredCondition } from '../lib/conditions';
+import { findObject, objectsOf, type KObject, type ObjectMap } from '../lib/k8s';
+import { readUpdateResult } from '../stack/update-result';
+import { AUTO_GROUP_VERSION } from './customize';
+import { buildJob, jobOutcome, operationType, updateLabels, type JobOutcome } from './job';
+import { updateRbac } from './rbac';
+
+export interface UpdateSyncRequest {
+  parent: Update;
+  children?: ObjectMap;
+  related?: ObjectMap;
+}
+
+export interface UpdateSyncResponse {
+  status: UpdateStatus;
+  children: KObject[];
+  resyncAfterSeconds?: number;
+}
+
+export interface UpdateSyncContext {
+  config: HookConfig;
+  now: Date;
+  /** A Job's `pulumi.com/update-result` annotation, parsed (default: readUpdateResult, uncached). */
+  updateResult?: (text: string | undefined) => UpdateResult | undefined;
+}
+
+/** How often an Update waiting for its Workspace looks again, besides the Workspace's own changes. */
+const WAIT_SECONDS = 10;
+
+const progressing = (reason: string, message: string): DesiredCondition[] => [
+  { type: 'Progressing', status: 'True', reason, message },
+  { type: 'Failed', status: 'False', reason: 'Progressing', message: '' },
+  { type: 'Complete', status: 'False', reason: 'Progressing', message: '' },
+];
+
+const waiting = (reason: string, message: string): DesiredCondition[] => [
+  { type: 'Progressing', status: 'False', reason, message },
+  { type: 'Failed', status: 'False', reason: 'Progressing', message: '' },
+  { type: 'Complete', status: 'False', reason: 'Progressing', message: '' },
+];
+
+/** Upstream's conditions for a finished operation; the transition is when it ended. */
+function finished(outcome: JobOutcome): DesiredCondition[] {
+  const { result, endTime } = outcome;
+  const at = endTime !== undefined ? { at: endTime } : {};
+  const failed: DesiredCondition =
+    result.state === 'failed'
+      ? { type: 'Failed', status: 'True', reason: result.reason ?? 'UpdateFailed', message: result.message, ...at }
+      : { type: 'Failed', status: 'False', reason: 'UpdateSucceeded', message: '', ...at };
+  return [
+    { type: 'Progressing', status: 'False', reason: 'Complete', message: '', ...at },
+    failed,
+    { type: 'Complete', status: 'True', reason: 'Updated', message: result.message, ...at },
+  ];
+}
+
+/** What the status records of a finished operation: upstream's fields, then the outputs (ours). */
+function resultFields(status: UpdateStatus, name: string, job: KObject, outcome: JobOutcome): void {
+  const { result } = outcome;
+  const started = (job.status as { startTime?: string } | undefined)?.startTime;
+  const start = result.startTime ?? started;
+  if (start) status.startTime = start;
+  if (outcome.endTime) status.endTime = outcome.endTime;
+  if (result.permalink) status.permalink = result.permalink;
+  status.message = result.message;
+  if (result.outputs !== undefined || result.outputsOmitted === true) {
+    status.outputs = result.outputsSecret ?? `${name}-stack-outputs`;
+    if (result.outputs !== undefined) status.outputValues = result.outputs;
+    if (result.outputsOmitted === true) status.outputsOmitted = true;
+    if (result.outputsTotal !== undefined) status.outputsTotal = result.outputsTotal;
+  }
+  if (result.projectInfo) status.projectInfo = { ...result.projectInfo };
+}
+
+/** Whether a Workspace reports Ready for its current generation; else why not, in its words. */
+function workspaceState(ws: Workspace): { ready: true } | { ready: false; message: string } {
+  const ready = observedCondition(ws.status, 'Ready');
+  const current = ws.status?.observedGeneration === ws.metadata.generation;
+  if (current && ready?.status === 'True') return { ready: true };
+  const stalled = observedCondition(ws.status, 'Stalled');
+  const why = current && stalled?.status === 'True' ? stalled : ready;
+  const detail = why?.reason ? `${why.reason}${why.message ? `: ${why.message}` : ''}` : 'not ready yet';
+  return { ready: false, message: `workspace ${ws.metadata.name} is not ready (${detail})` };
+}
+
+export function syncUpdate(req: UpdateSyncRequest, ctx: UpdateSyncContext): UpdateSyncResponse {
+  const update = req.parent;
+  const name = update.metadata.name;
+  const namespace = update.metadata.namespace ?? '';
+  const spec = update.spec ?? {};
+  const generation = update.metadata.generation;
+  const status: UpdateStatus = {};
+  if (generation !== undefined) status.observedGeneration = generation;
+  const answer = (conditions: DesiredCondition[], children: KObject[], resync?: number): UpdateSyncResponse => {
+    status.conditions = setConditions(update.status?.conditions, conditions, generation, ctx.now);
+    return { status, children, ...(resync !== undefined ? { resyncAfterSeconds: resync } : {}) };
+  };
+
+  const type = operationType(spec.type);
+  if (type === undefined) {
+    const message = `spec.type must be one of up, preview, refresh, destroy; got ${JSON.stringify(spec.type ?? '')}`;
+    return answer(
+      [
+        { type: 'Progressing', status: 'False', reason: 'Complete', message: '' },
+        { type: 'Failed', status: 'True', reason: 'InvalidSpec', message },
+        { type: 'Complete', status: 'True', reason: 'Updated', message },
+      ],
+      [],
+    );
+  }
+  const identity = updateRbac(update, updateLabels(update, type));
+  const job = objectsOf<V1Job>(req.children, 'Job', 'batch/v1').find((j) => j.metadata.name === name);
+
+  // Running or finished: the Job is returned as it is built (OnDelete: never updated) with its identity.
+  if (job) {
+    const read = ctx.updateResult ?? readUpdateResult;
+    const outcome = jobOutcome(job, read(job.metadata.annotations?.[Annotations.updateResult]));
+    const children = [buildJob(update, type, ctx.config), ...identity];
+    if (!outcome) {
+      const started = (job.status as { startTime?: string } | undefined)?.startTime;
+      if (started) status.startTime = started;
+      return answer(progressing('Progressing', `the ${type} is running`), children);
+    }
+    resultFields(status, name, job, outcome);
+    return answer(finished(outcome), children);
+  }
+
+  // Finished before (its Job was deleted since): the outcome stays; nothing runs twice.
+  if (observedCondition(update.status, 'Complete')?.status === 'True' && update.status) {
+    const { conditions, observedGeneration: _, ...rest } = update.status;
+    Object.assign(status, rest);
+    return { status: { ...status, ...(conditions ? { conditions } : {}) }, children: [] };
+  }
+
+  // Not started: the Workspace must exist and be ready, and the Job's identity must exist first
+  // (a pod naming a ServiceAccount that does not exist yet is refused, and retried only after a backoff).
+  const workspaceName = spec.workspaceName ?? '';
+  const ws = workspaceName ? findObject<Workspace>(req.related, 'Workspace', AUTO_GROUP_VERSION, namespace, workspaceName) : undefined;
+  if (!ws) {
+    const message = workspaceName ? `workspace ${workspaceName} not found` : 'spec.workspaceName is empty';
+    return answer(waiting('WorkspaceNotFound', message), [], WAIT_SECONDS);
+  }
+  const state = workspaceState(ws);
+  if (!state.ready) return answer(waiting('WorkspaceNotReady', state.message), [], WAIT_SECONDS);
+  const observedIdentity = identity.every((o) =>
+    objectsOf(req.children, o.kind, o.apiVersion).some((c) => c.metadata.name === o.metadata.name),
+  );
+  if (!observedIdentity) return answer(progressing('Progressing', `starting the ${type}`), identity);
+  return answer(progressing('Progressing', `the ${type} is starting`), [buildJob(update, type, ctx.config), ...identity]);
+}

@@ -1,0 +1,96 @@
+import { posix } from 'node:path';
+import type { WorkspaceSpec } from '../../../schemas/generated/types';
+import { Paths } from '../../../contract';
+
+/** A Secret key the fetch container receives as an env var (secretKeyRef); never a literal value. */
+export interface SecretEnv {
+  env: string;
+  secret: string;
+  key: string;
+  optional?: boolean;
+}
+
+/** What the workspace's `fetch` init container puts at /share/workspace. */
+export type FetchSource =
+  | { kind: 'git'; url: string; revision: string; dir?: string; shallow: boolean; auth: SecretEnv[] }
+  | { kind: 'flux'; url: string; digest: string; dir?: string }
+  | { kind: 'program'; configMap: string; digest: string }
+  | { kind: 'local'; dir: string }
+  | { kind: 'projectInfo'; name: string; runtime: string }
+  | { kind: 'none' };
+
+/**
+ * The scheme of a Program's artifact URL (`configmap://<namespace>/<configmap>/Pulumi.yaml`): a
+ * Stack hands a Program to its Workspace as a Flux source with this URL, as upstream hands over the
+ * Program's artifact; the pod mounts the ConfigMap instead of downloading.
+ */
+const PROGRAM_URL = /^configmap:\/\/([^/]+)\/([^/]+)\/Pulumi\.yaml$/;
+
+/** The env var of each git credential, in upstream's names. */
+const GIT_AUTH_ENV = {
+  sshPrivateKey: 'GIT_SSH_PRIVATE_KEY',
+  username: 'GIT_USERNAME',
+  password: 'GIT_PASSWORD',
+  token: 'GIT_TOKEN',
+} as const;
+const GITHUB_APP_ENV = {
+  appID: 'GIT_GITHUB_APP_ID',
+  installationID: 'GIT_GITHUB_APP_INSTALLATION_ID',
+  privateKey: 'GIT_GITHUB_APP_PRIVATE_KEY',
+} as const;
+
+interface KeySelector {
+  name?: string;
+  key: string;
+  optional?: boolean;
+}
+
+function secretEnv(env: string, ref: KeySelector | undefined): SecretEnv[] {
+  if (!ref?.name) return [];
+  const e: SecretEnv = { env, secret: ref.name, key: ref.key };
+  if (ref.optional) e.optional = true;
+  return [e];
+}
+
+/** The fetch source of a Workspace: git, then Flux (or a Program), then local, then projectInfo, as upstream. */
+export function fetchSourceOf(spec: WorkspaceSpec, namespace: string): FetchSource {
+  if (spec.git?.url) {
+    const auth: SecretEnv[] = [];
+    const a = spec.git.auth as Record<string, unknown> | undefined;
+    for (const [field, env] of Object.entries(GIT_AUTH_ENV))
+      auth.push(...secretEnv(env, a?.[field] as KeySelector | undefined));
+    const app = a?.githubApp as Record<string, unknown> | undefined;
+    for (const [field, env] of Object.entries(GITHUB_APP_ENV))
+      auth.push(...secretEnv(env, app?.[field] as KeySelector | undefined));
+    const source: FetchSource = {
+      kind: 'git',
+      url: spec.git.url,
+      revision: spec.git.ref ?? '',
+      shallow: spec.git.shallow === true,
+      auth,
+    };
+    if (spec.git.dir) source.dir = spec.git.dir;
+    return source;
+  }
+  if (spec.flux?.url) {
+    const program = PROGRAM_URL.exec(spec.flux.url);
+    if (program && program[1] === namespace && program[2])
+      return { kind: 'program', configMap: program[2], digest: spec.flux.digest ?? '' };
+    const source: FetchSource = { kind: 'flux', url: spec.flux.url, digest: spec.flux.digest ?? '' };
+    if (spec.flux.dir) source.dir = spec.flux.dir;
+    return source;
+  }
+  if (spec.local?.dir) return { kind: 'local', dir: localSourceDir(spec.local.dir) };
+  if (spec.projectInfo?.name && spec.projectInfo.runtime)
+    return { kind: 'projectInfo', name: spec.projectInfo.name, runtime: spec.projectInfo.runtime };
+  return { kind: 'none' };
+}
+
+/**
+ * The directory a `local` source links the workspace to. Upstream's fetch runs
+ * `ln -s "$LOCAL_DIR" /share/workspace`, so a relative dir is relative to /share (where the user's
+ * own init containers may write the project); an absolute one is in the image, kept as written.
+ */
+export function localSourceDir(dir: string): string {
+  return dir.startsWith('/') ? dir : posix.resolve(Paths.share, dir);
+}

@@ -1,0 +1,132 @@
+/**
+ * The three controllers a Stack's life goes through, composed as Metacontroller composes them in a
+ * cluster: the Stack's sync returns Workspace and Update objects; the Workspace controller turns
+ * each Workspace into its StatefulSet, Service and Role, and the Update controller each Update into
+ * its Job and identity; their statuses are what the Stack sees of them. The builders' requests
+ * carry the whole stand-in cluster (clusterOf), so a test reads the Stack's answer together with
+ * what the other two controllers make of it: `syncStack` here is the Stack's hook plus the other
+ * controllers' answers for its Workspace and Updates, appended to its children.
+ */
+import type { Stack, Update, Workspace } from '../../schemas/generated/types';
+import type { OperationType } from '../../contract';
+import type { HookConfig } from '../src/config';
+import { buildUpdate, type UpdateIdentity } from '../src/stack/update';
+import { buildJob } from '../src/update/job';
+import { desiredWorkspace as desiredStackWorkspace } from '../src/stack/workspace';
+import { desiredWorkspace as desiredWorkspacePod, type DesiredWorkspace } from '../src/workspace/pod';
+import type { FetchSource } from '../src/workspace/source';
+import type { KObject, ObjectMap } from '../src/lib/k8s';
+import { syncStack as syncStackHook, type StackSyncRequest, type StackSyncResponse, type SyncContext } from '../src/stack/sync';
+import { syncUpdate } from '../src/update/sync';
+import { syncWorkspace } from '../src/workspace/sync';
+
+const clusters = new WeakMap<object, KObject[]>();
+
+/** Records the cluster a request was built from (builders.syncRequest). */
+export function withCluster<R extends object>(req: R, cluster: KObject[]): R {
+  clusters.set(req, cluster);
+  return req;
+}
+
+function mapOf(objects: readonly KObject[]): ObjectMap {
+  const map: ObjectMap = {};
+  for (const o of objects) {
+    const key = `${o.kind}.${o.apiVersion}`;
+    map[key] ??= {};
+    map[key][`${o.metadata.namespace ?? 'team-a'}/${o.metadata.name}`] = o;
+  }
+  return map;
+}
+
+/** The objects a Workspace's or an Update's controller owns, by the names it gives them. */
+function grandchildrenOf(cluster: readonly KObject[], parent: KObject): KObject[] {
+  const name = parent.metadata.name;
+  if (parent.kind === 'Workspace')
+    return cluster.filter(
+      (o) => ['StatefulSet', 'Service', 'Role', 'RoleBinding'].includes(o.kind) && o.metadata.name === `${name}-workspace`,
+    );
+  return cluster.filter((o) => ['Job', 'ServiceAccount', 'Role', 'RoleBinding'].includes(o.kind) && o.metadata.name === name);
+}
+
+/**
+ * The cluster after the Workspace and Update controllers ran on it: each Workspace's and Update's
+ * status as their syncs report it from their observed children (Workspaces first: an Update reads its Workspace).
+ */
+export function withControllerStatus(cluster: readonly KObject[], ctx: SyncContext): KObject[] {
+  const ws = cluster.map((o) =>
+    o.kind === 'Workspace'
+      ? {
+          ...o,
+          status: syncWorkspace(
+            { parent: o as Workspace, children: mapOf(grandchildrenOf(cluster, o)) },
+            { config: ctx.config, now: ctx.now },
+          ).status,
+        }
+      : o,
+  );
+  const workspaces = ws.filter((o) => o.kind === 'Workspace');
+  return ws.map((o) =>
+    o.kind === 'Update'
+      ? {
+          ...o,
+          status: syncUpdate(
+            { parent: o as Update, children: mapOf(grandchildrenOf(ws, o)), related: mapOf(workspaces) },
+            { config: ctx.config, now: ctx.now },
+          ).status,
+        }
+      : o,
+  );
+}
+
+/** What the Workspace and Update controllers return for the Stack's answer. */
+function grandchildren(res: StackSyncResponse, cluster: readonly KObject[], ctx: SyncContext): KObject[] {
+  const out: KObject[] = [];
+  const workspaces = cluster.filter((o) => o.kind === 'Workspace');
+  for (const child of res.children) {
+    if (child.kind === 'Workspace') {
+      const observed = cluster.find((o) => o.kind === 'Workspace' && o.metadata.name === child.metadata.name);
+      const parent = { ...child, metadata: { ...child.metadata, generation: observed?.metadata.generation ?? 1 } };
+      out.push(
+        ...syncWorkspace(
+          { parent: parent as Workspace, children: mapOf(grandchildrenOf(cluster, child)) },
+          { config: ctx.config, now: ctx.now },
+        ).children,
+      );
+    } else if (child.kind === 'Update') {
+      const observed = cluster.find((o) => o.kind === 'Update' && o.metadata.name === child.metadata.name) ?? child;
+      // A new Update's first sync makes the Job's identity, the next (right after, as Metacontroller) its Job.
+      let kids: KObject[] = grandchildrenOf(cluster, observed);
+      for (let round = 0; round < 2; round++) {
+        const answer = syncUpdate(
+          { parent: observed as Update, children: mapOf(kids), related: mapOf(workspaces) },
+          { config: ctx.config, now: ctx.now },
+        );
+        kids = [...answer.children.filter((k) => k.kind !== 'Job'), ...kids.filter((k) => k.kind === 'Job')];
+        if (round === 1 || answer.children.some((k) => k.kind === 'Job')) {
+          out.push(...answer.children);
+          break;
+        }
+      }
+    }
+  }
+  return out;
+}
+
+/** The Stack's sync hook, its answer followed by what the Workspace and Update controllers make of it. */
+export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncResponse {
+  const res = syncStackHook(req, ctx);
+  const cluster = clusters.get(req);
+  if (!cluster) return res;
+  return { ...res, children: [...res.children, ...grandchildren(res, cluster, ctx)] };
+}
+
+/** The StatefulSet, Service and pod hash the Workspace controller makes of a Stack's Workspace for `source`. */
+export function stackWorkspacePod(stack: Stack, source: FetchSource, config: HookConfig): DesiredWorkspace {
+  const { workspace } = desiredStackWorkspace(stack, source);
+  return desiredWorkspacePod({ ...workspace, metadata: { ...workspace.metadata, generation: 1 } } as Workspace, config);
+}
+
+/** The Job the Update controller makes of the Update a Stack creates for one operation. */
+export function stackJob(stack: Stack, type: OperationType, message: string, id: UpdateIdentity, config: HookConfig): KObject {
+  return buildJob(buildUpdate(stack, type, message, id) as Update, type, config);
+}
