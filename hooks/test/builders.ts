@@ -11,7 +11,7 @@ import { LAST_APPLIED_ANNOTATION, mapKey, type KObject, type ObjectMap } from '.
 import type { RefLookup } from '../src/stack/source';
 import type { StackSyncRequest, StackSyncResponse } from '../src/stack/sync';
 import { asChild, childrenOf, templateOf, type Child } from './children';
-import { withCluster, withControllerStatus } from './controllers';
+import { withCluster } from './controllers';
 
 export const NOW = new Date('2026-11-22T10:00:00Z');
 
@@ -92,26 +92,19 @@ export function childrenMap(...objects: KObject[]): ObjectMap {
   };
 }
 
-/** The kinds a Stack owns: the rest of the stand-in cluster belongs to its Workspace and Updates. */
-const STACK_CHILD_KINDS = new Set(['Workspace', 'Update', 'ConfigMap']);
-
 /**
  * A sync request for `stack` in the stand-in cluster `cluster` (every object, whoever owns it): the
- * Stack's own children, after the Workspace and Update controllers reported on them (controllers.ts).
+ * Stack's own children are what the Workspace and Update controllers report on them when
+ * controllers.syncStack answers it.
  */
 export function syncRequest(
   stack: Stack,
   cluster: KObject[] = [],
   related: KObject[] = [makeProgram()],
   finalizing = false,
-  now: Date = NOW,
 ): StackSyncRequest {
-  const observed = withControllerStatus(cluster, { config: testConfig, now, lookups: noLookups });
-  const own = observed.filter((o) => STACK_CHILD_KINDS.has(o.kind));
-  return withCluster(
-    { parent: stack, children: childrenMap(...own), related: objectMap(...related), finalizing },
-    observed,
-  );
+  const own = cluster.filter((o) => o.kind === 'Workspace' || o.kind === 'Update' || o.kind === 'ConfigMap');
+  return withCluster({ parent: stack, children: childrenMap(...own), related: objectMap(...related), finalizing }, cluster);
 }
 
 export const noLookups: ReadonlyMap<string, RefLookup> = new Map();

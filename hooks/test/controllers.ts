@@ -112,12 +112,21 @@ function grandchildren(res: StackSyncResponse, cluster: readonly KObject[], ctx:
   return out;
 }
 
-/** The Stack's sync hook, its answer followed by what the Workspace and Update controllers make of it. */
+/** The kinds a Stack owns: the rest of the stand-in cluster belongs to its Workspace and Updates. */
+const STACK_CHILD_KINDS = new Set(['Workspace', 'Update', 'ConfigMap']);
+
+/**
+ * The Stack's sync hook, its answer followed by what the Workspace and Update controllers make of
+ * it. For a request made from a stand-in cluster (builders.syncRequest), the Stack sees its own
+ * children as the other two controllers, with the same config and clock, last reported on them.
+ */
 export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncResponse {
-  const res = syncStackHook(req, ctx);
   const cluster = clusters.get(req);
-  if (!cluster) return res;
-  return { ...res, children: [...res.children, ...grandchildren(res, cluster, ctx)] };
+  if (!cluster) return syncStackHook(req, ctx);
+  const observed = withControllerStatus(cluster, ctx);
+  const children = { ...req.children, ...mapOf(observed.filter((o) => STACK_CHILD_KINDS.has(o.kind))) };
+  const res = syncStackHook({ ...req, children }, ctx);
+  return { ...res, children: [...res.children, ...grandchildren(res, observed, ctx)] };
 }
 
 /** The StatefulSet, Service and pod hash the Workspace controller makes of a Stack's Workspace for `source`. */

@@ -174,6 +174,9 @@ export function desiredWorkspace(stack: Stack, source: FetchSource): DesiredStac
     } as WorkspaceSpec['podTemplate'];
   ws.stacks = [wsStack as NonNullable<WorkspaceSpec['stacks']>[number]];
   if (template?.spec) ws = strategicMerge(ws, template.spec);
+  // The source is the one resolved (a template's `local` is, unless a destroy runs from projectInfo).
+  delete ws.local;
+  ws = { ...ws, ...sourceFields(source, namespace) };
   const from = [...envFrom(spec), ...((template?.spec?.envFrom ?? []) as V1EnvFromSource[])];
   if (from.length) ws.envFrom = from as WorkspaceSpec['envFrom'];
   const hash = shortHash(ws, 16);
