@@ -2389,7 +2389,7 @@ export interface WorkspaceSpec {
   /**
    * Fetch the project from a git repository.
    */
-  git?: WorkspaceGitSource;
+  git?: WorkspaceSpecGitSource;
   /**
    * Fetch the project as a tar.gz artifact, such as one served by Flux's source-controller.
    */
@@ -2430,6 +2430,76 @@ export interface WorkspaceSpec {
    * Stacks to select, create if asked, and configure when the workspace starts, keyed by name.
    */
   stacks?: WorkspaceSpecStack[];
+}
+
+/**
+ * A git repository holding the project.
+ */
+export interface WorkspaceSpecGitSource {
+  /**
+   * Clone URL of the repository, `https://...` or an SSH URL such as `git@github.com:org/repo.git`.
+   */
+  url?: string;
+  /**
+   * Commit SHA, branch or tag to check out.
+   */
+  ref?: string;
+  /**
+   * Directory in the repository that holds the project (its `Pulumi.yaml`); the repository root by default.
+   */
+  dir?: string;
+  /**
+   * Credentials for the repository; none for a public one.
+   */
+  auth?: WorkspaceSpecGitAuth;
+  /**
+   * Clone only the requested commit, without history.
+   */
+  shallow?: boolean;
+}
+
+/**
+ * Git credentials, as keys of Secrets in the Workspace's namespace: an SSH key, a user name and password, a token, or a GitHub App.
+ */
+export interface WorkspaceSpecGitAuth {
+  /**
+   * SSH private key, for an SSH URL.
+   */
+  sshPrivateKey?: SecretKeySelector;
+  /**
+   * User name for HTTPS.
+   */
+  username?: SecretKeySelector;
+  /**
+   * Password for HTTPS, or passphrase of the SSH key.
+   */
+  password?: SecretKeySelector;
+  /**
+   * Access token for HTTPS.
+   */
+  token?: SecretKeySelector;
+  /**
+   * GitHub App credentials, exchanged for an installation token.
+   */
+  githubApp?: WorkspaceSpecGitHubAppAuth;
+}
+
+/**
+ * GitHub App credentials, as keys of Secrets.
+ */
+export interface WorkspaceSpecGitHubAppAuth {
+  /**
+   * The App's ID.
+   */
+  appID: SecretKeySelector;
+  /**
+   * The installation's ID.
+   */
+  installationID: SecretKeySelector;
+  /**
+   * The App's private key.
+   */
+  privateKey: SecretKeySelector;
 }
 
 /**
