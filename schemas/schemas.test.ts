@@ -831,6 +831,115 @@ describe('Program schema', () => {
   });
 });
 
+describe('Workspace schema', () => {
+  const example = loadYaml('schemas/testdata/workspace-full.yaml');
+  const workspace = (spec: Obj): Obj => ({ metadata: { name: 'w' }, spec });
+
+  it('accepts a Workspace that sets every field', () => {
+    expectValid(validateWorkspace(example));
+  });
+
+  it('the example covers every Workspace field (stock Kubernetes types aside)', () => {
+    const { reachable, used } = fieldCoverage(workspaceSchema, example, KUBERNETES_CORE);
+    expect([...reachable].filter((f) => !used.has(f))).toEqual([]);
+    expect(reachable.size).toBeGreaterThan(60);
+  });
+
+  it("uses the Stack schema's definitions of the shared types, not copies", () => {
+    const own = obj(
+      (JSON.parse(readRepoFile('schemas/workspace.schema.json')) as Obj).$defs,
+      'workspace.schema.json $defs',
+    );
+    for (const shared of [
+      'ObjectMeta',
+      'PodSpec',
+      'EnvVar',
+      'EnvFromSource',
+      'ResourceRequirements',
+      'SecretKeySelector',
+    ])
+      expect(Object.keys(own)).not.toContain(shared);
+    expect(defsOf(workspaceSchema).PodSpec).toEqual(defsOf(stackSchema).PodSpec);
+    expect(defsOf(workspaceSchema).EmbeddedPodTemplate).toEqual(defsOf(stackSchema).EmbeddedPodTemplate);
+  });
+
+  it('rejects stacks without name, config items without key, incomplete GitHub App credentials', () => {
+    const errors = errorsOf(
+      validateWorkspace(
+        workspace({
+          git: { url: 'https://x', auth: { githubApp: { appID: { key: 'id' } } } },
+          stacks: [{ config: [{ value: 1 }] }],
+          imagePullPolicy: 'Sometimes',
+          projectInfo: { name: 'p' },
+          bogus: 1,
+        }),
+      ),
+    );
+    expect(errors).toEqual(
+      expect.arrayContaining([
+        { path: 'spec.stacks[0].name', message: 'is required' },
+        { path: 'spec.stacks[0].config[0].key', message: 'is required' },
+        { path: 'spec.git.auth.githubApp.installationID', message: 'is required' },
+        { path: 'spec.git.auth.githubApp.privateKey', message: 'is required' },
+        { path: 'spec.imagePullPolicy', message: 'must be one of "Always", "IfNotPresent", "Never"' },
+        { path: 'spec.projectInfo.runtime', message: 'is required' },
+        { path: 'spec.bogus', message: 'is not a known field' },
+      ]),
+    );
+    expect(errors).toHaveLength(7);
+  });
+
+  it('keeps structured config values and pod spec fields it does not describe', () => {
+    expectValid(
+      validateWorkspace(
+        workspace({
+          stacks: [{ name: 'dev', config: [{ key: 'a', value: { nested: [1, true, null] } }] }],
+          podTemplate: { spec: { containers: [{ name: 'pulumi', futureField: 1 }], futureSpecField: {} } },
+        }),
+      ),
+    );
+  });
+});
+
+describe('Update schema', () => {
+  const example = loadYaml('schemas/testdata/update-full.yaml');
+
+  it('accepts an Update that sets every field', () => {
+    expectValid(validateUpdate(example));
+  });
+
+  it('the example covers every Update field', () => {
+    const { reachable, used } = fieldCoverage(updateSchema, example, KUBERNETES_CORE);
+    expect([...reachable].filter((f) => !used.has(f))).toEqual([]);
+  });
+
+  it('accepts any operation type (upstream has no enum) and any output values', () => {
+    const update = { metadata: { name: 'u' }, spec: { type: 'import' }, status: { outputValues: { a: { b: [1] } } } };
+    expectValid(validateUpdate(update));
+  });
+
+  it('rejects wrong types, bad times and unknown fields, naming them', () => {
+    const update = {
+      metadata: { name: 'u' },
+      spec: { parallel: 'many', replace: 'urn', remove: 'yes', extra: true },
+      status: { startTime: 'yesterday', outputsTotal: -1, conditions: [{ type: 'Complete', status: 'Maybe' }] },
+    };
+    const errors = errorsOf(validateUpdate(update));
+    expect(errors).toEqual(
+      expect.arrayContaining([
+        { path: 'spec.parallel', message: 'must be integer' },
+        { path: 'spec.replace', message: 'must be array' },
+        { path: 'spec.remove', message: 'must be boolean' },
+        { path: 'spec.extra', message: 'is not a known field' },
+        { path: 'status.startTime', message: 'must match format "date-time"' },
+        { path: 'status.outputsTotal', message: 'must be >= 0' },
+        { path: 'status.conditions[0].status', message: 'must be one of "True", "False", "Unknown"' },
+        { path: 'status.conditions[0].reason', message: 'is required' },
+      ]),
+    );
+  });
+});
+
 describe('Metacontroller request schemas', () => {
   const stack = {
     apiVersion: 'pulumi.com/v1',
