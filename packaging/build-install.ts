@@ -14,10 +14,10 @@ import { repoPath } from './lib/repo';
 
 export const INSTALL_FILE = 'manifests/install.yaml';
 
-const HEADER = `# pulumi-mc-operator, quickstart install: namespace pulumi-system, the Stack and Program CRDs, the
-# hook server (Deployment and Service pulumi-mc-hooks, 2 replicas, PodDisruptionBudget, Kubernetes
-# API access limited to creating Events) and the two Metacontroller controllers. Requires
-# Metacontroller (docs/quickstart.md).
+const HEADER = `# pulumi-mc-operator, quickstart install: namespace pulumi-system, the CRDs (pulumi.com Stack and
+# Program, auto.pulumi.com Workspace and Update), the hook server (Deployment and Service
+# pulumi-mc-hooks, 2 replicas, PodDisruptionBudget, Kubernetes API access limited to creating
+# Events) and the two Metacontroller controllers. Requires Metacontroller (docs/quickstart.md).
 #
 #   kubectl apply --server-side -f manifests/install.yaml
 #

@@ -68,6 +68,8 @@ describe('manifests/install.yaml', () => {
   test('has the namespace, the CRDs, the hook server, its PodDisruptionBudget, RBAC and both controllers, in apply order', () => {
     expect(install.map(objectKey)).toEqual([
       'Namespace/pulumi-system',
+      'CustomResourceDefinition/updates.auto.pulumi.com',
+      'CustomResourceDefinition/workspaces.auto.pulumi.com',
       'CustomResourceDefinition/programs.pulumi.com',
       'CustomResourceDefinition/stacks.pulumi.com',
       'ServiceAccount/pulumi-system/pulumi-mc-hooks',
@@ -84,7 +86,8 @@ describe('manifests/install.yaml', () => {
   });
 
   test('carries the generated CRDs unchanged', () => {
-    for (const file of ['manifests/crds/pulumi.com_stacks.yaml', 'manifests/crds/pulumi.com_programs.yaml']) {
+    const crds = ['pulumi.com_stacks', 'pulumi.com_programs', 'auto.pulumi.com_workspaces', 'auto.pulumi.com_updates'];
+    for (const file of crds.map((name) => `manifests/crds/${name}.yaml`)) {
       const [crd] = loadObjects(readRepoFile(file), file);
       expect(install).toContainEqual(crd);
     }

@@ -1,6 +1,7 @@
 /**
  * Generates, from the JSON Schemas in this folder:
- *  - the CustomResourceDefinitions (manifests/crds/ and the chart's crds/, byte-identical);
+ *  - the CustomResourceDefinitions of pulumi.com Stack and Program and auto.pulumi.com Workspace and
+ *    Update (manifests/crds/ and the chart's crds/, byte-identical);
  *  - the TypeScript types (schemas/generated/types.ts);
  *  - the typed Pulumi resource classes Stack and Program (schemas/generated/pulumi-v1.ts, see
  *    pulumi-classes.ts).
@@ -12,7 +13,14 @@ import * as path from 'path';
 import * as yaml from 'js-yaml';
 import * as ts from 'typescript';
 import { compile } from 'json-schema-to-typescript';
-import { metacontrollerSchema, programSchema, stackSchema, type JsonSchema } from './index';
+import {
+  metacontrollerSchema,
+  programSchema,
+  stackSchema,
+  updateSchema,
+  workspaceSchema,
+  type JsonSchema,
+} from './index';
 import { PULUMI_CLASSES_FILE, pulumiClassesFile } from './pulumi-classes';
 
 export const CRD_HEADER = '# Generated from schemas/ by `npm run generate`. Do not edit.\n';
@@ -20,6 +28,8 @@ export const TYPES_HEADER = '/**\n * Generated from schemas/*.schema.json by `np
 
 export const STACK_CRD_FILE = 'pulumi.com_stacks.yaml';
 export const PROGRAM_CRD_FILE = 'pulumi.com_programs.yaml';
+export const WORKSPACE_CRD_FILE = 'auto.pulumi.com_workspaces.yaml';
+export const UPDATE_CRD_FILE = 'auto.pulumi.com_updates.yaml';
 export const CRD_DIRS = ['manifests/crds', 'charts/pulumi-operator/crds'];
 export const TYPES_FILE = 'schemas/generated/types.ts';
 
@@ -61,6 +71,7 @@ const CRD_FORMATS = new Set(['date-time', 'int32', 'int64']);
 const COPIED_KEYWORDS = new Set([
   'type',
   'description',
+  'default',
   'required',
   'enum',
   'pattern',
@@ -180,13 +191,30 @@ const PROGRAM_PRINTER_COLUMNS = [
   printerColumn('URL', '.status.artifact.url', 'string'),
 ];
 
-function crd(kind: string, plural: string, versions: JsonObject[]): JsonObject {
+const WORKSPACE_PRINTER_COLUMNS = [
+  printerColumn('Image', '.spec.image', 'string'),
+  printerColumn('Ready', '.status.conditions[?(@.type=="Ready")].status', 'string'),
+  printerColumn('Address', '.status.address', 'string'),
+];
+
+const UPDATE_PRINTER_COLUMNS = [
+  printerColumn('Workspace', '.spec.workspaceName', 'string'),
+  printerColumn('Type', '.spec.type', 'string', 10),
+  printerColumn('Start Time', '.status.startTime', 'date', 10),
+  printerColumn('End Time', '.status.endTime', 'date', 10),
+  printerColumn('Progressing', '.status.conditions[?(@.type=="Progressing")].status', 'string'),
+  printerColumn('Failed', '.status.conditions[?(@.type=="Failed")].status', 'string'),
+  printerColumn('Complete', '.status.conditions[?(@.type=="Complete")].status', 'string'),
+  printerColumn('URL', '.status.permalink', 'string'),
+];
+
+function crd(kind: string, plural: string, versions: JsonObject[], group = 'pulumi.com'): JsonObject {
   return {
     apiVersion: 'apiextensions.k8s.io/v1',
     kind: 'CustomResourceDefinition',
-    metadata: { name: `${plural}.pulumi.com` },
+    metadata: { name: `${plural}.${group}` },
     spec: {
-      group: 'pulumi.com',
+      group,
       names: {
         categories: ['pulumi'],
         kind,
@@ -237,6 +265,16 @@ export function stackCrd(): JsonObject {
 
 export function programCrd(): JsonObject {
   return crd('Program', 'programs', [version('v1', true, openAPIV3Schema(programSchema), PROGRAM_PRINTER_COLUMNS)]);
+}
+
+export function workspaceCrd(): JsonObject {
+  const v1alpha1 = version('v1alpha1', true, openAPIV3Schema(workspaceSchema), WORKSPACE_PRINTER_COLUMNS);
+  return crd('Workspace', 'workspaces', [v1alpha1], 'auto.pulumi.com');
+}
+
+export function updateCrd(): JsonObject {
+  const v1alpha1 = version('v1alpha1', true, openAPIV3Schema(updateSchema), UPDATE_PRINTER_COLUMNS);
+  return crd('Update', 'updates', [v1alpha1], 'auto.pulumi.com');
 }
 
 export function toYaml(document: JsonObject): string {
@@ -400,7 +438,8 @@ function mergeDeclarations(files: string[]): string {
 
 export async function typesFile(): Promise<string> {
   const files: string[] = [];
-  for (const schema of [stackSchema, programSchema, metacontrollerSchema]) files.push(await typesFor(schema));
+  for (const schema of [stackSchema, programSchema, metacontrollerSchema, workspaceSchema, updateSchema])
+    files.push(await typesFor(schema));
   return TYPES_HEADER + '\n' + mergeDeclarations(files);
 }
 
@@ -409,11 +448,15 @@ export async function typesFile(): Promise<string> {
 /** Every generated file: repository-relative path -> content. Writes nothing. */
 export async function generateAll(): Promise<Map<string, string>> {
   const files = new Map<string, string>();
-  const stack = toYaml(stackCrd());
-  const program = toYaml(programCrd());
-  for (const dir of CRD_DIRS) {
-    files.set(`${dir}/${STACK_CRD_FILE}`, stack);
-    files.set(`${dir}/${PROGRAM_CRD_FILE}`, program);
+  const crds: Array<[string, JsonObject]> = [
+    [STACK_CRD_FILE, stackCrd()],
+    [PROGRAM_CRD_FILE, programCrd()],
+    [WORKSPACE_CRD_FILE, workspaceCrd()],
+    [UPDATE_CRD_FILE, updateCrd()],
+  ];
+  for (const [file, document] of crds) {
+    const text = toYaml(document);
+    for (const dir of CRD_DIRS) files.set(`${dir}/${file}`, text);
   }
   files.set(TYPES_FILE, await typesFile());
   files.set(PULUMI_CLASSES_FILE, TYPES_HEADER + '\n' + pulumiClassesFile());

@@ -8,6 +8,8 @@ import addFormats from 'ajv-formats';
 import stackSchemaJson from './stack.schema.json';
 import programSchemaJson from './program.schema.json';
 import metacontrollerSchemaJson from './metacontroller.schema.json';
+import workspaceSchemaJson from './workspace.schema.json';
+import updateSchemaJson from './update.schema.json';
 
 export type * from './generated/types';
 
@@ -17,6 +19,56 @@ export type JsonSchema = { [key: string]: unknown };
 export const stackSchema: JsonSchema = stackSchemaJson;
 export const programSchema: JsonSchema = programSchemaJson;
 export const metacontrollerSchema: JsonSchema = metacontrollerSchemaJson;
+
+function definitions(schema: JsonSchema): Record<string, unknown> {
+  const defs = schema.$defs;
+  return typeof defs === 'object' && defs !== null && !Array.isArray(defs) ? (defs as Record<string, unknown>) : {};
+}
+
+/** The names of the `#/$defs/<name>` a schema node refers to, at any depth. */
+function referencedDefs(node: unknown, into: string[] = []): string[] {
+  if (Array.isArray(node)) {
+    for (const item of node) referencedDefs(item, into);
+  } else if (typeof node === 'object' && node !== null) {
+    for (const [key, value] of Object.entries(node)) {
+      if (key === '$ref' && typeof value === 'string') {
+        const name = /^#\/\$defs\/([A-Za-z0-9_]+)$/.exec(value)?.[1];
+        if (name === undefined) throw new Error(`only local "#/$defs/<name>" references are supported, got ${value}`);
+        into.push(name);
+      } else {
+        referencedDefs(value, into);
+      }
+    }
+  }
+  return into;
+}
+
+/**
+ * A schema completed with the shared definitions it refers to without defining them: each missing
+ * `#/$defs/<name>` (and what that refers to in turn) is copied from the first of `libraries` that
+ * defines it. So the auto.pulumi.com schemas use the Stack schema's Kubernetes types (PodSpec,
+ * EnvVar, SecretKeySelector, ...) and workspace sources, which stay written once, in
+ * stack.schema.json. The result is self-contained: ajv, the CRD generator and the TypeScript
+ * generator read it like any other schema.
+ */
+function withSharedDefs(schema: JsonSchema, libraries: JsonSchema[]): JsonSchema {
+  const defs: Record<string, unknown> = { ...definitions(schema) };
+  const pending = referencedDefs(schema);
+  for (let name = pending.shift(); name !== undefined; name = pending.shift()) {
+    if (name in defs) continue;
+    const library = libraries.find((candidate) => name in definitions(candidate));
+    if (library === undefined) throw new Error(`${String(schema.$id)}: no schema defines $defs/${name}`);
+    const def = structuredClone(definitions(library)[name]);
+    defs[name] = def;
+    referencedDefs(def, pending);
+  }
+  return { ...schema, $defs: defs };
+}
+
+/** `auto.pulumi.com/v1alpha1` Workspace, with the shared definitions of stack.schema.json it uses. */
+export const workspaceSchema: JsonSchema = withSharedDefs(workspaceSchemaJson, [stackSchema]);
+/** `auto.pulumi.com/v1alpha1` Update, with the shared definitions of the Stack and Workspace schemas it uses. */
+export const updateSchema: JsonSchema = withSharedDefs(updateSchemaJson, [stackSchema, workspaceSchema]);
 
 /** Kubernetes extension keywords: annotations for the CRD generator, no effect on validation. */
 export const KUBERNETES_KEYWORDS = [
@@ -30,13 +82,13 @@ export const KUBERNETES_KEYWORDS = [
 
 /**
  * A strict ajv (draft 2020-12, formats, all errors) that knows the Kubernetes keywords and has the
- * three schemas registered under their `$id`s.
+ * schemas registered under their `$id`s.
  */
 export function createAjv(): Ajv2020 {
   const ajv = new Ajv2020({ strict: true, allErrors: true, allowUnionTypes: true });
   addFormats(ajv);
   for (const keyword of KUBERNETES_KEYWORDS) ajv.addKeyword({ keyword });
-  ajv.addSchema([stackSchema, programSchema, metacontrollerSchema]);
+  ajv.addSchema([stackSchema, programSchema, metacontrollerSchema, workspaceSchema, updateSchema]);
   return ajv;
 }
 
@@ -137,6 +189,8 @@ export const requestSchemas = {
 
 export const validateStack: Validator = lazy(String(stackSchema.$id));
 export const validateProgram: Validator = lazy(String(programSchema.$id));
+export const validateWorkspace: Validator = lazy(String(workspaceSchema.$id));
+export const validateUpdate: Validator = lazy(String(updateSchema.$id));
 export const validateCompositeSyncRequest: Validator = lazy(requestSchemas.compositeSync.$ref);
 export const validateCustomizeRequest: Validator = lazy(requestSchemas.customize.$ref);
 export const validateDecoratorSyncRequest: Validator = lazy(requestSchemas.decoratorSync.$ref);

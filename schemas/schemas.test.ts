@@ -11,16 +11,30 @@ import {
   metacontrollerSchema,
   programSchema,
   stackSchema,
+  updateSchema,
   validateCompositeSyncRequest,
   validateCustomizeRequest,
   validateDecoratorSyncRequest,
   validateProgram,
   validateStack,
+  validateUpdate,
+  validateWorkspace,
+  workspaceSchema,
   type FieldError,
   type JsonSchema,
   type ValidationResult,
 } from './index';
-import { CRD_DIRS, CRD_HEADER, PROGRAM_CRD_FILE, STACK_CRD_FILE, TYPES_FILE, generateAll, repoRoot } from './generate';
+import {
+  CRD_DIRS,
+  CRD_HEADER,
+  PROGRAM_CRD_FILE,
+  STACK_CRD_FILE,
+  TYPES_FILE,
+  UPDATE_CRD_FILE,
+  WORKSPACE_CRD_FILE,
+  generateAll,
+  repoRoot,
+} from './generate';
 import { PULUMI_CLASSES_FILE } from './pulumi-classes';
 
 type Obj = { [key: string]: unknown };
@@ -55,11 +69,15 @@ function expectValid(result: ValidationResult): void {
   if (!result.ok) throw new Error(`expected valid, got: ${formatErrors(result.errors)}`);
 }
 
-const ALL_SCHEMAS: Array<[string, JsonSchema]> = [
+/** The schemas of the API's kinds (workspace and update completed with their shared definitions). */
+const API_SCHEMAS: Array<[string, JsonSchema]> = [
   ['stack', stackSchema],
   ['program', programSchema],
-  ['metacontroller', metacontrollerSchema],
+  ['workspace', workspaceSchema],
+  ['update', updateSchema],
 ];
+const ALL_SCHEMAS: Array<[string, JsonSchema]> = [...API_SCHEMAS, ['metacontroller', metacontrollerSchema]];
+const CRD_FILES = [STACK_CRD_FILE, PROGRAM_CRD_FILE, WORKSPACE_CRD_FILE, UPDATE_CRD_FILE];
 
 function defsOf(schema: JsonSchema): Obj {
   return isObj(schema.$defs) ? schema.$defs : {};
@@ -90,10 +108,10 @@ describe('generated files', () => {
     }
   });
 
-  it('include both CRDs in every CRD folder, byte-identical, plus the types and the Pulumi classes', () => {
-    const expected = CRD_DIRS.flatMap((dir) => [`${dir}/${STACK_CRD_FILE}`, `${dir}/${PROGRAM_CRD_FILE}`]);
+  it('include every CRD in every CRD folder, byte-identical, plus the types and the Pulumi classes', () => {
+    const expected = CRD_DIRS.flatMap((dir) => CRD_FILES.map((file) => `${dir}/${file}`));
     expect([...generated.keys()].sort()).toEqual([...expected, TYPES_FILE, PULUMI_CLASSES_FILE].sort());
-    for (const file of [STACK_CRD_FILE, PROGRAM_CRD_FILE]) {
+    for (const file of CRD_FILES) {
       const copies = new Set(CRD_DIRS.map((dir) => generated.get(`${dir}/${file}`)));
       expect(copies.size).toBe(1);
     }
@@ -142,6 +160,7 @@ describe('generated files', () => {
 const STRUCTURAL_KEYS = new Set([
   'type',
   'description',
+  'default',
   'properties',
   'items',
   'additionalProperties',
@@ -233,10 +252,14 @@ function at(schema: Obj, fieldPath: string): Obj {
 describe('CRDs', () => {
   const stacks = loadYaml(`manifests/crds/${STACK_CRD_FILE}`);
   const programs = loadYaml(`manifests/crds/${PROGRAM_CRD_FILE}`);
+  const workspaces = loadYaml(`manifests/crds/${WORKSPACE_CRD_FILE}`);
+  const updates = loadYaml(`manifests/crds/${UPDATE_CRD_FILE}`);
 
   it.each([
     ['stacks', stacks],
     ['programs', programs],
+    ['workspaces', workspaces],
+    ['updates', updates],
   ])('%s: every version has a structural schema', (_name, crd) => {
     for (const version of crdVersions(crd)) {
       const schema = openAPI(version);
@@ -314,7 +337,8 @@ describe('CRDs', () => {
       if (isObj(node.items)) walk(node.items, `${where}[]`);
       if (isObj(node.additionalProperties)) walk(node.additionalProperties, `${where}{}`);
     };
-    for (const crd of [stacks, programs]) for (const version of crdVersions(crd)) walk(openAPI(version), '');
+    for (const crd of [stacks, programs, workspaces, updates])
+      for (const version of crdVersions(crd)) walk(openAPI(version), '');
     expect(missing).toEqual([]);
   });
 
@@ -331,6 +355,53 @@ describe('CRDs', () => {
     expect(v1).toMatchObject({ name: 'v1', served: true, storage: true, subresources: { status: {} } });
     expect(at(openAPI(obj(v1)), 'program.resources').additionalProperties).toMatchObject({ required: ['type'] });
   });
+
+  it.each([
+    ['workspaces', workspaces, 'Workspace'],
+    ['updates', updates, 'Update'],
+  ])('%s: group auto.pulumi.com, names, one stored version v1alpha1', (plural, crd, kind) => {
+    expect(obj(crd.metadata).name).toBe(`${plural}.auto.pulumi.com`);
+    const spec = obj(crd.spec);
+    expect(spec.group).toBe('auto.pulumi.com');
+    expect(spec.scope).toBe('Namespaced');
+    expect(spec.names).toEqual({
+      categories: ['pulumi'],
+      kind,
+      listKind: `${kind}List`,
+      plural,
+      singular: kind.toLowerCase(),
+    });
+    expect(crdVersions(crd)).toEqual([
+      expect.objectContaining({ name: 'v1alpha1', served: true, storage: true, subresources: { status: {} } }),
+    ]);
+  });
+
+  it('workspaces: stacks, their config and env are maps keyed as upstream; defaults as upstream', () => {
+    const v1alpha1 = openAPI(crdVersions(workspaces)[0] ?? {});
+    const listMap = (keys: string[]) => ({ 'x-kubernetes-list-type': 'map', 'x-kubernetes-list-map-keys': keys });
+    expect(at(v1alpha1, 'spec.stacks')).toMatchObject(listMap(['name']));
+    expect(obj(at(v1alpha1, 'spec.stacks').items).required).toEqual(['name']);
+    const config = obj(obj(at(v1alpha1, 'spec.stacks').items).properties).config;
+    expect(config).toMatchObject(listMap(['key']));
+    expect(at(v1alpha1, 'spec.env')).toMatchObject(listMap(['name']));
+    expect(at(v1alpha1, 'spec.envFrom')['x-kubernetes-list-type']).toBe('atomic');
+    expect(at(v1alpha1, 'spec.projectInfo').required).toEqual(['name', 'runtime']);
+    expect(at(v1alpha1, 'spec.serviceAccountName').default).toBe('default');
+    expect(at(v1alpha1, 'spec.securityProfile').default).toBe('restricted');
+    expect(at(v1alpha1, 'status.conditions')).toMatchObject(listMap(['type']));
+  });
+
+  it("updates: this operator's output fields are in the status", () => {
+    const v1alpha1 = openAPI(crdVersions(updates)[0] ?? {});
+    expect(at(v1alpha1, 'status.outputValues')).toMatchObject({
+      type: 'object',
+      'x-kubernetes-preserve-unknown-fields': true,
+    });
+    expect(at(v1alpha1, 'status.outputsOmitted').type).toBe('boolean');
+    expect(at(v1alpha1, 'status.outputsTotal').type).toBe('integer');
+    expect(at(v1alpha1, 'status.outputs').type).toBe('string');
+    expect(at(v1alpha1, 'spec.type').enum).toBeUndefined();
+  });
 });
 
 // ---------------------------------------------------------------------------------------------
@@ -341,8 +412,14 @@ describe('compatibility with upstream pulumi.com CRDs', () => {
   const crds: Obj = {
     stacks: loadYaml(`manifests/crds/${STACK_CRD_FILE}`),
     programs: loadYaml(`manifests/crds/${PROGRAM_CRD_FILE}`),
+    workspaces: loadYaml(`manifests/crds/${WORKSPACE_CRD_FILE}`),
+    updates: loadYaml(`manifests/crds/${UPDATE_CRD_FILE}`),
   };
-  const POD_SPEC = '.spec.workspaceTemplate.spec.podTemplate.spec.';
+  /** Where each CRD embeds a PodSpec, below which only top-level fields are compared. */
+  const POD_SPECS: Record<string, string> = {
+    stacks: '.spec.workspaceTemplate.spec.podTemplate.spec.',
+    workspaces: '.spec.podTemplate.spec.',
+  };
   const COMPARED = [
     'type',
     'format',
@@ -389,6 +466,16 @@ describe('compatibility with upstream pulumi.com CRDs', () => {
     'stacks/v1 .spec.workspaceTemplate.spec.imagePullPolicy': {
       enum: 'the pull policies Kubernetes knows; another is refused when applied, not by the pod later',
     },
+    'workspaces/v1alpha1 .spec.podTemplate.spec': {
+      'x-kubernetes-preserve-unknown-fields': 'as for the Stack: the PodSpec is described at the top level only',
+    },
+    'workspaces/v1alpha1 .spec.imagePullPolicy': { enum: 'as for the Stack' },
+  };
+  /** Fields of ours that upstream lacks: in every CRD version, and in some. */
+  const ADDED = [/^\.spec\.config\{\}$/, /^\.status\.conditions/];
+  const ADDED_TO: Record<string, RegExp[]> = {
+    'stacks/v1alpha1': [/^\.spec(\.|$)/], // upstream's v1alpha1 spec is v1's, which is compared
+    'updates/v1alpha1': [/^\.status\.(outputValues|outputsOmitted|outputsTotal)$/], // this operator's extension
   };
 
   function flatten(schema: Obj): Map<string, Obj> {
@@ -437,6 +524,8 @@ describe('compatibility with upstream pulumi.com CRDs', () => {
       const [plural, versionName] = key.split('/');
       const version = crdVersions(obj(crds[plural ?? ''])).find((v) => v.name === versionName);
       const ours = flatten(openAPI(obj(version, key)));
+      const podSpec = POD_SPECS[plural ?? ''];
+      const inPodSpec = (fieldPath: string): boolean => podSpec !== undefined && fieldPath.startsWith(podSpec);
       for (const [fieldPath, upstreamValue] of Object.entries(obj(fields))) {
         const upstream = obj(upstreamValue);
         const mine = ours.get(fieldPath);
@@ -445,8 +534,7 @@ describe('compatibility with upstream pulumi.com CRDs', () => {
           continue;
         }
         // Below the PodSpec we describe only top-level fields and keep the rest as given.
-        const insidePodSpec = fieldPath.startsWith(POD_SPEC);
-        const keywords = insidePodSpec ? ['type', 'format'] : COMPARED;
+        const keywords = inPodSpec(fieldPath) ? ['type', 'format'] : COMPARED;
         for (const keyword of keywords) {
           if (DEVIATIONS[`${key} ${fieldPath}`]?.[keyword]) continue;
           const a = JSON.stringify(upstream[keyword]);
@@ -457,11 +545,10 @@ describe('compatibility with upstream pulumi.com CRDs', () => {
         }
       }
       // And we add nothing upstream does not have, except:
-      const ADDED = [/^\.spec\.config\{\}$/, /^\.status\.conditions/];
       for (const fieldPath of ours.keys()) {
-        if (fieldPath.startsWith(POD_SPEC)) continue;
-        if (key === 'stacks/v1alpha1' && fieldPath.startsWith('.spec')) continue;
-        if (!(fieldPath in obj(fields)) && !ADDED.some((re) => re.test(fieldPath)))
+        if (inPodSpec(fieldPath)) continue;
+        const added = [...ADDED, ...(ADDED_TO[key] ?? [])];
+        if (!(fieldPath in obj(fields)) && !added.some((re) => re.test(fieldPath)))
           problems.push(`${key} ${fieldPath}: not upstream`);
       }
     }
@@ -474,6 +561,9 @@ describe('compatibility with upstream pulumi.com CRDs', () => {
     expect(v1.get('.spec.config')?.type).toBe('object');
     expect(v1.get('.spec.stack')?.minLength).toBe(1);
     expect(v1.get('.spec.workspaceTemplate.spec.imagePullPolicy')?.enum).toEqual(['Always', 'IfNotPresent', 'Never']);
+    const workspace = flatten(openAPI(crdVersions(obj(crds.workspaces))[0] ?? {}));
+    expect(workspace.get('.spec.imagePullPolicy')?.enum).toEqual(['Always', 'IfNotPresent', 'Never']);
+    expect(workspace.get('.spec.podTemplate.spec')?.['x-kubernetes-preserve-unknown-fields']).toBe(true);
   });
 });
 
@@ -507,7 +597,7 @@ describe('JSON Schemas', () => {
 
   it('every property of the API schemas has a description', () => {
     const missing: string[] = [];
-    for (const [name, schema] of ALL_SCHEMAS.slice(0, 2)) {
+    for (const [name, schema] of API_SCHEMAS) {
       const walk = (node: unknown, where: string): void => {
         if (!isObj(node)) return;
         if (isObj(node.properties)) {
@@ -738,6 +828,115 @@ describe('Program schema', () => {
         .map((e) => e.path)
         .sort(),
     ).toEqual(['program.configuration.a.type', 'program.resources.r.get.id', 'status.artifact.digest']);
+  });
+});
+
+describe('Workspace schema', () => {
+  const example = loadYaml('schemas/testdata/workspace-full.yaml');
+  const workspace = (spec: Obj): Obj => ({ metadata: { name: 'w' }, spec });
+
+  it('accepts a Workspace that sets every field', () => {
+    expectValid(validateWorkspace(example));
+  });
+
+  it('the example covers every Workspace field (stock Kubernetes types aside)', () => {
+    const { reachable, used } = fieldCoverage(workspaceSchema, example, KUBERNETES_CORE);
+    expect([...reachable].filter((f) => !used.has(f))).toEqual([]);
+    expect(reachable.size).toBeGreaterThan(60);
+  });
+
+  it("uses the Stack schema's definitions of the shared types, not copies", () => {
+    const own = obj(
+      (JSON.parse(readRepoFile('schemas/workspace.schema.json')) as Obj).$defs,
+      'workspace.schema.json $defs',
+    );
+    for (const shared of [
+      'ObjectMeta',
+      'PodSpec',
+      'EnvVar',
+      'EnvFromSource',
+      'ResourceRequirements',
+      'SecretKeySelector',
+    ])
+      expect(Object.keys(own)).not.toContain(shared);
+    expect(defsOf(workspaceSchema).PodSpec).toEqual(defsOf(stackSchema).PodSpec);
+    expect(defsOf(workspaceSchema).EmbeddedPodTemplate).toEqual(defsOf(stackSchema).EmbeddedPodTemplate);
+  });
+
+  it('rejects stacks without name, config items without key, incomplete GitHub App credentials', () => {
+    const errors = errorsOf(
+      validateWorkspace(
+        workspace({
+          git: { url: 'https://x', auth: { githubApp: { appID: { key: 'id' } } } },
+          stacks: [{ config: [{ value: 1 }] }],
+          imagePullPolicy: 'Sometimes',
+          projectInfo: { name: 'p' },
+          bogus: 1,
+        }),
+      ),
+    );
+    expect(errors).toEqual(
+      expect.arrayContaining([
+        { path: 'spec.stacks[0].name', message: 'is required' },
+        { path: 'spec.stacks[0].config[0].key', message: 'is required' },
+        { path: 'spec.git.auth.githubApp.installationID', message: 'is required' },
+        { path: 'spec.git.auth.githubApp.privateKey', message: 'is required' },
+        { path: 'spec.imagePullPolicy', message: 'must be one of "Always", "IfNotPresent", "Never"' },
+        { path: 'spec.projectInfo.runtime', message: 'is required' },
+        { path: 'spec.bogus', message: 'is not a known field' },
+      ]),
+    );
+    expect(errors).toHaveLength(7);
+  });
+
+  it('keeps structured config values and pod spec fields it does not describe', () => {
+    expectValid(
+      validateWorkspace(
+        workspace({
+          stacks: [{ name: 'dev', config: [{ key: 'a', value: { nested: [1, true, null] } }] }],
+          podTemplate: { spec: { containers: [{ name: 'pulumi', futureField: 1 }], futureSpecField: {} } },
+        }),
+      ),
+    );
+  });
+});
+
+describe('Update schema', () => {
+  const example = loadYaml('schemas/testdata/update-full.yaml');
+
+  it('accepts an Update that sets every field', () => {
+    expectValid(validateUpdate(example));
+  });
+
+  it('the example covers every Update field', () => {
+    const { reachable, used } = fieldCoverage(updateSchema, example, KUBERNETES_CORE);
+    expect([...reachable].filter((f) => !used.has(f))).toEqual([]);
+  });
+
+  it('accepts any operation type (upstream has no enum) and any output values', () => {
+    const update = { metadata: { name: 'u' }, spec: { type: 'import' }, status: { outputValues: { a: { b: [1] } } } };
+    expectValid(validateUpdate(update));
+  });
+
+  it('rejects wrong types, bad times and unknown fields, naming them', () => {
+    const update = {
+      metadata: { name: 'u' },
+      spec: { parallel: 'many', replace: 'urn', remove: 'yes', extra: true },
+      status: { startTime: 'yesterday', outputsTotal: -1, conditions: [{ type: 'Complete', status: 'Maybe' }] },
+    };
+    const errors = errorsOf(validateUpdate(update));
+    expect(errors).toEqual(
+      expect.arrayContaining([
+        { path: 'spec.parallel', message: 'must be integer' },
+        { path: 'spec.replace', message: 'must be array' },
+        { path: 'spec.remove', message: 'must be boolean' },
+        { path: 'spec.extra', message: 'is not a known field' },
+        { path: 'status.startTime', message: 'must match format "date-time"' },
+        { path: 'status.outputsTotal', message: 'must be >= 0' },
+        { path: 'status.conditions[0].status', message: 'must be one of "True", "False", "Unknown"' },
+        { path: 'status.conditions[0].reason', message: 'is required' },
+      ]),
+    );
   });
 });
 

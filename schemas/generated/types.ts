@@ -2339,62 +2339,441 @@ export interface DecoratorSyncResponse {
    */
   finalized?: boolean;
 }
-// TEMPORARY (replaced by the generated types of workspace/update schemas)
-export interface AutoCondition {
-  type: string;
-  status: string;
-  reason?: string;
-  message?: string;
-  lastTransitionTime?: string;
-  observedGeneration?: number;
-}
-export interface WorkspaceSpec extends WorkspaceTemplateSpec {}
-export interface WorkspaceStatus {
-  observedGeneration?: number;
-  address?: string;
-  pulumiVersion?: string;
-  conditions?: AutoCondition[];
-}
+
+/**
+ * A Workspace is the pod in which Pulumi runs for one project: it fetches the project (from git, a Flux artifact or a directory of the image), installs its dependencies, and selects and configures its stacks. Updates run operations in it. A Stack makes its own Workspace; one can also be created directly.
+ */
 export interface Workspace {
+  /**
+   * API version: `auto.pulumi.com/v1alpha1`.
+   */
   apiVersion?: string;
+  /**
+   * Kind: `Workspace`.
+   */
   kind?: string;
+  /**
+   * Standard object metadata. Updates name the workspace by this name.
+   */
   metadata: ObjectMeta;
+  /**
+   * Desired state of the workspace.
+   */
   spec?: WorkspaceSpec;
+  /**
+   * Observed state, written by the operator.
+   */
   status?: WorkspaceStatus;
 }
+
+/**
+ * Settings of a workspace: where the project comes from, the image and pod it runs in, and its stacks. Set one of `git`, `flux`, `local` or `projectInfo` as the source of the project.
+ */
+export interface WorkspaceSpec {
+  /**
+   * Service account of the workspace pod. Defaults to `default`.
+   */
+  serviceAccountName?: string;
+  /**
+   * Pod security settings: `restricted` (the default) runs as user and group 1000 without privilege escalation, with all capabilities dropped except NET_BIND_SERVICE and the RuntimeDefault seccomp profile, and meets the `restricted` Pod Security Standard; `baseline` leaves the image's own user (often root), for images or tools that need it.
+   */
+  securityProfile?: string;
+  /**
+   * Image of the `pulumi` container: the Pulumi CLI plus the language runtime the project needs. Defaults to the official Pulumi image of the release the operator supports, its `-nonroot` variant for the `restricted` profile.
+   */
+  image?: string;
+  /**
+   * Pull policy of `image`: `Always`, `IfNotPresent` or `Never`. Defaults as for any container (`Always` for a `:latest` tag, `IfNotPresent` otherwise).
+   */
+  imagePullPolicy?: "Always" | "IfNotPresent" | "Never";
+  /**
+   * Fetch the project from a git repository.
+   */
+  git?: WorkspaceSpecGitSource;
+  /**
+   * Fetch the project as a tar.gz artifact, such as one served by Flux's source-controller.
+   */
+  flux?: WorkspaceFluxSource;
+  /**
+   * Use a directory of the workspace image as the project instead of fetching one.
+   */
+  local?: WorkspaceLocalSource;
+  /**
+   * Fetch nothing: start from an empty project with this name and runtime (a `Pulumi.yaml` with only these two fields).
+   */
+  projectInfo?: WorkspaceSpecProjectInfo;
+  /**
+   * Environment variables of the `pulumi` container taken from all keys of ConfigMaps or Secrets. Values set in `env` take precedence.
+   */
+  envFrom?: EnvFromSource[];
+  /**
+   * Environment variables of the `pulumi` container, keyed by name.
+   */
+  env?: EnvVar[];
+  /**
+   * CPU and memory of the `pulumi` container. Without requests, 64Mi of memory and 100m of CPU are requested.
+   */
+  resources?: ResourceRequirements;
+  /**
+   * Merged onto the workspace pod template like a strategic merge patch: add volumes, init containers, sidecars, tolerations, node selectors, pod labels; change the `pulumi` container by listing a container with that name.
+   */
+  podTemplate?: EmbeddedPodTemplate;
+  /**
+   * Labels and annotations for the workspace's Service.
+   */
+  serviceTemplate?: EmbeddedServiceTemplate;
+  /**
+   * Verbosity of Pulumi's logs for operations, as with `pulumi --verbose=N`. 0 (the default) disables verbose logging.
+   */
+  pulumiLogLevel?: number;
+  /**
+   * Stacks to select, create if asked, and configure when the workspace starts, keyed by name.
+   */
+  stacks?: WorkspaceSpecStack[];
+}
+
+/**
+ * A git repository holding the project.
+ */
+export interface WorkspaceSpecGitSource {
+  /**
+   * Clone URL of the repository, `https://...` or an SSH URL such as `git@github.com:org/repo.git`.
+   */
+  url?: string;
+  /**
+   * Commit SHA, branch or tag to check out.
+   */
+  ref?: string;
+  /**
+   * Directory in the repository that holds the project (its `Pulumi.yaml`); the repository root by default.
+   */
+  dir?: string;
+  /**
+   * Credentials for the repository; none for a public one.
+   */
+  auth?: WorkspaceSpecGitAuth;
+  /**
+   * Clone only the requested commit, without history.
+   */
+  shallow?: boolean;
+}
+
+/**
+ * Git credentials, as keys of Secrets in the Workspace's namespace: an SSH key, a user name and password, a token, or a GitHub App.
+ */
+export interface WorkspaceSpecGitAuth {
+  /**
+   * SSH private key, for an SSH URL.
+   */
+  sshPrivateKey?: SecretKeySelector;
+  /**
+   * User name for HTTPS.
+   */
+  username?: SecretKeySelector;
+  /**
+   * Password for HTTPS, or passphrase of the SSH key.
+   */
+  password?: SecretKeySelector;
+  /**
+   * Access token for HTTPS.
+   */
+  token?: SecretKeySelector;
+  /**
+   * GitHub App credentials, exchanged for an installation token.
+   */
+  githubApp?: WorkspaceSpecGitHubAppAuth;
+}
+
+/**
+ * GitHub App credentials, as keys of Secrets.
+ */
+export interface WorkspaceSpecGitHubAppAuth {
+  /**
+   * The App's ID.
+   */
+  appID: SecretKeySelector;
+  /**
+   * The installation's ID.
+   */
+  installationID: SecretKeySelector;
+  /**
+   * The App's private key.
+   */
+  privateKey: SecretKeySelector;
+}
+
+/**
+ * Name and runtime of the project to start from.
+ */
+export interface WorkspaceSpecProjectInfo {
+  /**
+   * Project name.
+   */
+  name: string;
+  /**
+   * Project runtime, for example `nodejs`, `python`, `go` or `yaml`.
+   */
+  runtime: string;
+}
+
+/**
+ * A stack of a workspace.
+ */
+export interface WorkspaceSpecStack {
+  /**
+   * Stack name, as `pulumi stack select` takes it (`stack`, `org/stack` or `org/project/stack`).
+   */
+  name: string;
+  /**
+   * Create the stack when it does not exist.
+   */
+  create?: boolean;
+  /**
+   * Secrets provider used when creating the stack, for example `passphrase` or `awskms://...`.
+   */
+  secretsProvider?: string;
+  /**
+   * Configuration values set on the stack, keyed by `key`.
+   */
+  config?: WorkspaceSpecConfigItem[];
+  /**
+   * Pulumi ESC environments imported by the stack.
+   */
+  environment?: string[];
+}
+
+/**
+ * One configuration value of a stack: either `value` or `valueFrom`.
+ */
+export interface WorkspaceSpecConfigItem {
+  /**
+   * Config key; without a `namespace:` prefix it belongs to the project.
+   */
+  key: string;
+  /**
+   * Treat the key as a property path into a structured value, as `pulumi config set --path`.
+   */
+  path?: boolean;
+  /**
+   * The value: a string, or structured data (which needs Pulumi CLI 3.202.0 or later).
+   */
+  value?: unknown;
+  /**
+   * Read the value in the workspace pod instead.
+   */
+  valueFrom?: WorkspaceSpecConfigValueFrom;
+  /**
+   * Store the value encrypted.
+   */
+  secret?: boolean;
+}
+
+/**
+ * Where in the workspace pod a configuration value is read: `env` or `path`.
+ */
+export interface WorkspaceSpecConfigValueFrom {
+  /**
+   * Environment variable of the `pulumi` container holding the value.
+   */
+  env?: string;
+  /**
+   * File in the `pulumi` container holding the value.
+   */
+  path?: string;
+  /**
+   * Parse the value as JSON (structured data needs Pulumi CLI 3.202.0 or later).
+   */
+  json?: boolean;
+}
+
+/**
+ * Observed state of a workspace.
+ */
+export interface WorkspaceStatus {
+  /**
+   * The `metadata.generation` this status was computed for.
+   */
+  observedGeneration?: number;
+  /**
+   * gRPC address of the workspace pod's agent, `<host>:<port>`, through the workspace's Service.
+   */
+  address?: string;
+  /**
+   * Version of the Pulumi CLI in the workspace image, for example `v3.200.0`.
+   */
+  pulumiVersion?: string;
+  /**
+   * Conditions `Ready` (True once the workspace pod runs and its stacks are selected and configured; its reason says what it waits for otherwise) and `Stalled` (True when the workspace cannot become ready until its spec changes, for example an incompatible configuration). Keyed by `type`.
+   */
+  conditions?: Condition[];
+}
+
+/**
+ * A condition, in the standard Kubernetes shape.
+ */
+export interface Condition {
+  /**
+   * Condition type, in CamelCase or `domain/CamelCase`.
+   */
+  type: string;
+  /**
+   * `True`, `False` or `Unknown`.
+   */
+  status: "True" | "False" | "Unknown";
+  /**
+   * Machine-readable reason for the last transition, in CamelCase.
+   */
+  reason: string;
+  /**
+   * Human-readable details about the last transition.
+   */
+  message: string;
+  /**
+   * When the status last changed.
+   */
+  lastTransitionTime: string;
+  /**
+   * The `metadata.generation` the condition was computed from.
+   */
+  observedGeneration?: number;
+}
+
+/**
+ * An Update runs one Pulumi operation (preview, up, destroy or refresh) on a stack of a Workspace, once. Its status reports the result: start and end time, the Pulumi Cloud permalink, the stack outputs, and the conditions Progressing, Failed and Complete. A Stack makes an Update for each operation it runs; one can also be created directly.
+ */
+export interface Update {
+  /**
+   * API version: `auto.pulumi.com/v1alpha1`.
+   */
+  apiVersion?: string;
+  /**
+   * Kind: `Update`.
+   */
+  kind?: string;
+  /**
+   * Standard object metadata.
+   */
+  metadata: ObjectMeta;
+  /**
+   * The operation to run.
+   */
+  spec?: UpdateSpec;
+  /**
+   * Observed state, written by the operator.
+   */
+  status?: UpdateStatus;
+}
+
+/**
+ * The operation an Update runs. Each option applies only to the operation types that take it.
+ */
 export interface UpdateSpec {
+  /**
+   * Name of the Workspace, in the Update's namespace, to run the operation in. The Update waits while the workspace is missing or not ready.
+   */
   workspaceName?: string;
+  /**
+   * Stack to run the operation on; it is selected (and created if missing) first.
+   */
   stackName?: string;
+  /**
+   * Operation: `preview`, `up`, `destroy` or `refresh`.
+   */
   type?: string;
+  /**
+   * How long the Update is kept after it completed, as a duration such as `1h` or `30m`, counted from the Complete condition's last transition; then it is deleted. Without it, the Update is kept.
+   */
   ttlAfterCompleted?: string;
+  /**
+   * Maximum number of resource operations run at the same time (all types).
+   */
   parallel?: number;
+  /**
+   * Message recorded with the update in the stack's history (all types).
+   */
   message?: string;
+  /**
+   * Fail the operation if it would change anything (`preview`, `up`, `refresh`).
+   */
   expectNoChanges?: boolean;
+  /**
+   * URNs of resources to replace even when they have not changed (`preview`, `up`).
+   */
   replace?: string[];
+  /**
+   * URNs of the resources the operation is limited to (all types).
+   */
   target?: string[];
+  /**
+   * With `target`: include the resources that depend on the targeted ones (`preview`, `up`, `destroy`).
+   */
   targetDependents?: boolean;
+  /**
+   * Refresh the state from the actual resources before the operation (`preview`, `up`, `destroy`).
+   */
   refresh?: boolean;
+  /**
+   * Keep going after a resource fails, updating all resources that do not depend on it (`up`, `destroy`).
+   */
   continueOnError?: boolean;
+  /**
+   * After the destroy, also remove the stack and its configuration from the backend (`destroy`).
+   */
   remove?: boolean;
+  /**
+   * Run the program to compute the resources (`refresh`, `destroy`).
+   */
   runProgram?: boolean;
 }
+
+/**
+ * Result of an Update.
+ */
 export interface UpdateStatus {
+  /**
+   * The `metadata.generation` this status was computed for.
+   */
   observedGeneration?: number;
+  /**
+   * When the operation started.
+   */
   startTime?: string;
+  /**
+   * When the operation ended.
+   */
   endTime?: string;
+  /**
+   * Link to the update in Pulumi Cloud, when the stack's backend is Pulumi Cloud.
+   */
   permalink?: string;
+  /**
+   * Result message: the error of a failed operation.
+   */
   message?: string;
+  /**
+   * Name of the Secret, in the Update's namespace, that holds all the stack outputs of an `up`, one key per output with its value as JSON, secret values included.
+   */
   outputs?: string;
-  conditions?: AutoCondition[];
-  projectInfo?: { name?: string; runtime?: string };
-  outputValues?: { [k: string]: unknown };
+  /**
+   * Conditions `Progressing` (True while the operation runs), `Failed` (True when it failed or was aborted; its reason says why) and `Complete` (True once it is over, whatever the result). Keyed by `type`.
+   */
+  conditions?: Condition[];
+  /**
+   * Name and runtime of the project the operation ran.
+   */
+  projectInfo?: StackProjectInfo;
+  /**
+   * This operator's addition: the stack outputs after an `up`, with every secret value replaced by the string `[secret]`, so that readers need no access to the Secret `outputs`. Only as many as fit: see `outputsOmitted`.
+   */
+  outputValues?: {
+    [k: string]: unknown;
+  };
+  /**
+   * This operator's addition: True when some outputs did not fit in `outputValues`; all of them are in the Secret `outputs`.
+   */
   outputsOmitted?: boolean;
+  /**
+   * This operator's addition: how many outputs the stack has (those in `outputValues` and those omitted).
+   */
   outputsTotal?: number;
-}
-export interface Update {
-  apiVersion?: string;
-  kind?: string;
-  metadata: ObjectMeta;
-  spec?: UpdateSpec;
-  status?: UpdateStatus;
 }
