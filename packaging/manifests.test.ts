@@ -65,7 +65,7 @@ describe('manifests/install.yaml', () => {
     for (const o of fromKustomization) expect(install.some((x) => isDeepStrictEqual(x, o))).toBe(true);
   });
 
-  test('has the namespace, the CRDs, the hook server, its PodDisruptionBudget, RBAC and both controllers, in apply order', () => {
+  test('has the namespace, the CRDs, the hook server, its PodDisruptionBudget, RBAC and the four controllers, in apply order', () => {
     expect(install.map(objectKey)).toEqual([
       'Namespace/pulumi-system',
       'CustomResourceDefinition/updates.auto.pulumi.com',
@@ -82,6 +82,8 @@ describe('manifests/install.yaml', () => {
       'PodDisruptionBudget/pulumi-system/pulumi-mc-hooks',
       'CompositeController/pulumi-stacks',
       'DecoratorController/pulumi-programs',
+      'CompositeController/pulumi-workspaces',
+      'CompositeController/pulumi-updates',
     ]);
   });
 
@@ -196,7 +198,8 @@ describe('the Metacontroller controllers', () => {
   );
 
   test('call the hook Service: pulumi-mc-hooks.pulumi-system:80', () => {
-    expect(hooks.length).toBe(4);
+    // Stack: customize, sync, finalize; Program: sync; Workspace: sync; Update: customize, sync.
+    expect(hooks.length).toBe(7);
     for (const h of hooks)
       expect(h.webhook.service).toEqual({
         name: service.metadata.name,
@@ -232,7 +235,7 @@ describe('manifests/stack-rbac.yaml', () => {
     expect(crb.subjects).toEqual([subject]);
   });
 
-  test("the workspace runs as the Stack's account, every Job as the Stack's own update account", () => {
+  test("the workspace runs as the Stack's account, every Job as its Update's own account", () => {
     const stack = {
       apiVersion: 'pulumi.com/v1',
       kind: 'Stack',
@@ -244,7 +247,7 @@ describe('manifests/stack-rbac.yaml', () => {
     const job = stackJob(stack, 'up', 'm', { generation: 1, reconcileRequest: '', commit: '', previous: '' }, config);
     const jobPod = podSpecOf(job.spec);
     expect(podSpecOf(ws.statefulSet.spec).serviceAccountName).toBe(sa.metadata.name);
-    expect(jobPod.serviceAccountName).toBe('app-update');
+    expect(jobPod.serviceAccountName).toBe(job.metadata.name);
     // The Job presents a projected token for the workspace's audience; nothing else is mounted from the API.
     expect(jobPod.volumes?.[0]?.projected?.sources?.[0]?.serviceAccountToken?.audience).toBe('app.default');
     expect(jobPod.containers[0]?.securityContext).toEqual(RESTRICTED_CONTAINER_SECURITY);

@@ -18,6 +18,7 @@ import type {
   V1StatefulSet,
 } from '@kubernetes/client-node';
 import { Env } from '../../contract';
+import type { KObject } from '../src/lib/k8s';
 import { isRecord } from './json';
 
 /** A client-node model as JSON carries it: its Date fields are RFC 3339 strings. */
@@ -31,6 +32,8 @@ type AsJson<T> = T extends Date
 
 /** The kinds of child a Stack has (manifests/metacontroller/stack-controller.yaml); ConfigMap is a Program's attachment too. */
 interface Models {
+  Workspace: KObject;
+  Update: KObject;
   StatefulSet: V1StatefulSet;
   Service: V1Service;
   Job: V1Job;

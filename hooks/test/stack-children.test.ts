@@ -7,7 +7,6 @@ import {
   applyChildren,
   condition,
   jobsOf,
-  makeProgram,
   makeStack,
   noLookups,
   NOW,
@@ -18,6 +17,7 @@ import {
 } from './builders';
 import { childOf, podSpecOf } from './children';
 import { isRecord } from './json';
+import { syncWorkspace } from '../src/workspace/sync';
 
 const ctx = { config: testConfig, now: NOW, lookups: noLookups };
 
@@ -34,39 +34,53 @@ function declaredChildren(file: string): string[] {
   });
 }
 
-describe('the first sync of a Stack with many kinds of child', () => {
-  it('returns only the kinds the controller declares', () => {
-    const declared = declaredChildren(
-      join(__dirname, '..', '..', 'manifests', 'metacontroller', 'stack-controller.yaml'),
+const PLURAL: Record<string, string> = {
+  Workspace: 'workspaces',
+  Update: 'updates',
+  StatefulSet: 'statefulsets',
+  Service: 'services',
+  Job: 'jobs',
+  ConfigMap: 'configmaps',
+  ServiceAccount: 'serviceaccounts',
+  Role: 'roles',
+  RoleBinding: 'rolebindings',
+};
+const declared = (controller: string): string[] =>
+  declaredChildren(join(__dirname, '..', '..', 'manifests', 'metacontroller', `${controller}-controller.yaml`));
+const resourceOf = (c: KObject): string => `${c.apiVersion}/${PLURAL[c.kind] ?? c.kind}`;
+
+describe('each controller', () => {
+  it('returns only the kinds its manifest declares', () => {
+    const stack = makeStack();
+    const r1 = syncStack(syncRequest(stack), ctx);
+    const cluster = workspaceBecomesReady(applyChildren([], r1.children));
+    const r2 = syncStack(syncRequest(withStatus(stack, r1), cluster), ctx);
+    const stackKinds = ['Workspace', 'Update', 'ConfigMap'];
+    const ofStack = r2.children.filter((c) => stackKinds.includes(c.kind));
+    expect(ofStack.map((c) => c.kind).sort()).toEqual(['Update', 'Workspace']);
+    for (const c of ofStack) expect(declared('stack')).toContain(resourceOf(c));
+    const ws = syncWorkspace(
+      { parent: { ...childOf(r2, 'Workspace'), metadata: { ...childOf(r2, 'Workspace').metadata, generation: 1 } } },
+      ctx,
     );
-    const plural: Record<string, string> = {
-      StatefulSet: 'statefulsets',
-      Service: 'services',
-      Job: 'jobs',
-      ConfigMap: 'configmaps',
-      ServiceAccount: 'serviceaccounts',
-      Role: 'roles',
-      RoleBinding: 'rolebindings',
-    };
-    const res = syncStack(syncRequest(makeStack(), [], [makeProgram()]), ctx);
-    for (const c of res.children) expect(declared).toContain(`${c.apiVersion}/${plural[c.kind]}`);
-    expect(jobsOf(res)).toHaveLength(0);
+    for (const c of ws.children) expect(declared('workspace')).toContain(resourceOf(c));
+    const ofUpdate = r2.children.filter((c) => c.kind !== 'Update' && c.metadata.name === childOf(r2, 'Update').metadata.name);
+    expect(ofUpdate.map((c) => c.kind)).toEqual(['Job', 'ServiceAccount', 'Role', 'RoleBinding']);
+    for (const c of ofUpdate) expect(declared('update')).toContain(resourceOf(c));
+    expect(jobsOf(r2)).toHaveLength(1);
   });
 });
 
-describe("the Stack's identities", () => {
+describe('the identities', () => {
   const kinds = (children: KObject[]) =>
     children.filter((c) => ['ServiceAccount', 'Role', 'RoleBinding'].includes(c.kind));
   const rulesOf = (res: { children: KObject[] }, name: string) => childOf(res, 'Role', name).rules;
 
-  it("give the workspace's account its own StatefulSet only, and the Jobs an account of their own", () => {
+  it("give the workspace's account its own StatefulSet only (the Workspace's Role)", () => {
     const res = syncStack(syncRequest(makeStack({ serviceAccountName: 'deployer' })), ctx);
     expect(kinds(res.children).map((c) => `${c.kind}/${c.metadata.name}`)).toEqual([
-      'ServiceAccount/my-stack-update',
       'Role/my-stack-workspace',
       'RoleBinding/my-stack-workspace',
-      'Role/my-stack-update',
-      'RoleBinding/my-stack-update',
     ]);
     expect(rulesOf(res, 'my-stack-workspace')).toEqual([
       { apiGroups: ['apps'], resources: ['statefulsets'], verbs: ['patch'], resourceNames: ['my-stack-workspace'] },
@@ -78,26 +92,35 @@ describe("the Stack's identities", () => {
       kind: 'Role',
       name: 'my-stack-workspace',
     });
-    // No Job yet: the update account may call this workspace and create Secrets, and patch no Job at all.
-    expect(rulesOf(res, 'my-stack-update')).toEqual([
-      { apiGroups: ['auto.pulumi.com'], resources: ['workspaces/rpc'], verbs: ['use'], resourceNames: ['my-stack'] },
-      { apiGroups: [''], resources: ['secrets'], verbs: ['create'] },
+  });
+
+  it("bind the workspace's Role to the account a podTemplate names, which is the one the pod runs as", () => {
+    const stack = makeStack({
+      serviceAccountName: 'deployer',
+      workspaceTemplate: { spec: { podTemplate: { spec: { serviceAccountName: 'other', containers: [] } } } },
+    });
+    const res = syncStack(syncRequest(stack), ctx);
+    expect(podSpecOf(childOf(res, 'StatefulSet')).serviceAccountName).toBe('other');
+    expect(childOf(res, 'RoleBinding', 'my-stack-workspace').subjects).toEqual([
+      { kind: 'ServiceAccount', name: 'other', namespace: 'team-a' },
     ]);
   });
 
-  it('follow the Jobs: a new Job is named in the update Role in the same answer, and runs as the update account', () => {
+  it("give each Update's Job an account of its own: call its workspace, patch its own Job, create Secrets", () => {
     const stack = makeStack();
     const r1 = syncStack(syncRequest(stack), ctx);
     const cluster = workspaceBecomesReady(applyChildren([], r1.children));
     const r2 = syncStack(syncRequest(withStatus(stack, r1), cluster), ctx);
     const job = jobsOf(r2)[0]!;
-    expect(podSpecOf(job).serviceAccountName).toBe('my-stack-update');
-    expect(rulesOf(r2, 'my-stack-update')?.[1]).toEqual({
-      apiGroups: ['batch'],
-      resources: ['jobs'],
-      verbs: ['patch'],
-      resourceNames: [job.metadata.name],
-    });
+    const name = job.metadata.name;
+    expect(podSpecOf(job).serviceAccountName).toBe(name);
+    expect(childOf(r2, 'ServiceAccount', name).metadata.name).toBe(name);
+    expect(rulesOf(r2, name)).toEqual([
+      { apiGroups: ['auto.pulumi.com'], resources: ['workspaces/rpc'], verbs: ['use'], resourceNames: ['my-stack'] },
+      { apiGroups: ['batch'], resources: ['jobs'], verbs: ['patch'], resourceNames: [name] },
+      { apiGroups: [''], resources: ['secrets'], verbs: ['create'] },
+    ]);
+    expect(childOf(r2, 'RoleBinding', name).subjects).toEqual([{ kind: 'ServiceAccount', name, namespace: 'team-a' }]);
     // The workspace still runs as the Stack's account.
     expect(podSpecOf(childOf(r2, 'StatefulSet')).serviceAccountName).toBe('default');
   });
