@@ -12,6 +12,8 @@ import {
   metacontrollerSchema,
   programSchema,
   stackSchema,
+  updateSchema,
+  workspaceSchema,
   type JsonSchema,
 } from '../../schemas';
 import type {
@@ -20,6 +22,8 @@ import type {
   DecoratorSyncResponse,
   ProgramStatus,
   StackStatus,
+  UpdateStatus,
+  WorkspaceStatus,
 } from '../../schemas/generated/types';
 import { isRecord } from './json';
 
@@ -43,6 +47,8 @@ const customize = validatorOf<CustomizeResponse>(metacontrollerSchema, 'Customiz
 const decoratorSync = validatorOf<DecoratorSyncResponse>(metacontrollerSchema, 'DecoratorSyncResponse');
 const stackStatus = validatorOf<StackStatus>(stackSchema, 'StackStatus');
 const programStatus = validatorOf<ProgramStatus>(programSchema, 'ProgramStatus');
+const workspaceStatus = validatorOf<WorkspaceStatus>(workspaceSchema, 'WorkspaceStatus');
+const updateStatus = validatorOf<UpdateStatus>(updateSchema, 'UpdateStatus');
 
 /** A Stack sync or finalize answer: a CompositeSyncResponse whose status is a StackStatus. */
 export type StackSyncAnswer = Omit<CompositeSyncResponse, 'status'> & { status: StackStatus };
@@ -60,6 +66,18 @@ export interface ErrorAnswer {
 export function stackSyncAnswer(body: unknown): StackSyncAnswer {
   const answer = compositeSync(body, 'the answer');
   return { ...answer, status: stackStatus(answer.status, 'its status') };
+}
+
+/** A Workspace sync answer: a CompositeSyncResponse whose status is a WorkspaceStatus. */
+export function workspaceSyncAnswer(body: unknown): Omit<CompositeSyncResponse, 'status'> & { status: WorkspaceStatus } {
+  const answer = compositeSync(body, 'the answer');
+  return { ...answer, status: workspaceStatus(answer.status, 'its status') };
+}
+
+/** An Update sync answer: a CompositeSyncResponse whose status is an UpdateStatus. */
+export function updateSyncAnswer(body: unknown): Omit<CompositeSyncResponse, 'status'> & { status: UpdateStatus } {
+  const answer = compositeSync(body, 'the answer');
+  return { ...answer, status: updateStatus(answer.status, 'its status') };
 }
 
 export function programSyncAnswer(body: unknown): ProgramSyncAnswer {

@@ -11,7 +11,7 @@ import { LAST_APPLIED_ANNOTATION, mapKey, type KObject, type ObjectMap } from '.
 import type { RefLookup } from '../src/stack/source';
 import type { StackSyncRequest, StackSyncResponse } from '../src/stack/sync';
 import { asChild, childrenOf, templateOf, type Child } from './children';
-import { withCluster } from './controllers';
+import { withCluster, withControllerStatus } from './controllers';
 
 export const NOW = new Date('2026-11-22T10:00:00Z');
 
@@ -103,7 +103,10 @@ export function syncRequest(
   related: KObject[] = [makeProgram()],
   finalizing = false,
 ): StackSyncRequest {
-  const own = cluster.filter((o) => o.kind === 'Workspace' || o.kind === 'Update' || o.kind === 'ConfigMap');
+  // As the other controllers report with the test bed's config and clock (sent as is over HTTP;
+  // controllers.syncStack recomputes them with its own context).
+  const reported = withControllerStatus(cluster, { config: testConfig, now: NOW, lookups: noLookups });
+  const own = reported.filter((o) => o.kind === 'Workspace' || o.kind === 'Update' || o.kind === 'ConfigMap');
   return withCluster({ parent: stack, children: childrenMap(...own), related: objectMap(...related), finalizing }, cluster);
 }
 

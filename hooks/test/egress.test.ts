@@ -523,7 +523,7 @@ describe('a Stack whose repository the egress lists deny', () => {
   it('goes ahead when the lists allow the host', async () => {
     const allowed = await sync({ EGRESS_ALLOW: '127.0.0.1', EGRESS_DENY: '10.0.0.0/8' });
     expect(condition(allowed.status, 'Stalled')).toBeUndefined();
-    expect(allowed.children.some((c) => c.kind === 'StatefulSet')).toBe(true);
+    expect(allowed.children.some((c) => c.kind === 'Workspace')).toBe(true);
     expect(relay.accepted()).toBe(1);
   });
 });

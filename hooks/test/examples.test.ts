@@ -11,9 +11,16 @@ import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { request } from 'undici';
 import { Annotations, SECRET_MASK } from '../../contract';
-import { syncStack } from './controllers';
+import { syncStack, withControllerStatus } from './controllers';
 import { buildServer } from '../src/server';
-import { customizeAnswer, errorAnswer, programSyncAnswer, stackSyncAnswer } from './answers';
+import {
+  customizeAnswer,
+  errorAnswer,
+  programSyncAnswer,
+  stackSyncAnswer,
+  updateSyncAnswer,
+  workspaceSyncAnswer,
+} from './answers';
 import {
   applyChildren,
   condition,
@@ -29,6 +36,7 @@ import {
   workspaceBecomesReady,
 } from './builders';
 import { asChild, at } from './children';
+import type { KObject } from '../src/lib/k8s';
 
 const DIR = join(__dirname, '..', '..', 'examples', 'hooks');
 const ctx = { config: testConfig, now: NOW, lookups: noLookups };
@@ -57,10 +65,33 @@ function buildExamples(): Record<string, unknown> {
     projectInfo: { name: 'my-program', runtime: 'yaml' },
   });
   const deleting = { ...s2, metadata: { ...s2.metadata, deletionTimestamp: '2026-11-22T10:05:00Z' } };
+  const named = (kind: string, objects: KObject[]): KObject => {
+    const found = objects.find((o) => o.kind === kind);
+    if (!found) throw new Error(`no ${kind}`);
+    return found;
+  };
+  const update = named('Update', running);
+  const byKind = (objects: KObject[]) => {
+    const map: Record<string, Record<string, KObject>> = {};
+    for (const o of objects) (map[`${o.kind}.${o.apiVersion}`] ??= {})[`team-a/${o.metadata.name}`] = o;
+    return map;
+  };
   const program = makeProgram();
   return {
     'stack-customize.json': { controller, parent: stack },
     'stack-sync-new.json': { controller, ...syncRequest(stack) },
+    'workspace-sync.json': {
+      controller: { ...controller, metadata: { name: 'pulumi-workspaces' } },
+      parent: { ...named('Workspace', r1.children), metadata: { ...named('Workspace', r1.children).metadata, generation: 1 } },
+      children: { 'StatefulSet.apps/v1': {}, 'Service.v1': {} },
+    },
+    'update-sync.json': {
+      controller: { ...controller, metadata: { name: 'pulumi-updates' } },
+      parent: { ...update, status: {} },
+      // Its identity exists; its Workspace is ready (as syncRequest reports it).
+      children: byKind(running.filter((o) => o.metadata.name === update.metadata.name && o.kind !== 'Update' && o.kind !== 'Job')),
+      related: byKind(withControllerStatus(ready, ctx).filter((o) => o.kind === 'Workspace')),
+    },
     'stack-sync-workspace-ready.json': { controller, ...syncRequest(s1, ready) },
     'stack-sync-running.json': { controller, ...syncRequest(s2, running) },
     'stack-sync-succeeded.json': { controller, ...syncRequest(s2, finished) },
@@ -112,16 +143,32 @@ const expectations: Record<string, { path: string; status: number; check: (body:
     status: 200,
     check: (body) => {
       const b = stackSyncAnswer(body);
+      // The Stack's Workspace; the Workspace controller makes its StatefulSet (workspace-sync.json).
+      expect(b.children.map((c) => `${c.kind}/${c.metadata.name}`)).toEqual(['Workspace/my-stack']);
+      expect(condition(b.status, 'Reconciling')?.message).toBe('waiting for workspace readiness');
+    },
+  },
+  'workspace-sync.json': {
+    path: '/workspace/sync',
+    status: 200,
+    check: (body) => {
+      const b = workspaceSyncAnswer(body);
       expect(b.children.map((c) => `${c.kind}/${c.metadata.name}`)).toEqual([
         'StatefulSet/my-stack-workspace',
         'Service/my-stack-workspace',
-        'ServiceAccount/my-stack-update',
         'Role/my-stack-workspace',
         'RoleBinding/my-stack-workspace',
-        'Role/my-stack-update',
-        'RoleBinding/my-stack-update',
       ]);
-      expect(condition(b.status, 'Reconciling')?.message).toBe('waiting for workspace readiness');
+      expect(condition(b.status, 'Ready')).toMatchObject({ status: 'False', reason: 'WaitingForReplicas' });
+    },
+  },
+  'update-sync.json': {
+    path: '/update/sync',
+    status: 200,
+    check: (body) => {
+      const b = updateSyncAnswer(body);
+      expect(b.children.map((c) => c.kind)).toEqual(['Job', 'ServiceAccount', 'Role', 'RoleBinding']);
+      expect(condition(b.status, 'Progressing')).toMatchObject({ status: 'True' });
     },
   },
   'stack-sync-workspace-ready.json': {
@@ -129,7 +176,8 @@ const expectations: Record<string, { path: string; status: number; check: (body:
     status: 200,
     check: (body) => {
       const b = stackSyncAnswer(body);
-      expect(b.children.filter((c) => c.kind === 'Job')).toHaveLength(1);
+      // The Update controller runs it as a Job (update-sync.json).
+      expect(b.children.filter((c) => c.kind === 'Update')).toHaveLength(1);
       expect(b.status.currentUpdate?.name).toMatch(/^my-stack-up-/);
     },
   },
@@ -158,8 +206,8 @@ const expectations: Record<string, { path: string; status: number; check: (body:
         reason: 'SpecInvalid',
         message: 'spec.commit, spec.branch: missing "commit" or "branch"; set one of them',
       });
-      // Everything it had is kept: workspace, Service, Job and the Stack's identities.
-      expect(b.children).toHaveLength(8);
+      // Everything it had is kept: its Workspace and its Update.
+      expect(b.children.map((c) => c.kind)).toEqual(['Workspace', 'Update']);
     },
   },
   'stack-sync-program-missing.json': {

@@ -3,7 +3,7 @@ import { deepFreeze, nestedDeeperThan } from '../src/lib/json';
 import { contentTokens, matchesSnapshot, snapshotJson } from '../src/cache/snapshot';
 import { FrozenCache, SyncCache } from '../src/cache/sync-cache';
 import { responseJson } from '../src/http/stack-routes';
-import { syncStack } from './controllers';
+import { syncStack } from '../src/stack/sync';
 import type { Workspace } from '../../schemas/generated/types';
 import { desiredWorkspace } from '../src/stack/workspace';
 import { desiredWorkspace as desiredWorkspacePod } from '../src/workspace/pod';

@@ -47,15 +47,7 @@ describe('the hook server', () => {
     const res = await post('/stack/sync', { controller: {}, ...syncRequest(makeStack()) });
     expect(res.status).toBe(200);
     const answer = stackSyncAnswer(res.json);
-    expect(answer.children.map((c) => c.kind)).toEqual([
-      'StatefulSet',
-      'Service',
-      'ServiceAccount',
-      'Role',
-      'RoleBinding',
-      'Role',
-      'RoleBinding',
-    ]);
+    expect(answer.children.map((c) => c.kind)).toEqual(['Workspace']);
     expect(answer.status.conditions?.[0]).toMatchObject({ type: 'Ready', status: 'False' });
   });
 
@@ -183,7 +175,7 @@ describe('the hook server', () => {
         statusCode: 200,
         stack: 'team-a/my-stack',
         generation: 1,
-        children: 7,
+        children: 1,
       });
       expect(lines[0]?.condition).toMatch(/^Reconciling\//);
       expect(typeof lines[0]?.responseTime).toBe('number');

@@ -192,11 +192,11 @@ describe('an invalid Stack', () => {
       const observed = cluster.find((c) => c.kind === child.kind && c.metadata.name === child.metadata.name);
       if (!observed) throw new Error(`${child.kind} ${child.metadata.name} was not in the cluster`);
       const lastApplied = observed.metadata.annotations?.['metacontroller.k8s.io/last-applied-configuration'];
-      if (child.kind === 'Job') {
+      if (child.kind === 'Update') {
         // OnDelete: never updated, so only its identity and labels (what Metacontroller checks) are returned.
         expect(child).toEqual({
-          apiVersion: 'batch/v1',
-          kind: 'Job',
+          apiVersion: 'auto.pulumi.com/v1alpha1',
+          kind: 'Update',
           metadata: {
             name: observed.metadata.name,
             namespace: observed.metadata.namespace,
@@ -215,6 +215,7 @@ describe('an invalid Stack', () => {
   it('may nest 100 levels deep (the limit), and answers in full', () => {
     const res = syncStack(syncRequest(makeStack({ config: { deep: nested(98) } })), ctx);
     expect(condition(res.status, 'Stalled')).toBeUndefined();
+    expect(res.children.map((c) => c.kind)).toContain('Workspace');
     expect(res.children.map((c) => c.kind)).toContain('StatefulSet');
   });
 
@@ -234,9 +235,11 @@ describe('an invalid Stack', () => {
       expect(sent.status).toBe(200);
       const res = stackSyncAnswer(sent.json);
       expect(condition(res.status, 'Stalled')?.message).toMatch(/spec is required/);
-      // The server's own clock is a day past the finished Job's end: its TTL has passed (stack-retention.test.ts).
-      const notJobs = (children: { kind: string }[]) => children.filter((c) => c.kind !== 'Job').length;
-      expect(notJobs(res.children)).toBe(notJobs(cluster));
+      // The server's own clock is a day past the finished Update's end: its TTL has passed
+      // (stack-retention.test.ts). The Workspace stays.
+      const workspaces = (children: { kind: string }[]) => children.filter((c) => c.kind === 'Workspace').length;
+      expect(workspaces(res.children)).toBe(1);
+      expect(workspaces(res.children)).toBe(workspaces(cluster));
     } finally {
       await app.close();
     }

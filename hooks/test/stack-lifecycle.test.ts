@@ -138,7 +138,9 @@ describe('a Program Stack from creation to Ready', () => {
     const r3 = syncStack(syncRequest(withStatus(s1, r2), cluster3, [program2]), ctx());
     const newJob = jobsOf(r3).find((j) => j.metadata.name !== job.metadata.name)!;
     expect(operationOf(newJob).message).toBe('New commit detected: "2"');
-    expect(newJob.metadata.annotations!['pulumi.com/update-previous']).toBe(job.metadata.name);
+    expect(childOf(r3, 'Update', newJob.metadata.name).metadata.annotations?.['pulumi.com/update-previous']).toBe(
+      job.metadata.name,
+    );
   });
 
   it('adopts and absorbs a finished Job whose Stack status was never written', () => {

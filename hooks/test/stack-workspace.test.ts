@@ -122,8 +122,9 @@ describe('the workspace StatefulSet and Service', () => {
       { name: 'EMPTY' },
       { name: 'PULUMI_CONFIG_PASSPHRASE', value: 'test' },
       { name: 'ZED', valueFrom: { secretKeyRef: { name: 'creds', key: 'zed' } } },
-      // The names (never the values) of the variables from Secrets, for the agent's redactor.
-      { name: 'PULUMI_SECRET_ENV_NAMES', value: 'ZED' },
+      // The names (never the values) of the variables from Secrets, for the agent's redactor: every
+      // variable the Workspace sets from a Secret, the access token too.
+      { name: 'PULUMI_SECRET_ENV_NAMES', value: 'PULUMI_ACCESS_TOKEN,ZED' },
     ]);
   });
 
@@ -292,8 +293,8 @@ describe('the workspace StatefulSet and Service', () => {
     });
     expect(refs).toEqual([
       ['GIT_SSH_PRIVATE_KEY', 'sshPrivateKey', true],
-      ['GIT_PASSWORD', 'password', true],
       ['GIT_USERNAME', 'username', true],
+      ['GIT_PASSWORD', 'password', true],
       ['GIT_TOKEN', 'accessToken', true],
     ]);
   });
