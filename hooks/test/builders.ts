@@ -116,7 +116,8 @@ export function find(res: { children: KObject[] }, kind: string, name?: string):
   return res.children.find((c) => c.kind === kind && (name === undefined || c.metadata.name === name));
 }
 
-export function condition(status: StackStatus | undefined, type: string) {
+/** The condition of `type` in a Stack's, Workspace's or Update's status. */
+export function condition<C extends { type: string }>(status: { conditions?: C[] } | undefined, type: string) {
   return status?.conditions?.find((c) => c.type === type);
 }
 

@@ -11,8 +11,15 @@ import type { Stack } from '../../schemas/generated/types';
 import { Annotations } from '../../contract';
 import { buildServer } from '../src/server';
 import { LAST_APPLIED_ANNOTATION, type KObject } from '../src/lib/k8s';
-import { errorAnswer, postJson, programSyncAnswer, stackSyncAnswer } from './answers';
-import { condition, jobFinishes, makeProgram, makeStack, NOW, syncRequest, testConfig } from './builders';
+import {
+  errorAnswer,
+  postJson,
+  programSyncAnswer,
+  stackSyncAnswer,
+  updateSyncAnswer,
+  workspaceSyncAnswer,
+} from './answers';
+import { condition, jobFinishes, makeProgram, makeStack, NOW, objectMap, syncRequest, testConfig } from './builders';
 import { toFirstJob, withChildren } from './stories';
 
 const DEPTHS = [10_000, 100_000];
@@ -126,32 +133,45 @@ describe('values nested thousands of levels deep', () => {
         expect(stackSyncAnswer(res.json).status.lastUpdate?.message).toMatch(/completed without reporting a result/);
       });
 
-      it("in the workspace's status annotation: not a report, so the workspace is not ready yet", async () => {
-        const { stack, cluster } = toFirstJob();
+      it("in the workspace's status annotation: not a report, so the Workspace is not ready yet", async () => {
+        const { cluster } = toFirstJob();
+        const workspace = cluster.find((c) => c.kind === 'Workspace');
         const broken = annotate(
-          cluster.filter((c) => c.kind !== 'Job'),
+          cluster.filter((c) => c.kind === 'StatefulSet'),
           'StatefulSet',
           Annotations.workspaceStatus,
           deep,
         );
-        const res = await post('/stack/sync', { controller, ...syncRequest({ ...stack, status: {} }, broken) });
+        const res = await post('/workspace/sync', { controller, parent: workspace, children: objectMap(...broken) });
         expect(res.status).toBe(200);
-        expect(condition(stackSyncAnswer(res.json).status, 'Reconciling')?.message).toMatch(/workspace/);
+        expect(condition(workspaceSyncAnswer(res.json).status, 'Ready')).toMatchObject({ status: 'False' });
+      });
+
+      it("in a Job's result, as the Update controller reads it: a failed update naming the output", async () => {
+        const { cluster, job } = toFirstJob();
+        const done = annotate(
+          jobFinishes(cluster, job.metadata.name, { state: 'succeeded' }),
+          'Job',
+          Annotations.updateResult,
+          `{"state":"succeeded","type":"up","message":"ok","outputs":{"url":"u","x":${deep}}}`,
+        );
+        const update = done.find((c) => c.kind === 'Update');
+        const own = done.filter((c) => c.metadata.name === job.metadata.name && c.kind !== 'Update');
+        const res = await post('/update/sync', { controller, parent: update, children: objectMap(...own), related: {} });
+        expect(res.status).toBe(200);
+        const status = updateSyncAnswer(res.json).status;
+        expect(condition(status, 'Failed')).toMatchObject({ status: 'True', reason: 'InvalidResult' });
+        expect(status.outputValues).toBeUndefined();
       });
 
       it("in a child's last-applied annotation: the child is kept from what was observed", async () => {
         const { stack, cluster } = withChildren();
-        const name = `${stack.metadata.name}-workspace`;
-        const corrupt = annotate(
-          cluster,
-          'StatefulSet',
-          LAST_APPLIED_ANNOTATION,
-          `{"metadata":{"name":"${name}"},"x":${deep}}`,
-        );
+        const name = stack.metadata.name;
+        const corrupt = annotate(cluster, 'Workspace', LAST_APPLIED_ANNOTATION, `{"metadata":{"name":"${name}"},"x":${deep}}`);
         const invalid = { ...stack, spec: { ...stack.spec, stack: '' } };
         const res = await post('/stack/sync', { controller, ...syncRequest(invalid, corrupt) });
         expect(res.status).toBe(200);
-        const kept = stackSyncAnswer(res.json).children.find((c) => c.kind === 'StatefulSet');
+        const kept = stackSyncAnswer(res.json).children.find((c) => c.kind === 'Workspace');
         expect(kept?.metadata.name).toBe(name);
         expect(kept).not.toHaveProperty('x');
         expect(kept).toHaveProperty('spec');
@@ -160,7 +180,7 @@ describe('values nested thousands of levels deep', () => {
       it('in an observed child itself: a 400 naming the child (no child of a Stack nests like that)', async () => {
         const { stack, cluster } = withChildren();
         const withoutLastApplied = cluster.map((c) =>
-          c.kind === 'Service' ? { ...c, metadata: { ...c.metadata, annotations: {} }, spec: { x: HOLE } } : c,
+          c.kind === 'Workspace' ? { ...c, metadata: { ...c.metadata, annotations: {} }, spec: { x: HOLE } } : c,
         );
         const invalid = { ...stack, spec: { ...stack.spec, stack: '' } };
         const res = await post(
@@ -169,9 +189,9 @@ describe('values nested thousands of levels deep', () => {
         );
         expect(res.status).toBe(400);
         const error = errorAnswer(res.json);
-        expect(error.field).toBe('/children/Service.v1/team-a~1my-stack-workspace');
+        expect(error.field).toBe('/children/Workspace.auto.pulumi.com~1v1alpha1/team-a~1my-stack');
         expect(error.message).toMatch(
-          /^\/children\/Service\.v1\/team-a~1my-stack-workspace is nested more than 100 levels deep \(at spec\.x/,
+          /^\/children\/Workspace\.auto\.pulumi\.com~1v1alpha1\/team-a~1my-stack is nested more than 100 levels deep \(at spec\.x/,
         );
       });
 
