@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { loadAll } from 'js-yaml';
 import * as k8s from '@kubernetes/client-node';
 import { startControlPlane, type ControlPlane } from './testbed/control-plane';
-import { syncStack } from '../hooks/src/stack/sync';
+import { syncStack } from '../hooks/test/controllers';
 import { syncProgram } from '../hooks/src/program/sync';
 import type { KObject } from '../hooks/src/lib/k8s';
 import type { Program, Stack, StackSpec } from '../schemas/generated/types';

@@ -155,8 +155,10 @@ describe('security', () => {
     expect((await call(address, 'GET', '/v1/workspace', 'Bearer not-a-token')).status).toBe(401);
     expect((await call(address, 'POST', '/v1/operations', 'Basic dXNlcjpwYXNz')).status).toBe(401);
 
-    // A genuine token of the Jobs' account, but for the API server's audience, not the workspace's.
-    const wrongAudience = await call(address, 'GET', '/v1/workspace', `Bearer ${await token('secure-update', [])}`);
+    // A genuine token of an update Job's account (each Update has its own), but for the API
+    // server's audience, not the workspace's.
+    const updateAccount = defined((await getStack('secure')).status?.lastUpdate?.name, 'the last Update');
+    const wrongAudience = await call(address, 'GET', '/v1/workspace', `Bearer ${await token(updateAccount, [])}`);
     expect(wrongAudience).toMatchObject({ status: 401, body: { reason: 'Unauthenticated' } });
     // The workspace's audience, but an account that may not use it.
     const audience = 'secure.security';
@@ -165,8 +167,8 @@ describe('security', () => {
     // Nor the Stack's own account, which the user's program runs as: it cannot drive the workspace.
     const program = await call(address, 'POST', '/v1/operations', `Bearer ${await token('pulumi', [audience])}`);
     expect(program).toMatchObject({ status: 403, body: { reason: 'PermissionDenied' } });
-    // What a Job presents (the Stack's update account, the workspace's audience) is let in.
-    const allowed = await call(address, 'GET', '/v1/workspace', `Bearer ${await token('secure-update', [audience])}`);
+    // What a Job presents (its Update's account, the workspace's audience) is let in.
+    const allowed = await call(address, 'GET', '/v1/workspace', `Bearer ${await token(updateAccount, [audience])}`);
     expect(allowed).toMatchObject({ status: 200, body: { stack: 'dev', busy: false } });
     recordTiming('workspace token checks', started);
   });

@@ -69,7 +69,9 @@ export function stackSyncAnswer(body: unknown): StackSyncAnswer {
 }
 
 /** A Workspace sync answer: a CompositeSyncResponse whose status is a WorkspaceStatus. */
-export function workspaceSyncAnswer(body: unknown): Omit<CompositeSyncResponse, 'status'> & { status: WorkspaceStatus } {
+export function workspaceSyncAnswer(
+  body: unknown,
+): Omit<CompositeSyncResponse, 'status'> & { status: WorkspaceStatus } {
   const answer = compositeSync(body, 'the answer');
   return { ...answer, status: workspaceStatus(answer.status, 'its status') };
 }

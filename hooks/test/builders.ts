@@ -107,7 +107,10 @@ export function syncRequest(
   // controllers.syncStack recomputes them with its own context).
   const reported = withControllerStatus(cluster, { config: testConfig, now: NOW, lookups: noLookups });
   const own = reported.filter((o) => o.kind === 'Workspace' || o.kind === 'Update' || o.kind === 'ConfigMap');
-  return withCluster({ parent: stack, children: childrenMap(...own), related: objectMap(...related), finalizing }, cluster);
+  return withCluster(
+    { parent: stack, children: childrenMap(...own), related: objectMap(...related), finalizing },
+    cluster,
+  );
 }
 
 export const noLookups: ReadonlyMap<string, RefLookup> = new Map();

@@ -7,7 +7,7 @@
  * what the other two controllers make of it: `syncStack` here is the Stack's hook plus the other
  * controllers' answers for its Workspace and Updates, appended to its children.
  */
-import type { Stack, Update, Workspace } from '../../schemas/generated/types';
+import type { Stack } from '../../schemas/generated/types';
 import type { OperationType } from '../../contract';
 import type { HookConfig } from '../src/config';
 import { buildUpdate, type UpdateIdentity } from '../src/stack/update';
@@ -16,7 +16,12 @@ import { desiredWorkspace as desiredStackWorkspace } from '../src/stack/workspac
 import { desiredWorkspace as desiredWorkspacePod, type DesiredWorkspace } from '../src/workspace/pod';
 import type { FetchSource } from '../src/workspace/source';
 import type { KObject, ObjectMap } from '../src/lib/k8s';
-import { syncStack as syncStackHook, type StackSyncRequest, type StackSyncResponse, type SyncContext } from '../src/stack/sync';
+import {
+  syncStack as syncStackHook,
+  type StackSyncRequest,
+  type StackSyncResponse,
+  type SyncContext,
+} from '../src/stack/sync';
 import { syncUpdate } from '../src/update/sync';
 import { syncWorkspace } from '../src/workspace/sync';
 
@@ -43,9 +48,12 @@ function grandchildrenOf(cluster: readonly KObject[], parent: KObject): KObject[
   const name = parent.metadata.name;
   if (parent.kind === 'Workspace')
     return cluster.filter(
-      (o) => ['StatefulSet', 'Service', 'Role', 'RoleBinding'].includes(o.kind) && o.metadata.name === `${name}-workspace`,
+      (o) =>
+        ['StatefulSet', 'Service', 'Role', 'RoleBinding'].includes(o.kind) && o.metadata.name === `${name}-workspace`,
     );
-  return cluster.filter((o) => ['Job', 'ServiceAccount', 'Role', 'RoleBinding'].includes(o.kind) && o.metadata.name === name);
+  return cluster.filter(
+    (o) => ['Job', 'ServiceAccount', 'Role', 'RoleBinding'].includes(o.kind) && o.metadata.name === name,
+  );
 }
 
 /**
@@ -58,7 +66,7 @@ export function withControllerStatus(cluster: readonly KObject[], ctx: SyncConte
       ? {
           ...o,
           status: syncWorkspace(
-            { parent: o as Workspace, children: mapOf(grandchildrenOf(cluster, o)) },
+            { parent: o, children: mapOf(grandchildrenOf(cluster, o)) },
             { config: ctx.config, now: ctx.now },
           ).status,
         }
@@ -70,7 +78,7 @@ export function withControllerStatus(cluster: readonly KObject[], ctx: SyncConte
       ? {
           ...o,
           status: syncUpdate(
-            { parent: o as Update, children: mapOf(grandchildrenOf(ws, o)), related: mapOf(workspaces) },
+            { parent: o, children: mapOf(grandchildrenOf(ws, o)), related: mapOf(workspaces) },
             { config: ctx.config, now: ctx.now },
           ).status,
         }
@@ -88,7 +96,7 @@ function grandchildren(res: StackSyncResponse, cluster: readonly KObject[], ctx:
       const parent = { ...child, metadata: { ...child.metadata, generation: observed?.metadata.generation ?? 1 } };
       out.push(
         ...syncWorkspace(
-          { parent: parent as Workspace, children: mapOf(grandchildrenOf(cluster, child)) },
+          { parent: parent, children: mapOf(grandchildrenOf(cluster, child)) },
           { config: ctx.config, now: ctx.now },
         ).children,
       );
@@ -98,7 +106,7 @@ function grandchildren(res: StackSyncResponse, cluster: readonly KObject[], ctx:
       let kids: KObject[] = grandchildrenOf(cluster, observed);
       for (let round = 0; round < 2; round++) {
         const answer = syncUpdate(
-          { parent: observed as Update, children: mapOf(kids), related: mapOf(workspaces) },
+          { parent: observed, children: mapOf(kids), related: mapOf(workspaces) },
           { config: ctx.config, now: ctx.now },
         );
         kids = [...answer.children.filter((k) => k.kind !== 'Job'), ...kids.filter((k) => k.kind === 'Job')];
@@ -132,10 +140,16 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
 /** The StatefulSet, Service and pod hash the Workspace controller makes of a Stack's Workspace for `source`. */
 export function stackWorkspacePod(stack: Stack, source: FetchSource, config: HookConfig): DesiredWorkspace {
   const { workspace } = desiredStackWorkspace(stack, source);
-  return desiredWorkspacePod({ ...workspace, metadata: { ...workspace.metadata, generation: 1 } } as Workspace, config);
+  return desiredWorkspacePod({ ...workspace, metadata: { ...workspace.metadata, generation: 1 } }, config);
 }
 
 /** The Job the Update controller makes of the Update a Stack creates for one operation. */
-export function stackJob(stack: Stack, type: OperationType, message: string, id: UpdateIdentity, config: HookConfig): KObject {
-  return buildJob(buildUpdate(stack, type, message, id) as Update, type, config);
+export function stackJob(
+  stack: Stack,
+  type: OperationType,
+  message: string,
+  id: UpdateIdentity,
+  config: HookConfig,
+): KObject {
+  return buildJob(buildUpdate(stack, type, message, id), type, config);
 }

@@ -82,14 +82,19 @@ function buildExamples(): Record<string, unknown> {
     'stack-sync-new.json': { controller, ...syncRequest(stack) },
     'workspace-sync.json': {
       controller: { ...controller, metadata: { name: 'pulumi-workspaces' } },
-      parent: { ...named('Workspace', r1.children), metadata: { ...named('Workspace', r1.children).metadata, generation: 1 } },
+      parent: {
+        ...named('Workspace', r1.children),
+        metadata: { ...named('Workspace', r1.children).metadata, generation: 1 },
+      },
       children: { 'StatefulSet.apps/v1': {}, 'Service.v1': {} },
     },
     'update-sync.json': {
       controller: { ...controller, metadata: { name: 'pulumi-updates' } },
       parent: { ...update, status: {} },
       // Its identity exists; its Workspace is ready (as syncRequest reports it).
-      children: byKind(running.filter((o) => o.metadata.name === update.metadata.name && o.kind !== 'Update' && o.kind !== 'Job')),
+      children: byKind(
+        running.filter((o) => o.metadata.name === update.metadata.name && o.kind !== 'Update' && o.kind !== 'Job'),
+      ),
       related: byKind(withControllerStatus(ready, ctx).filter((o) => o.kind === 'Workspace')),
     },
     'stack-sync-workspace-ready.json': { controller, ...syncRequest(s1, ready) },

@@ -319,7 +319,11 @@ describe('the hook server with an SSH branch', () => {
       // The Workspace controller, in the same server, makes the StatefulSet of the Stack's Workspace.
       const workspace = ok.children.find((c) => c.kind === 'Workspace');
       const port = (trusting.server.address() as AddressInfo).port;
-      const ws = await postJson(`http://127.0.0.1:${port}/workspace/sync`, { controller: {}, parent: workspace, children: {} });
+      const ws = await postJson(`http://127.0.0.1:${port}/workspace/sync`, {
+        controller: {},
+        parent: workspace,
+        children: {},
+      });
       expect(ws.status).toBe(200);
       const sts = asChild(
         (JSON.parse(ws.text) as { children: unknown[] }).children.find(

@@ -157,7 +157,12 @@ describe('values nested thousands of levels deep', () => {
         );
         const update = done.find((c) => c.kind === 'Update');
         const own = done.filter((c) => c.metadata.name === job.metadata.name && c.kind !== 'Update');
-        const res = await post('/update/sync', { controller, parent: update, children: objectMap(...own), related: {} });
+        const res = await post('/update/sync', {
+          controller,
+          parent: update,
+          children: objectMap(...own),
+          related: {},
+        });
         expect(res.status).toBe(200);
         const status = updateSyncAnswer(res.json).status;
         expect(condition(status, 'Failed')).toMatchObject({ status: 'True', reason: 'InvalidResult' });
@@ -167,7 +172,12 @@ describe('values nested thousands of levels deep', () => {
       it("in a child's last-applied annotation: the child is kept from what was observed", async () => {
         const { stack, cluster } = withChildren();
         const name = stack.metadata.name;
-        const corrupt = annotate(cluster, 'Workspace', LAST_APPLIED_ANNOTATION, `{"metadata":{"name":"${name}"},"x":${deep}}`);
+        const corrupt = annotate(
+          cluster,
+          'Workspace',
+          LAST_APPLIED_ANNOTATION,
+          `{"metadata":{"name":"${name}"},"x":${deep}}`,
+        );
         const invalid = { ...stack, spec: { ...stack.spec, stack: '' } };
         const res = await post('/stack/sync', { controller, ...syncRequest(invalid, corrupt) });
         expect(res.status).toBe(200);

@@ -64,7 +64,9 @@ describe('each controller', () => {
       ctx,
     );
     for (const c of ws.children) expect(declared('workspace')).toContain(resourceOf(c));
-    const ofUpdate = r2.children.filter((c) => c.kind !== 'Update' && c.metadata.name === childOf(r2, 'Update').metadata.name);
+    const ofUpdate = r2.children.filter(
+      (c) => c.kind !== 'Update' && c.metadata.name === childOf(r2, 'Update').metadata.name,
+    );
     expect(ofUpdate.map((c) => c.kind)).toEqual(['Job', 'ServiceAccount', 'Role', 'RoleBinding']);
     for (const c of ofUpdate) expect(declared('update')).toContain(resourceOf(c));
     expect(jobsOf(r2)).toHaveLength(1);

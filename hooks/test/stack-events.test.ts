@@ -61,7 +61,12 @@ describe('events of a Stack sync', () => {
           namespace: 'team-a',
           uid: stack.metadata.uid,
         },
-        related: { apiVersion: 'auto.pulumi.com/v1alpha1', kind: 'Update', name: job.metadata.name, namespace: 'team-a' },
+        related: {
+          apiVersion: 'auto.pulumi.com/v1alpha1',
+          kind: 'Update',
+          name: job.metadata.name,
+          namespace: 'team-a',
+        },
       },
     ]);
     // Metacontroller calls again before it wrote anything: the same event, by name.

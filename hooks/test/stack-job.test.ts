@@ -54,7 +54,12 @@ describe("the operation's Update and Job", () => {
       'pulumi.com/update-commit': 'abc',
       'pulumi.com/update-previous': 'my-stack-up-00000000',
     });
-    expect(update.spec).toMatchObject({ workspaceName: 'my-stack', stackName: 'dev', type: 'up', ttlAfterCompleted: '24h' });
+    expect(update.spec).toMatchObject({
+      workspaceName: 'my-stack',
+      stackName: 'dev',
+      type: 'up',
+      ttlAfterCompleted: '24h',
+    });
   });
 
   it('applies updateTemplate: TTL, operation options and metadata', () => {

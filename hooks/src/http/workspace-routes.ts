@@ -65,12 +65,20 @@ export function updateHooks(app: FastifyInstance, opts: AutoHooksOptions, done: 
         ...(body.children ? { children: body.children } : {}),
         ...(body.related ? { related: body.related } : {}),
       };
-      const response = syncUpdate(req, { config: opts.config, now: opts.clock(), updateResult: opts.cache.updateResult });
+      const response = syncUpdate(req, {
+        config: opts.config,
+        now: opts.clock(),
+        updateResult: opts.cache.updateResult,
+      });
       const meta = body.parent.metadata;
       const complete = response.status.conditions?.find((c) => c.type === 'Complete');
       request.hookLog = {
         message: 'update sync',
-        fields: { update: `${meta.namespace}/${meta.name}`, complete: complete?.status, children: response.children.length },
+        fields: {
+          update: `${meta.namespace}/${meta.name}`,
+          complete: complete?.status,
+          children: response.children.length,
+        },
       };
       return reply.type(JSON_TYPE).send(responseJson(response, opts.cache));
     },

@@ -30,7 +30,8 @@ export function setConditions(
   const before = Array.isArray(observed) ? observed.filter(isRecord) : [];
   return desired.map(({ at, ...d }) => {
     const old = before.find((c) => c.type === d.type);
-    const kept = old?.status === d.status && typeof old.lastTransitionTime === 'string' ? old.lastTransitionTime : undefined;
+    const kept =
+      old?.status === d.status && typeof old.lastTransitionTime === 'string' ? old.lastTransitionTime : undefined;
     const c: StatusCondition = { ...d, lastTransitionTime: at ?? kept ?? rfc3339(now) };
     if (generation !== undefined) c.observedGeneration = generation;
     return c;
@@ -42,5 +43,5 @@ export function observedCondition(status: unknown, type: string): Partial<Status
   const conditions = isRecord(status) ? status.conditions : undefined;
   if (!Array.isArray(conditions)) return undefined;
   const found: unknown = conditions.find((c) => isRecord(c) && c.type === type);
-  return isRecord(found) ? (found as Partial<StatusCondition>) : undefined;
+  return isRecord(found) ? found : undefined;
 }

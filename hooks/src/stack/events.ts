@@ -136,7 +136,9 @@ export function stackEvents(input: StackEventsInput): StackEvent[] {
 
   // An update starts: the answer adds an Update. Its message is the sync's reason (upstream's isSynced).
   // Event names keep the key `job`, so they are the ones earlier versions wrote for the same operation.
-  const observedUpdates = new Set(objectsOf(input.observed, 'Update', WORKSPACE_API_VERSION).map((j) => j.metadata.name));
+  const observedUpdates = new Set(
+    objectsOf(input.observed, 'Update', WORKSPACE_API_VERSION).map((j) => j.metadata.name),
+  );
   for (const job of input.children) {
     if (job.kind !== 'Update' || observedUpdates.has(job.metadata.name)) continue;
     const type = job.metadata.labels?.[Labels.updateType] ?? '';
@@ -177,7 +179,9 @@ export function stackEvents(input: StackEventsInput): StackEvent[] {
   }
 
   // The workspace is reclaimed after a success (upstream's WorkspaceDeleted).
-  const hadWorkspace = objectsOf(input.observed, 'Workspace', WORKSPACE_API_VERSION).some((s) => s.metadata.name === name);
+  const hadWorkspace = objectsOf(input.observed, 'Workspace', WORKSPACE_API_VERSION).some(
+    (s) => s.metadata.name === name,
+  );
   const keepsWorkspace = input.children.some((c) => c.kind === 'Workspace' && c.metadata.name === name);
   if (
     hadWorkspace &&

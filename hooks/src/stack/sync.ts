@@ -1,6 +1,12 @@
 import type { V1ConfigMap, V1Namespace } from '@kubernetes/client-node';
 import type { Stack, StackStatus, StackUpdateState, Workspace } from '../../../schemas/generated/types';
-import { Annotations, rfc3339, WORKSPACE_UNAUTHENTICATED, type OperationType, type UpdateResult } from '../../../contract';
+import {
+  Annotations,
+  rfc3339,
+  WORKSPACE_UNAUTHENTICATED,
+  type OperationType,
+  type UpdateResult,
+} from '../../../contract';
 import type { HookConfig } from '../config';
 import { asLastApplied, asRetained, findObject, objectsOf, type KObject, type ObjectMap, type Typed } from '../lib/k8s';
 import { observedCondition } from '../lib/conditions';
@@ -92,7 +98,9 @@ const LEGACY_KINDS: [string, string][] = [
 function observe(children: ObjectMap | undefined, stack: string): Observed {
   const legacy = LEGACY_KINDS.flatMap(([kind, apiVersion]) => objectsOf(children, kind, apiVersion));
   return {
-    workspace: objectsOf<Workspace>(children, 'Workspace', WORKSPACE_API_VERSION).find((o) => o.metadata.name === stack),
+    workspace: objectsOf<Workspace>(children, 'Workspace', WORKSPACE_API_VERSION).find(
+      (o) => o.metadata.name === stack,
+    ),
     updates: objectsOf(children, 'Update', WORKSPACE_API_VERSION).map((update) => ({
       update,
       id: identityOf(update),
@@ -225,18 +233,14 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
   );
   const keptUpdates = retained.kept.map(({ update }) => asRetained(update));
   const keptWorkspace = (): KObject[] => (observed.workspace ? [asLastApplied(observed.workspace)] : []);
-  const keepAll = (): KObject[] => [
-    ...keptWorkspace(),
-    ...keptUpdates,
-    ...observed.refreshRequests.map(asLastApplied),
-  ];
+  const keepAll = (): KObject[] => [...keptWorkspace(), ...keptUpdates, ...observed.refreshRequests.map(asLastApplied)];
 
   // 0. An operation of an earlier version (its own Job) still runs: wait for it, changing nothing.
   if (observed.legacyRunning) {
-    return respond(
-      { kind: 'reconciling', reason: Reasons.StackProcessing, message: 'stack is being processed' },
-      [...keepAll(), ...observed.legacy.map((o) => (o.kind === 'Job' ? asRetained(o) : asLastApplied(o)))],
-    );
+    return respond({ kind: 'reconciling', reason: Reasons.StackProcessing, message: 'stack is being processed' }, [
+      ...keepAll(),
+      ...observed.legacy.map((o) => (o.kind === 'Job' ? asRetained(o) : asLastApplied(o))),
+    ]);
   }
 
   // 1. The operation that follows lastUpdate: absorb it when finished, wait while it runs.
@@ -309,10 +313,11 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
   if (!deleting) {
     const pre = checkPrerequisites(stack, req.related, now);
     if (pre.unmet.length > 0) {
-      return respond(
-        { kind: 'reconciling', reason: Reasons.PrerequisiteNotSatisfied, message: pre.unmet.join('; ') },
-        [...keptWorkspace(), ...keptUpdates, ...pre.refreshRequests],
-      );
+      return respond({ kind: 'reconciling', reason: Reasons.PrerequisiteNotSatisfied, message: pre.unmet.join('; ') }, [
+        ...keptWorkspace(),
+        ...keptUpdates,
+        ...pre.refreshRequests,
+      ]);
     }
   }
 
@@ -334,8 +339,7 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
   if (readiness.state === 'waiting') {
     if (deleting && namespaceTerminating(stack, req.related)) {
       // No workspace can be created in a namespace being deleted, so the destroy cannot run.
-      if (status.lastUpdate === undefined)
-        return respond({ kind: 'ready' }, children, { finalized: true });
+      if (status.lastUpdate === undefined) return respond({ kind: 'ready' }, children, { finalized: true });
       return respond(
         {
           kind: 'stalled',
@@ -348,10 +352,7 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
         },
       );
     }
-    return respond(
-      { kind: 'reconciling', reason: Reasons.StackProcessing, message: readiness.message },
-      children,
-    );
+    return respond({ kind: 'reconciling', reason: Reasons.StackProcessing, message: readiness.message }, children);
   }
 
   // 8. Start the operation; the next sync sees it running.
@@ -364,8 +365,8 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
   };
   const update = buildUpdate(stack, type, decision.message, id);
   status.currentUpdate = { generation, reconcileRequest: request, name: update.metadata.name, commit: source.commit };
-  return respond(
-    { kind: 'reconciling', reason: Reasons.StackProcessing, message: 'stack is being processed' },
-    [...children, update],
-  );
+  return respond({ kind: 'reconciling', reason: Reasons.StackProcessing, message: 'stack is being processed' }, [
+    ...children,
+    update,
+  ]);
 }

@@ -90,7 +90,10 @@ export function operationFor(stack: Stack, type: OperationType, message: string)
 export function buildUpdate(stack: Stack, type: OperationType, message: string, id: UpdateIdentity): KObject {
   const name = stack.metadata.name;
   const namespace = stack.metadata.namespace ?? '';
-  const { type: _, stack: stackName, ...op } = operationFor(stack, type, message);
+  const op: Partial<OperationRequest> = operationFor(stack, type, message);
+  const stackName = op.stack;
+  delete op.type;
+  delete op.stack;
   const spec: UpdateSpec = {
     workspaceName: name,
     stackName,
@@ -180,7 +183,9 @@ export function updateOutcome(
 export function updateExpiry(update: KObject): number | undefined {
   const complete = observedCondition(update.status, 'Complete');
   if (complete?.status !== 'True') return undefined;
-  const end = Date.parse(str(isRecord(update.status) ? update.status.endTime : undefined) ?? complete.lastTransitionTime ?? '');
+  const end = Date.parse(
+    str(isRecord(update.status) ? update.status.endTime : undefined) ?? complete.lastTransitionTime ?? '',
+  );
   if (Number.isNaN(end)) return undefined;
   const ttl = isRecord(update.spec) ? str(update.spec.ttlAfterCompleted) : undefined;
   const ms = parseDuration(ttl ?? DEFAULT_TTL);

@@ -18,11 +18,6 @@ export const WORKSPACE_API_VERSION = 'auto.pulumi.com/v1alpha1';
 /** On the Workspace: hash of the spec the Stack asked for; the Stack waits until the Workspace reports on it. */
 export const WORKSPACE_SPEC_HASH = 'pulumi.com/workspace-spec-hash';
 
-/** The account the workspace pod runs as, unless its podTemplate names another. */
-export function workspaceServiceAccount(spec: StackSpec): string {
-  return spec.workspaceTemplate?.spec?.serviceAccountName ?? spec.serviceAccountName ?? 'default';
-}
-
 function sorted<T>(record: Record<string, T> | undefined): [string, T][] {
   return Object.entries(record ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
 }
@@ -135,7 +130,7 @@ function sourceFields(source: FetchSource, namespace: string): WorkspaceSpec {
       if (source.dir) git.dir = source.dir;
       if (source.shallow) git.shallow = true;
       const auth = gitAuthOf(source.auth);
-      if (auth) git.auth = auth as NonNullable<WorkspaceSpec['git']>['auth'];
+      if (auth) git.auth = auth;
       return { git };
     }
     case 'flux':
@@ -167,18 +162,18 @@ export function desiredWorkspace(stack: Stack, source: FetchSource): DesiredStac
   let ws: WorkspaceSpec = { ...sourceFields(source, namespace) };
   if (spec.serviceAccountName) ws.serviceAccountName = spec.serviceAccountName;
   const env = pulumiEnv(spec);
-  if (env.length) ws.env = env as WorkspaceSpec['env'];
+  if (env.length) ws.env = env;
   if (volumes.length)
     ws.podTemplate = {
       spec: { volumes, containers: [{ name: 'pulumi', volumeMounts: mounts }] },
     } as WorkspaceSpec['podTemplate'];
-  ws.stacks = [wsStack as NonNullable<WorkspaceSpec['stacks']>[number]];
+  ws.stacks = [wsStack];
   if (template?.spec) ws = strategicMerge(ws, template.spec);
   // The source is the one resolved (a template's `local` is, unless a destroy runs from projectInfo).
   delete ws.local;
   ws = { ...ws, ...sourceFields(source, namespace) };
   const from = [...envFrom(spec), ...((template?.spec?.envFrom ?? []) as V1EnvFromSource[])];
-  if (from.length) ws.envFrom = from as WorkspaceSpec['envFrom'];
+  if (from.length) ws.envFrom = from;
   const hash = shortHash(ws, 16);
   const workspace: Workspace & KObject = {
     apiVersion: WORKSPACE_API_VERSION,

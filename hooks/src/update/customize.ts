@@ -12,5 +12,7 @@ export function customizeUpdate(update: Update): { relatedResources: RelatedReso
   const workspace = update.spec?.workspaceName;
   const namespace = update.metadata.namespace;
   if (typeof workspace !== 'string' || workspace === '' || !namespace) return { relatedResources: [] };
-  return { relatedResources: [{ apiVersion: AUTO_GROUP_VERSION, resource: 'workspaces', namespace, names: [workspace] }] };
+  return {
+    relatedResources: [{ apiVersion: AUTO_GROUP_VERSION, resource: 'workspaces', namespace, names: [workspace] }],
+  };
 }

@@ -128,7 +128,7 @@ export function syncUpdate(req: UpdateSyncRequest, ctx: UpdateSyncContext): Upda
     const outcome = jobOutcome(job, read(job.metadata.annotations?.[Annotations.updateResult]));
     const children = [buildJob(update, type, ctx.config), ...identity];
     if (!outcome) {
-      const started = (job.status as { startTime?: string } | undefined)?.startTime;
+      const started = job.status?.startTime;
       if (started) status.startTime = started;
       return answer(progressing('Progressing', `the ${type} is running`), children);
     }
@@ -138,15 +138,15 @@ export function syncUpdate(req: UpdateSyncRequest, ctx: UpdateSyncContext): Upda
 
   // Finished before (its Job was deleted since): the outcome stays; nothing runs twice.
   if (observedCondition(update.status, 'Complete')?.status === 'True' && update.status) {
-    const { conditions, observedGeneration: _, ...rest } = update.status;
-    Object.assign(status, rest);
-    return { status: { ...status, ...(conditions ? { conditions } : {}) }, children: [] };
+    return { status: { ...update.status, ...status, conditions: update.status.conditions ?? [] }, children: [] };
   }
 
   // Not started: the Workspace must exist and be ready, and the Job's identity must exist first
   // (a pod naming a ServiceAccount that does not exist yet is refused, and retried only after a backoff).
   const workspaceName = spec.workspaceName ?? '';
-  const ws = workspaceName ? findObject<Workspace>(req.related, 'Workspace', AUTO_GROUP_VERSION, namespace, workspaceName) : undefined;
+  const ws = workspaceName
+    ? findObject<Workspace>(req.related, 'Workspace', AUTO_GROUP_VERSION, namespace, workspaceName)
+    : undefined;
   if (!ws) {
     const message = workspaceName ? `workspace ${workspaceName} not found` : 'spec.workspaceName is empty';
     return answer(waiting('WorkspaceNotFound', message), [], WAIT_SECONDS);
@@ -157,5 +157,8 @@ export function syncUpdate(req: UpdateSyncRequest, ctx: UpdateSyncContext): Upda
     objectsOf(req.children, o.kind, o.apiVersion).some((c) => c.metadata.name === o.metadata.name),
   );
   if (!observedIdentity) return answer(progressing('Progressing', `starting the ${type}`), identity);
-  return answer(progressing('Progressing', `the ${type} is starting`), [buildJob(update, type, ctx.config), ...identity]);
+  return answer(progressing('Progressing', `the ${type} is starting`), [
+    buildJob(update, type, ctx.config),
+    ...identity,
+  ]);
 }

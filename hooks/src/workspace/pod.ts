@@ -322,4 +322,3 @@ export function desiredWorkspace(ws: Workspace, config: HookConfig): DesiredWork
     service.metadata.annotations = { ...serviceMeta.annotations };
   return { statefulSet, service, hash };
 }
-

@@ -1,5 +1,10 @@
 import type { V1StatefulSet } from '@kubernetes/client-node';
-import { Annotations, AUTH_DELEGATOR_CLUSTER_ROLE, parseWorkspaceStatus, WORKSPACE_UNAUTHENTICATED } from '../../../contract';
+import {
+  Annotations,
+  AUTH_DELEGATOR_CLUSTER_ROLE,
+  parseWorkspaceStatus,
+  WORKSPACE_UNAUTHENTICATED,
+} from '../../../contract';
 import type { Typed } from '../lib/k8s';
 
 /**
@@ -46,6 +51,12 @@ export function workspaceReadiness(observed: Typed<V1StatefulSet> | undefined, h
     (!st?.updateRevision || st.updateRevision === st.currentRevision) &&
     (st?.readyReplicas ?? 0) >= 1;
   if (rolledOut && report?.hash === hash && report.state === 'Ready') return { state: 'ready', ...version };
-  if (!rolledOut) return { state: 'waiting', reason: observedHash === hash ? 'WaitingForReplicas' : 'RollingUpdate', message: WAITING, ...version };
+  if (!rolledOut)
+    return {
+      state: 'waiting',
+      reason: observedHash === hash ? 'WaitingForReplicas' : 'RollingUpdate',
+      message: WAITING,
+      ...version,
+    };
   return { state: 'waiting', reason: 'Installing', message: WAITING, ...version };
 }
