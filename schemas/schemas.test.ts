@@ -393,9 +393,11 @@ describe('CRDs', () => {
 
   it("updates: this operator's output fields are in the status", () => {
     const v1alpha1 = openAPI(crdVersions(updates)[0] ?? {});
+    // Each value kept as it is (as the Stack's status.outputs): a preserve-unknown-fields object
+    // without this was stored as {} by the API server (found by e2e/program-stack.e2e.ts).
     expect(at(v1alpha1, 'status.outputValues')).toMatchObject({
       type: 'object',
-      'x-kubernetes-preserve-unknown-fields': true,
+      additionalProperties: { 'x-kubernetes-preserve-unknown-fields': true },
     });
     expect(at(v1alpha1, 'status.outputsOmitted').type).toBe('boolean');
     expect(at(v1alpha1, 'status.outputsTotal').type).toBe('integer');
@@ -475,7 +477,7 @@ describe('compatibility with upstream pulumi.com CRDs', () => {
   const ADDED = [/^\.spec\.config\{\}$/, /^\.status\.conditions/];
   const ADDED_TO: Record<string, RegExp[]> = {
     'stacks/v1alpha1': [/^\.spec(\.|$)/], // upstream's v1alpha1 spec is v1's, which is compared
-    'updates/v1alpha1': [/^\.status\.(outputValues|outputsOmitted|outputsTotal)$/], // this operator's extension
+    'updates/v1alpha1': [/^\.status\.(outputValues(\{\})?|outputsOmitted|outputsTotal)$/], // this operator's extension
   };
 
   function flatten(schema: Obj): Map<string, Obj> {

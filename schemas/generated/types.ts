@@ -2766,6 +2766,9 @@ export interface UpdateStatus {
    * This operator's addition: the stack outputs after an `up`, with every secret value replaced by the string `[secret]`, so that readers need no access to the Secret `outputs`. Only as many as fit: see `outputsOmitted`.
    */
   outputValues?: {
+    /**
+     * An output's value: a string, or structured data.
+     */
     [k: string]: unknown;
   };
   /**
