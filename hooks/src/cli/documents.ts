@@ -41,14 +41,14 @@ export function parseDocuments(input: InputText, namespace: string): KObject[] {
   documents.forEach((document, index) => {
     if (document === null || document === undefined) return;
     const where = `${input.name}: document ${index + 1}`;
-    const object = checkObject(document, where);
-    if (object.kind === 'List' && object.apiVersion === 'v1') {
-      const items = object.items;
+    // A List (kubectl get -o yaml) names no object of its own: its items are the objects.
+    if (isRecord(document) && document.kind === 'List' && document.apiVersion === 'v1') {
+      const items = document.items;
       if (!Array.isArray(items)) throw new InputError(`${where}: items must be a list`);
       items.forEach((item, i) => objects.push(withNamespace(checkObject(item, `${where}, items[${i}]`), namespace)));
       return;
     }
-    objects.push(withNamespace(object, namespace));
+    objects.push(withNamespace(checkObject(document, where), namespace));
   });
   return objects;
 }
