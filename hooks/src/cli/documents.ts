@@ -1,6 +1,6 @@
 import * as jsYaml from 'js-yaml';
-import { CORE_SCHEMA, loadAll, type Type } from 'js-yaml';
-import { isRecord, PROTOTYPE_KEY_PROBLEM, prototypeKeyPath, dottedPath } from '../lib/json';
+import { CORE_SCHEMA, loadAll, type LoadOptions, type Type } from 'js-yaml';
+import { isRecord, MAX_NESTING, PROTOTYPE_KEY_PROBLEM, prototypeKeyPath, dottedPath } from '../lib/json';
 import type { KObject } from '../lib/k8s';
 import { InputError } from './exit-codes';
 
@@ -19,6 +19,9 @@ export interface InputText {
 const { merge } = (jsYaml as unknown as { types: { merge: Type } }).types;
 const MANIFEST_SCHEMA = CORE_SCHEMA.extend({ implicit: [merge] });
 
+/** How deep a document may nest (js-yaml's `maxDepth`, which @types/js-yaml does not declare). */
+const READ_DEPTH = 10 * MAX_NESTING;
+
 /** Kinds that are cluster-scoped among those the hooks read; every other object gets a namespace. */
 const CLUSTER_SCOPED = new Set(['Namespace.v1']);
 
@@ -31,7 +34,10 @@ const CLUSTER_SCOPED = new Set(['Namespace.v1']);
 export function parseDocuments(input: InputText, namespace: string): KObject[] {
   let documents: unknown[];
   try {
-    documents = loadAll(input.text, undefined, { schema: MANIFEST_SCHEMA, filename: input.name });
+    // js-yaml stops at 100 levels by default; the hooks judge deeper specs themselves (SpecInvalid
+    // past MAX_NESTING under spec), so documents read up to a depth well past it.
+    const options = { schema: MANIFEST_SCHEMA, filename: input.name, maxDepth: READ_DEPTH } as LoadOptions;
+    documents = loadAll(input.text, undefined, options);
   } catch (err) {
     // js-yaml's message starts with the problem and names the line; a stack overflow is too deep a document.
     const why = err instanceof RangeError ? 'nested too deeply to read' : (err as Error).message;

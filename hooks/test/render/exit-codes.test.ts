@@ -99,3 +99,22 @@ describe('render exit codes', () => {
     expect(run.stdout).toContain('Exit codes: 0 rendered; 1');
   });
 });
+
+describe('render and deeply nested documents', () => {
+  const stackNested = (depth: number) =>
+    `apiVersion: pulumi.com/v1\nkind: Stack\nmetadata: {name: deep}\nspec: {stack: dev, programRef: {name: p}, config: {x: {value: ${'['.repeat(depth)}${']'.repeat(depth)}}}}\n`;
+
+  it('leaves a spec nested too deep to the hooks, which find it invalid', () => {
+    const run = runRender([], stackNested(300));
+    expect(run.code).toBe(ExitCode.specInvalid);
+    expect(run.stderr).toMatch(
+      /^invalid: Stack default\/deep: spec\.config\.x\.value.* is nested more than 100 levels deep/,
+    );
+  });
+
+  it('refuses a document nested deeper than it reads, without crashing', () => {
+    const run = runRender([], stackNested(100_000));
+    expect(run.code).toBe(ExitCode.unreadableInput);
+    expect(run.stderr).toMatch(/^error: <stdin>: not valid YAML: nesting exceeded maxDepth/);
+  });
+});
