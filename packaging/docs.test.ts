@@ -16,6 +16,7 @@ const OURS = [
   'quickstart.md',
   'migration.md',
   'gitops.md',
+  'render.md',
   'install-with-pulumi.md',
   'api-reference.md',
   'troubleshooting.md',

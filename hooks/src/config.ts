@@ -84,7 +84,11 @@ export function readKnownHosts(env: NodeJS.ProcessEnv): string {
   return texts.map((t) => (t.endsWith('\n') || t === '' ? t : `${t}\n`)).join('');
 }
 
-export function configFromEnv(env: NodeJS.ProcessEnv = process.env): HookConfig {
+/** `knownHosts`: how the trusted host keys are read (render reads only the files SSH_KNOWN_HOSTS names). */
+export function configFromEnv(
+  env: NodeJS.ProcessEnv = process.env,
+  knownHosts: (env: NodeJS.ProcessEnv) => string = readKnownHosts,
+): HookConfig {
   const config: HookConfig = {
     port: positiveInt('PORT', env.PORT, 8080),
     host: env.HOST || '0.0.0.0',
@@ -100,8 +104,8 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): HookConfig 
     ...(env.GITHUB_API_URL ? { githubApiUrl: env.GITHUB_API_URL } : {}),
     egress: egressRulesFromEnv(env),
   };
-  const knownHosts = readKnownHosts(env);
-  if (knownHosts !== '') config.sshKnownHosts = knownHosts;
+  const trusted = knownHosts(env);
+  if (trusted !== '') config.sshKnownHosts = trusted;
   const policy = pullPolicy(env.AGENT_IMAGE_PULL_POLICY);
   if (policy) config.agentImagePullPolicy = policy;
   if (env.FLUX_MAX_UNTAR_SIZE_BYTES) config.fluxMaxUntarSizeBytes = env.FLUX_MAX_UNTAR_SIZE_BYTES;
