@@ -246,6 +246,31 @@ describe('failures never break /metrics', () => {
     expect(text).toMatch(/^pulumi_hook_objects_synced\{resource="programs"\} 1$/m);
   });
 
+  it('a list that never answers counts as failed, and the next one succeeds', async () => {
+    const cluster = new FakeCluster();
+    seed(cluster);
+    const real = cluster.listWatch('stacks');
+    let calls = 0;
+    const hangingOnce = {
+      ...real,
+      list: (page: { limit: number; continue?: string }) =>
+        ++calls === 1 ? new Promise<never>(() => undefined) : real.list(page),
+    };
+    const failures: string[] = [];
+    const mirror = new Reflector({
+      api: hangingOnce,
+      project: stackProjection,
+      onFailure: (operation, err) => failures.push(`${operation}: ${(err as Error).message}`),
+      listTimeoutMs: 20,
+      ...noWait,
+    });
+    mirror.start();
+    started.push(mirror);
+    await mirror.whenSynced();
+    expect(failures).toEqual(['list: no answer to a list in 20 ms']);
+    expect(mirror.entries.size).toBe(3);
+  });
+
   it('stops cleanly while watching or retrying', async () => {
     const cluster = new FakeCluster();
     seed(cluster);

@@ -59,7 +59,7 @@ const WARN_EVERY_MS = 60_000;
 export interface ObjectGaugesOptions {
   log: WarnLog;
   /** Passed to the mirrors (tests: retries without waiting). */
-  reflector?: Pick<ReflectorOptions<unknown>, 'sleep' | 'pageSize' | 'watchTimeoutSeconds'>;
+  reflector?: Pick<ReflectorOptions<unknown>, 'sleep' | 'pageSize' | 'watchTimeoutSeconds' | 'listTimeoutMs'>;
   /** The clock of the log rate limit. */
   now?: () => number;
 }

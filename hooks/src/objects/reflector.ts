@@ -52,6 +52,8 @@ export interface ReflectorOptions<V> {
   sleep?: (ms: number, signal: AbortSignal) => Promise<void>;
   /** The server-side timeout of one watch (default 5 to 10 minutes, spread like client-go's). */
   watchTimeoutSeconds?: () => number;
+  /** How long one list page may take before it counts as failed (default 60 s). */
+  listTimeoutMs?: number;
 }
 
 const MIN_RETRY_MS = 1000;
@@ -176,7 +178,7 @@ export class Reflector<V> {
     let token: string | undefined;
     let resourceVersion: string;
     do {
-      const page = await this.options.api.list({ limit: this.pageSize, ...(token ? { continue: token } : {}) });
+      const page = await this.listPage({ limit: this.pageSize, ...(token ? { continue: token } : {}) });
       if (this.stopping.signal.aborted) throw new Error('stopped');
       for (const item of Array.isArray(page.items) ? page.items : []) {
         const kept = this.options.project(item);
@@ -190,6 +192,25 @@ export class Reflector<V> {
     this.retryMs = MIN_RETRY_MS;
     for (const wake of this.syncWaiters.splice(0)) wake();
     return resourceVersion;
+  }
+
+  /** One page, or a failure if the API server does not answer in time (a hung list must not hold the mirror). */
+  private listPage(page: { limit: number; continue?: string }): Promise<ListPage> {
+    const ms = this.options.listTimeoutMs ?? 60_000;
+    return new Promise<ListPage>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no answer to a list in ${ms} ms`)), ms);
+      timer.unref();
+      this.options.api.list(page).then(
+        (answer) => {
+          clearTimeout(timer);
+          resolve(answer);
+        },
+        (err: unknown) => {
+          clearTimeout(timer);
+          reject(err instanceof Error ? err : new Error('the list failed'));
+        },
+      );
+    });
   }
 
   /** One watch stream; returns the last resourceVersion it saw and how many events it carried. */
