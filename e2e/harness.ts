@@ -198,7 +198,7 @@ export async function startOperator(options: OperatorOptions = {}): Promise<Oper
  * A kubeconfig of the hooks' ServiceAccount `pulumi-system/pulumi-mc-hooks`, created with its
  * ClusterRole and binding from manifests/install.yaml: the identity the hooks have in a cluster.
  */
-async function hooksKubeConfig(admin: k8s.KubeConfig): Promise<k8s.KubeConfig> {
+export async function hooksKubeConfig(admin: k8s.KubeConfig): Promise<k8s.KubeConfig> {
   const objects = k8s.KubernetesObjectApi.makeApiClient(admin);
   const install = loadAll(readFileSync(join(REPO_ROOT, 'manifests', 'install.yaml'), 'utf8')) as k8s.KubernetesObject[];
   const wanted = new Set([

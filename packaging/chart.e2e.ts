@@ -317,10 +317,12 @@ describe('helm template with every value changed (packaging/testdata/chart-value
     expect(sm.spec?.endpoints?.[0]?.metricRelabelings?.[0]?.action).toBe('drop');
   });
 
-  test('controllers, user roles, events, the workspace role and the ServiceAccount can each be turned off', async () => {
+  test('controllers, user roles, events, the gauges from objects, the workspace role and the ServiceAccount can each be turned off', async () => {
     const { objects: none } = await helmTemplate('x', 'ns', [
       '--set',
       'events.enabled=false',
+      '--set',
+      'objectMetrics.enabled=false',
       '--set',
       'controllers.create=false',
       '--set',
@@ -335,8 +337,24 @@ describe('helm template with every value changed (packaging/testdata/chart-value
     expect(none.map((o) => o.kind).sort()).toEqual(['Deployment', 'Service']);
     const pod = findObject(none, 'Deployment', 'x-pulumi-operator').spec?.template.spec;
     expect(pod?.serviceAccountName).toBe('default');
-    // Events off: no token, as before the hooks wrote any.
+    // Events and the gauges from objects off: no token, as before the hooks wrote any.
     expect(pod?.automountServiceAccountToken).toBe(false);
+    expect(pod?.containers[0]?.env).toContainEqual({ name: 'OBJECT_METRICS', value: 'off' });
+  }, 60_000);
+
+  test('each of events and the gauges from objects grants only its own rules', async () => {
+    for (const [flag, rules] of [
+      [
+        'events.enabled=false',
+        [{ apiGroups: ['pulumi.com'], resources: ['stacks', 'programs'], verbs: ['list', 'watch'] }],
+      ],
+      ['objectMetrics.enabled=false', [{ apiGroups: [''], resources: ['events'], verbs: ['create'] }]],
+    ] as const) {
+      const { objects: rendered } = await helmTemplate('x', 'ns', ['--set', flag]);
+      expect(findObject(rendered, 'ClusterRole', 'x-pulumi-operator:hooks').rules).toEqual(rules);
+      const pod = findObject(rendered, 'Deployment', 'x-pulumi-operator').spec?.template.spec;
+      expect(pod?.automountServiceAccountToken).toBe(true);
+    }
   }, 60_000);
 });
 

@@ -7,6 +7,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as yaml from 'js-yaml';
 import { HookMetrics } from '../hooks/src/http/metrics';
+import { ObjectGauges } from '../hooks/src/objects/gauges';
+import type { ListWatch } from '../hooks/src/objects/reflector';
 import { Reasons } from '../hooks/src/stack/conditions';
 import { EventReasons } from '../hooks/src/stack/events';
 import { API_REFERENCE_FILE, renderApiReference } from './build-api-reference';
@@ -74,12 +76,17 @@ test.each(OURS)('the links of docs/%s resolve (files and anchors)', (doc) => {
 
 test('observability.md describes every metric the hook server exports', async () => {
   const metrics = new HookMetrics();
-  const names = (await metrics.registry.getMetricsAsJSON())
-    .map((m) => m.name)
-    .filter((n) => !n.startsWith('process_') && !n.startsWith('nodejs_'));
+  const noApi: ListWatch = { list: () => new Promise(() => undefined), watch: () => new Promise(() => undefined) };
+  const fromObjects = new ObjectGauges({ stacks: noApi, programs: noApi }, { log: { warn: () => undefined } });
+  const names = [
+    ...(await metrics.registry.getMetricsAsJSON()).map((m) => m.name),
+    ...(await fromObjects.metricNames()),
+  ].filter((n) => !n.startsWith('process_') && !n.startsWith('nodejs_'));
   expect(names.sort()).toEqual([
     'programs_active',
     'pulumi_hook_errors_total',
+    'pulumi_hook_object_watch_failures_total',
+    'pulumi_hook_objects_synced',
     'pulumi_hook_request_duration_seconds',
     'stacks_active',
     'stacks_failing',

@@ -127,7 +127,7 @@ describe('the hook server Deployment', () => {
     expect(container.volumeMounts).toEqual([{ name: 'tmp', mountPath: '/tmp' }]);
   });
 
-  test('may create Events and nothing else: one binding, the token mounted by this pod only', () => {
+  test('may create Events and list and watch Stacks and Programs, nothing else: one binding, the token mounted by this pod only', () => {
     expect(podSpec.automountServiceAccountToken).toBe(true);
     const serviceAccount = required(podSpec.serviceAccountName, 'the pod names its ServiceAccount');
     expect(findObject(install, 'ServiceAccount', serviceAccount).automountServiceAccountToken).toBe(false);
@@ -141,6 +141,7 @@ describe('the hook server Deployment', () => {
     ]);
     expect(findObject(install, 'ClusterRole', 'pulumi-operator:hooks').rules).toEqual([
       { apiGroups: [''], resources: ['events'], verbs: ['create'] },
+      { apiGroups: ['pulumi.com'], resources: ['stacks', 'programs'], verbs: ['list', 'watch'] },
     ]);
   });
 

@@ -30,6 +30,12 @@ export interface HookConfig {
   sshKnownHosts?: string;
   /** Which hosts the git lookups may connect to, besides the addresses always denied (EGRESS_ALLOW, EGRESS_DENY). */
   egress?: EgressRules;
+  /**
+   * Derive upstream's gauges (stacks_active, stacks_failing, programs_active) from the Stacks and
+   * Programs, listed and watched with the hooks' identity (OBJECT_METRICS=on, the default; off:
+   * no such gauges, and the ServiceAccount needs no access to Stacks and Programs).
+   */
+  objectMetrics?: boolean;
 }
 
 export const DEFAULT_AGENT_IMAGE = `ghcr.io/pulumi-mc-operator/agent:v${version}`;
@@ -60,6 +66,14 @@ function positiveInt(name: string, v: string | undefined, fallback: number): num
   const n = Number(v);
   if (!Number.isInteger(n) || n <= 0) throw new Error(`${name} must be a positive integer, not "${v}"`);
   return n;
+}
+
+function onOff(name: string, v: string | undefined, fallback: boolean): boolean {
+  if (v === undefined || v === '') return fallback;
+  const lower = v.toLowerCase();
+  if (lower === 'on' || lower === 'true') return true;
+  if (lower === 'off' || lower === 'false') return false;
+  throw new Error(`${name} must be on or off, not "${v}"`);
 }
 
 /**
@@ -103,6 +117,7 @@ export function configFromEnv(
     gitCacheTtlMs: positiveInt('GIT_CACHE_TTL_MS', env.GIT_CACHE_TTL_MS, 20_000),
     ...(env.GITHUB_API_URL ? { githubApiUrl: env.GITHUB_API_URL } : {}),
     egress: egressRulesFromEnv(env),
+    objectMetrics: onOff('OBJECT_METRICS', env.OBJECT_METRICS, true),
   };
   const trusted = knownHosts(env);
   if (trusted !== '') config.sshKnownHosts = trusted;

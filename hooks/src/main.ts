@@ -1,5 +1,7 @@
 import { configFromEnv, type HookConfig } from './config';
-import { eventsAccessFromEnv } from './events/kubernetes';
+import { kubeEventsApi } from './events/kubernetes';
+import { kubeAccessFromEnv } from './kube/access';
+import { kubeObjectsApi } from './objects/kubernetes';
 import { buildServer, type HookServer, type ServerDeps } from './server';
 
 export interface RunningServer extends HookServer {
@@ -26,7 +28,17 @@ export async function startHookServer(config: HookConfig, deps: ServerDeps = {})
 
 /** Entry point of the hooks image: `node dist/hooks/src/main.js`. */
 async function main(): Promise<void> {
-  const running = await startHookServer(configFromEnv(), { events: eventsAccessFromEnv() });
+  const config = configFromEnv();
+  const access = kubeAccessFromEnv();
+  const running = await startHookServer(config, {
+    events: 'kc' in access ? { api: kubeEventsApi(access.kc), via: access.via } : access,
+    objects:
+      config.objectMetrics === false
+        ? { off: 'OBJECT_METRICS=off' }
+        : 'kc' in access
+          ? { api: kubeObjectsApi(access.kc), via: access.via }
+          : access,
+  });
   const onSignal = (signal: string) => {
     running.shutdown(signal).then(
       () => process.exit(0),

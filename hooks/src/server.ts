@@ -15,6 +15,7 @@ import { programHooks } from './http/program-routes';
 import { installRequestLog, OneLinePerRequest } from './http/request-log';
 import { stackHooks } from './http/stack-routes';
 import { updateHooks, workspaceHooks } from './http/workspace-routes';
+import { ObjectGauges, type ObjectsAccess } from './objects/gauges';
 
 export interface ServerDeps {
   /** The hooks' only notion of time; tests pin it. */
@@ -26,12 +27,16 @@ export interface ServerDeps {
   logStream?: NodeJS.WritableStream;
   /** Kubernetes Events on Stacks: the API to write them with, or why they are off (the default). */
   events?: EventsAccess;
+  /** Upstream's gauges of Stacks and Programs: the API to list and watch them with, or why they are off (the default). */
+  objects?: ObjectsAccess;
 }
 
 export interface HookServer {
   app: FastifyInstance;
   health: Health;
   metrics: HookMetrics;
+  /** The gauges derived from Stacks and Programs; undefined when they are off. */
+  objects: ObjectGauges | undefined;
   /** Writes the Stacks' events; undefined when events are off. */
   events: EventRecorder | undefined;
 }
@@ -81,24 +86,33 @@ export function buildServer(config: HookConfig, deps: ServerDeps = {}): HookServ
   const events = 'api' in access ? new EventRecorder(access.api, { log: app.log }) : undefined;
   if ('api' in access) app.log.info({ via: access.via }, 'Kubernetes Events on Stacks: on');
   else app.log.info({ why: access.off }, 'Kubernetes Events on Stacks: off');
+  const objectsAccess = deps.objects ?? { off: 'no Kubernetes API access given' };
+  const objects = 'api' in objectsAccess ? new ObjectGauges(objectsAccess.api, { log: app.log }) : undefined;
+  if ('api' in objectsAccess) app.log.info({ via: objectsAccess.via }, 'gauges of Stacks and Programs: on');
+  else app.log.info({ why: objectsAccess.off }, 'gauges of Stacks and Programs: off');
   app.register(healthPlugin, { health });
-  app.register(metricsPlugin, { metrics });
+  app.register(metricsPlugin, { metrics, ...(objects ? { objects } : {}) });
   const cache = new SyncCache();
   app.register(stackHooks, {
     prefix: '/stack',
     config,
     git,
     clock,
-    metrics,
     cache,
     ...(events ? { events } : {}),
   });
   app.register(workspaceHooks, { prefix: '/workspace', config, clock, cache });
   app.register(updateHooks, { prefix: '/update', config, clock, cache });
-  app.register(programHooks, { prefix: '/program', clock, metrics });
+  app.register(programHooks, { prefix: '/program', clock });
+  // The mirrors start with the server (app.ready(), listen or the first inject) and stop with it.
+  app.addHook('onReady', (done) => {
+    objects?.start();
+    done();
+  });
   app.addHook('onClose', async () => {
     await git.close();
     await events?.close();
+    await objects?.stop();
   });
-  return { app, health, metrics, events };
+  return { app, health, metrics, objects, events };
 }

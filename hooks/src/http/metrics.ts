@@ -1,8 +1,6 @@
 import type { FastifyInstance } from 'fastify';
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-
-/** How long a Stack or Program not seen by this replica still counts (Metacontroller resyncs every 10 min). */
-const FORGET_AFTER_MS = 30 * 60 * 1000;
+import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
+import type { ObjectGauges } from '../objects/gauges';
 
 export type HookName =
   | 'stack_customize'
@@ -14,24 +12,16 @@ export type HookName =
   | 'update_sync';
 
 /**
- * Upstream's gauges (stacks_active, stacks_failing{namespace,name}, programs_active) rebuilt from
- * what the hooks see, plus per-hook latency and errors. The hooks hold no state, so each replica
- * reports only the objects it synced in the last 30 minutes. Metacontroller resyncs every object
- * at least every 10 minutes, through whichever replica the Service picks, so a replica usually
- * sees most objects, but nothing guarantees all: max() across replicas is a lower bound of the
- * total, and a Stack that recovered may still show as failing on a replica that has not seen it
- * since, for up to 30 minutes. Per-Stack truth is in the Stack's status (kube-state-metrics;
- * docs/observability.md).
+ * This replica's per-hook latency and errors. Upstream's gauges of Stacks and Programs are not
+ * here: they come from the objects themselves (objects/gauges.ts), not from the requests one
+ * replica happened to answer.
  */
 export class HookMetrics {
   readonly registry = new Registry();
-  private readonly stacks = new Map<string, { failing: boolean; seen: number }>();
-  private readonly programs = new Map<string, number>();
   readonly duration: Histogram<'hook'>;
   readonly errors: Counter<'hook' | 'reason'>;
-  private readonly stacksFailing: Gauge<'namespace' | 'name'>;
 
-  constructor(private readonly now: () => number = Date.now) {
+  constructor() {
     collectDefaultMetrics({ register: this.registry });
     this.duration = new Histogram({
       name: 'pulumi_hook_request_duration_seconds',
@@ -46,30 +36,6 @@ export class HookMetrics {
       labelNames: ['hook', 'reason'],
       registers: [this.registry],
     });
-    const stacksActive: Gauge = new Gauge({
-      name: 'stacks_active',
-      help: 'Stacks this replica synced in the last 30 minutes.',
-      registers: [this.registry],
-      collect: () => {
-        this.forgetOld();
-        stacksActive.set(this.stacks.size);
-      },
-    });
-    this.stacksFailing = new Gauge({
-      name: 'stacks_failing',
-      help: '1 for a Stack whose last update failed, 0 once it succeeds, by namespace and name.',
-      labelNames: ['namespace', 'name'],
-      registers: [this.registry],
-    });
-    const programsActive: Gauge = new Gauge({
-      name: 'programs_active',
-      help: 'Programs this replica synced in the last 30 minutes.',
-      registers: [this.registry],
-      collect: () => {
-        this.forgetOld();
-        programsActive.set(this.programs.size);
-      },
-    });
   }
 
   /** The per-hook histogram children, bound once rather than looked up by label on every request. */
@@ -83,35 +49,6 @@ export class HookMetrics {
     }
     child.observe(seconds);
   }
-
-  /** Records what a Stack sync saw; a finalized Stack is forgotten. */
-  observeStack(namespace: string, name: string, lastState: string | undefined, finalized: boolean): void {
-    const key = `${namespace}/${name}`;
-    if (finalized) {
-      this.stacks.delete(key);
-      this.stacksFailing.remove({ namespace, name });
-      return;
-    }
-    const failing = lastState === 'failed';
-    this.stacks.set(key, { failing, seen: this.now() });
-    if (lastState !== undefined) this.stacksFailing.set({ namespace, name }, failing ? 1 : 0);
-  }
-
-  observeProgram(namespace: string, name: string): void {
-    this.programs.set(`${namespace}/${name}`, this.now());
-  }
-
-  private forgetOld(): void {
-    const cutoff = this.now() - FORGET_AFTER_MS;
-    for (const [key, v] of this.stacks) {
-      if (v.seen < cutoff) {
-        this.stacks.delete(key);
-        const [namespace, name] = key.split('/') as [string, string];
-        this.stacksFailing.remove({ namespace, name });
-      }
-    }
-    for (const [key, seen] of this.programs) if (seen < cutoff) this.programs.delete(key);
-  }
 }
 
 const HOOK_BY_URL: Record<string, HookName> = {
@@ -124,12 +61,26 @@ const HOOK_BY_URL: Record<string, HookName> = {
   '/update/sync': 'update_sync',
 };
 
-/** Serves /metrics and times every hook request (errors included). */
-export function metricsPlugin(app: FastifyInstance, opts: { metrics: HookMetrics }, done: () => void): void {
-  const { metrics } = opts;
-  app.get('/metrics', { logLevel: 'warn' }, async (_req, reply) => {
+/**
+ * Serves /metrics: the hooks' own metrics, then the gauges derived from Stacks and Programs when
+ * they are on. Both are the same text format; a failure of the latter never hides the former.
+ */
+export function metricsPlugin(
+  app: FastifyInstance,
+  opts: { metrics: HookMetrics; objects?: Pick<ObjectGauges, 'metrics'> },
+  done: () => void,
+): void {
+  const { metrics, objects } = opts;
+  app.get('/metrics', { logLevel: 'warn' }, async (request, reply) => {
     reply.type(metrics.registry.contentType);
-    return metrics.registry.metrics();
+    const own = await metrics.registry.metrics();
+    if (!objects) return own;
+    try {
+      return own + (await objects.metrics());
+    } catch (err) {
+      request.log.error({ err }, 'the gauges derived from Stacks and Programs failed; served without them');
+      return own;
+    }
   });
   done();
 }

@@ -3,14 +3,9 @@ import type { Program } from '../../../schemas/generated/types';
 import { requestSchemas } from '../../../schemas';
 import type { ObjectMap } from '../lib/k8s';
 import { syncProgram } from '../program/sync';
-import type { HookMetrics } from './metrics';
 
 /** The Program DecoratorController's sync hook (version v2). */
-export function programHooks(
-  app: FastifyInstance,
-  opts: { clock: () => Date; metrics: HookMetrics },
-  done: () => void,
-): void {
+export function programHooks(app: FastifyInstance, opts: { clock: () => Date }, done: () => void): void {
   app.post<{ Body: { object: Program; attachments?: ObjectMap; finalizing?: boolean } }>(
     '/sync',
     { schema: { body: requestSchemas.decoratorSync } },
@@ -20,7 +15,6 @@ export function programHooks(
         { object: body.object, attachments: body.attachments ?? {}, finalizing: body.finalizing === true },
         opts.clock(),
       );
-      opts.metrics.observeProgram(body.object.metadata.namespace ?? '', body.object.metadata.name);
       request.hookLog = {
         message: 'program sync',
         fields: {

@@ -10,7 +10,6 @@ import { customizeStack } from '../stack/customize';
 import { stackEvents } from '../stack/events';
 import { planRefLookup, refLookupKey, type RefLookup } from '../stack/source';
 import { syncStack, type StackSyncRequest } from '../stack/sync';
-import type { HookMetrics } from './metrics';
 
 const JSON_TYPE = 'application/json; charset=utf-8';
 
@@ -18,7 +17,6 @@ export interface StackHooksOptions {
   config: HookConfig;
   git: GitResolver;
   clock: () => Date;
-  metrics: HookMetrics;
   /** Remembers the sync's costly pure steps between requests. */
   cache: SyncCache;
   /** Writes the events a sync implies, in the background; absent when events are off. */
@@ -69,13 +67,6 @@ export function stackHooks(app: FastifyInstance, opts: StackHooksOptions, done: 
       }
     }
     const meta = body.parent.metadata;
-    if (meta.name)
-      opts.metrics.observeStack(
-        meta.namespace ?? '',
-        meta.name,
-        response.status.lastUpdate?.state,
-        response.finalized === true,
-      );
     const ready = response.status.conditions?.find((c) => c.type !== 'Ready' && c.status === 'True');
     request.hookLog = {
       message: finalizing ? 'stack finalize' : 'stack sync',

@@ -1,0 +1,191 @@
+/**
+ * Upstream's gauges (stacks_active, stacks_failing{namespace,name}, programs_active), derived from
+ * the Stack and Program objects themselves: every replica of the hook server mirrors them from the
+ * API server (reflector.ts), so every replica, and one just restarted, reports the same numbers.
+ * A gauge is exported only while its mirror is synced: absent, rather than wrong, before the first
+ * list and after a failed one. pulumi_hook_objects_synced and pulumi_hook_object_watch_failures_total
+ * say which, and why.
+ */
+import { Counter, Gauge, Registry } from 'prom-client';
+import { Reflector, type ListWatch, type Operation, type ReflectorOptions } from './reflector';
+
+export type WatchedResource = 'stacks' | 'programs';
+
+/** The list and watch of each resource the gauges are derived from. */
+export interface ObjectsApi {
+  stacks: ListWatch;
+  programs: ListWatch;
+}
+
+/** The gauges from objects on (with the API and where it points) or off (and why). */
+export type ObjectsAccess = { api: ObjectsApi; via: string } | { off: string };
+
+/** Where failures are logged (pino's shape). */
+export interface WarnLog {
+  warn(fields: object, msg: string): void;
+}
+
+/** What a Stack's gauges need: whether its last operation failed (1), succeeded (0), or none yet (-1). */
+type LastOutcome = 1 | 0 | -1;
+
+function metadataKey(object: unknown): string | undefined {
+  if (typeof object !== 'object' || object === null) return undefined;
+  const meta = Object.hasOwn(object, 'metadata') ? (object as { metadata: unknown }).metadata : undefined;
+  if (typeof meta !== 'object' || meta === null) return undefined;
+  const { namespace, name } = meta as { namespace?: unknown; name?: unknown };
+  if (typeof namespace !== 'string' || namespace === '' || typeof name !== 'string' || name === '') return undefined;
+  return `${namespace}/${name}`;
+}
+
+/** Upstream counts a Stack failing when status.lastUpdate.state is "failed", not when "succeeded". */
+export function stackProjection(object: unknown): { key: string; value: LastOutcome } | undefined {
+  const key = metadataKey(object);
+  if (key === undefined) return undefined;
+  const status = (object as { status?: unknown }).status;
+  const lastUpdate =
+    typeof status === 'object' && status !== null ? (status as { lastUpdate?: unknown }).lastUpdate : undefined;
+  const state =
+    typeof lastUpdate === 'object' && lastUpdate !== null ? (lastUpdate as { state?: unknown }).state : undefined;
+  return { key, value: state === 'failed' ? 1 : state === 'succeeded' ? 0 : -1 };
+}
+
+export function programProjection(object: unknown): { key: string; value: null } | undefined {
+  const key = metadataKey(object);
+  return key === undefined ? undefined : { key, value: null };
+}
+
+const WARN_EVERY_MS = 60_000;
+
+export interface ObjectGaugesOptions {
+  log: WarnLog;
+  /** Passed to the mirrors (tests: retries without waiting). */
+  reflector?: Pick<ReflectorOptions<unknown>, 'sleep' | 'pageSize' | 'watchTimeoutSeconds' | 'listTimeoutMs'>;
+  /** The clock of the log rate limit. */
+  now?: () => number;
+}
+
+export class ObjectGauges {
+  /** Always exported: whether each mirror is synced, and the failures. */
+  private readonly health = new Registry();
+  /** Exported only while the Stack mirror is synced. */
+  private readonly stackGauges = new Registry();
+  /** Exported only while the Program mirror is synced. */
+  private readonly programGauges = new Registry();
+  private readonly stacks: Reflector<LastOutcome>;
+  private readonly programs: Reflector<null>;
+  private readonly failures: Counter<'resource' | 'operation'>;
+  private readonly lastWarnAt = new Map<WatchedResource, number>();
+  private readonly unlogged = new Map<WatchedResource, number>();
+  private readonly now: () => number;
+
+  constructor(
+    api: ObjectsApi,
+    private readonly options: ObjectGaugesOptions,
+  ) {
+    this.now = options.now ?? Date.now;
+    this.failures = new Counter({
+      name: 'pulumi_hook_object_watch_failures_total',
+      help: 'Failed lists and watches of Stacks and Programs by this replica, by resource and operation (list, watch); each is retried.',
+      labelNames: ['resource', 'operation'],
+      registers: [this.health],
+    });
+    this.stacks = new Reflector<LastOutcome>({
+      ...options.reflector,
+      api: api.stacks,
+      project: stackProjection,
+      onFailure: (operation, err) => this.failed('stacks', operation, err),
+    });
+    this.programs = new Reflector<null>({
+      ...options.reflector,
+      api: api.programs,
+      project: programProjection,
+      onFailure: (operation, err) => this.failed('programs', operation, err),
+    });
+    const mirrors: [WatchedResource, Reflector<unknown>][] = [
+      ['stacks', this.stacks],
+      ['programs', this.programs],
+    ];
+    const synced: Gauge<'resource'> = new Gauge({
+      name: 'pulumi_hook_objects_synced',
+      help: '1 while this replica mirrors every Stack (resource="stacks") or Program (resource="programs") from the API server, 0 before its first list and after a failed one (the gauges derived from them are then absent).',
+      labelNames: ['resource'],
+      registers: [this.health],
+      collect: () => {
+        for (const [resource, mirror] of mirrors) synced.set({ resource }, mirror.isSynced ? 1 : 0);
+      },
+    });
+    const stacksActive: Gauge = new Gauge({
+      name: 'stacks_active',
+      help: 'Number of Stacks in the cluster.',
+      registers: [this.stackGauges],
+      collect: () => stacksActive.set(this.stacks.entries.size),
+    });
+    const stacksFailing: Gauge<'namespace' | 'name'> = new Gauge({
+      name: 'stacks_failing',
+      help: "1 for a Stack whose last operation failed, 0 for one whose last operation succeeded (status.lastUpdate.state); no series before a Stack's first operation.",
+      labelNames: ['namespace', 'name'],
+      registers: [this.stackGauges],
+      collect: () => {
+        stacksFailing.reset();
+        for (const [key, outcome] of this.stacks.entries) {
+          if (outcome < 0) continue;
+          const slash = key.indexOf('/');
+          stacksFailing.set({ namespace: key.slice(0, slash), name: key.slice(slash + 1) }, outcome);
+        }
+      },
+    });
+    const programsActive: Gauge = new Gauge({
+      name: 'programs_active',
+      help: 'Number of Programs in the cluster.',
+      registers: [this.programGauges],
+      collect: () => programsActive.set(this.programs.entries.size),
+    });
+  }
+
+  /** Starts the mirrors (in the background); idempotent. */
+  start(): void {
+    this.stacks.start();
+    this.programs.start();
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all([this.stacks.stop(), this.programs.stop()]);
+  }
+
+  /** Resolves once both mirrors are synced (or stopped): for tests and the first scrape's log. */
+  async whenSynced(): Promise<void> {
+    await Promise.all([this.stacks.whenSynced(), this.programs.whenSynced()]);
+  }
+
+  /** Every metric this can export, synced or not (docs test). */
+  async metricNames(): Promise<string[]> {
+    const all = await Promise.all([this.health, this.stackGauges, this.programGauges].map((r) => r.getMetricsAsJSON()));
+    return all.flat().map((m) => m.name);
+  }
+
+  /** The Prometheus text of the health metrics and of the gauges whose mirror is synced. */
+  async metrics(): Promise<string> {
+    const parts = [await this.health.metrics()];
+    if (this.stacks.isSynced) parts.push(await this.stackGauges.metrics());
+    if (this.programs.isSynced) parts.push(await this.programGauges.metrics());
+    return parts.join('');
+  }
+
+  /** Counts a failure; logs at most one per resource a minute, the next saying how many were not logged. */
+  private failed(resource: WatchedResource, operation: Operation, err: unknown): void {
+    this.failures.inc({ resource, operation });
+    const now = this.now();
+    if (now - (this.lastWarnAt.get(resource) ?? Number.NEGATIVE_INFINITY) < WARN_EVERY_MS) {
+      this.unlogged.set(resource, (this.unlogged.get(resource) ?? 0) + 1);
+      return;
+    }
+    this.lastWarnAt.set(resource, now);
+    const notLogged = this.unlogged.get(resource) ?? 0;
+    this.unlogged.set(resource, 0);
+    const message = err instanceof Error ? err.message : String(err);
+    this.options.log.warn(
+      { resource, operation, err: message.slice(0, 300), ...(notLogged > 0 ? { notLogged } : {}) },
+      `cannot ${operation} ${resource} for the gauges derived from them; retrying`,
+    );
+  }
+}

@@ -1,0 +1,76 @@
+/**
+ * List and watch of pulumi.com/v1 Stacks and Programs in all namespaces, with the hooks' own
+ * identity (the ServiceAccount pulumi-mc-hooks; list and watch on stacks and programs is all its
+ * ClusterRole grants for them).
+ */
+import type * as k8s from '@kubernetes/client-node';
+import { k8sModule } from '../kube/access';
+import type { ObjectsApi, WatchedResource } from './gauges';
+import type { ListPage, ListWatch, WatchEvent } from './reflector';
+
+const GROUP = 'pulumi.com';
+const VERSION = 'v1';
+
+/** The list and watch calls for one resource, through a kubeconfig. */
+export function kubeListWatch(kc: k8s.KubeConfig, plural: WatchedResource): ListWatch {
+  const k = k8sModule();
+  const custom = kc.makeApiClient(k.CustomObjectsApi);
+  const watcher = new k.Watch(kc);
+  return {
+    async list(page): Promise<ListPage> {
+      const answer = (await custom.listClusterCustomObject({
+        group: GROUP,
+        version: VERSION,
+        plural,
+        limit: page.limit,
+        ...(page.continue ? { _continue: page.continue } : {}),
+      })) as { items?: unknown; metadata?: { resourceVersion?: unknown; continue?: unknown } } | null;
+      const items = Array.isArray(answer?.items) ? (answer.items as unknown[]) : [];
+      const resourceVersion = answer?.metadata?.resourceVersion;
+      if (typeof resourceVersion !== 'string' || resourceVersion === '')
+        throw new Error(`the list of ${plural} has no resourceVersion`);
+      const token = answer?.metadata?.continue;
+      return { items, resourceVersion, ...(typeof token === 'string' && token !== '' ? { continue: token } : {}) };
+    },
+    watch(from, onEvent, signal): Promise<void> {
+      return new Promise<void>((resolve, reject) => {
+        let request: AbortController | undefined;
+        let settled = false;
+        const settle = (err: unknown) => {
+          if (settled) return;
+          settled = true;
+          signal.removeEventListener('abort', onAbort);
+          if (err && !signal.aborted) reject(err instanceof Error ? err : new Error('the watch failed'));
+          else resolve();
+        };
+        // Settles at once, even while the request is still waiting for its answer (which
+        // client-node gives no handle to abort): a watch that never answers cannot hold the mirror.
+        const onAbort = () => {
+          request?.abort();
+          settle(undefined);
+        };
+        signal.addEventListener('abort', onAbort, { once: true });
+        const done = (err: unknown) => settle(err);
+        watcher
+          .watch(
+            `/apis/${GROUP}/${VERSION}/${plural}`,
+            { resourceVersion: from.resourceVersion, allowWatchBookmarks: true, timeoutSeconds: from.timeoutSeconds },
+            (type: string, object: unknown) => onEvent({ type, object } satisfies WatchEvent),
+            done,
+          )
+          .then(
+            (controller) => {
+              request = controller;
+              if (signal.aborted) controller.abort();
+            },
+            (err: unknown) => done(err),
+          );
+      });
+    },
+  };
+}
+
+/** Both resources the gauges are derived from. */
+export function kubeObjectsApi(kc: k8s.KubeConfig): ObjectsApi {
+  return { stacks: kubeListWatch(kc, 'stacks'), programs: kubeListWatch(kc, 'programs') };
+}
