@@ -139,7 +139,7 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
 
 /** The StatefulSet, Service and pod hash the Workspace controller makes of a Stack's Workspace for `source`. */
 export function stackWorkspacePod(stack: Stack, source: FetchSource, config: HookConfig): DesiredWorkspace {
-  const { workspace } = desiredStackWorkspace(stack, source);
+  const { workspace } = desiredStackWorkspace(stack, source, config);
   return desiredWorkspacePod({ ...workspace, metadata: { ...workspace.metadata, generation: 1 } }, config);
 }
 

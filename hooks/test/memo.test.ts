@@ -307,10 +307,10 @@ describe('the cached workspace', () => {
         const specWith = (template: object): Record<string, unknown> => ({ workspaceTemplate: { spec: template } });
         const s1 = makeStack(specWith(t1));
         const s2 = makeStack(specWith(t2));
-        const w1 = cache.workspace(s1, programSource);
-        const w2 = cache.workspace(s2, programSource);
-        expect(w1).toEqual(desiredWorkspace(structuredClone(s1), programSource));
-        expect(w2).toEqual(desiredWorkspace(structuredClone(s2), programSource));
+        const w1 = cache.workspace(s1, programSource, testConfig);
+        const w2 = cache.workspace(s2, programSource, testConfig);
+        expect(w1).toEqual(desiredWorkspace(structuredClone(s1), programSource, testConfig));
+        expect(w2).toEqual(desiredWorkspace(structuredClone(s2), programSource, testConfig));
         if (JSON.stringify(t1) !== JSON.stringify(t2) && w1.hash === w2.hash) {
           // Different templates may build the same Workspace (e.g. a null that deletes nothing), never a different one under the same hash.
           expect(w1.workspace.spec).toEqual(w2.workspace.spec);
@@ -322,10 +322,10 @@ describe('the cached workspace', () => {
 
   it('differs when only the source, the name or the namespace differs', () => {
     const stack = makeStack();
-    const base = cache.workspace(stack, programSource);
-    expect(cache.workspace(stack, { ...programSource, digest: 'sha256:' + 'b'.repeat(64) }).hash).not.toBe(base.hash);
-    expect(cache.workspace(makeStack({}, { name: 'other' }), programSource).workspace.metadata.name).toBe('other');
-    expect(cache.workspace(makeStack({}, { namespace: 'team-b' }), programSource).workspace.metadata.namespace).toBe(
+    const base = cache.workspace(stack, programSource, testConfig);
+    expect(cache.workspace(stack, { ...programSource, digest: 'sha256:' + 'b'.repeat(64) }, testConfig).hash).not.toBe(base.hash);
+    expect(cache.workspace(makeStack({}, { name: 'other' }), programSource, testConfig).workspace.metadata.name).toBe('other');
+    expect(cache.workspace(makeStack({}, { namespace: 'team-b' }), programSource, testConfig).workspace.metadata.namespace).toBe(
       'team-b',
     );
     const ws = { ...base.workspace, metadata: { ...base.workspace.metadata, generation: 1 } } as Workspace;

@@ -79,11 +79,11 @@ export class SyncCache implements SyncSteps {
     return this.validations.get(key, () => validateStackObject(stack));
   }
 
-  workspace(stack: Stack, source: FetchSource): DesiredStackWorkspace {
+  workspace(stack: Stack, source: FetchSource, config: HookConfig): DesiredStackWorkspace {
     const token = this.specToken(stack);
-    if (token === undefined) return desiredWorkspace(stack, source);
-    const key = `${JSON.stringify([stack.metadata.name, stack.metadata.namespace, source])}\n${token}`;
-    return this.workspaces.get(key, () => desiredWorkspace(stack, source));
+    if (token === undefined) return desiredWorkspace(stack, source, config);
+    const key = `${JSON.stringify([stack.metadata.name, stack.metadata.namespace, source])}\n${this.configKey(config)}\n${token}`;
+    return this.workspaces.get(key, () => desiredWorkspace(stack, source, config));
   }
 
   /** The Workspace controller's StatefulSet and Service for a Workspace (workspace/pod.ts). */

@@ -44,7 +44,7 @@ export interface StackSyncResponse {
  */
 export interface SyncSteps {
   validate(stack: Stack): readonly string[];
-  workspace(stack: Stack, source: FetchSource): DesiredStackWorkspace;
+  workspace(stack: Stack, source: FetchSource, config: HookConfig): DesiredStackWorkspace;
   /** A Job's `pulumi.com/update-result` annotation, parsed (the Update controller's). */
   updateResult(text: string | undefined): UpdateResult | undefined;
 }
@@ -298,7 +298,7 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
     now,
     refreshRequestedBy: deleting ? [] : refreshRequestsFor(stack, req.related),
   });
-  const workspace = steps.workspace(stack, source.source);
+  const workspace = steps.workspace(stack, source.source, ctx.config);
   if (decision.synced) {
     const children: KObject[] = [...keptUpdates];
     const reclaim = spec.workspaceReclaimPolicy === 'Delete' && status.lastUpdate?.state === 'succeeded';

@@ -6,6 +6,7 @@
 import type { V1EnvFromSource, V1EnvVar, V1Volume, V1VolumeMount } from '@kubernetes/client-node';
 import type { Stack, StackSpec, Workspace, WorkspaceSpec } from '../../../schemas/generated/types';
 import { Paths, type ConfigItem, type WorkspaceStackSpec } from '../../../contract';
+import type { HookConfig } from '../config';
 import { shortHash } from '../lib/json';
 import { observedCondition } from '../lib/conditions';
 import type { Json, KObject } from '../lib/k8s';
@@ -153,7 +154,7 @@ export interface DesiredStackWorkspace {
 }
 
 /** The Workspace `<stack>` for a Stack and its resolved source. */
-export function desiredWorkspace(stack: Stack, source: FetchSource): DesiredStackWorkspace {
+export function desiredWorkspace(stack: Stack, source: FetchSource, config: HookConfig): DesiredStackWorkspace {
   const spec = stack.spec;
   const name = stack.metadata.name;
   const namespace = stack.metadata.namespace ?? '';
@@ -172,6 +173,8 @@ export function desiredWorkspace(stack: Stack, source: FetchSource): DesiredStac
   // The source is the one resolved (a template's `local` is, unless a destroy runs from projectInfo).
   delete ws.local;
   ws = { ...ws, ...sourceFields(source, namespace) };
+  // The image is written out, as upstream's Workspaces show it (`kubectl get workspace`: IMAGE).
+  ws.image ||= config.workspaceImage[ws.securityProfile === 'baseline' ? 'baseline' : 'restricted'];
   const from = [...envFrom(spec), ...((template?.spec?.envFrom ?? []) as V1EnvFromSource[])];
   if (from.length) ws.envFrom = from;
   const hash = shortHash(ws, 16);
