@@ -1,0 +1,177 @@
+import type { Update, Workspace } from '../../schemas/generated/types';
+import { Annotations, formatUpdateResult } from '../../contract';
+import type { KObject } from '../src/lib/k8s';
+import { customizeUpdate } from '../src/update/customize';
+import { syncUpdate } from '../src/update/sync';
+import { condition, NOW, objectMap, testConfig } from './builders';
+
+const ctx = { config: testConfig, now: NOW };
+
+function update(spec: Update['spec'], status?: Update['status']): Update {
+  const u: Update = {
+    apiVersion: 'auto.pulumi.com/v1alpha1',
+    kind: 'Update',
+    metadata: { name: 'u1', namespace: 'team-a', generation: 1 },
+    spec,
+  };
+  if (status) u.status = status;
+  return u;
+}
+
+function workspace(ready: 'True' | 'False', stalled?: { reason: string; message: string }): Workspace {
+  const conditions = [
+    { type: 'Ready', status: ready, reason: ready === 'True' ? 'Succeeded' : 'Installing', message: 'm' },
+  ];
+  if (stalled) conditions.push({ type: 'Stalled', status: 'True', ...stalled });
+  return {
+    apiVersion: 'auto.pulumi.com/v1alpha1',
+    kind: 'Workspace',
+    metadata: { name: 'ws', namespace: 'team-a', generation: 2 },
+    spec: {},
+    status: { observedGeneration: 2, conditions },
+  } as Workspace;
+}
+
+const spec = { workspaceName: 'ws', stackName: 'dev', type: 'preview' };
+const kinds = (children: KObject[]) => children.map((c) => `${c.kind}/${c.metadata.name}`);
+
+describe('an Update', () => {
+  it('asks Metacontroller for its Workspace only', () => {
+    expect(customizeUpdate(update(spec))).toEqual({
+      relatedResources: [
+        { apiVersion: 'auto.pulumi.com/v1alpha1', resource: 'workspaces', namespace: 'team-a', names: ['ws'] },
+      ],
+    });
+    expect(customizeUpdate(update({ ...spec, workspaceName: '' }))).toEqual({ relatedResources: [] });
+  });
+
+  it('waits for a missing Workspace, saying so, and starts nothing', () => {
+    const res = syncUpdate({ parent: update(spec), related: {} }, ctx);
+    expect(res.children).toEqual([]);
+    expect(condition(res.status, 'Progressing')).toMatchObject({
+      status: 'False',
+      reason: 'WorkspaceNotFound',
+      message: 'workspace ws not found',
+    });
+    expect(condition(res.status, 'Complete')).toMatchObject({ status: 'False' });
+    expect(res.resyncAfterSeconds).toBe(10);
+  });
+
+  it("waits for a Workspace that is not ready, with the Workspace's own reason", () => {
+    const stalled = workspace('False', { reason: 'InstallationFailed', message: 'npm install failed' });
+    const res = syncUpdate({ parent: update(spec), related: objectMap(stalled as KObject) }, ctx);
+    expect(res.children).toEqual([]);
+    expect(condition(res.status, 'Progressing')).toMatchObject({
+      status: 'False',
+      reason: 'WorkspaceNotReady',
+      message: 'workspace ws is not ready (InstallationFailed: npm install failed)',
+    });
+  });
+
+  it("creates the Job's identity first, then the Job, once its Workspace is ready", () => {
+    const related = objectMap(workspace('True') as KObject);
+    const first = syncUpdate({ parent: update(spec), related }, ctx);
+    expect(kinds(first.children)).toEqual(['ServiceAccount/u1', 'Role/u1', 'RoleBinding/u1']);
+    expect(condition(first.status, 'Progressing')).toMatchObject({ status: 'True' });
+    const second = syncUpdate({ parent: update(spec), related, children: objectMap(...first.children) }, ctx);
+    expect(kinds(second.children)).toEqual(['Job/u1', 'ServiceAccount/u1', 'Role/u1', 'RoleBinding/u1']);
+  });
+
+  it('records the outcome of its Job: times, message, permalink, outputs masked, the Secret', () => {
+    const related = objectMap(workspace('True') as KObject);
+    const identity = syncUpdate({ parent: update({ ...spec, type: 'up' }), related }, ctx).children;
+    const result = formatUpdateResult({
+      state: 'succeeded',
+      type: 'up',
+      message: 'up succeeded (1 created)',
+      permalink: 'https://app.pulumi.com/o/p/dev/updates/3',
+      startTime: '2026-11-22T10:00:10Z',
+      endTime: '2026-11-22T10:00:40Z',
+      outputs: { url: 'https://x', password: '[secret]' },
+      projectInfo: { name: 'p', runtime: 'yaml' },
+    });
+    const job: KObject = {
+      apiVersion: 'batch/v1',
+      kind: 'Job',
+      metadata: { name: 'u1', namespace: 'team-a', annotations: { [Annotations.updateResult]: result } },
+      status: { conditions: [{ type: 'Complete', status: 'True', lastTransitionTime: '2026-11-22T10:00:41Z' }] },
+    };
+    const res = syncUpdate(
+      { parent: update({ ...spec, type: 'up' }), related, children: objectMap(job, ...identity) },
+      ctx,
+    );
+    expect(res.status).toMatchObject({
+      startTime: '2026-11-22T10:00:10Z',
+      endTime: '2026-11-22T10:00:40Z',
+      permalink: 'https://app.pulumi.com/o/p/dev/updates/3',
+      message: 'up succeeded (1 created)',
+      outputs: 'u1-stack-outputs',
+      outputValues: { url: 'https://x', password: '[secret]' },
+      projectInfo: { name: 'p', runtime: 'yaml' },
+    });
+    expect(res.status.conditions?.map((c) => [c.type, c.status, c.reason, c.lastTransitionTime])).toEqual([
+      ['Progressing', 'False', 'Complete', '2026-11-22T10:00:40Z'],
+      ['Failed', 'False', 'UpdateSucceeded', '2026-11-22T10:00:40Z'],
+      ['Complete', 'True', 'Updated', '2026-11-22T10:00:40Z'],
+    ]);
+  });
+
+  it('fails when its Job fails without a result', () => {
+    const job: KObject = {
+      apiVersion: 'batch/v1',
+      kind: 'Job',
+      metadata: { name: 'u1', namespace: 'team-a', labels: { 'auto.pulumi.com/update-type': 'preview' } },
+      status: {
+        conditions: [
+          { type: 'Failed', status: 'True', reason: 'DeadlineExceeded', lastTransitionTime: '2026-11-22T10:02:00Z' },
+        ],
+      },
+    };
+    const res = syncUpdate({ parent: update(spec), children: objectMap(job) }, ctx);
+    expect(condition(res.status, 'Failed')).toMatchObject({ status: 'True', reason: 'JobFailed' });
+    expect(condition(res.status, 'Complete')).toMatchObject({ status: 'True' });
+  });
+
+  it('keeps its outcome and never runs again once its Job is gone', () => {
+    const done = update(spec, {
+      observedGeneration: 1,
+      message: 'no changes',
+      conditions: [
+        {
+          type: 'Progressing',
+          status: 'False',
+          reason: 'Complete',
+          message: '',
+          lastTransitionTime: '2026-11-22T10:00:40Z',
+        },
+        {
+          type: 'Failed',
+          status: 'False',
+          reason: 'UpdateSucceeded',
+          message: '',
+          lastTransitionTime: '2026-11-22T10:00:40Z',
+        },
+        {
+          type: 'Complete',
+          status: 'True',
+          reason: 'Updated',
+          message: 'no changes',
+          lastTransitionTime: '2026-11-22T10:00:40Z',
+        },
+      ],
+    });
+    const res = syncUpdate({ parent: done, related: objectMap(workspace('True') as KObject) }, ctx);
+    expect(res.children).toEqual([]);
+    expect(res.status).toEqual(done.status);
+  });
+
+  it('of an unknown type fails at once, naming the field', () => {
+    const res = syncUpdate({ parent: update({ ...spec, type: 'import' }) }, ctx);
+    expect(res.children).toEqual([]);
+    expect(condition(res.status, 'Failed')).toMatchObject({
+      status: 'True',
+      reason: 'InvalidSpec',
+      message: 'spec.type must be one of up, preview, refresh, destroy; got "import"',
+    });
+  });
+});

@@ -1,0 +1,144 @@
+import type { V1StatefulSet } from '@kubernetes/client-node';
+import type { Workspace } from '../../schemas/generated/types';
+import { Annotations } from '../../contract';
+import type { KObject } from '../src/lib/k8s';
+import { syncWorkspace } from '../src/workspace/sync';
+import { condition, NOW, objectMap, testConfig } from './builders';
+import { asChild, containerOf, envValue, fetchContainerOf, podSpecOf } from './children';
+
+const ctx = { config: testConfig, now: NOW };
+
+/** A Workspace as a user writes it by hand: upstream's fields only. */
+function workspace(spec: Workspace['spec'] = {}): Workspace {
+  return {
+    apiVersion: 'auto.pulumi.com/v1alpha1',
+    kind: 'Workspace',
+    metadata: { name: 'ws', namespace: 'team-a', generation: 3, labels: { team: 'a', 'controller-uid': 'x' } },
+    spec: {
+      git: { url: 'https://git.example/repo.git', ref: 'a'.repeat(40), dir: 'app' },
+      stacks: [{ name: 'dev', config: [{ key: 'greeting', value: 'hi' }] }],
+      ...spec,
+    },
+  };
+}
+
+/** The StatefulSet as the cluster has it: rolled out, the agent reporting `state` for the pod's hash. */
+function observed(sts: KObject, state: 'Ready' | 'Failed' | 'Installing', reason?: string): KObject {
+  const hash = (sts as unknown as V1StatefulSet).spec?.template.metadata?.annotations?.[Annotations.workspaceHash];
+  return {
+    ...sts,
+    metadata: {
+      ...sts.metadata,
+      generation: 1,
+      annotations: {
+        [Annotations.workspaceStatus]: JSON.stringify({
+          hash,
+          state,
+          reason,
+          message: 'the message',
+          pulumiVersion: 'v3.274.1',
+        }),
+      },
+    },
+    status: { observedGeneration: 1, readyReplicas: 1, currentRevision: 'r', updateRevision: 'r' },
+  };
+}
+
+describe('a Workspace', () => {
+  it('gets its StatefulSet, Service and Role, named as upstream, with its labels but not its selector label', () => {
+    const res = syncWorkspace({ parent: workspace() }, ctx);
+    expect(res.children.map((c) => `${c.kind}/${c.metadata.name}`)).toEqual([
+      'StatefulSet/ws-workspace',
+      'Service/ws-workspace',
+      'Role/ws-workspace',
+      'RoleBinding/ws-workspace',
+    ]);
+    const sts = asChild(res.children[0], 'StatefulSet');
+    expect(sts.metadata.labels).toEqual({ team: 'a' });
+    const fetch = fetchContainerOf(sts);
+    expect(fetch.command).toEqual(['pko-agent', 'fetch', 'git']);
+    expect(envValue(fetch, 'GIT_REVISION')).toBe('a'.repeat(40));
+    expect(envValue(fetch, 'GIT_DIR')).toBe('app');
+    const pulumi = containerOf(podSpecOf(sts), 'pulumi');
+    expect(pulumi.image).toBe(testConfig.workspaceImage.restricted);
+    expect(JSON.parse(envValue(pulumi, 'PULUMI_WORKSPACE_STACK'))).toEqual({
+      name: 'dev',
+      create: true,
+      config: [{ key: 'greeting', value: 'hi', secret: false }],
+    });
+  });
+
+  it('reports Ready False while it rolls out, and upstream’s address', () => {
+    const res = syncWorkspace({ parent: workspace() }, ctx);
+    expect(res.status).toMatchObject({ observedGeneration: 3, address: 'ws-workspace.team-a:50051' });
+    expect(condition(res.status, 'Ready')).toMatchObject({ status: 'False', reason: 'WaitingForReplicas' });
+    expect(condition(res.status, 'Stalled')).toBeUndefined();
+  });
+
+  it('reports Ready True and the Pulumi version once the agent is ready for its template', () => {
+    const first = syncWorkspace({ parent: workspace() }, ctx);
+    const sts = observed(first.children[0]!, 'Ready');
+    const res = syncWorkspace({ parent: workspace(), children: objectMap(sts) }, ctx);
+    expect(condition(res.status, 'Ready')).toMatchObject({ status: 'True', reason: 'Succeeded' });
+    expect(res.status.pulumiVersion).toBe('v3.274.1');
+  });
+
+  it('is Stalled with the reason the agent reports, and says how to fix Unauthenticated', () => {
+    const plain = syncWorkspace({ parent: workspace() }, ctx);
+    const failed = syncWorkspace(
+      { parent: workspace(), children: objectMap(observed(plain.children[0]!, 'Failed', 'InstallationFailed')) },
+      ctx,
+    );
+    expect(condition(failed.status, 'Stalled')).toMatchObject({
+      status: 'True',
+      reason: 'InstallationFailed',
+      message: 'the message',
+    });
+    const first = syncWorkspace({ parent: workspace({ serviceAccountName: 'deployer' }) }, ctx);
+    const unauth = syncWorkspace(
+      {
+        parent: workspace({ serviceAccountName: 'deployer' }),
+        children: objectMap(observed(first.children[0]!, 'Failed', 'Unauthenticated')),
+      },
+      ctx,
+    );
+    expect(condition(unauth.status, 'Stalled')?.message).toMatch(
+      /--clusterrole=system:auth-delegator --serviceaccount=team-a:deployer$/,
+    );
+  });
+
+  it('keeps its conditions’ transition times while nothing changes', () => {
+    const first = syncWorkspace({ parent: workspace() }, ctx);
+    const later = syncWorkspace(
+      { parent: { ...workspace(), status: first.status } },
+      { ...ctx, now: new Date(NOW.getTime() + 60_000) },
+    );
+    expect(later.status).toEqual(first.status);
+  });
+
+  it('runs a Program handed over as its artifact URL (a Stack with programRef) from the ConfigMap', () => {
+    const res = syncWorkspace(
+      {
+        parent: workspace({
+          git: undefined,
+          flux: { url: 'configmap://team-a/hello-program/Pulumi.yaml', digest: 'sha256:00' },
+        }),
+      },
+      ctx,
+    );
+    const sts = asChild(res.children[0], 'StatefulSet');
+    expect(fetchContainerOf(sts).command).toEqual(['pko-agent', 'fetch', 'program']);
+    expect(podSpecOf(sts).volumes).toContainEqual({ name: 'program', configMap: { name: 'hello-program' } });
+    // Another namespace's ConfigMap is not one a pod can mount: it stays a URL to download.
+    const other = syncWorkspace(
+      {
+        parent: workspace({
+          git: undefined,
+          flux: { url: 'configmap://team-b/x-program/Pulumi.yaml', digest: 'sha256:00' },
+        }),
+      },
+      ctx,
+    );
+    expect(fetchContainerOf(asChild(other.children[0], 'StatefulSet')).command).toEqual(['pko-agent', 'fetch', 'flux']);
+  });
+});
