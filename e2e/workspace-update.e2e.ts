@@ -253,7 +253,7 @@ describe('a Workspace made by hand', () => {
 });
 
 describe('an Update whose Workspace cannot run it', () => {
-  it('says the Workspace is missing, and starts once it exists', async () => {
+  it('says the Workspace is missing, and starts nothing', async () => {
     await createUpdate('nowhere-preview', { workspaceName: 'nowhere', stackName: 'dev', type: 'preview' });
     const waiting = await eventually(
       'Update nowhere-preview to say its Workspace is missing',
