@@ -19,6 +19,8 @@ const OURS = [
   'migration.md',
   'gitops.md',
   'render.md',
+  'workspaces-and-updates.md',
+  'design.md',
   'install-with-pulumi.md',
   'api-reference.md',
   'troubleshooting.md',
