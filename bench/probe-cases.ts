@@ -20,7 +20,15 @@ export interface ProbeCase {
   oversized?: true;
 }
 
-export const HOOK_ROUTES = ['/stack/customize', '/stack/sync', '/stack/finalize', '/program/sync'] as const;
+export const HOOK_ROUTES = [
+  '/stack/customize',
+  '/stack/sync',
+  '/stack/finalize',
+  '/program/sync',
+  '/workspace/sync',
+  '/update/customize',
+  '/update/sync',
+] as const;
 export const PROBE_ROUTES = ['/healthz', '/readyz', '/metrics'] as const;
 
 /** The hook server's default BODY_LIMIT_BYTES; an oversized case is just over it. */
@@ -64,6 +72,8 @@ function routeOf(file: string): SeedBody['route'] {
   if (file.startsWith('stack-customize')) return '/stack/customize';
   if (file.startsWith('stack-finalize')) return '/stack/finalize';
   if (file.startsWith('program-')) return '/program/sync';
+  if (file.startsWith('workspace-')) return '/workspace/sync';
+  if (file.startsWith('update-')) return '/update/sync';
   return '/stack/sync';
 }
 

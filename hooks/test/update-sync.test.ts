@@ -175,3 +175,13 @@ describe('an Update', () => {
     });
   });
 });
+
+describe('a hostile Update', () => {
+  it('nested deeper than any operation fails at once, starting nothing', () => {
+    let deep: unknown = 'x';
+    for (let i = 0; i < 20_000; i++) deep = [deep];
+    const res = syncUpdate({ parent: update({ ...spec, target: deep as string[] }) }, ctx);
+    expect(res.children).toEqual([]);
+    expect(condition(res.status, 'Failed')).toMatchObject({ status: 'True', reason: 'InvalidSpec' });
+  });
+});

@@ -142,3 +142,22 @@ describe('a Workspace', () => {
     expect(fetchContainerOf(asChild(other.children[0], 'StatefulSet')).command).toEqual(['pko-agent', 'fetch', 'flux']);
   });
 });
+
+describe('a hostile Workspace', () => {
+  it('nested deeper than any pod spec is Stalled, and what it has stays', () => {
+    let deep: unknown = 'x';
+    for (let i = 0; i < 20_000; i++) deep = { a: deep };
+    const first = syncWorkspace({ parent: workspace() }, ctx);
+    const parent = workspace({
+      podTemplate: { spec: { containers: [], extra: deep } } as unknown as NonNullable<
+        Workspace['spec']
+      >['podTemplate'],
+    });
+    const res = syncWorkspace({ parent, children: objectMap(...first.children) }, ctx);
+    expect(condition(res.status, 'Stalled')).toMatchObject({ status: 'True', reason: 'SpecInvalid' });
+    expect(condition(res.status, 'Stalled')?.message).toMatch(
+      /^spec\.podTemplate\.spec\.extra.* is nested more than 100 levels deep/,
+    );
+    expect(res.children.map((c) => c.metadata.name)).toEqual(first.children.map((c) => c.metadata.name));
+  });
+});

@@ -7,9 +7,10 @@
  */
 import type { V1Job } from '@kubernetes/client-node';
 import type { Update, UpdateStatus, Workspace } from '../../../schemas/generated/types';
-import { Annotations, type UpdateResult } from '../../../contract';
+import { Annotations, type OperationType, type UpdateResult } from '../../../contract';
 import type { HookConfig } from '../config';
 import { observedCondition, setConditions, type DesiredCondition } from '../lib/conditions';
+import { dottedPath, MAX_NESTING, pathNestedDeeperThan, PROTOTYPE_KEY_PROBLEM, prototypeKeyPath } from '../lib/json';
 import { findObject, objectsOf, type KObject, type ObjectMap } from '../lib/k8s';
 import { readUpdateResult } from '../stack/update-result';
 import { AUTO_GROUP_VERSION } from './customize';
@@ -94,6 +95,17 @@ function workspaceState(ws: Workspace): { ready: true } | { ready: false; messag
   return { ready: false, message: `workspace ${ws.metadata.name} is not ready (${detail})` };
 }
 
+/** Why an Update cannot run, if it cannot: an unknown type, or a spec no operation has. */
+function specProblem(update: Update, type: OperationType | undefined): string | undefined {
+  const tooDeep = pathNestedDeeperThan(update.spec, MAX_NESTING, 'spec');
+  if (tooDeep !== undefined) return `${tooDeep} is nested more than ${MAX_NESTING} levels deep`;
+  const key = prototypeKeyPath(update.spec);
+  if (key !== undefined) return `${dottedPath('spec', key)}: ${PROTOTYPE_KEY_PROBLEM}`;
+  if (type === undefined)
+    return `spec.type must be one of up, preview, refresh, destroy; got ${JSON.stringify(update.spec?.type ?? '')}`;
+  return undefined;
+}
+
 export function syncUpdate(req: UpdateSyncRequest, ctx: UpdateSyncContext): UpdateSyncResponse {
   const update = req.parent;
   const name = update.metadata.name;
@@ -108,8 +120,9 @@ export function syncUpdate(req: UpdateSyncRequest, ctx: UpdateSyncContext): Upda
   };
 
   const type = operationType(spec.type);
-  if (type === undefined) {
-    const message = `spec.type must be one of up, preview, refresh, destroy; got ${JSON.stringify(spec.type ?? '')}`;
+  const problem = specProblem(update, type);
+  if (problem !== undefined || type === undefined) {
+    const message = problem ?? 'spec.type is missing';
     return answer(
       [
         { type: 'Progressing', status: 'False', reason: 'Complete', message: '' },

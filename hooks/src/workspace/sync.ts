@@ -9,7 +9,8 @@ import type { V1StatefulSet } from '@kubernetes/client-node';
 import type { Workspace, WorkspaceStatus } from '../../../schemas/generated/types';
 import type { HookConfig } from '../config';
 import { setConditions, type DesiredCondition } from '../lib/conditions';
-import { objectsOf, type KObject, type ObjectMap } from '../lib/k8s';
+import { MAX_NESTING, pathNestedDeeperThan, PROTOTYPE_KEY_PROBLEM, prototypeKeyPath, dottedPath } from '../lib/json';
+import { asLastApplied, objectsOf, type KObject, type ObjectMap } from '../lib/k8s';
 import { desiredWorkspace, workspaceAddress, workspaceName, type DesiredWorkspace } from './pod';
 import { workspaceRbac } from './rbac';
 import { workspaceReadiness, type WorkspaceReadiness } from './readiness';
@@ -46,11 +47,49 @@ function conditionsOf(readiness: WorkspaceReadiness): DesiredCondition[] {
   }
 }
 
+/** The kinds of child a Workspace has (manifests/metacontroller/workspace-controller.yaml). */
+const CHILD_KINDS: [string, string][] = [
+  ['StatefulSet', 'apps/v1'],
+  ['Service', 'v1'],
+  ['Role', 'rbac.authorization.k8s.io/v1'],
+  ['RoleBinding', 'rbac.authorization.k8s.io/v1'],
+];
+
+/**
+ * Why a Workspace's spec cannot be built into a pod, if it cannot: nested deeper than any pod spec
+ * (a hand-made one: the API server stores free-form values 10,000 levels deep, and the builder's
+ * merge would overflow the stack), or holding a key the hook server refuses.
+ */
+function specProblem(ws: Workspace): string | undefined {
+  const tooDeep = pathNestedDeeperThan(ws.spec, MAX_NESTING, 'spec');
+  if (tooDeep !== undefined)
+    return `${tooDeep} is nested more than ${MAX_NESTING} levels deep; no workspace needs that many`;
+  const key = prototypeKeyPath(ws.spec);
+  return key === undefined ? undefined : `${dottedPath('spec', key)}: ${PROTOTYPE_KEY_PROBLEM}`;
+}
+
 export function syncWorkspace(req: WorkspaceSyncRequest, ctx: WorkspaceSyncContext): WorkspaceSyncResponse {
   const ws = req.parent;
   const name = ws.metadata.name;
   const namespace = ws.metadata.namespace ?? '';
   const generation = ws.metadata.generation;
+  const problem = specProblem(ws);
+  if (problem !== undefined) {
+    // Nothing is built from it; what the Workspace has stays as it is.
+    const status: WorkspaceStatus = { address: workspaceAddress(name, namespace) };
+    if (generation !== undefined) status.observedGeneration = generation;
+    const failed = { status: 'False', reason: 'SpecInvalid', message: problem } as const;
+    status.conditions = setConditions(
+      ws.status?.conditions,
+      [
+        { type: 'Ready', ...failed },
+        { type: 'Stalled', ...failed, status: 'True' },
+      ],
+      generation,
+      ctx.now,
+    );
+    return { status, children: CHILD_KINDS.flatMap(([k, v]) => objectsOf(req.children, k, v)).map(asLastApplied) };
+  }
   const desired = (ctx.build ?? desiredWorkspace)(ws, ctx.config);
   const observed = objectsOf<V1StatefulSet>(req.children, 'StatefulSet', 'apps/v1').find(
     (s) => s.metadata.name === workspaceName(name),
