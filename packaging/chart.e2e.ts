@@ -71,6 +71,8 @@ describe('helm template with the default values', () => {
         'ClusterRole/pulumi-operator:stacks-viewer',
         'ClusterRoleBinding/pulumi-operator:hooks',
         'CompositeController/pulumi-stacks',
+        'CompositeController/pulumi-updates',
+        'CompositeController/pulumi-workspaces',
         'DecoratorController/pulumi-programs',
         'Deployment/pulumi-system/pulumi-operator',
         'PodDisruptionBudget/pulumi-system/pulumi-operator',
@@ -94,9 +96,10 @@ describe('helm template with the default values', () => {
 
   test('the controllers call the Service the chart names after the release', () => {
     for (const kind of ['CompositeController', 'DecoratorController'] as const) {
-      const c = objects.find((o): o is KindOf<typeof kind> => isKind(o, kind))!;
-      for (const h of Object.values(required(c.spec?.hooks, `${kind} has hooks`))) {
-        expect(h.webhook?.service).toEqual({ name: 'pulumi-operator', namespace: 'pulumi-system', port: 80 });
+      for (const c of objects.filter((o): o is KindOf<typeof kind> => isKind(o, kind))) {
+        for (const h of Object.values(required(c.spec?.hooks, `${kind} has hooks`))) {
+          expect(h.webhook?.service).toEqual({ name: 'pulumi-operator', namespace: 'pulumi-system', port: 80 });
+        }
       }
     }
   });
@@ -112,6 +115,8 @@ describe('helm template with the default values', () => {
       ['PodDisruptionBudget', 'pulumi-mc-hooks', 'pulumi-mc-hooks'],
       ['CompositeController', 'pulumi-stacks', 'pulumi-stacks'],
       ['DecoratorController', 'pulumi-programs', 'pulumi-programs'],
+      ['CompositeController', 'pulumi-workspaces', 'pulumi-workspaces'],
+      ['CompositeController', 'pulumi-updates', 'pulumi-updates'],
       ['ServiceAccount', 'pulumi-mc-hooks', 'pulumi-mc-hooks'],
       ['ClusterRole', 'pulumi-mc-hooks:stacks-editor', 'pulumi-operator:stacks-editor'],
       ['ClusterRole', 'pulumi-mc-hooks:stacks-viewer', 'pulumi-operator:stacks-viewer'],

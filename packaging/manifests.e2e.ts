@@ -317,7 +317,7 @@ describe('install.yaml RBAC, applied', () => {
     ]);
   });
 
-  test("the hook server's ServiceAccount may create Events in any namespace, and nothing else", async () => {
+  test("the hook server's ServiceAccount may create Events in any namespace, list and watch Stacks and Programs, and nothing else", async () => {
     const user = 'system:serviceaccount:pulumi-system:pulumi-mc-hooks';
     const groups = ['system:serviceaccounts', 'system:serviceaccounts:pulumi-system', 'system:authenticated'];
     for (const namespace of ['default', 'team-a']) {
@@ -335,13 +335,23 @@ describe('install.yaml RBAC, applied', () => {
       { group: '', resource: 'events', verb: 'list', namespace: 'default' },
       { group: '', resource: 'events', verb: 'patch', namespace: 'default' },
       { group: 'events.k8s.io', resource: 'events', verb: 'create', namespace: 'default' },
-      { group: 'pulumi.com', resource: 'stacks', verb: 'list' },
+      { group: 'pulumi.com', resource: 'stacks', verb: 'get', namespace: 'default' },
+      { group: 'pulumi.com', resource: 'stacks', verb: 'update', namespace: 'default' },
+      { group: 'auto.pulumi.com', resource: 'workspaces', verb: 'list' },
       { group: '', resource: 'secrets', verb: 'get', namespace: 'pulumi-system' },
+      { group: '', resource: 'secrets', verb: 'list' },
       { group: 'apps', resource: 'statefulsets', verb: 'create', namespace: 'default' },
     ];
     for (const attrs of denied) {
       expect({ attrs, allowed: await api.can(user, groups, attrs) }).toEqual({ attrs, allowed: false });
     }
+    // The gauges of Stacks and Programs are read from the objects (docs/observability.md).
+    for (const attrs of [
+      { group: 'pulumi.com', resource: 'stacks', verb: 'list' },
+      { group: 'pulumi.com', resource: 'stacks', verb: 'watch' },
+      { group: 'pulumi.com', resource: 'programs', verb: 'list' },
+    ])
+      expect({ attrs, allowed: await api.can(user, groups, attrs) }).toEqual({ attrs, allowed: true });
   }, 30_000);
 
   test('the built-in edit role manages Stacks and Programs; view does not read them', async () => {
