@@ -361,6 +361,11 @@ export interface ConfigItem {
   /** A file to read the value from (mounted ConfigMap or Secret key); `json` parses it as structured config. */
   valueFrom?: { path?: string; env?: string; json?: boolean };
   secret: boolean;
+  /**
+   * The key is a property path into a structured value (`pulumi config set --path`), as a
+   * Workspace's `stacks[].config[].path`; a Stack's keys never are. Only for string values.
+   */
+  path?: boolean;
 }
 
 /** What `pko-agent serve` sets up in the workspace (env PULUMI_WORKSPACE_STACK). */

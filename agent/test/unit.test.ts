@@ -75,9 +75,9 @@ describe('config', () => {
     expect(hasStructuredConfig(items)).toBe(true);
     const resolved = resolveConfig(items, 'p', { PKO_TEST_V: 'from-env' });
     expect(resolved).toEqual([
-      { key: 'p:a', value: 'y', structured: false, secret: false },
-      { key: 'p:n', value: 3, structured: true, secret: false },
-      { key: 'p:e', value: 'from-env', structured: false, secret: true },
+      { key: 'p:a', value: 'y', structured: false, secret: false, path: false },
+      { key: 'p:n', value: 3, structured: true, secret: false, path: false },
+      { key: 'p:e', value: 'from-env', structured: false, secret: true, path: false },
     ]);
     expect(JSON.parse(configJson(resolved))).toEqual({
       'p:a': { value: 'y', secret: false },
@@ -89,6 +89,15 @@ describe('config', () => {
     );
     expect(() => resolveConfig([{ key: 'f', valueFrom: { path: '/nonexistent/x' }, secret: true }], 'p', {})).toThrow(
       'cannot read /nonexistent/x (ENOENT)',
+    );
+  });
+
+  it("keeps a Workspace's property paths (path: true), for string values only", () => {
+    expect(resolveConfig([{ key: 'data.nums[0]', value: '1', secret: false, path: true }], 'p', {})).toEqual([
+      { key: 'p:data.nums[0]', value: '1', structured: false, secret: false, path: true },
+    ]);
+    expect(() => resolveConfig([{ key: 'data', value: { a: 1 }, secret: false, path: true }], 'p', {})).toThrow(
+      'a property path (path: true) takes a string value',
     );
   });
 

@@ -10,9 +10,11 @@ export interface ResolvedConfig {
   value: unknown;
   structured: boolean;
   secret: boolean;
+  /** Set with `--path` (a Workspace's `path: true`). */
+  path: boolean;
 }
 
-/** Keys without a namespace get the project's (upstream). Keys are never property paths. */
+/** Keys without a namespace get the project's (upstream). Keys are property paths only with `path: true`. */
 export function qualifyKey(key: string, project: string): string {
   return key.includes(':') ? key : `${project}:${key}`;
 }
@@ -78,7 +80,12 @@ export function resolveConfig(
       raw = item.value ?? '';
     }
     const structured = json || typeof raw !== 'string';
-    byKey.set(key, { key, value: raw, structured, secret: item.secret === true });
+    const path = item.path === true;
+    if (path && structured)
+      throw new AgentError(`config "${item.key}": a property path (path: true) takes a string value`, {
+        reason: 'InitializationFailed',
+      });
+    byKey.set(key, { key, value: raw, structured, secret: item.secret === true, path });
   }
   return [...byKey.values()];
 }

@@ -283,9 +283,10 @@ export class Workspace {
    */
   private async applyConfig(): Promise<void> {
     const stack = this.stackName;
-    const plain = this.config.filter((c) => !c.secret);
-    const secretStrings = this.config.filter((c) => c.secret && !c.structured);
-    const secretStructured = this.config.filter((c) => c.secret && c.structured);
+    const byKey = this.config.filter((c) => !c.path);
+    const plain = byKey.filter((c) => !c.secret);
+    const secretStrings = byKey.filter((c) => c.secret && !c.structured);
+    const secretStructured = byKey.filter((c) => c.secret && c.structured);
     const batch = [...plain, ...secretStructured];
     if (batch.length) {
       const structured = batch.some((c) => c.structured);
@@ -298,8 +299,20 @@ export class Workspace {
           reason: 'InitializationFailed',
         });
     }
-    for (const c of secretStrings) {
+    // Property paths (a Workspace's `path: true`; strings only): plain ones in one `set-all --path`.
+    const paths = this.config.filter((c) => c.path && !c.secret);
+    if (paths.length) {
+      const args = ['config', 'set-all', '--stack', stack, '--path'];
+      for (const c of paths) args.push('--plaintext', `${c.key}=${String(c.value)}`);
+      const r = await this.cli(args);
+      if (r.code !== 0)
+        throw new AgentError(`cannot set the stack config: ${this.options.redactor.redact(cliError(r))}`, {
+          reason: 'InitializationFailed',
+        });
+    }
+    for (const c of [...secretStrings, ...this.config.filter((c) => c.path && c.secret)]) {
       const set = secretConfigSet(this.pulumiVersion ?? '', stack, c.key, String(c.value));
+      if (c.path) set.args.splice(set.args.indexOf('--stack'), 0, '--path');
       const r = await this.cli(set.args, set.stdin);
       if (r.code !== 0)
         throw new AgentError(`cannot set the secret config ${c.key}: ${this.options.redactor.redact(cliError(r))}`, {

@@ -200,6 +200,7 @@ function agentStack(stack: WorkspaceStack | undefined): WorkspaceStackSpec {
     const c: ConfigItem = { key: item.key ?? '', secret: item.secret === true };
     if (item.value !== undefined) c.value = item.value;
     if (item.valueFrom) c.valueFrom = { ...item.valueFrom };
+    if (item.path === true) c.path = true;
     return c;
   });
   const spec: WorkspaceStackSpec = { name: stack?.name ?? '', create: stack?.create !== false, config };
