@@ -102,15 +102,16 @@ function grandchildren(res: StackSyncResponse, cluster: readonly KObject[], ctx:
       );
     } else if (child.kind === 'Update') {
       const observed = cluster.find((o) => o.kind === 'Update' && o.metadata.name === child.metadata.name) ?? child;
-      // A new Update's first sync makes the Job's identity, the next (right after, as Metacontroller) its Job.
+      // A new Update's first syncs make the Job's identity, step by step, the next (right after, as
+      // Metacontroller calls it on each new child) its Job.
       let kids: KObject[] = grandchildrenOf(cluster, observed);
-      for (let round = 0; round < 2; round++) {
+      for (let round = 0; round < 3; round++) {
         const answer = syncUpdate(
           { parent: observed, children: mapOf(kids), related: mapOf(workspaces) },
           { config: ctx.config, now: ctx.now },
         );
         kids = [...answer.children.filter((k) => k.kind !== 'Job'), ...kids.filter((k) => k.kind === 'Job')];
-        if (round === 1 || answer.children.some((k) => k.kind === 'Job')) {
+        if (round === 2 || answer.children.some((k) => k.kind === 'Job')) {
           out.push(...answer.children);
           break;
         }

@@ -71,10 +71,13 @@ describe('an Update', () => {
   it("creates the Job's identity first, then the Job, once its Workspace is ready", () => {
     const related = objectMap(workspace('True') as KObject);
     const first = syncUpdate({ parent: update(spec), related }, ctx);
-    expect(kinds(first.children)).toEqual(['ServiceAccount/u1', 'Role/u1', 'RoleBinding/u1']);
+    // The binding only once the account and the Role are its own: never to one that existed before.
+    expect(kinds(first.children)).toEqual(['ServiceAccount/u1', 'Role/u1']);
     expect(condition(first.status, 'Progressing')).toMatchObject({ status: 'True' });
     const second = syncUpdate({ parent: update(spec), related, children: objectMap(...first.children) }, ctx);
-    expect(kinds(second.children)).toEqual(['Job/u1', 'ServiceAccount/u1', 'Role/u1', 'RoleBinding/u1']);
+    expect(kinds(second.children)).toEqual(['ServiceAccount/u1', 'Role/u1', 'RoleBinding/u1']);
+    const third = syncUpdate({ parent: update(spec), related, children: objectMap(...second.children) }, ctx);
+    expect(kinds(third.children)).toEqual(['Job/u1', 'ServiceAccount/u1', 'Role/u1', 'RoleBinding/u1']);
   });
 
   it('records the outcome of its Job: times, message, permalink, outputs masked, the Secret', () => {
@@ -163,6 +166,32 @@ describe('an Update', () => {
     const res = syncUpdate({ parent: done, related: objectMap(workspace('True') as KObject) }, ctx);
     expect(res.children).toEqual([]);
     expect(res.status).toEqual(done.status);
+  });
+
+  it('whose Job is deleted before it reports is Aborted, and never runs again', () => {
+    const started = update(spec, {
+      startTime: '2026-11-22T10:00:05Z',
+      conditions: [
+        {
+          type: 'Progressing',
+          status: 'True',
+          reason: 'Progressing',
+          message: 'the preview is running',
+          lastTransitionTime: '2026-11-22T10:00:05Z',
+        },
+      ],
+    });
+    const res = syncUpdate({ parent: started, related: objectMap(workspace('True') as KObject) }, ctx);
+    expect(res.children).toEqual([]);
+    expect(condition(res.status, 'Failed')).toMatchObject({ status: 'True', reason: 'Aborted' });
+    expect(condition(res.status, 'Complete')).toMatchObject({ status: 'True' });
+  });
+
+  it('named longer than a Job may be fails at once', () => {
+    const long = { ...update(spec), metadata: { ...update(spec).metadata, name: 'u'.repeat(64) } };
+    const res = syncUpdate({ parent: long }, ctx);
+    expect(res.children).toEqual([]);
+    expect(condition(res.status, 'Failed')?.message).toMatch(/^metadata\.name is 64 characters long/);
   });
 
   it('of an unknown type fails at once, naming the field', () => {

@@ -2,7 +2,7 @@ import type { V1StatefulSet } from '@kubernetes/client-node';
 import type { Workspace } from '../../schemas/generated/types';
 import { Annotations } from '../../contract';
 import type { KObject } from '../src/lib/k8s';
-import { syncWorkspace } from '../src/workspace/sync';
+import { syncWorkspace, WORKSPACE_HOLD } from '../src/workspace/sync';
 import { condition, NOW, objectMap, testConfig } from './builders';
 import { asChild, containerOf, envValue, fetchContainerOf, podSpecOf } from './children';
 
@@ -159,5 +159,33 @@ describe('a hostile Workspace', () => {
       /^spec\.podTemplate\.spec\.extra.* is nested more than 100 levels deep/,
     );
     expect(res.children.map((c) => c.metadata.name)).toEqual(first.children.map((c) => c.metadata.name));
+  });
+});
+
+describe('a Workspace held for a running operation', () => {
+  it('keeps its StatefulSet exactly as it is, even when the hook server would build another', () => {
+    const first = syncWorkspace({ parent: workspace() }, ctx);
+    const running = observed(first.children[0]!, 'Ready');
+    const held: Workspace = {
+      ...workspace(),
+      metadata: { ...workspace().metadata, annotations: { [WORKSPACE_HOLD]: 'my-stack-up-12345678' } },
+    };
+    const upgraded = { ...ctx, config: { ...testConfig, agentImage: 'example.test/pko-agent:v0.2.0' } };
+    const res = syncWorkspace({ parent: held, children: objectMap(running) }, upgraded);
+    const sts = asChild(res.children[0], 'StatefulSet');
+    expect(podSpecOf(sts)).toEqual(podSpecOf(asChild(running, 'StatefulSet')));
+    expect(condition(res.status, 'Ready')).toMatchObject({ status: 'True' });
+    // Released, it gets the new template.
+    const released = syncWorkspace({ parent: workspace(), children: objectMap(running) }, upgraded);
+    expect(containerOf(podSpecOf(asChild(released.children[0], 'StatefulSet')), 'bootstrap', true).image).toBe(
+      'example.test/pko-agent:v0.2.0',
+    );
+  });
+
+  it('named longer than its StatefulSet allows is Stalled', () => {
+    const long = { ...workspace(), metadata: { ...workspace().metadata, name: 'w'.repeat(43) } };
+    const res = syncWorkspace({ parent: long }, ctx);
+    expect(res.children).toEqual([]);
+    expect(condition(res.status, 'Stalled')?.message).toMatch(/^metadata\.name is 43 characters long/);
   });
 });

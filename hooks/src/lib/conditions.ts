@@ -21,6 +21,16 @@ export type DesiredCondition = Omit<StatusCondition, 'lastTransitionTime' | 'obs
  * change keeps its observed lastTransitionTime, so feeding an answer back gives the same bytes
  * (Metacontroller calls the hook again after its own status write; a moving time would loop).
  */
+/** metav1.Condition's rules for a reason (the CRDs validate them: a status breaking them is refused). */
+const REASON = /^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$/;
+const MAX_REASON = 1024;
+const MAX_MESSAGE = 32768;
+
+/** A reason the API server accepts: what an agent or a Job reported may be anything. */
+function safeReason(reason: string): string {
+  return reason.length <= MAX_REASON && REASON.test(reason) ? reason : 'Unknown';
+}
+
 export function setConditions(
   observed: unknown,
   desired: readonly DesiredCondition[],
@@ -32,7 +42,12 @@ export function setConditions(
     const old = before.find((c) => c.type === d.type);
     const kept =
       old?.status === d.status && typeof old.lastTransitionTime === 'string' ? old.lastTransitionTime : undefined;
-    const c: StatusCondition = { ...d, lastTransitionTime: at ?? kept ?? rfc3339(now) };
+    const c: StatusCondition = {
+      ...d,
+      reason: safeReason(d.reason),
+      message: d.message.length > MAX_MESSAGE ? `${d.message.slice(0, MAX_MESSAGE - 1)}…` : d.message,
+      lastTransitionTime: at ?? kept ?? rfc3339(now),
+    };
     if (generation !== undefined) c.observedGeneration = generation;
     return c;
   });

@@ -1,4 +1,4 @@
-import type { V1ConfigMap, V1Namespace } from '@kubernetes/client-node';
+import type { V1ConfigMap, V1Job, V1Namespace } from '@kubernetes/client-node';
 import type { Stack, StackStatus, StackUpdateState, Workspace } from '../../../schemas/generated/types';
 import {
   Annotations,
@@ -17,10 +17,18 @@ import { recordOutputs } from './outputs';
 import { checkPrerequisites, refreshRequestsFor } from './prerequisites';
 import { retainUpdates } from './retention';
 import { resolveSource, type RefLookup } from './source';
+import { jobOutcome } from '../update/job';
 import { buildUpdate, identityOf, updateOutcome, type UpdateIdentity, type UpdateOutcome } from './update';
 import { checkUpdateResult, readUpdateResult } from './update-result';
 import { validateStackObject } from './validate';
-import { desiredWorkspace, WORKSPACE_API_VERSION, workspaceReadiness, type DesiredStackWorkspace } from './workspace';
+import {
+  desiredWorkspace,
+  heldFor,
+  WORKSPACE_API_VERSION,
+  WORKSPACE_SPEC_HASH,
+  workspaceReadiness,
+  type DesiredStackWorkspace,
+} from './workspace';
 import type { FetchSource } from '../workspace/source';
 
 export interface StackSyncRequest {
@@ -72,6 +80,8 @@ interface ObservedUpdate {
   update: KObject;
   id: UpdateIdentity | undefined;
   outcome: UpdateOutcome | undefined;
+  /** A Job of an earlier version, which ran the operation itself: absorbed as an Update, never kept. */
+  legacy?: true;
 }
 
 interface Observed {
@@ -95,17 +105,27 @@ const LEGACY_KINDS: [string, string][] = [
   ['RoleBinding', 'rbac.authorization.k8s.io/v1'],
 ];
 
-function observe(children: ObjectMap | undefined, stack: string): Observed {
+function observe(children: ObjectMap | undefined, stack: string, steps: SyncSteps): Observed {
   const legacy = LEGACY_KINDS.flatMap(([kind, apiVersion]) => objectsOf(children, kind, apiVersion));
+  // An earlier version's Job carries the same identity annotations as an Update, and its result.
+  const legacyJobs = objectsOf<V1Job>(children, 'Job', 'batch/v1').map((job): ObservedUpdate => ({
+    update: job,
+    id: identityOf(job),
+    outcome: jobOutcome(job, steps.updateResult(job.metadata.annotations?.[Annotations.updateResult])),
+    legacy: true,
+  }));
   return {
     workspace: objectsOf<Workspace>(children, 'Workspace', WORKSPACE_API_VERSION).find(
       (o) => o.metadata.name === stack,
     ),
-    updates: objectsOf(children, 'Update', WORKSPACE_API_VERSION).map((update) => ({
-      update,
-      id: identityOf(update),
-      outcome: updateOutcome(update, checkUpdateResult),
-    })),
+    updates: [
+      ...objectsOf(children, 'Update', WORKSPACE_API_VERSION).map((update) => ({
+        update,
+        id: identityOf(update),
+        outcome: updateOutcome(update, checkUpdateResult),
+      })),
+      ...legacyJobs,
+    ],
     refreshRequests: objectsOf<V1ConfigMap>(children, 'ConfigMap', 'v1'),
     legacy,
     legacyRunning: legacy.some(
@@ -167,6 +187,20 @@ function resultMark(last: StackUpdateState | undefined): Mark {
   return { kind: 'reconciling', reason: Reasons.RetryingAfterFailure, message: `${failures} update failure(s)` };
 }
 
+/** The failure of the Workspace a running Update still waits for (its Job not started), if it failed. */
+function waitingOnFailedWorkspace(
+  running: ObservedUpdate[],
+  workspace: Typed<Workspace> | undefined,
+): { reason: string; message: string } | undefined {
+  const waiting = running.some(({ update }) => {
+    const p = observedCondition(update.status, 'Progressing');
+    return p?.status === 'False' && (p.reason === 'WorkspaceNotReady' || p.reason === 'WorkspaceNotFound');
+  });
+  if (!waiting || !workspace) return undefined;
+  const readiness = workspaceReadiness(workspace, workspace.metadata.annotations?.[WORKSPACE_SPEC_HASH] ?? '');
+  return readiness.state === 'failed' ? readiness : undefined;
+}
+
 /** The Stalled reason of a workspace failure the agent reported. */
 function workspaceFailureReason(agentReason: string): string {
   if (agentReason === 'IncompatibleConfiguration') return Reasons.PulumiVersionTooLow;
@@ -204,7 +238,7 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
   const generation = stack.metadata.generation ?? 0;
   const request = stack.metadata.annotations?.[Annotations.reconciliationRequest] ?? '';
   const deleting = req.finalizing === true;
-  const observed = observe(req.children, name);
+  const observed = observe(req.children, name, steps);
 
   const status: StackStatus = carriedStatus(stack.status);
   status.observedGeneration = generation;
@@ -228,7 +262,7 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
     (id !== undefined && id.previous === lastName && update.metadata.name !== lastName);
   // Finished Updates go once their result is in the observed status and their TTL has passed.
   const retained = retainUpdates(
-    observed.updates.map((o) => ({ ...o, absorbed: !follows(o) })),
+    observed.updates.filter((o) => !o.legacy).map((o) => ({ ...o, absorbed: !follows(o) })),
     now,
   );
   const keptUpdates = retained.kept.map(({ update }) => asRetained(update));
@@ -261,6 +295,15 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
   if (!current) delete status.currentUpdate;
   const running = observed.updates.filter(({ outcome }) => outcome === undefined);
   if (running.length > 0) {
+    // An Update still waiting for its Workspace, which has failed since it was created, waits for
+    // what the Stack says: the Workspace's failure, as before an Update is created (step 7).
+    const stalled = waitingOnFailedWorkspace(running, observed.workspace);
+    if (stalled) {
+      return respond(
+        { kind: 'stalled', reason: workspaceFailureReason(stalled.reason), message: stalled.message },
+        keepAll(),
+      );
+    }
     // One operation at a time. The Workspace stays exactly as it is, so nothing rolls the pod under it.
     return respond(
       { kind: 'reconciling', reason: Reasons.StackProcessing, message: 'stack is being processed' },
@@ -365,8 +408,10 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
   };
   const update = buildUpdate(stack, type, decision.message, id);
   status.currentUpdate = { generation, reconcileRequest: request, name: update.metadata.name, commit: source.commit };
+  // The Workspace is held for the Update: kept as last applied, with the hold, until the Update ends.
   return respond({ kind: 'reconciling', reason: Reasons.StackProcessing, message: 'stack is being processed' }, [
-    ...children,
+    heldFor(workspace.workspace, update.metadata.name),
+    ...keptUpdates,
     update,
   ]);
 }

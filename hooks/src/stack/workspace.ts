@@ -12,12 +12,24 @@ import { observedCondition } from '../lib/conditions';
 import type { Json, KObject } from '../lib/k8s';
 import { strategicMerge } from '../lib/merge';
 import { stackLabels } from '../workspace/pod';
+import { WORKSPACE_HOLD } from '../workspace/sync';
 import type { FetchSource, SecretEnv } from '../workspace/source';
 
 export const WORKSPACE_API_VERSION = 'auto.pulumi.com/v1alpha1';
 
-/** On the Workspace: hash of the spec the Stack asked for; the Stack waits until the Workspace reports on it. */
+/**
+ * On the Workspace: hash of what the Stack asked for (spec and labels: both shape the pod); the
+ * Stack waits until the Workspace reports on it.
+ */
 export const WORKSPACE_SPEC_HASH = 'pulumi.com/workspace-spec-hash';
+
+/** The Workspace held for the Update `update` that starts in this answer. */
+export function heldFor(workspace: KObject, update: string): KObject {
+  return {
+    ...workspace,
+    metadata: { ...workspace.metadata, annotations: { ...workspace.metadata.annotations, [WORKSPACE_HOLD]: update } },
+  };
+}
 
 function sorted<T>(record: Record<string, T> | undefined): [string, T][] {
   return Object.entries(record ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
@@ -177,14 +189,15 @@ export function desiredWorkspace(stack: Stack, source: FetchSource, config: Hook
   ws.image ||= config.workspaceImage[ws.securityProfile === 'baseline' ? 'baseline' : 'restricted'];
   const from = [...envFrom(spec), ...((template?.spec?.envFrom ?? []) as V1EnvFromSource[])];
   if (from.length) ws.envFrom = from;
-  const hash = shortHash(ws, 16);
+  const labels = { ...template?.metadata?.labels, ...stackLabels(name, 'stack') };
+  const hash = shortHash({ spec: ws, labels }, 16);
   const workspace: Workspace & KObject = {
     apiVersion: WORKSPACE_API_VERSION,
     kind: 'Workspace',
     metadata: {
       name,
       namespace,
-      labels: { ...template?.metadata?.labels, ...stackLabels(name, 'stack') },
+      labels,
       annotations: { ...template?.metadata?.annotations, [WORKSPACE_SPEC_HASH]: hash },
     },
     spec: ws,

@@ -95,8 +95,13 @@ function workspaceState(ws: Workspace): { ready: true } | { ready: false; messag
   return { ready: false, message: `workspace ${ws.metadata.name} is not ready (${detail})` };
 }
 
-/** Why an Update cannot run, if it cannot: an unknown type, or a spec no operation has. */
+/** The label value limit: the Job controller labels each pod `job-name: <job>`, and the Job is named as the Update. */
+const MAX_NAME = 63;
+
+/** Why an Update cannot run, if it cannot: an unknown type, a name no Job can have, a spec no operation has. */
 function specProblem(update: Update, type: OperationType | undefined): string | undefined {
+  if (update.metadata.name.length > MAX_NAME)
+    return `metadata.name is ${update.metadata.name.length} characters long: its Job, named as the Update, may have at most ${MAX_NAME}`;
   const tooDeep = pathNestedDeeperThan(update.spec, MAX_NESTING, 'spec');
   if (tooDeep !== undefined) return `${tooDeep} is nested more than ${MAX_NESTING} levels deep`;
   const key = prototypeKeyPath(update.spec);
@@ -141,8 +146,9 @@ export function syncUpdate(req: UpdateSyncRequest, ctx: UpdateSyncContext): Upda
     const outcome = jobOutcome(job, read(job.metadata.annotations?.[Annotations.updateResult]));
     const children = [buildJob(update, type, ctx.config), ...identity];
     if (!outcome) {
-      const started = job.status?.startTime;
-      if (started) status.startTime = started;
+      // When it started, as far as anyone knows: also the mark that its Job existed (below).
+      const started = job.status?.startTime ?? job.metadata.creationTimestamp;
+      if (typeof started === 'string') status.startTime = started;
       return answer(progressing('Progressing', `the ${type} is running`), children);
     }
     resultFields(status, name, job, outcome);
@@ -152,6 +158,21 @@ export function syncUpdate(req: UpdateSyncRequest, ctx: UpdateSyncContext): Upda
   // Finished before (its Job was deleted since): the outcome stays; nothing runs twice.
   if (observedCondition(update.status, 'Complete')?.status === 'True' && update.status) {
     return { status: { ...update.status, ...status, conditions: update.status.conditions ?? [] }, children: [] };
+  }
+
+  // Its Job was seen running and is gone without a result (deleted, to stop it): it is over, as
+  // upstream's Aborted, and never runs a second time.
+  if (update.status?.startTime) {
+    status.startTime = update.status.startTime;
+    const message = `the ${type} was stopped: its Job was deleted before it reported a result`;
+    return answer(
+      [
+        { type: 'Progressing', status: 'False', reason: 'Failed', message: '' },
+        { type: 'Failed', status: 'True', reason: 'Aborted', message },
+        { type: 'Complete', status: 'True', reason: 'Failed', message },
+      ],
+      [],
+    );
   }
 
   // Not started: the Workspace must exist and be ready, and the Job's identity must exist first
@@ -166,10 +187,14 @@ export function syncUpdate(req: UpdateSyncRequest, ctx: UpdateSyncContext): Upda
   }
   const state = workspaceState(ws);
   if (!state.ready) return answer(waiting('WorkspaceNotReady', state.message), [], WAIT_SECONDS);
-  const observedIdentity = identity.every((o) =>
-    objectsOf(req.children, o.kind, o.apiVersion).some((c) => c.metadata.name === o.metadata.name),
-  );
-  if (!observedIdentity) return answer(progressing('Progressing', `starting the ${type}`), identity);
+  // In steps, each only once the previous is observed as this Update's own child: the binding never
+  // names an account or a Role that existed before (Metacontroller does not take those over, and a
+  // create that finds one already there is not an error).
+  const own = (o: KObject): boolean =>
+    objectsOf(req.children, o.kind, o.apiVersion).some((c) => c.metadata.name === o.metadata.name);
+  const [account, role, binding] = identity as [KObject, KObject, KObject];
+  if (!own(account) || !own(role)) return answer(progressing('Progressing', `starting the ${type}`), [account, role]);
+  if (!own(binding)) return answer(progressing('Progressing', `starting the ${type}`), identity);
   return answer(progressing('Progressing', `the ${type} is starting`), [
     buildJob(update, type, ctx.config),
     ...identity,

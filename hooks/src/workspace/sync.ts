@@ -7,6 +7,7 @@
  */
 import type { V1StatefulSet } from '@kubernetes/client-node';
 import type { Workspace, WorkspaceStatus } from '../../../schemas/generated/types';
+import { Annotations } from '../../../contract';
 import type { HookConfig } from '../config';
 import { setConditions, type DesiredCondition } from '../lib/conditions';
 import { MAX_NESTING, pathNestedDeeperThan, PROTOTYPE_KEY_PROBLEM, prototypeKeyPath, dottedPath } from '../lib/json';
@@ -47,6 +48,13 @@ function conditionsOf(readiness: WorkspaceReadiness): DesiredCondition[] {
   }
 }
 
+/**
+ * On a Workspace while one of its Stack's Updates runs (the Update's name; the Stack sets and clears
+ * it): its StatefulSet, Service and Role are kept exactly as they are, whatever else changed (the
+ * hook server's settings, say), so nothing rolls the pod under the operation.
+ */
+export const WORKSPACE_HOLD = 'pulumi.com/operation-in-progress';
+
 /** The kinds of child a Workspace has (manifests/metacontroller/workspace-controller.yaml). */
 const CHILD_KINDS: [string, string][] = [
   ['StatefulSet', 'apps/v1'],
@@ -60,7 +68,12 @@ const CHILD_KINDS: [string, string][] = [
  * (a hand-made one: the API server stores free-form values 10,000 levels deep, and the builder's
  * merge would overflow the stack), or holding a key the hook server refuses.
  */
+/** `<workspace>-workspace` names a StatefulSet, whose pods' revision label (name, `-`, 10 characters) has at most 63. */
+const MAX_NAME = 42;
+
 function specProblem(ws: Workspace): string | undefined {
+  if (ws.metadata.name.length > MAX_NAME)
+    return `metadata.name is ${ws.metadata.name.length} characters long; a Workspace's may have at most ${MAX_NAME} (its StatefulSet is <name>-workspace)`;
   const tooDeep = pathNestedDeeperThan(ws.spec, MAX_NESTING, 'spec');
   if (tooDeep !== undefined)
     return `${tooDeep} is nested more than ${MAX_NESTING} levels deep; no workspace needs that many`;
@@ -90,14 +103,19 @@ export function syncWorkspace(req: WorkspaceSyncRequest, ctx: WorkspaceSyncConte
     );
     return { status, children: CHILD_KINDS.flatMap(([k, v]) => objectsOf(req.children, k, v)).map(asLastApplied) };
   }
-  const desired = (ctx.build ?? desiredWorkspace)(ws, ctx.config);
   const observed = objectsOf<V1StatefulSet>(req.children, 'StatefulSet', 'apps/v1').find(
     (s) => s.metadata.name === workspaceName(name),
   );
-  const readiness = workspaceReadiness(observed, desired.hash);
+  const held = ws.metadata.annotations?.[WORKSPACE_HOLD] !== undefined && observed !== undefined;
+  const desired = held ? undefined : (ctx.build ?? desiredWorkspace)(ws, ctx.config);
+  // Held, the workspace is what runs: its readiness is the observed pod template's.
+  const hash = desired?.hash ?? observed?.spec?.template?.metadata?.annotations?.[Annotations.workspaceHash] ?? '';
+  const readiness = workspaceReadiness(observed, hash);
   const status: WorkspaceStatus = { address: workspaceAddress(name, namespace) };
   if (generation !== undefined) status.observedGeneration = generation;
   if (readiness.pulumiVersion) status.pulumiVersion = readiness.pulumiVersion;
   status.conditions = setConditions(ws.status?.conditions, conditionsOf(readiness), generation, ctx.now);
+  if (!desired)
+    return { status, children: CHILD_KINDS.flatMap(([k, v]) => objectsOf(req.children, k, v)).map(asLastApplied) };
   return { status, children: [desired.statefulSet, desired.service, ...workspaceRbac(ws)] };
 }
