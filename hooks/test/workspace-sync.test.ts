@@ -156,7 +156,7 @@ describe('a hostile Workspace', () => {
     const res = syncWorkspace({ parent, children: objectMap(...first.children) }, ctx);
     expect(condition(res.status, 'Stalled')).toMatchObject({ status: 'True', reason: 'SpecInvalid' });
     expect(condition(res.status, 'Stalled')?.message).toMatch(
-      /^spec\.podTemplate\.spec\.extra.* is nested more than 100 levels deep/,
+      /^spec\.podTemplate\.spec\.extra.* is nested more than 108 levels deep/,
     );
     expect(res.children.map((c) => c.metadata.name)).toEqual(first.children.map((c) => c.metadata.name));
   });

@@ -68,15 +68,21 @@ const CHILD_KINDS: [string, string][] = [
  * (a hand-made one: the API server stores free-form values 10,000 levels deep, and the builder's
  * merge would overflow the stack), or holding a key the hook server refuses.
  */
+/**
+ * A Stack's values (config, podTemplate) may nest MAX_NESTING levels; in its Workspace they sit a
+ * few levels deeper (`stacks[0].config[n].value`), which must not stall a valid Stack.
+ */
+const MAX_WORKSPACE_NESTING = MAX_NESTING + 8;
+
 /** `<workspace>-workspace` names a StatefulSet, whose pods' revision label (name, `-`, 10 characters) has at most 63. */
 const MAX_NAME = 42;
 
 function specProblem(ws: Workspace): string | undefined {
   if (ws.metadata.name.length > MAX_NAME)
     return `metadata.name is ${ws.metadata.name.length} characters long; a Workspace's may have at most ${MAX_NAME} (its StatefulSet is <name>-workspace)`;
-  const tooDeep = pathNestedDeeperThan(ws.spec, MAX_NESTING, 'spec');
+  const tooDeep = pathNestedDeeperThan(ws.spec, MAX_WORKSPACE_NESTING, 'spec');
   if (tooDeep !== undefined)
-    return `${tooDeep} is nested more than ${MAX_NESTING} levels deep; no workspace needs that many`;
+    return `${tooDeep} is nested more than ${MAX_WORKSPACE_NESTING} levels deep; no workspace needs that many`;
   const key = prototypeKeyPath(ws.spec);
   return key === undefined ? undefined : `${dottedPath('spec', key)}: ${PROTOTYPE_KEY_PROBLEM}`;
 }
