@@ -1,7 +1,7 @@
 import { rfc3339 } from '../../../contract';
 import { isRecord } from './json';
 
-/** A status condition as the Workspace and Update controllers write them (metav1.Condition's fields). */
+/** A status condition as the controllers write them (metav1.Condition's fields). */
 export interface StatusCondition {
   type: string;
   status: 'True' | 'False' | 'Unknown';

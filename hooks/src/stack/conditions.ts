@@ -4,6 +4,7 @@
  * Reason strings are part of the API: Argo CD's health check and users' alerts match on them.
  */
 import { rfc3339 } from '../../../contract';
+import type { StatusCondition } from '../lib/conditions';
 
 export const Reasons = {
   // Reconciling
@@ -26,14 +27,7 @@ export const Reasons = {
   NotReadyStalled: 'NotReadyStalled',
 } as const;
 
-export interface Condition {
-  type: string;
-  status: 'True' | 'False' | 'Unknown';
-  reason: string;
-  message: string;
-  lastTransitionTime: string;
-  observedGeneration?: number;
-}
+export type Condition = StatusCondition;
 
 export type Mark =
   | { kind: 'ready'; message?: string }
