@@ -4,10 +4,12 @@
  * can be measured side by side), configured for a recorded request (argv[3]: its agent image) and
  * with its clock at argv[4] (an hour after the recorded Stack's last update, so that the answers
  * are the steady ones whatever the day). Logs as deployed (LOG_LEVEL's default), to stdout, which
- * the driver drains as a container runtime does.
+ * the driver drains as a container runtime does. With argv[2] `bare`: Fastify as it comes on route
+ * argv[5], parsing the body and answering argv[6] bytes (what any hook pays per call).
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import Fastify from 'fastify';
 import type { HookConfig } from '../hooks/src/config';
 import type { HookServer, ServerDeps } from '../hooks/src/server';
 import type { ServerMessage } from './sync-hook-request';
@@ -23,6 +25,14 @@ interface HookModules {
 
 async function main(): Promise<void> {
   const [root, requestFile, now] = [process.argv[2]!, process.argv[3]!, new Date(process.argv[4]!)];
+  if (root === 'bare') {
+    const app = Fastify({ logger: false, bodyLimit: 8 * 1024 * 1024 });
+    const payload = JSON.stringify({ pad: 'x'.repeat(Math.max(0, Number(process.argv[6]) - 10)) });
+    app.post(process.argv[5]!, async (_req, reply) => reply.type('application/json; charset=utf-8').send(payload));
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    process.send!({ port: (app.server.address() as { port: number }).port } satisfies ServerMessage);
+    return;
+  }
   // The checkout's own build (resolving its own node_modules), not this one's.
   const { buildServer } = (await import(join(root, 'dist', 'hooks', 'src', 'server.js'))) as Pick<
     HookModules,

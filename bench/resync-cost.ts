@@ -10,7 +10,9 @@
  * warm-up (BENCH_WARMUP_REQUESTS), then BENCH_SECONDS at maximum throughput, and the server's own
  * CPU time over it divided by the requests answered. Rounds (BENCH_ROUNDS) alternate the order of
  * the servers; the totals are summed within a round (a paired measurement) and reported as medians.
- * Run: npm run build && node dist/bench/resync-cost.js [--before /path/to/old/worktree]
+ * With `--bare`, a bare Fastify route (parsing the same body, answering as many bytes) is measured
+ * next to the Stack's, the Workspace's and the first Update's sync: what any hook call costs.
+ * Run: npm run build && npx node dist/bench/resync-cost.js [--before /path/to/old/worktree] [--bare]
  */
 import autocannon from 'autocannon';
 import { execFileSync, fork, type ChildProcess } from 'node:child_process';
@@ -23,7 +25,7 @@ const DURATION = Number(process.env.BENCH_SECONDS ?? 5);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 6);
 const THIS_ROOT = join(__dirname, '..', '..');
 
-type Side = 'before' | 'after';
+type Side = 'before' | 'after' | 'bare';
 
 /** One recorded request, the route it goes to and what its answer must say for it to be at rest. */
 interface Target {
@@ -33,6 +35,8 @@ interface Target {
   route: string;
   file: string;
   atRest: (answer: AnswerStatus) => boolean;
+  /** For a bare route: the hook target whose request it parses and whose answer's size it sends. */
+  twin?: Target;
 }
 
 interface AnswerStatus {
@@ -85,6 +89,19 @@ function targets(beforeRoot: string | undefined): Target[] {
   return list;
 }
 
+/** Bare Fastify routes for the Stack's, the Workspace's and the first Update's request. */
+function bareTwins(list: Target[]): Target[] {
+  return list
+    .filter((t) => ['after: stack', 'after: workspace', 'after: update 1'].includes(t.name))
+    .map((t) => ({
+      ...t,
+      name: `bare route: ${t.name.slice('after: '.length)}`,
+      side: 'bare',
+      twin: t,
+      atRest: () => true,
+    }));
+}
+
 /** The recorded request's body, and the hook clock that makes it at rest: an hour after its Stack's last update. */
 function recorded(target: Target, stackFile: string): { body: string; now: string } {
   const file = JSON.parse(readFileSync(target.file, 'utf8')) as { request: unknown };
@@ -96,9 +113,10 @@ function recorded(target: Target, stackFile: string): { body: string; now: strin
   return { body: JSON.stringify(file.request), now: new Date(last + 3600_000).toISOString() };
 }
 
-function start(target: Target, now: string): Promise<{ child: ChildProcess; port: number }> {
+function start(target: Target, now: string, bytes: number): Promise<{ child: ChildProcess; port: number }> {
+  const args = target.twin ? ['bare', target.file, now, target.route, String(bytes)] : [target.root, target.file, now];
   return new Promise((resolve, reject) => {
-    const child = fork(join(__dirname, 'resync-cost-server.js'), [target.root, target.file, now], {
+    const child = fork(join(__dirname, 'resync-cost-server.js'), args, {
       execPath: 'taskset',
       execArgv: ['-c', '0', process.execPath],
       stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
@@ -163,15 +181,26 @@ async function main(): Promise<void> {
   }
   const at = process.argv.indexOf('--before');
   const beforeRoot = at >= 0 ? process.argv[at + 1] : undefined;
-  const all = targets(beforeRoot);
+  const hooks = targets(beforeRoot);
+  const all = process.argv.includes('--bare') ? [...hooks, ...bareTwins(hooks)] : hooks;
   const stackFileOf = (t: Target) => join(t.root, 'bench', 'requests', 'steady-state-sync.json');
   const bodies = new Map(all.map((t) => [t, recorded(t, stackFileOf(t))]));
   const cpu = new Map<Target, number[]>(all.map((t) => [t, []]));
   const sizes = new Map<Target, { request: number; response: number }>();
+  // Each hook's answer, once, checked to be at rest; its size is what the bare routes send.
+  for (const target of hooks) {
+    const { body, now } = bodies.get(target)!;
+    const { child, port } = await start(target, now, 0);
+    try {
+      sizes.set(target, { request: Buffer.byteLength(body), response: await checkAtRest(target, port, body) });
+    } finally {
+      child.kill();
+    }
+  }
   for (let round = 0; round < ROUNDS; round++) {
     for (const target of round % 2 ? [...all].reverse() : all) {
       const { body, now } = bodies.get(target)!;
-      const { child, port } = await start(target, now);
+      const { child, port } = await start(target, now, target.twin ? sizes.get(target.twin)!.response : 0);
       try {
         sizes.set(target, { request: Buffer.byteLength(body), response: await checkAtRest(target, port, body) });
         await load(port, target.route, body, { amount: WARMUP_REQUESTS });
@@ -205,8 +234,19 @@ async function main(): Promise<void> {
     );
   const after = perResync('after');
   console.log(
-    `after: CPU per Stack per resync (stack + workspace + ${all.filter((t) => t.route === '/update/sync').length} updates) median ${Math.round(median(after))} µs; rounds ${after.map(Math.round).join(' ')}`,
+    `after: CPU per Stack per resync (stack + workspace + ${all.filter((t) => t.route === '/update/sync' && t.side === 'after').length} updates) median ${Math.round(median(after))} µs; rounds ${after.map(Math.round).join(' ')}`,
   );
+  const bare = all.filter((t) => t.side === 'bare');
+  if (bare.length) {
+    // The floor: what the same five calls would cost if each hook did nothing but parse and answer.
+    const updates = all.filter((t) => t.route === '/update/sync' && t.side === 'after').length;
+    const floor = Array.from({ length: ROUNDS }, (_, i) =>
+      bare.reduce((sum, t) => sum + cpu.get(t)![i]! * (t.route === '/update/sync' ? updates : 1), 0),
+    );
+    console.log(
+      `bare routes, the same calls (stack + workspace + ${updates} × update 1): median ${Math.round(median(floor))} µs; rounds ${floor.map(Math.round).join(' ')}`,
+    );
+  }
   if (beforeRoot) {
     const before = perResync('before');
     const ratios = after.map((a, i) => a / before[i]!);
