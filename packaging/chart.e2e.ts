@@ -277,6 +277,8 @@ describe('helm template with every value changed (packaging/testdata/chart-value
     expect(svc.spec?.ports?.[0]?.port).toBe(8080);
     const cc = findObject(objects, 'CompositeController', 'pulumi-stacks');
     expect(cc.spec?.resyncPeriodSeconds).toBe(300);
+    for (const name of ['pulumi-workspaces', 'pulumi-updates'])
+      expect(findObject(objects, 'CompositeController', name).spec?.resyncPeriodSeconds).toBe(1800);
     for (const h of Object.values(required(cc.spec?.hooks, 'the CompositeController has hooks'))) {
       expect(h.webhook).toMatchObject({
         timeout: '20s',
