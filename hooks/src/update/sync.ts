@@ -108,8 +108,15 @@ export function syncUpdate(req: UpdateSyncRequest, ctx: UpdateSyncContext): Upda
   };
 
   const type = operationType(spec.type);
-  if (type === undefined) {
-    const message = `spec.type must be one of up, preview, refresh, destroy; got ${JSON.stringify(spec.type ?? '')}`;
+  const deadline: unknown = spec.activeDeadlineSeconds;
+  const invalid =
+    type === undefined
+      ? `spec.type must be one of up, preview, refresh, destroy; got ${JSON.stringify(spec.type ?? '')}`
+      : deadline !== undefined && !(Number.isInteger(deadline) && (deadline as number) > 0)
+        ? `spec.activeDeadlineSeconds must be a positive integer; got ${JSON.stringify(deadline)}`
+        : undefined;
+  if (type === undefined || invalid !== undefined) {
+    const message = invalid ?? '';
     return answer(
       [
         { type: 'Progressing', status: 'False', reason: 'Complete', message: '' },

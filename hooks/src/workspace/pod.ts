@@ -21,6 +21,7 @@ import {
   type ConfigItem,
   type WorkspaceStackSpec,
 } from '../../../contract';
+import { withEphemeralStorage } from '../bounded/resources';
 import type { HookConfig } from '../config';
 import { knownHostsLinesFor } from '../git/known-hosts';
 import { shortHash, stableStringify } from '../lib/json';
@@ -286,6 +287,9 @@ export function desiredWorkspace(ws: Workspace, config: HookConfig): DesiredWork
     const merged = strategicMerge({ initContainers: ours }, { initContainers: userInit ?? [] }).initContainers;
     pod.spec!.initContainers = merged;
   }
+  // The configured ephemeral storage, where the Workspace's resources and podTemplate set none.
+  for (const c of pod.spec!.containers)
+    if (c.name === 'pulumi') c.resources = withEphemeralStorage(c.resources ?? {}, config.workspaceEphemeralStorage);
   // Upstream's dynamic env: every container sees PULUMI_ENV, so an init container can add variables.
   for (const c of [...(pod.spec!.initContainers ?? []), ...pod.spec!.containers]) {
     c.env = [...(c.env ?? []).filter((e) => e.name !== Env.pulumiEnv), { name: Env.pulumiEnv, value: Paths.envFile }];
