@@ -192,12 +192,6 @@ function checkStack(stack: Stack): string[] {
   if (ttl !== undefined && (parseDuration(ttl) === undefined || parseDuration(ttl)! < 0)) {
     problems.push(`spec.updateTemplate.spec.ttlAfterCompleted: "${ttl}" is not a duration like "24h"`);
   }
-  const deadline: unknown = spec.updateTemplate?.spec?.activeDeadlineSeconds;
-  if (deadline !== undefined && !(Number.isInteger(deadline) && (deadline as number) > 0)) {
-    problems.push(
-      `spec.updateTemplate.spec.activeDeadlineSeconds: ${JSON.stringify(deadline)} is not a positive integer`,
-    );
-  }
   problems.push(...templateFieldProblems(stack, hasGitSource(spec)));
   const profile = spec.workspaceTemplate?.spec?.securityProfile;
   if (profile !== undefined && profile !== 'restricted' && profile !== 'baseline') {
