@@ -349,9 +349,7 @@ async function runOperation(ctx: JobContext, interruptions: Interruptions): Prom
 /** A failed result of an operation its deadline cancelled says so. */
 function withDeadline(ctx: JobContext, ran: Ran, deadlineExceeded: boolean): Ran {
   if (!deadlineExceeded || ran.result.state !== 'failed') return ran;
-  const message =
-    `the ${ctx.op.type} exceeded its deadline of ${ctx.deadlineSeconds}s and was cancelled ` +
-    `(Pulumi stopped after the steps in flight and unlocked the stack): ${ran.result.message}`;
+  const message = `the ${ctx.op.type} exceeded its deadline of ${ctx.deadlineSeconds}s and was cancelled: ${ran.result.message}`;
   return { ...ran, result: { ...ran.result, reason: 'DeadlineExceeded', message } };
 }
 
