@@ -113,7 +113,7 @@ describe('bounded operations', () => {
     expect(failed.status?.lastUpdate?.message).toMatch(
       new RegExp(`exceeded its deadline of ${DEADLINE}s and was cancelled`),
     );
-    const update = await op.custom.getNamespacedCustomObject({
+    const update: unknown = await op.custom.getNamespacedCustomObject({
       group: 'auto.pulumi.com',
       version: 'v1alpha1',
       namespace: ns,
