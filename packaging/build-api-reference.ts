@@ -65,13 +65,13 @@ const KINDS: Kind[] = [
   {
     kind: 'Workspace',
     plural: 'workspaces',
-    schema: () => structuredClone(workspaceSchema) as Schema,
+    schema: () => structuredClone(workspaceSchema),
     crdFile: 'manifests/crds/auto.pulumi.com_workspaces.yaml',
   },
   {
     kind: 'Update',
     plural: 'updates',
-    schema: () => structuredClone(updateSchema) as Schema,
+    schema: () => structuredClone(updateSchema),
     crdFile: 'manifests/crds/auto.pulumi.com_updates.yaml',
   },
 ];

@@ -288,8 +288,10 @@ export function desiredWorkspace(ws: Workspace, config: HookConfig): DesiredWork
     pod.spec!.initContainers = merged;
   }
   // The configured ephemeral storage, where the Workspace's resources and podTemplate set none.
-  for (const c of pod.spec!.containers)
-    if (c.name === 'pulumi') c.resources = withEphemeralStorage(c.resources ?? {}, config.workspaceEphemeralStorage);
+  const storage = config.workspaceEphemeralStorage;
+  if (storage)
+    for (const c of pod.spec!.containers)
+      if (c.name === 'pulumi') c.resources = withEphemeralStorage(c.resources ?? {}, storage);
   // Upstream's dynamic env: every container sees PULUMI_ENV, so an init container can add variables.
   for (const c of [...(pod.spec!.initContainers ?? []), ...pod.spec!.containers]) {
     c.env = [...(c.env ?? []).filter((e) => e.name !== Env.pulumiEnv), { name: Env.pulumiEnv, value: Paths.envFile }];
