@@ -7,7 +7,9 @@ import { validateStackObject } from '../src/stack/validate';
 import { buildJob, DEADLINE_ALLOWANCE_SECONDS } from '../src/update/job';
 import { syncUpdate } from '../src/update/sync';
 import { desiredWorkspace } from '../src/workspace/pod';
+import type { KObject } from '../src/lib/k8s';
 import { condition, makeStack, NOW, testConfig } from './builders';
+import { parseOutput, PROGRAM_STACK, RENDER_ENV, runRender } from './render/run';
 import { stackJob, stackWorkspacePod } from './controllers';
 
 const noHosts = (): string => '';
@@ -226,6 +228,21 @@ describe('bounded operations: one registry for every image', () => {
     const own = makeStack({ workspaceTemplate: { spec: { image: 'acme.example.com/pulumi:3' } } });
     expect(container(stackWorkspacePod(own, program, config).statefulSet, 'pulumi').image).toBe(
       'acme.example.com/pulumi:3',
+    );
+  });
+});
+
+describe('bounded operations: render', () => {
+  it('takes IMAGE_REGISTRY like the hook server: the Workspace gets the default image from the registry', () => {
+    const workspaceImage = (env: NodeJS.ProcessEnv): unknown => {
+      const run = runRender(['-o', 'json'], PROGRAM_STACK, env);
+      expect(run.code).toBe(0);
+      const children = (parseOutput(run.stdout).stacks[0]!.response as { children?: KObject[] }).children ?? [];
+      return (children.find((c) => c.kind === 'Workspace') as { spec?: { image?: unknown } } | undefined)?.spec?.image;
+    };
+    expect(workspaceImage(RENDER_ENV)).toBe('example.test/pulumi:3-nonroot');
+    expect(workspaceImage({ ...RENDER_ENV, IMAGE_REGISTRY: 'mirror.example.com' })).toBe(
+      'mirror.example.com/pulumi:3-nonroot',
     );
   });
 });
