@@ -41,6 +41,8 @@ export const Annotations = {
 export const Env = {
   /** JSON OperationRequest, in the Job's runner container. */
   operation: 'PULUMI_OPERATION',
+  /** The operation's deadline in seconds, in the Job's runner container: it cancels the operation then. */
+  operationDeadline: 'PULUMI_OPERATION_DEADLINE_SECONDS',
   /** Base URL of the workspace server, in the Job's runner container. */
   workspaceUrl: 'PULUMI_WORKSPACE_URL',
   /** Names the runner and workspace use to find their own objects. */

@@ -89,6 +89,16 @@ describe('helm template with the default values', () => {
     // No workspace image settings: the hooks default to pulumi/pulumi:<supported version>-nonroot.
     expect(envOf(d).WORKSPACE_IMAGE).toBeUndefined();
     expect(configFromEnv(envOf(d)).workspaceImage).toEqual(DEFAULT_WORKSPACE_IMAGE);
+    // No bounded-operation settings: no deadline, no ephemeral storage, the images' own registries.
+    for (const name of [
+      'IMAGE_REGISTRY',
+      'OPERATION_DEADLINE_SECONDS',
+      'WORKSPACE_EPHEMERAL_STORAGE_REQUEST',
+      'WORKSPACE_EPHEMERAL_STORAGE_LIMIT',
+      'JOB_EPHEMERAL_STORAGE_REQUEST',
+      'JOB_EPHEMERAL_STORAGE_LIMIT',
+    ])
+      expect(envOf(d)[name]).toBeUndefined();
     // No egress lists: only the addresses always denied.
     expect(envOf(d).EGRESS_ALLOW).toBeUndefined();
     expect(envOf(d).EGRESS_DENY).toBeUndefined();
@@ -192,6 +202,12 @@ describe('helm template with every value changed (packaging/testdata/chart-value
       EGRESS_ALLOW: '10.0.0.0/8,*.git.example.com',
       EGRESS_DENY: '10.96.0.0/12,fd00::/8',
       NODE_OPTIONS: '--max-old-space-size=384',
+      IMAGE_REGISTRY: 'registry.example.com',
+      OPERATION_DEADLINE_SECONDS: '3600',
+      WORKSPACE_EPHEMERAL_STORAGE_REQUEST: '2Gi',
+      WORKSPACE_EPHEMERAL_STORAGE_LIMIT: '10Gi',
+      JOB_EPHEMERAL_STORAGE_REQUEST: '64Mi',
+      JOB_EPHEMERAL_STORAGE_LIMIT: '256Mi',
     });
     // …and the hook server accepts them (SSH_KNOWN_HOSTS names the ConfigMap's file, here a copy).
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pko-chart-'));
@@ -214,6 +230,10 @@ describe('helm template with every value changed (packaging/testdata/chart-value
       bodyLimit: 16777216,
       fluxMaxUntarSizeBytes: '209715200',
       agentImagePullPolicy: 'IfNotPresent',
+      imageRegistry: 'registry.example.com',
+      operationDeadlineSeconds: 3600,
+      workspaceEphemeralStorage: { request: '2Gi', limit: '10Gi' },
+      jobEphemeralStorage: { request: '64Mi', limit: '256Mi' },
       workspaceImage: {
         restricted: 'registry.example.com/acme/pulumi-python:3.274.1-nonroot',
         baseline: 'registry.example.com/acme/pulumi-python:3.274.1',
@@ -377,6 +397,8 @@ describe('values the schema rejects', () => {
     [['--set', 'hooks.egress.allow=10.0.0.0/8'], 'allow'],
     [['--set', 'controllers.webhookTimeout=10'], 'webhookTimeout'],
     [['--set', 'podDisruptionBudget.maxUnavailable=1'], 'not both'],
+    [['--set', 'hooks.operationDeadlineSeconds=-1'], 'operationDeadlineSeconds'],
+    [['--set', 'hooks.ephemeralStorage.workspace.limit=lots'], 'limit'],
   ])(
     '%j',
     async (args, mention) => {

@@ -2,15 +2,16 @@ import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { version } from '../../package.json';
+import { boundedSettingsFromEnv, withRegistry, type BoundedSettings } from './bounded/settings';
 import { egressRulesFromEnv, type EgressRules } from './git/egress';
 
 /** Settings of the hook server, from its environment. Nothing here is per request. */
-export interface HookConfig {
+export interface HookConfig extends BoundedSettings {
   port: number;
   host: string;
-  /** The image of the bootstrap and fetch init containers and of the Job runner. */
+  /** The image of the bootstrap and fetch init containers and of the Job runner (IMAGE_REGISTRY applied). */
   agentImage: string;
-  /** Default workspace images (no `workspaceTemplate.spec.image`), per security profile. */
+  /** Default workspace images (no `workspaceTemplate.spec.image`), per security profile (IMAGE_REGISTRY applied). */
   workspaceImage: { restricted: string; baseline: string };
   agentImagePullPolicy?: 'Always' | 'IfNotPresent' | 'Never';
   /** Passed to the fetch container (upstream's FLUX_MAX_UNTAR_SIZE_BYTES). */
@@ -103,13 +104,16 @@ export function configFromEnv(
   env: NodeJS.ProcessEnv = process.env,
   knownHosts: (env: NodeJS.ProcessEnv) => string = readKnownHosts,
 ): HookConfig {
+  const bounded = boundedSettingsFromEnv(env);
+  const image = (ref: string): string => withRegistry(ref, bounded.imageRegistry);
   const config: HookConfig = {
+    ...bounded,
     port: positiveInt('PORT', env.PORT, 8080),
     host: env.HOST || '0.0.0.0',
-    agentImage: env.AGENT_IMAGE || DEFAULT_AGENT_IMAGE,
+    agentImage: image(env.AGENT_IMAGE || DEFAULT_AGENT_IMAGE),
     workspaceImage: {
-      restricted: env.WORKSPACE_IMAGE || DEFAULT_WORKSPACE_IMAGE.restricted,
-      baseline: env.WORKSPACE_IMAGE_BASELINE || DEFAULT_WORKSPACE_IMAGE.baseline,
+      restricted: image(env.WORKSPACE_IMAGE || DEFAULT_WORKSPACE_IMAGE.restricted),
+      baseline: image(env.WORKSPACE_IMAGE_BASELINE || DEFAULT_WORKSPACE_IMAGE.baseline),
     },
     bodyLimit: positiveInt('BODY_LIMIT_BYTES', env.BODY_LIMIT_BYTES, 8 * 1024 * 1024),
     logLevel: env.LOG_LEVEL || 'info',

@@ -1607,6 +1607,10 @@ export interface UpdateTemplateSpec {
    */
   ttlAfterCompleted?: string;
   /**
+   * This operator's addition: the most seconds each operation of the Stack may take. When it passes, the operation is cancelled (Pulumi stops after the steps in flight and unlocks the stack) and fails with reason `DeadlineExceeded`, then is retried like any failure. Without it, the hooks' OPERATION_DEADLINE_SECONDS applies, if set; else there is no deadline.
+   */
+  activeDeadlineSeconds?: number;
+  /**
    * Maximum number of resource operations run at the same time.
    */
   parallel?: number;
@@ -2684,6 +2688,10 @@ export interface UpdateSpec {
    * How long the Update is kept after it completed, as a duration such as `1h` or `30m`, counted from the Complete condition's last transition; then it is deleted. Without it, the Update is kept.
    */
   ttlAfterCompleted?: string;
+  /**
+   * This operator's addition: the most seconds the operation may take, counted from when its Job's pod starts. When it passes, the operation is cancelled (Pulumi stops after the steps in flight and unlocks the stack) and fails with reason `DeadlineExceeded`; the Job's `activeDeadlineSeconds` is this plus 60 s, in case the cancel cannot run. Without it, the hooks' OPERATION_DEADLINE_SECONDS applies, if set; else there is no deadline.
+   */
+  activeDeadlineSeconds?: number;
   /**
    * Maximum number of resource operations run at the same time (all types).
    */

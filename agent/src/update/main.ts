@@ -60,6 +60,8 @@ interface JobContext {
   job: string;
   stack: string;
   startTime: string;
+  /** Seconds the operation may take (PULUMI_OPERATION_DEADLINE_SECONDS); undefined: no deadline. */
+  deadlineSeconds?: number;
 }
 
 function readJobContext(env: NodeJS.ProcessEnv): JobContext {
@@ -80,7 +82,7 @@ function readJobContext(env: NodeJS.ProcessEnv): JobContext {
       reason: 'InvalidArguments',
       exitCode: 2,
     });
-  return {
+  const ctx: JobContext = {
     op,
     url,
     kubeConfig: loadKubeConfig(env),
@@ -89,6 +91,9 @@ function readJobContext(env: NodeJS.ProcessEnv): JobContext {
     stack: env[Env.stackName] ?? op.stack,
     startTime: rfc3339(),
   };
+  const deadline = Number(env[Env.operationDeadline] || NaN);
+  if (Number.isInteger(deadline) && deadline > 0) ctx.deadlineSeconds = deadline;
+  return ctx;
 }
 
 function failedResult(ctx: JobContext, reason: string, message: string): UpdateResult {
@@ -191,7 +196,7 @@ function printLine(line: StreamLine): void {
 class Interruptions {
   /** Aborted when the runner stops waiting for the workspace. */
   readonly abort = new AbortController();
-  /** How many signals arrived. */
+  /** How many interruptions came: signals, and the deadline. */
   received = 0;
   private operationId: string | undefined;
   private endRunner: (code: number) => void = () => undefined;
@@ -212,28 +217,62 @@ class Interruptions {
     if (this.received > 0) void cancelRemoteOperation(this.ctx.url, readToken(), id);
   }
 
+  /** The deadline passed: the operation is cancelled as on a first signal, and its result says why. */
+  watchDeadline(): void {
+    const seconds = this.ctx.deadlineSeconds;
+    if (seconds === undefined) return;
+    setTimeout(() => {
+      if (this.received > 0) return;
+      this.received++;
+      this.deadlineExceeded = true;
+      say(`[pko-agent] the ${this.ctx.op.type} exceeded its deadline of ${seconds}s: cancelling it`);
+      this.interrupt('the deadline');
+    }, seconds * 1000).unref();
+  }
+
+  /** Whether the deadline cancelled the operation. */
+  deadlineExceeded = false;
+
   private readonly onSignal = (sig: NodeJS.Signals): void => {
+    // The deadline's cancel counts as the first interruption.
     this.received++;
-    const { op } = this.ctx;
     if (this.received > 1) {
-      say(`[pko-agent] second ${sig}: writing an Aborted result and exiting`);
-      this.abort.abort();
-      void writeResult(this.ctx, failedResult(this.ctx, 'Aborted', `the ${op.type} was aborted (${sig})`))
-        .catch(() => undefined)
-        .finally(() => this.endRunner(1));
+      this.onSecond(sig);
       return;
     }
-    say(`[pko-agent] ${sig} received: asking the workspace to interrupt the ${op.type}`);
+    say(`[pko-agent] ${sig} received: asking the workspace to interrupt the ${this.ctx.op.type}`);
+    this.interrupt(sig);
+  };
+
+  private onSecond(sig: NodeJS.Signals): void {
+    const { op } = this.ctx;
+    say(`[pko-agent] second ${sig}: writing an Aborted result and exiting`);
+    this.abort.abort();
+    const result = this.deadlineExceeded
+      ? failedResult(
+          this.ctx,
+          'DeadlineExceeded',
+          `the ${op.type} exceeded its deadline of ${this.ctx.deadlineSeconds}s and was cancelled, but had not ` +
+            `stopped when the Job was stopped (${sig}); the workspace still lets Pulumi stop and unlock the stack`,
+        )
+      : failedResult(this.ctx, 'Aborted', `the ${op.type} was aborted (${sig})`);
+    void writeResult(this.ctx, result)
+      .catch(() => undefined)
+      .finally(() => this.endRunner(1));
+  }
+
+  /** Asks the workspace to interrupt the operation, and stops waiting for it after a while. */
+  private interrupt(why: string): void {
     const id = this.operationId;
     if (!id) {
       this.abort.abort();
       return;
     }
     void cancelRemoteOperation(this.ctx.url, readToken(), id).then((s) =>
-      say(`[pko-agent] cancel request for ${id}: ${s}`),
+      say(`[pko-agent] cancel request for ${id} (${why}): ${s}`),
     );
     setTimeout(() => this.abort.abort(), durationMs('PKO_AGENT_CANCEL_TIMEOUT_SECONDS', 570)).unref();
-  };
+  }
 }
 
 /** Waits for the workspace to be ready, saying why not every 15 s. */
@@ -281,11 +320,11 @@ function resultOf(
   }
 }
 
+/** What the operation ended with, and the outputs that go into the outputs Secret. */
+type Ran = { result: UpdateResult; outputs?: Record<string, OutputValue> };
+
 /** Runs the operation through the workspace; never throws. */
-async function runOperation(
-  ctx: JobContext,
-  interruptions: Interruptions,
-): Promise<{ result: UpdateResult; outputs?: Record<string, OutputValue> }> {
+async function runOperation(ctx: JobContext, interruptions: Interruptions): Promise<Ran> {
   const { op, url } = ctx;
   say(`[pko-agent] ${op.type} of stack ${op.stack} through ${url}`);
   const signal = interruptions.abort.signal;
@@ -305,6 +344,13 @@ async function runOperation(
     signal,
   );
   return resultOf(ctx, outcome, interruptions.received > 0);
+}
+
+/** A failed result of an operation its deadline cancelled says so. */
+function withDeadline(ctx: JobContext, ran: Ran, deadlineExceeded: boolean): Ran {
+  if (!deadlineExceeded || ran.result.state !== 'failed') return ran;
+  const message = `the ${ctx.op.type} exceeded its deadline of ${ctx.deadlineSeconds}s and was cancelled: ${ran.result.message}`;
+  return { ...ran, result: { ...ran.result, reason: 'DeadlineExceeded', message } };
 }
 
 /** Creates the outputs Secret of a successful `up`; a failure to do so fails the result. */
@@ -363,8 +409,9 @@ export async function updateCommand(): Promise<number> {
   const ctx = readJobContext(process.env);
   const interruptions = new Interruptions(ctx);
   interruptions.listen();
+  interruptions.watchDeadline();
   const run = async (): Promise<number> => {
-    const ran = await runOperation(ctx, interruptions);
+    const ran = withDeadline(ctx, await runOperation(ctx, interruptions), interruptions.deadlineExceeded);
     const result = ran.outputs ? await withOutputsSecret(ctx, ran.result, ran.outputs) : ran.result;
     return reportResult(ctx, result);
   };

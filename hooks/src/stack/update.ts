@@ -101,6 +101,8 @@ export function buildUpdate(stack: Stack, type: OperationType, message: string, 
     ttlAfterCompleted: stack.spec.updateTemplate?.spec?.ttlAfterCompleted ?? DEFAULT_TTL,
     ...op,
   };
+  const deadline = stack.spec.updateTemplate?.spec?.activeDeadlineSeconds;
+  if (deadline !== undefined) spec.activeDeadlineSeconds = deadline;
   let update: Update & KObject = {
     apiVersion: WORKSPACE_API_VERSION,
     kind: 'Update',

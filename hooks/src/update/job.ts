@@ -9,6 +9,7 @@ import {
   type OperationType,
   type UpdateResult,
 } from '../../../contract';
+import { withEphemeralStorage } from '../bounded/resources';
 import type { HookConfig } from '../config';
 import { stableStringify } from '../lib/json';
 import { conditionOf, type Json, type KObject, type Typed } from '../lib/k8s';
@@ -45,6 +46,19 @@ export function operationOf(spec: UpdateSpec, type: OperationType): OperationReq
   return op;
 }
 
+/**
+ * Seconds the Job may run beyond the operation's deadline, before Kubernetes stops it: time for
+ * the runner, which cancels the operation at the deadline, to see Pulumi stop and report.
+ */
+export const DEADLINE_ALLOWANCE_SECONDS = 60;
+
+/** The operation's deadline in seconds: the Update's own, else the hooks' default; undefined: none. */
+export function operationDeadline(spec: UpdateSpec, config: HookConfig): number | undefined {
+  const own = spec.activeDeadlineSeconds;
+  if (own !== undefined && Number.isInteger(own) && own > 0) return own;
+  return config.operationDeadlineSeconds;
+}
+
 /** The labels an Update passes on to its Job and identity: its own but Metacontroller's selector label. */
 export function updateLabels(update: Update, type: OperationType): Record<string, string> {
   const labels: Record<string, string> = {};
@@ -63,6 +77,7 @@ export function buildJob(update: Update, type: OperationType, config: HookConfig
   const namespace = update.metadata.namespace ?? '';
   const workspace = spec.workspaceName ?? '';
   const labels = updateLabels(update, type);
+  const deadline = operationDeadline(spec, config);
 
   const runner: V1Container = {
     name: 'update',
@@ -74,9 +89,10 @@ export function buildJob(update: Update, type: OperationType, config: HookConfig
       { name: Env.jobName, value: name },
       { name: Env.stackName, value: workspace },
       { name: Env.podNamespace, valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.namespace' } } },
+      ...(deadline !== undefined ? [{ name: Env.operationDeadline, value: String(deadline) }] : []),
     ],
     volumeMounts: [{ name: 'workspace-token', mountPath: Paths.tokenDir, readOnly: true }],
-    resources: { requests: { cpu: '10m', memory: '64Mi' } },
+    resources: withEphemeralStorage({ requests: { cpu: '10m', memory: '64Mi' } }, config.jobEphemeralStorage),
     securityContext: structuredClone(RESTRICTED_CONTAINER_SECURITY),
   };
   if (config.agentImagePullPolicy) runner.imagePullPolicy = config.agentImagePullPolicy;
@@ -120,6 +136,8 @@ export function buildJob(update: Update, type: OperationType, config: HookConfig
     spec: {
       // Retries are the Stack's business (backoff, failure budget), never the Job controller's.
       backoffLimit: 0,
+      // The runner cancels the operation at its deadline; Kubernetes stops the Job if it cannot.
+      ...(deadline !== undefined ? { activeDeadlineSeconds: deadline + DEADLINE_ALLOWANCE_SECONDS } : {}),
       // No ttlSecondsAfterFinished: the TTL controller would delete a Job whose result nobody has
       // read yet. The Job goes with its Update (docs/design.md#update-retention).
       template,

@@ -108,6 +108,9 @@ function specProblem(update: Update, type: OperationType | undefined): string | 
   if (key !== undefined) return `${dottedPath('spec', key)}: ${PROTOTYPE_KEY_PROBLEM}`;
   if (type === undefined)
     return `spec.type must be one of up, preview, refresh, destroy; got ${JSON.stringify(update.spec?.type ?? '')}`;
+  const deadline: unknown = update.spec?.activeDeadlineSeconds;
+  if (deadline !== undefined && !(Number.isInteger(deadline) && (deadline as number) > 0))
+    return `spec.activeDeadlineSeconds must be a positive integer; got ${JSON.stringify(deadline)}`;
   return undefined;
 }
 

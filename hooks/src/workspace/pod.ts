@@ -21,6 +21,7 @@ import {
   type ConfigItem,
   type WorkspaceStackSpec,
 } from '../../../contract';
+import { withEphemeralStorage } from '../bounded/resources';
 import type { HookConfig } from '../config';
 import { knownHostsLinesFor } from '../git/known-hosts';
 import { shortHash, stableStringify } from '../lib/json';
@@ -287,6 +288,11 @@ export function desiredWorkspace(ws: Workspace, config: HookConfig): DesiredWork
     const merged = strategicMerge({ initContainers: ours }, { initContainers: userInit ?? [] }).initContainers;
     pod.spec!.initContainers = merged;
   }
+  // The configured ephemeral storage, where the Workspace's resources and podTemplate set none.
+  const storage = config.workspaceEphemeralStorage;
+  if (storage)
+    for (const c of pod.spec!.containers)
+      if (c.name === 'pulumi') c.resources = withEphemeralStorage(c.resources ?? {}, storage);
   // Upstream's dynamic env: every container sees PULUMI_ENV, so an init container can add variables.
   for (const c of [...(pod.spec!.initContainers ?? []), ...pod.spec!.containers]) {
     c.env = [...(c.env ?? []).filter((e) => e.name !== Env.pulumiEnv), { name: Env.pulumiEnv, value: Paths.envFile }];
