@@ -10,7 +10,11 @@
  * and a workspaceTemplate (image, resources, an extra volume), runs three updates, then reads the
  * Stack, its children and its related Program from the API server and writes the sync request
  * Metacontroller builds from them (hook version v2: objects by `<Kind>.<apiVersion>`, then by
- * `<namespace>/<name>`) to bench/requests/steady-state-sync.json.
+ * `<namespace>/<name>`) to bench/requests/steady-state-sync.json. A Stack at rest costs more than
+ * its own sync on every resync: its Workspace and each kept Update are parents of their own
+ * controllers, so their sync requests are written next to it, read the same way (children by the
+ * controller manifest's kinds and owner, related objects by the customize hook's rules):
+ * steady-state-workspace-sync.json and steady-state-update-sync-<n>.json (oldest Update first).
  *
  * Run: e2e/toolchain/build.sh (once), then npm run build && npm run testbed:images &&
  *   bash e2e/testbed/node/run-in-testbed.sh node dist/bench/capture-sync-request.js (the real node, as the e2e suite)
@@ -22,10 +26,11 @@ import { Agent, request } from 'undici';
 import * as k8s from '@kubernetes/client-node';
 import { AGENT_IMAGE, startOperator, type Operator } from '../e2e/harness';
 import { REPO_ROOT } from '../e2e/testbed/toolchain';
-import { customizeStack } from '../hooks/src/stack/customize';
-import type { Stack } from '../schemas/generated/types';
+import { customizeStack, type RelatedResourceRule } from '../hooks/src/stack/customize';
+import { customizeUpdate } from '../hooks/src/update/customize';
+import type { Stack, Update } from '../schemas/generated/types';
 
-const OUT = join(REPO_ROOT, 'bench', 'requests', 'steady-state-sync.json');
+const REQUESTS_DIR = join(REPO_ROOT, 'bench', 'requests');
 const NS = 'team-a';
 const STACK = 'my-stack';
 
@@ -37,11 +42,12 @@ type Obj = {
     namespace?: string;
     uid?: string;
     labels?: Record<string, string>;
+    creationTimestamp?: string;
     ownerReferences?: { uid: string; controller?: boolean }[];
   };
 } & Record<string, unknown>;
 
-/** The parts of manifests/metacontroller/stack-controller.yaml this script reads. */
+/** The parts of a controller manifest of manifests/metacontroller/ this script reads. */
 interface ControllerManifest {
   spec: { childResources: { apiVersion: string; resource: string }[] };
 }
@@ -81,12 +87,77 @@ const KINDS: Record<string, string> = {
   roles: 'Role',
   rolebindings: 'RoleBinding',
   programs: 'Program',
+  workspaces: 'Workspace',
+  updates: 'Update',
 };
 
 function kindOf(resource: string): string {
   const kind = KINDS[resource];
   if (!kind) throw new Error(`no kind known for resource ${resource}`);
   return kind;
+}
+
+interface SyncRequest {
+  controller: ControllerManifest;
+  parent: Obj;
+  children: Record<string, Record<string, Obj>>;
+  related: Record<string, Record<string, Obj>>;
+  finalizing: false;
+}
+
+/**
+ * The sync request Metacontroller sends `parent`'s controller (manifests/metacontroller/`file`):
+ * every object of its child kinds that `parent` controls, and the related objects `rules` select.
+ */
+async function syncRequestOf(
+  op: Operator,
+  file: string,
+  parent: Obj,
+  rules: RelatedResourceRule[],
+): Promise<SyncRequest> {
+  const controller = load(
+    readFileSync(join(REPO_ROOT, 'manifests', 'metacontroller', file), 'utf8'),
+  ) as ControllerManifest;
+  const children: Record<string, Record<string, Obj>> = {};
+  for (const rule of controller.spec.childResources) {
+    const kind = kindOf(rule.resource);
+    const owned = (await list(op, rule.apiVersion, kind, rule.resource)).filter((o) =>
+      (o.metadata.ownerReferences ?? []).some((r) => r.controller === true && r.uid === parent.metadata.uid),
+    );
+    children[typeKey({ apiVersion: rule.apiVersion, kind })] = byKey(owned);
+  }
+  const related: Record<string, Record<string, Obj>> = {};
+  for (const rule of rules) {
+    const kind = kindOf(rule.resource);
+    const all = await list(op, rule.apiVersion, kind, rule.resource);
+    const selected = all.filter(
+      (o) =>
+        (!rule.names || rule.names.includes(o.metadata.name)) &&
+        Object.entries(rule.labelSelector?.matchLabels ?? {}).every(([k, v]) => o.metadata.labels?.[k] === v),
+    );
+    Object.assign((related[typeKey({ apiVersion: rule.apiVersion, kind })] ??= {}), byKey(selected));
+  }
+  return { controller, parent, children, related, finalizing: false };
+}
+
+/** Writes one recorded request to bench/requests/, with the agent image the hooks answering it need. */
+function write(file: string, requestBody: SyncRequest): void {
+  mkdirSync(REQUESTS_DIR, { recursive: true });
+  const out = join(REQUESTS_DIR, file);
+  writeFileSync(
+    out,
+    `${JSON.stringify(
+      {
+        note: 'Written by bench/capture-sync-request.ts from a real kube-apiserver; the hook server answering it needs AGENT_IMAGE below.',
+        capturedWith: process.env.METACONTROLLER_BIN ? 'Metacontroller binary' : 'the test bed Metacontroller driver',
+        agentImage: AGENT_IMAGE,
+        request: requestBody,
+      },
+      null,
+      1,
+    )}\n`,
+  );
+  console.log(`wrote ${out}: ${Buffer.byteLength(JSON.stringify(requestBody))} bytes of request`);
 }
 
 async function main(): Promise<void> {
@@ -174,50 +245,32 @@ async function main(): Promise<void> {
       await op.readyStack(NS, STACK, (s: Stack) => s.status?.lastUpdate?.name !== before);
     }
 
-    const parent = await apiGet<Stack>(op, stackPath);
-    const controller = load(
-      readFileSync(join(REPO_ROOT, 'manifests', 'metacontroller', 'stack-controller.yaml'), 'utf8'),
-    ) as ControllerManifest;
-    const children: Record<string, Record<string, Obj>> = {};
-    for (const rule of controller.spec.childResources) {
-      const kind = kindOf(rule.resource);
-      const owned = (await list(op, rule.apiVersion, kind, rule.resource)).filter((o) =>
-        (o.metadata.ownerReferences ?? []).some((r) => r.controller === true && r.uid === parent.metadata.uid),
-      );
-      children[typeKey({ apiVersion: rule.apiVersion, kind })] = byKey(owned);
-    }
-    const jobs = Object.values(children['Job.batch/v1'] ?? {});
-    if (jobs.length !== 3) throw new Error(`expected the three update Jobs, found ${jobs.length}`);
-
-    // Related objects, by the rules the customize hook gives for this Stack (its Program; no refresh requests).
-    const related: Record<string, Record<string, Obj>> = {};
-    for (const rule of customizeStack(parent).relatedResources) {
-      const kind = kindOf(rule.resource);
-      const all = await list(op, rule.apiVersion, kind, rule.resource);
-      const selected = all.filter(
-        (o) =>
-          (!rule.names || rule.names.includes(o.metadata.name)) &&
-          Object.entries(rule.labelSelector?.matchLabels ?? {}).every(([k, v]) => o.metadata.labels?.[k] === v),
-      );
-      Object.assign((related[typeKey({ apiVersion: rule.apiVersion, kind })] ??= {}), byKey(selected));
-    }
-
-    const requestBody = { controller, parent, children, related, finalizing: false };
-    mkdirSync(join(REPO_ROOT, 'bench', 'requests'), { recursive: true });
-    writeFileSync(
-      OUT,
-      `${JSON.stringify(
-        {
-          note: 'Written by bench/capture-sync-request.ts from a real kube-apiserver; the hook server answering it needs AGENT_IMAGE below.',
-          capturedWith: process.env.METACONTROLLER_BIN ? 'Metacontroller binary' : 'the test bed Metacontroller driver',
-          agentImage: AGENT_IMAGE,
-          request: requestBody,
-        },
-        null,
-        1,
-      )}\n`,
+    const parent = await apiGet<Stack & Obj>(op, stackPath);
+    const stackRequest = await syncRequestOf(
+      op,
+      'stack-controller.yaml',
+      parent,
+      customizeStack(parent).relatedResources,
     );
-    console.log(`wrote ${OUT}: ${Buffer.byteLength(JSON.stringify(requestBody))} bytes of request`);
+    const updates = Object.values(stackRequest.children['Update.auto.pulumi.com/v1alpha1'] ?? {}).sort((a, b) =>
+      (a.metadata.creationTimestamp ?? '').localeCompare(b.metadata.creationTimestamp ?? ''),
+    );
+    if (updates.length !== 3) throw new Error(`expected the three Updates kept, found ${updates.length}`);
+    const workspaces = Object.values(stackRequest.children['Workspace.auto.pulumi.com/v1alpha1'] ?? {});
+    if (workspaces.length !== 1) throw new Error(`expected the Stack's Workspace, found ${workspaces.length}`);
+    write('steady-state-sync.json', stackRequest);
+    write('steady-state-workspace-sync.json', await syncRequestOf(op, 'workspace-controller.yaml', workspaces[0]!, []));
+    for (const [i, update] of updates.entries()) {
+      const request = await syncRequestOf(
+        op,
+        'update-controller.yaml',
+        update,
+        customizeUpdate(update as Update).relatedResources,
+      );
+      const jobs = Object.keys(request.children['Job.batch/v1'] ?? {});
+      if (jobs.length !== 1) throw new Error(`expected the Job of ${update.metadata.name}, found ${jobs.length}`);
+      write(`steady-state-update-sync-${i + 1}.json`, request);
+    }
   } finally {
     await op.stop();
   }

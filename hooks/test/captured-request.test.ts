@@ -1,106 +1,190 @@
 /**
- * A sync request recorded from a real cluster (bench/requests/steady-state-sync.json, written by
- * bench/capture-sync-request.ts): a Stack at rest after three updates, its children as the API
- * server stores them (managedFields, defaulted pod templates, the Job and StatefulSet controllers'
- * status, Metacontroller's last-applied annotation). The hooks must see it as at rest: Ready, no
- * new Job, every child kept, the workspace unchanged (no rollout). The benchmark measures this
- * request, so this test also says when the recording no longer matches what the hooks build: then
- * record it again (see the script's header).
+ * Sync requests recorded from a real cluster (bench/requests/steady-state-*.json, written by
+ * bench/capture-sync-request.ts): a Stack at rest after three updates, its Workspace and its three
+ * kept Updates, each with its children as the API server stores them (managedFields, defaulted pod
+ * templates, the Job and StatefulSet controllers' status, Metacontroller's last-applied annotation).
+ * The hooks must see each as at rest: the Stack Ready with its Workspace and Updates as last
+ * applied, the Workspace Ready with its children as last applied (no rollout), each Update Complete
+ * with no new child. The benchmarks measure these requests, so this test also says when the
+ * recordings no longer match what the hooks build: then record them again (see the script's header).
  */
 import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { request as httpRequest } from 'undici';
 import { join } from 'node:path';
-import { validateCompositeSyncRequest, validateStack } from '../../schemas';
+import {
+  validateCompositeSyncRequest,
+  validateStack,
+  validateUpdate,
+  validateWorkspace,
+  type Validator,
+} from '../../schemas';
+import type { Update, Workspace } from '../../schemas/generated/types';
 import { configFromEnv } from '../src/config';
 import { buildServer } from '../src/server';
-import { syncStack } from './controllers';
-import type { StackSyncRequest } from '../src/stack/sync';
-import type { KObject } from '../src/lib/k8s';
-import { stackSyncAnswer } from './answers';
-import { workspaceHashOf } from './builders';
+import { syncStack, type StackSyncRequest } from '../src/stack/sync';
+import { syncUpdate, type UpdateSyncRequest } from '../src/update/sync';
+import { syncWorkspace, type WorkspaceSyncRequest } from '../src/workspace/sync';
+import { LAST_APPLIED_ANNOTATION, type KObject, type ObjectMap } from '../src/lib/k8s';
+import { stackSyncAnswer, updateSyncAnswer, workspaceSyncAnswer } from './answers';
+import { condition, workspaceHashOf } from './builders';
 import { asChild } from './children';
 import { isRecord } from './json';
 
-/** A Stack sync request: valid as Metacontroller's request, with a parent valid as a Stack. */
-function isStackSyncRequest(value: unknown): value is StackSyncRequest {
-  return validateCompositeSyncRequest(value).ok && isRecord(value) && validateStack(value.parent).ok;
+const REQUESTS = join(__dirname, '..', '..', 'bench', 'requests');
+
+/**
+ * A recorded request and the agent image the hooks that answered it were configured with: valid as
+ * Metacontroller's request, with a parent valid against `parentSchema`.
+ */
+function recording<R>(file: string, parentSchema: Validator): { request: R; agentImage: string } {
+  const data: unknown = JSON.parse(readFileSync(join(REQUESTS, file), 'utf8'));
+  if (!isRecord(data) || typeof data.agentImage !== 'string') throw new Error(`${file} holds no agent image`);
+  const request = data.request;
+  if (!validateCompositeSyncRequest(request).ok || !isRecord(request) || !parentSchema(request.parent).ok)
+    throw new Error(`${file} holds no valid sync request for its kind`);
+  return { request: request as R, agentImage: data.agentImage };
 }
 
-/** The recorded request and the agent image the hooks that answered it were configured with. */
-function recording(): { request: StackSyncRequest; agentImage: string } {
-  const file: unknown = JSON.parse(
-    readFileSync(join(__dirname, '..', '..', 'bench', 'requests', 'steady-state-sync.json'), 'utf8'),
-  );
-  if (!isRecord(file) || !isStackSyncRequest(file.request) || typeof file.agentImage !== 'string')
-    throw new Error('steady-state-sync.json holds no Stack sync request and agent image');
-  return { request: file.request, agentImage: file.agentImage };
-}
-
-const { request, agentImage } = recording();
-const config = { ...configFromEnv({}), agentImage };
-// An hour after the recorded Stack's last update: the answer (Job retention's resyncAfterSeconds)
+const stack = recording<StackSyncRequest>('steady-state-sync.json', validateStack);
+const workspace = recording<WorkspaceSyncRequest & { parent: Workspace }>(
+  'steady-state-workspace-sync.json',
+  validateWorkspace,
+);
+const updates = [1, 2, 3].map((n) =>
+  recording<UpdateSyncRequest & { parent: Update }>(`steady-state-update-sync-${n}.json`, validateUpdate),
+);
+const config = { ...configFromEnv({}), agentImage: stack.agentImage };
+// An hour after the recorded Stack's last update: the answer (Update retention's resyncAfterSeconds)
 // depends on the clock, so a fixed one keeps it the same on every run and across a second boundary.
-const NOW = new Date(Date.parse(request.parent.status?.lastUpdate?.lastResyncTime ?? '') + 3600_000);
-// Copied into KObjects, whose metadata is open: the API server adds fields (managedFields) the schema leaves out.
-const observed: KObject[] = Object.values(request.children ?? {})
-  .flatMap((byName) => Object.values(byName))
-  .map((o) => ({ ...o, metadata: { ...o.metadata } }));
-const names = (objects: readonly { kind: string; metadata: { name?: string } }[]) =>
-  objects.map((o) => `${o.kind}/${o.metadata.name}`).sort();
-const hashOf = (sts: unknown) => workspaceHashOf(asChild(sts, 'StatefulSet'));
+const NOW = new Date(Date.parse(stack.request.parent.status?.lastUpdate?.lastResyncTime ?? '') + 3600_000);
 
-describe('a sync request recorded from a real cluster, Stack at rest', () => {
-  it('is a valid Metacontroller request with what the API server adds', () => {
-    expect(validateCompositeSyncRequest(request)).toEqual({ ok: true });
+// Copied into KObjects, whose metadata is open: the API server adds fields (managedFields) the schema leaves out.
+const objects = (children: ObjectMap | undefined): KObject[] =>
+  Object.values(children ?? {})
+    .flatMap((byName) => Object.values(byName))
+    .map((o) => ({ ...o, metadata: { ...o.metadata } }));
+const names = (list: readonly { kind: string; metadata: { name?: string } }[]) =>
+  list.map((o) => `${o.kind}/${o.metadata.name}`).sort();
+
+/** What Metacontroller applied last to `observed` (its annotation), to compare a desired child with. */
+function lastApplied(observed: KObject): unknown {
+  const text = observed.metadata.annotations?.[LAST_APPLIED_ANNOTATION];
+  if (text === undefined) throw new Error(`${observed.kind}/${observed.metadata.name} has no last-applied annotation`);
+  return JSON.parse(text);
+}
+
+/**
+ * Each desired child is what Metacontroller last applied to the observed one: nothing to update.
+ * Metacontroller applies a child with its parent's generated selector label (generateSelector).
+ * Children of kinds in `onDelete` (that update strategy: never updated) need only be returned.
+ */
+function expectAsLastApplied(
+  desired: readonly KObject[],
+  observed: readonly KObject[],
+  parent: { metadata: { uid?: string } },
+  onDelete: readonly string[] = [],
+): void {
+  expect(names(desired)).toEqual(names(observed));
+  for (const d of desired.filter((c) => !onDelete.includes(c.kind))) {
+    const o = observed.find((c) => c.kind === d.kind && c.metadata.name === d.metadata.name);
+    const labels = { ...d.metadata.labels, 'controller-uid': parent.metadata.uid };
+    expect(o && lastApplied(o)).toEqual({ ...d, metadata: { ...d.metadata, labels } });
+  }
+}
+
+describe('sync requests recorded from a real cluster, a Stack at rest', () => {
+  it('are valid Metacontroller requests with what the API server adds', () => {
+    const all = [stack, workspace, ...updates].flatMap((r) => objects(r.request.children));
     expect(
-      observed.every((o) => Array.isArray(o.metadata.managedFields) && typeof o.metadata.resourceVersion === 'string'),
+      all.every((o) => Array.isArray(o.metadata.managedFields) && typeof o.metadata.resourceVersion === 'string'),
     ).toBe(true);
-    expect(names(observed.filter((o) => o.kind === 'Job'))).toHaveLength(3);
+    const stackChildren = objects(stack.request.children);
+    expect(names(stackChildren.filter((o) => o.kind === 'Update'))).toHaveLength(3);
+    expect(names(stackChildren.filter((o) => o.kind === 'Workspace'))).toEqual([
+      `Workspace/${stack.request.parent.metadata.name}`,
+    ]);
+    expect(updates.map((u) => u.agentImage)).toEqual(updates.map(() => stack.agentImage));
+    expect(workspace.agentImage).toBe(stack.agentImage);
   });
 
-  it('gets a steady answer: Ready, every child kept, no new Job, the same workspace', () => {
-    const response = syncStack(request, { config, now: NOW, lookups: new Map() });
-    const ready = response.status.conditions?.find((c) => c.type === 'Ready');
-    expect(ready).toMatchObject({
+  it('the Stack: Ready, its Workspace as last applied, its three Updates kept, no new one', () => {
+    const response = syncStack(stack.request, { config, now: NOW, lookups: new Map() });
+    expect(condition(response.status, 'Ready')).toMatchObject({
       status: 'True',
       reason: 'ProcessingCompleted',
-      observedGeneration: request.parent.metadata.generation,
+      observedGeneration: stack.request.parent.metadata.generation,
     });
     expect(response.status.currentUpdate).toBeUndefined();
-    expect(request.parent.status?.lastUpdate).toBeDefined();
-    expect(response.status.lastUpdate).toEqual(request.parent.status?.lastUpdate);
-    expect(names(response.children)).toEqual(names(observed));
-    const desired = response.children.find((c) => c.kind === 'StatefulSet');
-    const actual = observed.find((c) => c.kind === 'StatefulSet');
-    expect(hashOf(desired)).toBeDefined();
-    expect(hashOf(desired)).toBe(hashOf(actual));
+    expect(stack.request.parent.status?.lastUpdate).toBeDefined();
+    expect(response.status.lastUpdate).toEqual(stack.request.parent.status?.lastUpdate);
+    // The Updates (OnDelete, as the stack controller declares them) are kept by name; the Workspace as last applied.
+    expectAsLastApplied(response.children, objects(stack.request.children), stack.request.parent, ['Update']);
   });
 
-  it('is answered over HTTP with the same bytes every time, and the same with its managed fields parsed', async () => {
+  it('the Workspace: Ready, its StatefulSet, Service and Role as last applied, the same pod template', () => {
+    const response = syncWorkspace(workspace.request, { config, now: NOW });
+    expect(condition(response.status, 'Ready')).toMatchObject({ status: 'True', reason: 'Succeeded' });
+    expect(condition(response.status, 'Stalled')).toBeUndefined();
+    expect(response.status.observedGeneration).toBe(workspace.request.parent.metadata.generation);
+    const observed = objects(workspace.request.children);
+    expectAsLastApplied(response.children, observed, workspace.request.parent);
+    const hashOf = (list: readonly KObject[]) =>
+      workspaceHashOf(
+        asChild(
+          list.find((c) => c.kind === 'StatefulSet'),
+          'StatefulSet',
+        ),
+      );
+    expect(hashOf(response.children)).toBeDefined();
+    expect(hashOf(response.children)).toBe(hashOf(observed));
+  });
+
+  it.each(updates.map((u, i) => [i + 1, u] as const))(
+    'Update %i: Complete, succeeded, its Job and identity kept, no new child',
+    (_n, update) => {
+      const response = syncUpdate(update.request, { config, now: NOW });
+      expect(condition(response.status, 'Complete')).toMatchObject({ status: 'True', reason: 'Updated' });
+      expect(condition(response.status, 'Failed')).toMatchObject({ status: 'False', reason: 'UpdateSucceeded' });
+      expect(response.status.conditions).toEqual(update.request.parent.status?.conditions);
+      expect(response.resyncAfterSeconds).toBeUndefined();
+      expectAsLastApplied(response.children, objects(update.request.children), update.request.parent);
+    },
+  );
+
+  it('are answered over HTTP with the same bytes every time, and the same with their managed fields parsed', async () => {
     const { app } = buildServer(config, { logger: false, clock: () => NOW });
     await app.listen({ port: 0, host: '127.0.0.1' });
     try {
-      const post = async (body: string) => {
-        const res = await httpRequest(`http://127.0.0.1:${(app.server.address() as AddressInfo).port}/stack/sync`, {
+      const post = async (route: string, body: string) => {
+        const res = await httpRequest(`http://127.0.0.1:${(app.server.address() as AddressInfo).port}${route}`, {
           method: 'POST',
           headers: { 'content-type': 'application/json' },
           body,
         });
         return { status: res.statusCode, body: await res.body.text() };
       };
-      const first = await post(JSON.stringify(request));
-      const second = await post(JSON.stringify(request));
-      expect(first.status).toBe(200);
-      expect(stackSyncAnswer(JSON.parse(first.body)).status.conditions?.[0]).toMatchObject({
-        type: 'Ready',
-        status: 'True',
-      });
-      expect(second.body).toBe(first.body);
-      // Indented, the managed fields are parsed with the rest (http/managed-fields.ts only cuts Go's
-      // compact `"managedFields":[`): the answer must not depend on them.
-      const parsedWhole = await post(JSON.stringify(request, null, 2));
-      expect(parsedWhole.body).toBe(first.body);
+      const cases: (readonly [
+        string,
+        unknown,
+        (body: unknown) => { status: { conditions?: { type: string }[] } },
+        string,
+      ])[] = [
+        ['/stack/sync', stack.request, stackSyncAnswer, 'Ready'],
+        ['/workspace/sync', workspace.request, workspaceSyncAnswer, 'Ready'],
+        ...updates.map((u) => ['/update/sync', u.request, updateSyncAnswer, 'Complete'] as const),
+      ];
+      for (const [route, request, read, atRest] of cases) {
+        const first = await post(route, JSON.stringify(request));
+        const second = await post(route, JSON.stringify(request));
+        expect(first.status).toBe(200);
+        expect(condition(read(JSON.parse(first.body)).status, atRest)).toMatchObject({ status: 'True' });
+        expect(second.body).toBe(first.body);
+        // Indented, the managed fields are parsed with the rest (http/managed-fields.ts only cuts Go's
+        // compact `"managedFields":[`): the answer must not depend on them.
+        const parsedWhole = await post(route, JSON.stringify(request, null, 2));
+        expect(parsedWhole.body).toBe(first.body);
+      }
     } finally {
       await app.close();
     }
