@@ -12,11 +12,14 @@
  * made: git lookups (a fake git host) and Kubernetes API calls (a fake API server: Events, the
  * gauges' list and watch), both on loopback (./scale-fakes.ts).
  *
- * Run: npm run bench:scale -- [--stacks 1000] [--seed 22] [--namespaces 50] [--resyncs 3] [--json]
- * The replicas are `node dist/hooks/src/main.js` as deployed (LOG_LEVEL info, logs drained).
+ * Run: npm run bench:scale -- [--stacks 1000] [--seed 22] [--namespaces 50] [--resyncs 3]
+ *   [--memory-limit 512] [--json]
+ * The replicas are `node dist/hooks/src/main.js` as deployed (LOG_LEVEL info, logs drained), each
+ * in a memory cgroup of the chart's limit (--memory-limit MiB, 0: none; needs root), since V8
+ * sizes its heap from it.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -42,12 +45,40 @@ interface Replica {
   name: string;
   child: ChildProcess;
   url: string;
+  /** The replica's own memory cgroup, removed when it has exited. */
+  cgroup?: string;
 }
 
-async function startReplica(name: string, port: number, agentImage: string, kubeconfig: string): Promise<Replica> {
+/**
+ * A memory cgroup of `limitMiB` for one replica (v2, else v1's memory controller), as a container
+ * with the chart's memory limit has. V8 sizes its heap from it (a 512 MiB limit: a heap limit of
+ * about 260 MB and a small young generation; without one, on this 24 GB machine, 4.2 GB).
+ */
+function memoryCgroup(name: string, limitMiB: number): string {
+  const bytes = String(limitMiB * 2 ** 20);
+  const v2 = existsSync('/sys/fs/cgroup/cgroup.controllers');
+  const dir = join(v2 ? '/sys/fs/cgroup' : '/sys/fs/cgroup/memory', `pko-scale-${process.pid}-${name}`);
+  mkdirSync(dir);
+  writeFileSync(join(dir, v2 ? 'memory.max' : 'memory.limit_in_bytes'), bytes);
+  return dir;
+}
+
+async function startReplica(
+  name: string,
+  port: number,
+  agentImage: string,
+  kubeconfig: string,
+  limitMiB: number,
+): Promise<Replica> {
   const main = join(ROOT, 'dist', 'hooks', 'src', 'main.js');
   const probe = join(__dirname, 'scale-gc-probe.js');
-  const child = spawn(process.execPath, ['--expose-gc', '-r', probe, main], {
+  const cgroup = limitMiB > 0 ? memoryCgroup(name, limitMiB) : undefined;
+  const argv = [process.execPath, '--expose-gc', '-r', probe, main];
+  // The shell joins the cgroup, then becomes node: the replica starts inside its limit.
+  const [command, ...args] = cgroup
+    ? ['sh', '-c', `echo $$ > ${join(cgroup, 'cgroup.procs')} && exec "$0" "$@"`, ...argv]
+    : argv;
+  const child = spawn(command!, args, {
     env: {
       PATH: process.env.PATH,
       HOME: process.env.HOME,
@@ -55,6 +86,9 @@ async function startReplica(name: string, port: number, agentImage: string, kube
       HOST: '127.0.0.1',
       AGENT_IMAGE: agentImage,
       KUBECONFIG: kubeconfig,
+      // For trying V8 or allocator settings on the replicas (docs/benchmarks.md, "Scale").
+      ...(process.env.SCALE_REPLICA_NODE_OPTIONS ? { NODE_OPTIONS: process.env.SCALE_REPLICA_NODE_OPTIONS } : {}),
+      ...(process.env.MALLOC_ARENA_MAX ? { MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX } : {}),
     },
     stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
   });
@@ -64,7 +98,7 @@ async function startReplica(name: string, port: number, agentImage: string, kube
     try {
       const res = await httpRequest(`${url}/readyz`);
       await res.body.text();
-      if (res.statusCode === 200) return { name, child, url };
+      if (res.statusCode === 200) return { name, child, url, ...(cgroup ? { cgroup } : {}) };
     } catch {
       /* not listening yet */
     }
@@ -88,13 +122,14 @@ function memoryMiB(pid: number): { rss: number; hwm: number } {
 }
 
 /** Heap and RSS after two full collections in the replica (./scale-gc-probe.ts), in MiB. */
-function afterGc(child: ChildProcess): Promise<{ rss: number; heapUsed: number; external: number }> {
+function afterGc(child: ChildProcess): Promise<{ rss: number; heapTotal: number; heapUsed: number; external: number }> {
   return new Promise((resolve) => {
     child.once('message', (m) => {
       const { memory } = m as { memory: NodeJS.MemoryUsage };
       const mib = (x: number) => Math.round(x / 2 ** 20);
       resolve({
         rss: mib(memory.rss),
+        heapTotal: mib(memory.heapTotal),
         heapUsed: mib(memory.heapUsed),
         external: mib(memory.external + memory.arrayBuffers),
       });
@@ -133,7 +168,7 @@ interface ResyncResult {
     rssMiB: number;
     peakRssMiB: number;
     /** After the resync, two full collections: what the replica keeps. */
-    afterGcMiB?: { rss: number; heapUsed: number; external: number };
+    afterGcMiB?: { rss: number; heapTotal: number; heapUsed: number; external: number };
     cache: Record<string, number>;
   }[];
   gitRequests: Record<string, number>;
@@ -236,6 +271,9 @@ async function main(): Promise<void> {
   const count = option('stacks', 1000);
   const seed = option('seed', 22);
   const namespaces = option('namespaces', 50);
+  const at = process.argv.indexOf('--memory-limit');
+  const limitMiB = at < 0 ? 512 : Number(process.argv[at + 1]);
+  if (!Number.isInteger(limitMiB) || limitMiB < 0) throw new Error('--memory-limit must be a number of MiB (0: none)');
   const git = await fakeGitHost();
   const api = await fakeApiServer();
   const dir = mkdtempSync(join(tmpdir(), 'pko-scale-'));
@@ -279,8 +317,8 @@ async function main(): Promise<void> {
     );
 
     const basePort = 20000 + Math.floor(prng(seed)() * 20000);
-    replicas.push(await startReplica('replica-a', basePort, agentImage, kubeconfig));
-    replicas.push(await startReplica('replica-b', basePort + 1, agentImage, kubeconfig));
+    replicas.push(await startReplica('replica-a', basePort, agentImage, kubeconfig, limitMiB));
+    replicas.push(await startReplica('replica-b', basePort + 1, agentImage, kubeconfig, limitMiB));
     const started = replicas.map((r) => ({ name: r.name, ...memoryMiB(r.child.pid!) }));
     const random = prng(seed + 1);
     const results: Record<string, ResyncResult> = {};
@@ -298,7 +336,16 @@ async function main(): Promise<void> {
       results[phase] = result;
       console.error(`${phase} resync done in ${results[phase].wallSeconds.toFixed(1)} s`);
     }
-    const report = { stacks: count, seed, namespaces, sources: bySource, node: process.version, started, results };
+    const report = {
+      stacks: count,
+      seed,
+      namespaces,
+      memoryLimitMiB: limitMiB,
+      sources: bySource,
+      node: process.version,
+      started,
+      results,
+    };
     if (process.argv.includes('--json')) {
       console.log(JSON.stringify(report, null, 2));
       return;
@@ -312,8 +359,8 @@ async function main(): Promise<void> {
           'CPU s': x.cpuSeconds,
           'RSS MiB': x.rssMiB,
           'peak RSS MiB': x.peakRssMiB,
-          'after GC: RSS / heap / external MiB': x.afterGcMiB
-            ? `${x.afterGcMiB.rss} / ${x.afterGcMiB.heapUsed} / ${x.afterGcMiB.external}`
+          'after GC: RSS / heap total / used / external MiB': x.afterGcMiB
+            ? `${x.afterGcMiB.rss} / ${x.afterGcMiB.heapTotal} / ${x.afterGcMiB.heapUsed} / ${x.afterGcMiB.external}`
             : '',
           cache: Object.entries(x.cache)
             .map(([k, v]) => `${k} ${v}`)
@@ -331,7 +378,12 @@ async function main(): Promise<void> {
       JSON.stringify(Object.fromEntries(api.counts())),
     );
   } finally {
-    for (const r of replicas) r.child.kill();
+    for (const r of replicas) {
+      const exited = new Promise((done) => r.child.once('exit', done));
+      r.child.kill();
+      await exited;
+      if (r.cgroup) rmdirSync(r.cgroup);
+    }
     await git.close();
     await api.close();
     rmSync(dir, { recursive: true, force: true });
