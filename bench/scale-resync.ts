@@ -305,6 +305,14 @@ async function main(): Promise<void> {
       },
     });
     await settler.app.close();
+    const statusWrites = {
+      stacks: stacks.filter((s) => s.statusWrites.stack).length,
+      workspaces: stacks.filter((s) => s.statusWrites.workspace).length,
+      updates: stacks.reduce((sum, s) => sum + s.statusWrites.updates, 0),
+    };
+    console.error(
+      `statuses an answer would change (Metacontroller writes them every resync): ${JSON.stringify(statusWrites)}`,
+    );
     const bySource = Object.fromEntries(SOURCE_KINDS.map((k) => [k, stacks.filter((s) => s.source === k).length]));
     const bytes = (route: Route) =>
       stacks

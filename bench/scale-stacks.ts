@@ -34,6 +34,11 @@ export interface ScaleStack {
   name: string;
   namespace: string;
   source: SourceKind;
+  /**
+   * Parents whose answered status differs from the one they carry: Metacontroller would write
+   * those statuses on every resync (at rest, none should).
+   */
+  statusWrites: { stack: boolean; workspace: boolean; updates: number };
   stack: HookRequest;
   workspace: HookRequest;
   updates: HookRequest[];
@@ -147,6 +152,16 @@ function agentReports(statefulSet: Json): void {
   const report = JSON.parse(annotations[Annotations.workspaceStatus] ?? '{}') as Json;
   annotations[Annotations.workspaceStatus] = JSON.stringify({ ...report, hash });
 }
+
+/** JSON with keys sorted: equal for values Metacontroller takes as equal. */
+function canonical(value: unknown): string {
+  return JSON.stringify(value, (_k, v: unknown) =>
+    isObject(v) ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : v,
+  );
+}
+
+const statusChanged = (parent: { status?: unknown }, answer: Answer) =>
+  canonical(parent.status ?? {}) !== canonical(answer.status ?? {});
 
 function conditionTrue(answer: Answer, type: string): boolean {
   return answer.status?.conditions?.some((c) => c.type === type && c.status === 'True') ?? false;
@@ -284,14 +299,21 @@ export async function scaleStacks(opts: {
       if (related?.[wsName]) related[wsName] = workspace.parent;
       return update;
     });
+    let updateWrites = 0;
     for (const update of updates) {
       const answer = (await opts.ask('/update/sync', update)) as Answer;
       if (!conditionTrue(answer, 'Complete')) throw new Error(`${label}: Update not Complete: ${describe(answer)}`);
+      if (statusChanged(update.parent, answer)) updateWrites++;
     }
     stacks.push({
       name: `stack-${i}`,
       namespace,
       source,
+      statusWrites: {
+        stack: statusChanged(stack.parent, atRest),
+        workspace: statusChanged(workspace.parent, wsAtRest),
+        updates: updateWrites,
+      },
       stack: { route: '/stack/sync', body: JSON.stringify(stack) },
       workspace: { route: '/workspace/sync', body: JSON.stringify(workspace) },
       updates: updates.map((u) => ({ route: '/update/sync', body: JSON.stringify(u) })),
