@@ -323,11 +323,15 @@ describe('the cached workspace', () => {
   it('differs when only the source, the name or the namespace differs', () => {
     const stack = makeStack();
     const base = cache.workspace(stack, programSource, testConfig);
-    expect(cache.workspace(stack, { ...programSource, digest: 'sha256:' + 'b'.repeat(64) }, testConfig).hash).not.toBe(base.hash);
-    expect(cache.workspace(makeStack({}, { name: 'other' }), programSource, testConfig).workspace.metadata.name).toBe('other');
-    expect(cache.workspace(makeStack({}, { namespace: 'team-b' }), programSource, testConfig).workspace.metadata.namespace).toBe(
-      'team-b',
+    expect(cache.workspace(stack, { ...programSource, digest: 'sha256:' + 'b'.repeat(64) }, testConfig).hash).not.toBe(
+      base.hash,
     );
+    expect(cache.workspace(makeStack({}, { name: 'other' }), programSource, testConfig).workspace.metadata.name).toBe(
+      'other',
+    );
+    expect(
+      cache.workspace(makeStack({}, { namespace: 'team-b' }), programSource, testConfig).workspace.metadata.namespace,
+    ).toBe('team-b');
     const ws = { ...base.workspace, metadata: { ...base.workspace.metadata, generation: 1 } } as Workspace;
     const pod = cache.workspacePod(ws, testConfig);
     expect(pod).toEqual(desiredWorkspacePod(structuredClone(ws), testConfig));
