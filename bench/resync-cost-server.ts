@@ -17,6 +17,8 @@ import type { ServerMessage } from './sync-hook-request';
 process.on('message', (m) => {
   if (m === 'cpu') process.send!({ cpu: process.cpuUsage() } satisfies ServerMessage);
 });
+// The driver gone (stopped mid-run), nothing is left listening.
+process.on('disconnect', () => process.exit(0));
 
 interface HookModules {
   buildServer: (config: HookConfig, deps?: ServerDeps) => HookServer;

@@ -1,7 +1,8 @@
 /**
- * The benchmark's Stack sync requests, both in steady state (Ready) with a StatefulSet, a Service,
- * three finished Jobs and the Stack's RBAC observed: the request Metacontroller sends on every
- * resync and every child event.
+ * The benchmark's Stack sync requests, both in steady state (Ready) with the Stack's Workspace and
+ * three finished Updates observed: the request Metacontroller sends on every resync and every
+ * child event. (Recordings before the Workspace and Update objects had the StatefulSet, Service,
+ * Jobs and RBAC as the Stack's own children.)
  * - `captured` (the default): recorded from a real cluster by ./capture-sync-request.ts, objects as
  *   the API server stores them (managedFields, defaults, controllers' status, last-applied).
  * - `synthetic`: built with the unit tests' helpers, which leave out what the API server adds, so it
@@ -24,6 +25,7 @@ import {
   withStatus,
   workspaceBecomesReady,
 } from '../hooks/test/builders';
+import { syncStack as syncStackAndItsControllers } from '../hooks/test/controllers';
 import type { KObject } from '../hooks/src/lib/k8s';
 
 export type RequestKind = 'captured' | 'synthetic';
@@ -184,13 +186,22 @@ export function syntheticSyncRequest(): BenchRequest {
     },
   });
   let cluster: KObject[] = [];
-  // Three updates, each absorbed: the steady state has three finished Jobs.
+  // Three updates, each absorbed: the steady state has three finished Updates. The steps go through
+  // the Workspace and Update controllers too (their children join the stand-in cluster).
   for (let i = 1; i <= 3; i++) {
     stack = { ...stack, metadata: { ...stack.metadata, generation: i } };
-    const r1 = syncStack(syncRequest(stack, cluster), { config: testConfig, now: NOW, lookups: noLookups });
+    const r1 = syncStackAndItsControllers(syncRequest(stack, cluster), {
+      config: testConfig,
+      now: NOW,
+      lookups: noLookups,
+    });
     stack = withStatus(stack, r1);
     cluster = workspaceBecomesReady(applyChildren(cluster, r1.children));
-    const r2 = syncStack(syncRequest(stack, cluster), { config: testConfig, now: NOW, lookups: noLookups });
+    const r2 = syncStackAndItsControllers(syncRequest(stack, cluster), {
+      config: testConfig,
+      now: NOW,
+      lookups: noLookups,
+    });
     stack = withStatus(stack, r2);
     cluster = applyChildren(cluster, r2.children);
     // The update in flight (created by r1 once the workspace exists, else by r2).
@@ -200,7 +211,11 @@ export function syntheticSyncRequest(): BenchRequest {
       state: 'succeeded',
       outputs: { url: 'https://example.test', password: '[secret]' },
     });
-    const r3 = syncStack(syncRequest(stack, cluster), { config: testConfig, now: NOW, lookups: noLookups });
+    const r3 = syncStackAndItsControllers(syncRequest(stack, cluster), {
+      config: testConfig,
+      now: NOW,
+      lookups: noLookups,
+    });
     stack = withStatus(stack, r3);
     cluster = applyChildren(cluster, r3.children);
   }
