@@ -70,6 +70,8 @@ export function buildServer(config: HookConfig, deps: ServerDeps = {}): HookServ
   installRequestLog(app);
   const health: Health = { ready: true };
   const clock = deps.clock ?? (() => new Date());
+  const metrics = new HookMetrics();
+  instrument(app, metrics);
   const git =
     deps.git ??
     new GitResolver({
@@ -78,10 +80,9 @@ export function buildServer(config: HookConfig, deps: ServerDeps = {}): HookServ
       ...(config.githubApiUrl ? { githubApiUrl: config.githubApiUrl } : {}),
       ...(config.sshKnownHosts ? { sshKnownHosts: config.sshKnownHosts } : {}),
       egress: new EgressPolicy(config.egress),
+      counted: (hit) => metrics.countCacheLookup('git_lookup', hit),
     });
   if (!deps.git) app.log.info(describeEgress(config.egress), 'egress of the git lookups');
-  const metrics = new HookMetrics();
-  instrument(app, metrics);
   const access = deps.events ?? { off: 'no Kubernetes API access given' };
   const events = 'api' in access ? new EventRecorder(access.api, { log: app.log }) : undefined;
   if ('api' in access) app.log.info({ via: access.via }, 'Kubernetes Events on Stacks: on');
@@ -92,7 +93,7 @@ export function buildServer(config: HookConfig, deps: ServerDeps = {}): HookServ
   else app.log.info({ why: objectsAccess.off }, 'gauges of Stacks and Programs: off');
   app.register(healthPlugin, { health });
   app.register(metricsPlugin, { metrics, ...(objects ? { objects } : {}) });
-  const cache = new SyncCache();
+  const cache = new SyncCache((name, hit) => metrics.countCacheLookup(name, hit));
   app.register(stackHooks, {
     prefix: '/stack',
     config,

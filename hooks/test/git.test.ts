@@ -52,11 +52,18 @@ describe('resolving git refs over smart HTTP, against git http-backend', () => {
 
   it('caches answers: one request per TTL for a busy Stack, and sees a push after it', async () => {
     let now = 0;
-    const cached = new GitResolver({ timeoutMs: 2000, cacheTtlMs: 20_000, now: () => now });
+    const lookups: boolean[] = [];
+    const cached = new GitResolver({
+      timeoutMs: 2000,
+      cacheTtlMs: 20_000,
+      now: () => now,
+      counted: (hit) => lookups.push(hit),
+    });
     const before = server.requests();
     await Promise.all([cached.resolve({ url, ref: 'main' }), cached.resolve({ url, ref: 'main' })]);
     await cached.resolve({ url, ref: 'main' });
     expect(server.requests() - before).toBe(1);
+    expect(lookups).toEqual([false, true, true]); // the cache metrics' misses and hits
     const main2 = server.commit('org/infra', 'main', { 'b.txt': 'b' });
     await expect(cached.resolve({ url, ref: 'main' })).resolves.toEqual({ sha: main1 });
     now = 20_001;

@@ -20,13 +20,18 @@ import { contentTokens } from './snapshot';
 export class FrozenCache<V> {
   private readonly entries: LRUCache<string, { value: V }>;
 
-  constructor(options: LRUCache.Options<string, { value: V }, unknown>) {
+  /** `counted` hears of every lookup, hit or not (the hooks' cache metrics). */
+  constructor(
+    options: LRUCache.Options<string, { value: V }, unknown>,
+    private readonly counted: (hit: boolean) => void = () => {},
+  ) {
     this.entries = new LRUCache(options);
   }
 
   /** The remembered answer for `key`, else `compute()`, frozen and remembered. */
   get(key: string, compute: () => V): V {
     const hit = this.entries.get(key);
+    this.counted(hit !== undefined);
     if (hit) return hit.value;
     const value = deepFreeze(compute());
     this.entries.set(key, { value });
@@ -35,6 +40,12 @@ export class FrozenCache<V> {
 }
 
 const MAX_ENTRIES = 2048;
+
+/** The caches of a {@link SyncCache}, as named in pulumi_hook_cache_requests_total. */
+export type SyncCacheName = 'stack_validation' | 'stack_workspace' | 'workspace_pod' | 'update_result';
+
+/** Hears of each lookup in a SyncCache's caches: which cache, and whether it was a hit. */
+export type CacheLookupCounter = (cache: SyncCacheName, hit: boolean) => void;
 /** Parsed update results are bounded by the size of their text; a larger one is parsed every time. */
 const MAX_RESULT_BYTES = 16 * 1024 * 1024;
 const MAX_CACHED_RESULT_BYTES = 1024 * 1024;
@@ -55,22 +66,29 @@ export class SyncCache implements SyncSteps {
     max: MAX_ENTRIES,
     admit: (spec: unknown) => !nestedDeeperThan(spec, MAX_NESTING),
   });
-  private readonly validations = new FrozenCache<readonly string[]>({ max: MAX_ENTRIES });
-  private readonly workspaces = new FrozenCache<DesiredStackWorkspace>({ max: MAX_ENTRIES });
+  private readonly validations: FrozenCache<readonly string[]>;
+  private readonly workspaces: FrozenCache<DesiredStackWorkspace>;
   /** A Workspace's spec and labels, as a content token per Workspace (what its pod is built from). */
   private readonly workspaceTokens = contentTokens({
     max: MAX_ENTRIES,
     admit: (value: unknown) => !nestedDeeperThan(value, MAX_NESTING),
   });
-  private readonly pods = new FrozenCache<DesiredWorkspace>({ max: MAX_ENTRIES });
-  private readonly results = new FrozenCache<UpdateResult | undefined>({
-    maxSize: MAX_RESULT_BYTES,
-    sizeCalculation: (_value, text) => Math.max(1, text.length),
-  });
+  private readonly pods: FrozenCache<DesiredWorkspace>;
+  private readonly results: FrozenCache<UpdateResult | undefined>;
   /** JSON of the frozen answers above (they cannot change, so neither can their JSON); see jsonOf. */
   private readonly json = new WeakMap<object, string>();
   /** A digest of each HookConfig's JSON, in keys (one per server, never changed once made). */
   private readonly configKeys = new WeakMap<HookConfig, string>();
+
+  constructor(counted: CacheLookupCounter = () => {}) {
+    this.validations = new FrozenCache({ max: MAX_ENTRIES }, (hit) => counted('stack_validation', hit));
+    this.workspaces = new FrozenCache({ max: MAX_ENTRIES }, (hit) => counted('stack_workspace', hit));
+    this.pods = new FrozenCache({ max: MAX_ENTRIES }, (hit) => counted('workspace_pod', hit));
+    this.results = new FrozenCache(
+      { maxSize: MAX_RESULT_BYTES, sizeCalculation: (_value, text) => Math.max(1, text.length) },
+      (hit) => counted('update_result', hit),
+    );
+  }
 
   validate(stack: Stack): readonly string[] {
     const token = this.specToken(stack);

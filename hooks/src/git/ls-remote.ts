@@ -81,6 +81,8 @@ export interface GitResolverOptions {
   egress?: EgressPolicy;
   /** For tests: a clock. */
   now?: () => number;
+  /** Hears of each lookup: answered from the cache (or one in flight) or not (the hooks' cache metrics). */
+  counted?: (hit: boolean) => void;
 }
 
 /**
@@ -125,6 +127,7 @@ export class GitResolver {
       .update(JSON.stringify([req.url, req.ref, req.username ?? '', req.password ?? '', ...app, ...ssh]))
       .digest('hex');
     const hit = this.cache.get(key);
+    this.options.counted?.(hit !== undefined);
     if (hit) return hit;
     const value = this.lookup(req);
     this.cache.set(key, value);

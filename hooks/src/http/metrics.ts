@@ -1,6 +1,10 @@
 import type { FastifyInstance } from 'fastify';
 import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
+import type { SyncCacheName } from '../cache/sync-cache';
 import type { ObjectGauges } from '../objects/gauges';
+
+/** The caches counted in pulumi_hook_cache_requests_total: the sync's and the git lookups'. */
+export type CacheName = SyncCacheName | 'git_lookup';
 
 export type HookName =
   | 'stack_customize'
@@ -20,6 +24,7 @@ export class HookMetrics {
   readonly registry = new Registry();
   readonly duration: Histogram<'hook'>;
   readonly errors: Counter<'hook' | 'reason'>;
+  readonly cacheRequests: Counter<'cache' | 'result'>;
 
   constructor() {
     collectDefaultMetrics({ register: this.registry });
@@ -36,6 +41,26 @@ export class HookMetrics {
       labelNames: ['hook', 'reason'],
       registers: [this.registry],
     });
+    this.cacheRequests = new Counter({
+      name: 'pulumi_hook_cache_requests_total',
+      help: "Lookups in the hooks' caches (the sync's pure steps, git branch lookups), by cache and result (hit, miss).",
+      labelNames: ['cache', 'result'],
+      registers: [this.registry],
+    });
+  }
+
+  /** The cache counters' children, bound once rather than looked up by label on every lookup. */
+  private readonly cacheCounts = new Map<string, { inc(): void }>();
+
+  countCacheLookup(cache: CacheName, hit: boolean): void {
+    const result = hit ? 'hit' : 'miss';
+    const key = `${cache}/${result}`;
+    let child = this.cacheCounts.get(key);
+    if (!child) {
+      child = this.cacheRequests.labels({ cache, result });
+      this.cacheCounts.set(key, child);
+    }
+    child.inc();
   }
 
   /** The per-hook histogram children, bound once rather than looked up by label on every request. */

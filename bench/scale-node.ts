@@ -1,0 +1,139 @@
+/**
+ * End to end on the real node: how many Program Stacks reach Ready on this machine. Starts the
+ * test bed's cluster (e2e/harness.ts: API server, kubelet, Metacontroller, the hooks), then ramps
+ * the number of Stacks in one namespace (cumulative steps, default 5, 10, 20, 40), each step
+ * bounded (--step-timeout seconds); it stops at the first step whose Stacks are not all Ready in
+ * time. Per step: time from the step's applies to all Ready, and from the kubelet's
+ * /stats/summary (through the API server's node proxy, sampled every 3 s) each workspace pod's
+ * CPU and working set at the end, and each Job pod's peak working set and CPU time.
+ *
+ * Run (root, test bed built): npm run build && bash e2e/testbed/node/run-in-testbed.sh node dist/bench/scale-node.js [--reclaim Delete] [--steps 5,10,20,40] [--step-timeout 600]
+ */
+import * as k8s from '@kubernetes/client-node';
+import { Agent, request } from 'undici';
+import { e2eStackSpec, startOperator, type Operator } from '../e2e/harness';
+
+const NS = 'scale';
+
+interface PodStats {
+  podRef: { name: string; namespace: string };
+  cpu?: { usageNanoCores?: number; usageCoreNanoSeconds?: number };
+  memory?: { workingSetBytes?: number };
+}
+
+function arg(name: string, fallback: string): string {
+  const at = process.argv.indexOf(`--${name}`);
+  return at < 0 ? fallback : process.argv[at + 1]!;
+}
+
+async function summary(op: Operator): Promise<PodStats[]> {
+  const res = await request(`${op.cp.server}/api/v1/nodes/${op.node.name}/proxy/stats/summary`, {
+    headers: { authorization: `Bearer ${op.cp.adminToken}`, accept: 'application/json' },
+    dispatcher: new Agent({ connect: { ca: op.cp.caData } }),
+  });
+  const text = await res.body.text();
+  if (res.statusCode !== 200) throw new Error(`stats/summary: ${res.statusCode} ${text.slice(0, 200)}`);
+  return ((JSON.parse(text) as { pods?: PodStats[] }).pods ?? []).filter((p) => p.podRef.namespace === NS);
+}
+
+function readyCount(items: { status?: { conditions?: { type: string; status: string }[] } }[]): number {
+  return items.filter((s) => s.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')).length;
+}
+
+async function main(): Promise<void> {
+  const reclaim = arg('reclaim', 'Retain');
+  const steps = arg('steps', '5,10,20,40').split(',').map(Number);
+  const stepTimeoutMs = Number(arg('step-timeout', '600')) * 1000;
+  const op = await startOperator();
+  const results: unknown[] = [];
+  try {
+    await op.namespace(NS);
+    await op.objects.create({
+      apiVersion: 'pulumi.com/v1',
+      kind: 'Program',
+      metadata: { name: 'hello', namespace: NS },
+      program: { variables: { greeting: 'hello' }, outputs: { greeting: '${greeting}' } },
+    } as k8s.KubernetesObject);
+    let created = 0;
+    for (const total of steps) {
+      const started = Date.now();
+      for (; created < total; created++) {
+        const spec = e2eStackSpec({ stack: `s${created}`, programRef: { name: 'hello' } });
+        if (reclaim === 'Delete') spec.workspaceReclaimPolicy = 'Delete';
+        await op.objects.create({
+          apiVersion: 'pulumi.com/v1',
+          kind: 'Stack',
+          metadata: { name: `s${created}`, namespace: NS },
+          spec,
+        } as k8s.KubernetesObject);
+      }
+      const jobPeaks = new Map<string, { workingSet: number; cpuSeconds: number }>();
+      let workspaces: PodStats[] = [];
+      let ready = 0;
+      while (Date.now() - started < stepTimeoutMs) {
+        const list = (await op.custom.listNamespacedCustomObject({
+          group: 'pulumi.com',
+          version: 'v1',
+          namespace: NS,
+          plural: 'stacks',
+        })) as { items: { status?: { conditions?: { type: string; status: string }[] } }[] };
+        ready = readyCount(list.items);
+        try {
+          const pods = await summary(op);
+          workspaces = pods.filter((p) => p.podRef.name.endsWith('-workspace-0'));
+          for (const p of pods.filter((x) => !x.podRef.name.endsWith('-workspace-0'))) {
+            const seen = jobPeaks.get(p.podRef.name) ?? { workingSet: 0, cpuSeconds: 0 };
+            jobPeaks.set(p.podRef.name, {
+              workingSet: Math.max(seen.workingSet, p.memory?.workingSetBytes ?? 0),
+              cpuSeconds: Math.max(seen.cpuSeconds, (p.cpu?.usageCoreNanoSeconds ?? 0) / 1e9),
+            });
+          }
+        } catch (err) {
+          console.error(`stats: ${err instanceof Error ? err.message : String(err)}`);
+        }
+        if (ready === total) break;
+        await new Promise((r) => setTimeout(r, 3000));
+      }
+      const mib = (b: number) => Math.round(b / 2 ** 20);
+      const median = (xs: number[]) => {
+        const s = [...xs].sort((a, b) => a - b);
+        return s.length ? s[Math.floor(s.length / 2)]! : NaN;
+      };
+      const jobs = [...jobPeaks.values()];
+      const step = {
+        reclaim,
+        stacks: total,
+        ready,
+        secondsToAllReady: ready === total ? (Date.now() - started) / 1000 : null,
+        workspacePods: workspaces.length,
+        workspaceWorkingSetMiB: { median: mib(median(workspaces.map((p) => p.memory?.workingSetBytes ?? 0))) },
+        workspaceMilliCores: {
+          median: Math.round(median(workspaces.map((p) => p.cpu?.usageNanoCores ?? 0)) / 1e6),
+        },
+        jobPodsSeen: jobs.length,
+        jobPeakWorkingSetMiB: { median: mib(median(jobs.map((j) => j.workingSet))) },
+        jobCpuSeconds: { median: Math.round(median(jobs.map((j) => j.cpuSeconds)) * 100) / 100 },
+      };
+      console.log(JSON.stringify(step));
+      results.push(step);
+      if (ready < total) {
+        const node = await op.core.readNode({ name: op.node.name });
+        const pods = await op.core.listNamespacedPod({ namespace: NS });
+        const phases: Record<string, number> = {};
+        for (const p of pods.items) phases[p.status?.phase ?? '?'] = (phases[p.status?.phase ?? '?'] ?? 0) + 1;
+        console.log(
+          JSON.stringify({ stoppedAt: total, podPhases: phases, allocatable: node.status?.allocatable ?? {} }),
+        );
+        break;
+      }
+    }
+  } finally {
+    await op.stop();
+  }
+  console.log(JSON.stringify({ results }, null, 2));
+}
+
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exit(1);
+});
