@@ -5,42 +5,23 @@
  * the deadline, Pulumi stops and unlocks the stack, the update fails with reason DeadlineExceeded
  * and a message that says so, and the retry (the pipe now written) succeeds in the same workspace.
  */
-import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, chmodSync, statSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type * as k8s from '@kubernetes/client-node';
 import { defined, e2eStackSpec, eventually, type Operator } from './harness';
 import { e2eSuite } from './suite';
+import { stateGates } from './testbed/state-gate';
 
 let op: Operator;
 const ns = 'bounded';
 const DEADLINE = 20;
-const writers: ChildProcess[] = [];
 
 // Declared before the suite's own afterAll, so it runs first: no pipe writer outlives the suite.
-afterAll(() => {
-  for (const w of writers) if (w.exitCode === null && w.signalCode === null) w.kill('SIGKILL');
-});
+const gates = stateGates(() => op.stateDir(ns));
+afterAll(() => gates.stop());
 const { recordTiming, getStack, readyStack } = e2eSuite('bounded-operations', ns, (started) => (op = started));
 
-/** A named pipe on the namespace's state volume (mounted at /state in the workspace). */
-function gate(name: string): { inPod: string; write(text: string): void } {
-  const dir = op.stateDir(ns);
-  if (!existsSync(dir)) {
-    mkdirSync(dir, { recursive: true });
-    chmodSync(dir, 0o777);
-  }
-  const file = join(dir, name);
-  execFileSync('mkfifo', ['-m', '666', file]);
-  if (!statSync(file).isFIFO()) throw new Error(`${file} is not a named pipe`);
-  return {
-    inPod: `/state/${name}`,
-    // Opening a pipe for writing blocks until a reader opens it: a child process waits for the program.
-    write(text) {
-      writers.push(spawn('sh', ['-c', 'printf %s "$1" > "$2"', 'sh', text, file], { stdio: 'ignore' }));
-    },
-  };
-}
+const gate = (name: string) => gates.gate(name);
 
 /** The lock entries of the project's `dev` stack in the file backend. */
 function locksOf(project: string): string[] {

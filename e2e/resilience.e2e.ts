@@ -9,22 +9,20 @@
  * An update is held in the middle by its program: `fn::readFile` of a named pipe on the state volume
  * blocks (while the stack is locked) until the test writes to the pipe.
  */
-import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, chmodSync, statSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import { request } from 'undici';
 import { defined, e2eStackSpec, eventually, type Operator, stackCondition } from './harness';
 import { e2eSuite } from './suite';
+import { stateGates } from './testbed/state-gate';
 
 let op: Operator;
 const ns = 'resilience';
-const writers: ChildProcess[] = [];
 
 // Declared before the suite's own afterAll, so it runs first: no pipe writer outlives the suite.
-afterAll(() => {
-  for (const w of writers) if (w.exitCode === null && w.signalCode === null) w.kill('SIGKILL');
-});
+const gates = stateGates(() => op.stateDir(ns));
+afterAll(() => gates.stop());
 const { recordTiming, getStack, readyStack } = e2eSuite('resilience', ns, (started) => (op = started));
 const condition = stackCondition;
 
@@ -32,25 +30,7 @@ async function jobsOf(name: string): Promise<k8s.V1Job[]> {
   return (await op.batch.listNamespacedJob({ namespace: ns, labelSelector: `pulumi.com/stack-name=${name}` })).items;
 }
 
-/** A named pipe on the namespace's state volume (the PVC is mounted at /state in the workspace). */
-function gate(name: string): { inPod: string; write(text: string): void } {
-  const dir = op.stateDir(ns);
-  if (!existsSync(dir)) {
-    mkdirSync(dir, { recursive: true });
-    chmodSync(dir, 0o777);
-  }
-  const file = join(dir, name);
-  execFileSync('mkfifo', ['-m', '666', file]);
-  if (!statSync(file).isFIFO()) throw new Error(`${file} is not a named pipe`);
-  return {
-    inPod: `/state/${name}`,
-    // Opening a pipe for writing blocks until a reader opens it: a child process waits for the program.
-    write(text) {
-      const w = spawn('sh', ['-c', 'printf %s "$1" > "$2"', 'sh', text, file], { stdio: 'ignore' });
-      writers.push(w);
-    },
-  };
-}
+const gate = (name: string) => gates.gate(name);
 
 /** A program whose update blocks until its gate is written to, then outputs what it read. */
 function gatedProgram(name: string, gatePath: string): k8s.KubernetesObject {
