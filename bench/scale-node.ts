@@ -5,9 +5,11 @@
  * bounded (--step-timeout seconds); it stops at the first step whose Stacks are not all Ready in
  * time. Per step: time from the step's applies to all Ready, and from the kubelet's
  * /stats/summary (through the API server's node proxy, sampled every 3 s) each workspace pod's
- * CPU and working set at the end, and each Job pod's peak working set and CPU time.
+ * CPU and working set at the end, and each Job pod's peak working set and CPU time; from the API
+ * server's own apiserver_request_total, the requests the step cost (all clients: Metacontroller,
+ * the hooks, kubelet, the pods) and the request rate of the cluster at rest after it (--idle seconds).
  *
- * Run (root, test bed built): npm run build && bash e2e/testbed/node/run-in-testbed.sh node dist/bench/scale-node.js [--reclaim Delete] [--steps 5,10,20,40] [--step-timeout 600]
+ * Run (root, test bed built): npm run build && bash e2e/testbed/node/run-in-testbed.sh node dist/bench/scale-node.js [--reclaim Delete] [--steps 5,10,20,40] [--step-timeout 600] [--idle 60]
  */
 import * as k8s from '@kubernetes/client-node';
 import { Agent, request } from 'undici';
@@ -36,6 +38,25 @@ async function summary(op: Operator): Promise<PodStats[]> {
   return ((JSON.parse(text) as { pods?: PodStats[] }).pods ?? []).filter((p) => p.podRef.namespace === NS);
 }
 
+/** The API server's apiserver_request_total summed over every label, and the mutating part of it. */
+async function apiRequests(op: Operator): Promise<{ all: number; writes: number }> {
+  const res = await request(`${op.cp.server}/metrics`, {
+    headers: { authorization: `Bearer ${op.cp.adminToken}` },
+    dispatcher: new Agent({ connect: { ca: op.cp.caData } }),
+  });
+  const text = await res.body.text();
+  if (res.statusCode !== 200) throw new Error(`/metrics: ${res.statusCode}`);
+  let all = 0;
+  let writes = 0;
+  for (const line of text.split('\n')) {
+    if (!line.startsWith('apiserver_request_total{')) continue;
+    const value = Number(line.slice(line.lastIndexOf(' ') + 1));
+    all += value;
+    if (/verb="(POST|PUT|PATCH|DELETE|APPLY)"/.test(line)) writes += value;
+  }
+  return { all, writes };
+}
+
 function readyCount(items: { status?: { conditions?: { type: string; status: string }[] } }[]): number {
   return items.filter((s) => s.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')).length;
 }
@@ -44,6 +65,7 @@ async function main(): Promise<void> {
   const reclaim = arg('reclaim', 'Retain');
   const steps = arg('steps', '5,10,20,40').split(',').map(Number);
   const stepTimeoutMs = Number(arg('step-timeout', '600')) * 1000;
+  const idleMs = Number(arg('idle', '60')) * 1000;
   const op = await startOperator();
   const results: unknown[] = [];
   try {
@@ -57,6 +79,7 @@ async function main(): Promise<void> {
     let created = 0;
     for (const total of steps) {
       const started = Date.now();
+      const requestsBefore = await apiRequests(op);
       for (; created < total; created++) {
         const spec = e2eStackSpec({ stack: `s${created}`, programRef: { name: 'hello' } });
         if (reclaim === 'Delete') spec.workspaceReclaimPolicy = 'Delete';
@@ -94,6 +117,12 @@ async function main(): Promise<void> {
         if (ready === total) break;
         await new Promise((r) => setTimeout(r, 3000));
       }
+      const readyAt = Date.now();
+      const requestsAtReady = await apiRequests(op);
+      // The cluster at rest: resyncs, leases, kubelet status, the workspace pods' probes.
+      await new Promise((r) => setTimeout(r, ready === total ? idleMs : 0));
+      const requestsIdle = await apiRequests(op);
+      const idleSeconds = (Date.now() - readyAt) / 1000;
       const mib = (b: number) => Math.round(b / 2 ** 20);
       const median = (xs: number[]) => {
         const s = [...xs].sort((a, b) => a - b);
@@ -104,7 +133,13 @@ async function main(): Promise<void> {
         reclaim,
         stacks: total,
         ready,
-        secondsToAllReady: ready === total ? (Date.now() - started) / 1000 : null,
+        secondsToAllReady: ready === total ? (readyAt - started) / 1000 : null,
+        apiRequestsForStep: {
+          all: requestsAtReady.all - requestsBefore.all,
+          writes: requestsAtReady.writes - requestsBefore.writes,
+        },
+        apiRequestsPerSecondAtRest:
+          idleSeconds > 0 ? Math.round(((requestsIdle.all - requestsAtReady.all) / idleSeconds) * 100) / 100 : null,
         workspacePods: workspaces.length,
         workspaceWorkingSetMiB: { median: mib(median(workspaces.map((p) => p.memory?.workingSetBytes ?? 0))) },
         workspaceMilliCores: {
