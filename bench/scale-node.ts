@@ -122,6 +122,12 @@ async function main(): Promise<void> {
       // The cluster at rest: resyncs, leases, kubelet status, the workspace pods' probes.
       await new Promise((r) => setTimeout(r, ready === total ? idleMs : 0));
       const requestsIdle = await apiRequests(op);
+      let workspacesAtRest: PodStats[] = [];
+      try {
+        workspacesAtRest = (await summary(op)).filter((p) => p.podRef.name.endsWith('-workspace-0'));
+      } catch (err) {
+        console.error(`stats: ${err instanceof Error ? err.message : String(err)}`);
+      }
       const idleSeconds = (Date.now() - readyAt) / 1000;
       const mib = (b: number) => Math.round(b / 2 ** 20);
       const median = (xs: number[]) => {
@@ -142,9 +148,21 @@ async function main(): Promise<void> {
           idleSeconds > 0 ? Math.round(((requestsIdle.all - requestsAtReady.all) / idleSeconds) * 100) / 100 : null,
         workspacePods: workspaces.length,
         workspaceWorkingSetMiB: { median: mib(median(workspaces.map((p) => p.memory?.workingSetBytes ?? 0))) },
-        workspaceMilliCores: {
+        workspaceMilliCoresAtReady: {
           median: Math.round(median(workspaces.map((p) => p.cpu?.usageNanoCores ?? 0)) / 1e6),
         },
+        // Cumulative since the pod started: what a workspace pod spent to get its Stack Ready.
+        workspaceCpuSecondsAtReady: {
+          median: Math.round(median(workspaces.map((p) => (p.cpu?.usageCoreNanoSeconds ?? 0) / 1e9)) * 100) / 100,
+          max: Math.round(Math.max(0, ...workspaces.map((p) => (p.cpu?.usageCoreNanoSeconds ?? 0) / 1e9)) * 100) / 100,
+        },
+        workspaceAtRest: {
+          pods: workspacesAtRest.length,
+          milliCores: { median: Math.round(median(workspacesAtRest.map((p) => p.cpu?.usageNanoCores ?? 0)) / 1e6) },
+          workingSetMiB: { median: mib(median(workspacesAtRest.map((p) => p.memory?.workingSetBytes ?? 0))) },
+        },
+        // Job pods live seconds; the kubelet's stats (10 s housekeeping) often have no figures for them.
+        jobPodsWithFigures: jobs.filter((j) => j.workingSet > 0).length,
         jobPodsSeen: jobs.length,
         jobPeakWorkingSetMiB: { median: mib(median(jobs.map((j) => j.workingSet))) },
         jobCpuSeconds: { median: Math.round(median(jobs.map((j) => j.cpuSeconds)) * 100) / 100 },
