@@ -39,7 +39,14 @@ async function summary(op: Operator): Promise<PodStats[]> {
 }
 
 /** The API server's apiserver_request_total summed over every label, and the mutating part of it. */
-async function apiRequests(op: Operator): Promise<{ all: number; writes: number }> {
+interface ApiRequests {
+  all: number;
+  writes: number;
+  /** By "verb resource" (and subresource). */
+  by: Map<string, number>;
+}
+
+async function apiRequests(op: Operator): Promise<ApiRequests> {
   const res = await request(`${op.cp.server}/metrics`, {
     headers: { authorization: `Bearer ${op.cp.adminToken}` },
     dispatcher: new Agent({ connect: { ca: op.cp.caData } }),
@@ -48,13 +55,23 @@ async function apiRequests(op: Operator): Promise<{ all: number; writes: number 
   if (res.statusCode !== 200) throw new Error(`/metrics: ${res.statusCode}`);
   let all = 0;
   let writes = 0;
+  const by = new Map<string, number>();
   for (const line of text.split('\n')) {
     if (!line.startsWith('apiserver_request_total{')) continue;
     const value = Number(line.slice(line.lastIndexOf(' ') + 1));
     all += value;
     if (/verb="(POST|PUT|PATCH|DELETE|APPLY)"/.test(line)) writes += value;
+    const label = (name: string) => new RegExp(`[{,]${name}="([^"]*)"`).exec(line)?.[1] ?? '';
+    const key = `${label('verb')} ${label('resource')}${label('subresource') ? '/' + label('subresource') : ''}`;
+    by.set(key, (by.get(key) ?? 0) + value);
   }
-  return { all, writes };
+  return { all, writes, by };
+}
+
+/** The largest per-key increases from `before` to `after`, as "key": count. */
+function topDeltas(before: Map<string, number>, after: Map<string, number>, n: number): Record<string, number> {
+  const deltas = [...after].map(([k, v]) => [k, v - (before.get(k) ?? 0)] as const).filter(([, d]) => d > 0);
+  return Object.fromEntries(deltas.sort((a, b) => b[1] - a[1]).slice(0, n));
 }
 
 function readyCount(items: { status?: { conditions?: { type: string; status: string }[] } }[]): number {
@@ -146,6 +163,7 @@ async function main(): Promise<void> {
         },
         apiRequestsPerSecondAtRest:
           idleSeconds > 0 ? Math.round(((requestsIdle.all - requestsAtReady.all) / idleSeconds) * 100) / 100 : null,
+        apiRequestsAtRestTop: topDeltas(requestsAtReady.by, requestsIdle.by, 8),
         workspacePods: workspaces.length,
         workspaceWorkingSetMiB: { median: mib(median(workspaces.map((p) => p.memory?.workingSetBytes ?? 0))) },
         workspaceMilliCoresAtReady: {
