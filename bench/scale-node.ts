@@ -9,7 +9,7 @@
  * server's own apiserver_request_total, the requests the step cost (all clients: Metacontroller,
  * the hooks, kubelet, the pods) and the request rate of the cluster at rest after it (--idle seconds).
  *
- * Run (root, test bed built): npm run build && bash e2e/testbed/node/run-in-testbed.sh node dist/bench/scale-node.js [--reclaim Delete] [--steps 5,10,20,40] [--step-timeout 600] [--idle 60]
+ * Run (root, test bed built): npm run build && bash e2e/testbed/node/run-in-testbed.sh node dist/bench/scale-node.js [--reclaim Delete] [--steps 5,10,20,40] [--step-timeout 600] [--idle 60] [--workspace-cpu 10m]
  */
 import * as k8s from '@kubernetes/client-node';
 import { Agent, request } from 'undici';
@@ -83,6 +83,7 @@ async function main(): Promise<void> {
   const steps = arg('steps', '5,10,20,40').split(',').map(Number);
   const stepTimeoutMs = Number(arg('step-timeout', '600')) * 1000;
   const idleMs = Number(arg('idle', '60')) * 1000;
+  const workspaceCpu = arg('workspace-cpu', '');
   const op = await startOperator();
   const results: unknown[] = [];
   try {
@@ -100,6 +101,8 @@ async function main(): Promise<void> {
       for (; created < total; created++) {
         const spec = e2eStackSpec({ stack: `s${created}`, programRef: { name: 'hello' } });
         if (reclaim === 'Delete') spec.workspaceReclaimPolicy = 'Delete';
+        // A smaller CPU request than the default 100m: how many fit by use rather than by requests.
+        if (workspaceCpu) spec.workspaceTemplate!.spec!.resources = { requests: { cpu: workspaceCpu, memory: '64Mi' } };
         await op.objects.create({
           apiVersion: 'pulumi.com/v1',
           kind: 'Stack',
@@ -154,6 +157,7 @@ async function main(): Promise<void> {
       const jobs = [...jobPeaks.values()];
       const step = {
         reclaim,
+        workspaceCpuRequest: workspaceCpu || 'default',
         stacks: total,
         ready,
         secondsToAllReady: ready === total ? (readyAt - started) / 1000 : null,
