@@ -387,3 +387,27 @@ describe('an Update carrying a request', () => {
     expect(res.status.outputsTo).toEqual(report);
   });
 });
+
+describe('a status.outputsTo written by someone else', () => {
+  it.each([
+    ['without a state', { kind: 'Secret', name: 'x' }],
+    ['with a name no object can have', { kind: 'Secret', name: 'Not A Name', state: 'written' }],
+    ['of another kind', { kind: 'Pod', name: 'x', state: 'written' }],
+  ])('%s names nothing to delete, and never stalls the Stack', (_, outputsTo) => {
+    const stack = makeStack({ outputsTo: SECRET_TARGET }, {}, { outputsTo } as Stack['status']);
+    const { r2, job } = toFirstJob(stack);
+    expect(requestOf(updateOf(r2, job.metadata.name))).toEqual({
+      stack: { name: 'my-stack', uid: UID },
+      target: { kind: 'Secret', name: 'app-outputs' },
+    });
+    expect(condition(r2.status, 'Stalled')).toBeUndefined();
+  });
+
+  it('is carried over only whole', () => {
+    const res = syncStack(
+      syncRequest(makeStack({}, {}, { outputsTo: { kind: 'Secret', name: 'x' } } as Stack['status'])),
+      ctx(),
+    );
+    expect(res.status.outputsTo).toBeUndefined();
+  });
+});

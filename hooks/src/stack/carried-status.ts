@@ -20,8 +20,10 @@ export function carriedStatus(observed: unknown): StackStatus {
     status.outputs = { ...observed.outputs };
   if (isRecord(observed.projectInfo))
     status.projectInfo = scalarsOf(observed.projectInfo) as unknown as StackStatus['projectInfo'];
-  if (isRecord(observed.outputsTo))
-    status.outputsTo = scalarsOf(observed.outputsTo) as unknown as StackStatus['outputsTo'];
+  // Only whole: the CRD requires its three fields, and a status missing one could never be written back.
+  const to = observed.outputsTo;
+  if (isRecord(to) && typeof to.kind === 'string' && typeof to.name === 'string' && typeof to.state === 'string')
+    status.outputsTo = { kind: to.kind, name: to.name, state: to.state };
   // Absorbing a result may set conditions of its own (outputs.ts); respond() adds the kstatus ones.
   if (Array.isArray(observed.conditions)) status.conditions = observed.conditions as StackStatus['conditions'];
   return status;

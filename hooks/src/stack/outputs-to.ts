@@ -9,6 +9,7 @@
 import type { OutputsToStatus, Stack, StackCondition, StackSpec, StackStatus } from '../../../schemas/generated/types';
 import {
   isDataKey,
+  isObjectName,
   OutputsToKeys,
   type OutputsToObject,
   type OutputsToReport,
@@ -61,7 +62,9 @@ function sameObject(a: OutputsToObject | undefined, b: OutputsToObject | undefin
 /** The object the last `up` wrote, as the status records it (undefined: none, or not written). */
 function writtenObject(status: StackStatus): OutputsToObject | undefined {
   const o = status.outputsTo;
-  if (o?.state !== 'written' || (o.kind !== 'Secret' && o.kind !== 'ConfigMap')) return undefined;
+  // The status is the hooks' own, but anyone may write it: a name no object can have names nothing to delete.
+  if (o?.state !== 'written' || (o.kind !== 'Secret' && o.kind !== 'ConfigMap') || !isObjectName(o.name))
+    return undefined;
   return { kind: o.kind, name: o.name };
 }
 
