@@ -7,11 +7,13 @@ import type { Stack, StackSpec, Update } from '../../schemas/generated/types';
 import { Annotations, OutputsToKeys, type OutputsToReport, type OutputsToRequest } from '../../contract';
 import { stableStringify } from '../src/lib/json';
 import type { KObject } from '../src/lib/k8s';
+import { stackEvents } from '../src/stack/events';
 import { validateStackObject } from '../src/stack/validate';
 import { syncUpdate } from '../src/update/sync';
 import { syncStack } from './controllers';
 import {
   applyChildren,
+  childrenMap,
   condition,
   jobFinishes,
   jobsOf,
@@ -46,7 +48,14 @@ function firstUp(stack: Stack, report: OutputsToReport | undefined, outputs: Rec
     ...(report ? { outputsTo: report } : {}),
   });
   const res = syncStack(syncRequest(first.stack, done), ctx());
-  return { ...first, res, stack: withStatus(first.stack, res), cluster: applyChildren(done, res.children) };
+  return {
+    ...first,
+    res,
+    before: first.stack,
+    done,
+    stack: withStatus(first.stack, res),
+    cluster: applyChildren(done, res.children),
+  };
 }
 
 /** From an absorbed state, the Stack is changed (`change`) and its next `up` starts: its Update and Job. */
@@ -249,6 +258,19 @@ describe('an up of a Stack with spec.outputsTo', () => {
     const again = syncStack(syncRequest(first.stack, first.cluster), ctx(new Date('2026-11-22T12:00:00Z')));
     expect(stableStringify(again.status)).toBe(stableStringify(first.res.status));
     expect(childrenOf(again, 'Update').length).toBe(childrenOf(first.res, 'Update').length);
+    // A Warning event of its reason when it stalls, and none for the same stall again.
+    const events = (stack: Stack, observed: KObject[], res: { status: Stack['status']; children: KObject[] }) =>
+      stackEvents({
+        stack,
+        observed: childrenMap(...observed),
+        status: res.status ?? {},
+        children: res.children,
+        finalizing: false,
+      })
+        .filter((e) => e.reason === 'OutputsConflict')
+        .map((e) => ({ type: e.type, message: e.message }));
+    expect(events(first.before, first.done, first.res)).toEqual([{ type: 'Warning', message: stalled?.message }]);
+    expect(events(first.stack, first.cluster, again)).toEqual([]);
 
     // The object deleted, the user asks for another run: the conflict is not an object to delete later.
     const next = nextUp(first, requested('after-deleting-it'));
