@@ -6,6 +6,8 @@
  */
 
 export { parseSshUrl, sshHostLabel, uploadPackCommand, withSshUser, type SshRemote } from './ssh-url';
+export * from './outputs-to';
+import { parseOutputsToReport, type OutputsToReport } from './outputs-to';
 
 /** Labels on every child the hooks create. */
 export const Labels = {
@@ -199,6 +201,8 @@ export interface UpdateResult {
   outputsTotal?: number;
   /** Name of the Secret holding the full outputs. */
   outputsSecret?: string;
+  /** What the runner wrote to the Stack's `spec.outputsTo` object (an `up` of a Stack that sets one). */
+  outputsTo?: OutputsToReport;
 }
 
 /** State the workspace server reports on its StatefulSet (annotation pulumi.com/workspace-status). */
@@ -265,6 +269,8 @@ export function parseUpdateResult(raw: string | undefined): UpdateResult | undef
   if (v.outputsOmitted === true) result.outputsOmitted = true;
   if (typeof v.outputsTotal === 'number' && Number.isSafeInteger(v.outputsTotal) && v.outputsTotal >= 0)
     result.outputsTotal = v.outputsTotal;
+  const outputsTo = parseOutputsToReport(v.outputsTo);
+  if (outputsTo) result.outputsTo = outputsTo;
   return result;
 }
 

@@ -288,6 +288,10 @@ export interface StackSpec {
    * Run `preview` instead of `up`: report what would change without changing anything. A Stack in preview mode never destroys.
    */
   preview?: boolean;
+  /**
+   * This operator's addition: after each successful `up`, write the stack outputs to a Secret or ConfigMap of this name in the Stack's namespace, owned by the Stack, for pods to mount or read through env. An existing object of that name that is not this Stack's is never overwritten: the Stack is Stalled with reason `OutputsConflict`. Removing the field or changing the name deletes the object written before at the next `up`.
+   */
+  outputsTo?: OutputsTo;
 }
 
 /**
@@ -1724,6 +1728,10 @@ export interface StackStatus {
    * Name and runtime of the Pulumi project, as last seen; used to destroy the stack when its source is no longer available.
    */
   projectInfo?: StackProjectInfo;
+  /**
+   * This operator's addition, with `spec.outputsTo`: the Secret or ConfigMap the last successful `up` wrote the outputs to (`state: written`), or found held by something else (`state: conflict`).
+   */
+  outputsTo?: OutputsToStatus;
 }
 
 /**
@@ -1826,6 +1834,58 @@ export interface StackUpdateState {
    * Number of consecutive failed operations for the same generation and reconciliation request. After 3, the Stack stalls (reason UpdateFailed) until the spec, source or request changes.
    */
   failures?: number;
+}
+
+/**
+ * Where the stack outputs go besides `status.outputs`: a Secret or ConfigMap in the Stack's namespace, and which outputs. Each output is one key: a string as is, any other value as JSON text.
+ */
+export interface OutputsTo {
+  /**
+   * `Secret` or `ConfigMap`. Secret outputs are only ever written to a Secret: a ConfigMap leaves them out, and the condition `OutputsSkipped` names them.
+   */
+  kind: "Secret" | "ConfigMap";
+  /**
+   * Name of the Secret or ConfigMap, in the Stack's namespace. Created by the operator; an object of that name that it did not create for this Stack is left untouched.
+   */
+  name: string;
+  /**
+   * The outputs to write, each with an optional key. Absent: all outputs, each under its own name (outputs whose names are not valid keys are left out, and named by the condition `OutputsSkipped`).
+   *
+   * @maxItems 256
+   */
+  outputs?: OutputsToEntry[];
+}
+
+/**
+ * One stack output to write.
+ */
+export interface OutputsToEntry {
+  /**
+   * Name of the stack output.
+   */
+  name: string;
+  /**
+   * Key it is written under (letters, digits, `-`, `_` and `.`). Default: the output's name, which must then be a valid key.
+   */
+  key?: string;
+}
+
+/**
+ * The object the last successful `up` wrote the outputs to, or found in the way.
+ */
+export interface OutputsToStatus {
+  /**
+   * `Secret` or `ConfigMap`.
+   */
+  kind: string;
+  /**
+   * Name of the object, in the Stack's namespace.
+   */
+  name: string;
+  /**
+   * `written`: it holds the outputs of that `up`. `conflict`: an object of that name that is not this Stack's exists; it was left untouched and the Stack is Stalled (`OutputsConflict`).
+   */
+  state: string;
 }
 
 /**
@@ -2787,4 +2847,52 @@ export interface UpdateStatus {
    * This operator's addition: how many outputs the stack has (those in `outputValues` and those omitted).
    */
   outputsTotal?: number;
+  /**
+   * This operator's addition: what the `up` of a Stack with `spec.outputsTo` wrote there.
+   */
+  outputsTo?: UpdateOutputsTo;
+}
+
+/**
+ * The Secret or ConfigMap an `up` wrote the outputs to, and the outputs it left out.
+ */
+export interface UpdateOutputsTo {
+  /**
+   * `Secret` or `ConfigMap`.
+   */
+  kind: string;
+  /**
+   * Name of the object, in the Update's namespace.
+   */
+  name: string;
+  /**
+   * `written`, or `conflict`: an object of that name that is not the Stack's exists, and was left untouched.
+   */
+  state: string;
+  /**
+   * Outputs left out, by why.
+   */
+  skipped?: UpdateOutputsToSkipped;
+}
+
+/**
+ * Outputs an `up` did not write to the Stack's `spec.outputsTo` object. Each list names at most 20.
+ */
+export interface UpdateOutputsToSkipped {
+  /**
+   * Secret outputs, which a ConfigMap never holds.
+   */
+  secret?: string[];
+  /**
+   * Outputs whose names are not valid keys: list them in `spec.outputsTo.outputs` with a `key`.
+   */
+  invalidKey?: string[];
+  /**
+   * Outputs listed in `spec.outputsTo.outputs` that the stack does not have.
+   */
+  missing?: string[];
+  /**
+   * How many outputs were left out, in all.
+   */
+  total: number;
 }

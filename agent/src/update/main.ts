@@ -21,6 +21,7 @@ import { say } from '../lib/log';
 import { hostPath } from '../lib/paths';
 import { redactor } from '../lib/redact';
 import { cancelRemoteOperation, runRemoteOperation, waitForWorkspace, type RemoteOutcome } from './client';
+import { withOutputsTo } from './outputs-to';
 
 const MAX_MESSAGE = 4000;
 
@@ -412,7 +413,9 @@ export async function updateCommand(): Promise<number> {
   interruptions.watchDeadline();
   const run = async (): Promise<number> => {
     const ran = withDeadline(ctx, await runOperation(ctx, interruptions), interruptions.deadlineExceeded);
-    const result = ran.outputs ? await withOutputsSecret(ctx, ran.result, ran.outputs) : ran.result;
+    let result = ran.outputs ? await withOutputsSecret(ctx, ran.result, ran.outputs) : ran.result;
+    if (ran.outputs && result.state === 'succeeded')
+      result = await withOutputsTo(result, ran.outputs, { ...ctx, env: process.env });
     return reportResult(ctx, result);
   };
   return Promise.race([run(), interruptions.ended]);

@@ -3,7 +3,7 @@ import { isRecord, MAX_NESTING, nestedDeeperThan } from '../lib/json';
 
 /**
  * What a sync carries over from the observed status (the previous answer, as written) before it
- * decides anything: lastUpdate, currentUpdate and projectInfo with their scalar fields, outputs
+ * decides anything: lastUpdate, currentUpdate, projectInfo and outputsTo with their scalar fields, outputs
  * unless nested deeper than MAX_NESTING, and the conditions (applyMark keeps only their fields).
  * The status is the hooks' own output, but anyone allowed to write the status subresource can put
  * anything there; what cannot be the hooks' is left out rather than copied into the answer, where
@@ -20,6 +20,10 @@ export function carriedStatus(observed: unknown): StackStatus {
     status.outputs = { ...observed.outputs };
   if (isRecord(observed.projectInfo))
     status.projectInfo = scalarsOf(observed.projectInfo) as unknown as StackStatus['projectInfo'];
+  // Only whole: the CRD requires its three fields, and a status missing one could never be written back.
+  const to = observed.outputsTo;
+  if (isRecord(to) && typeof to.kind === 'string' && typeof to.name === 'string' && typeof to.state === 'string')
+    status.outputsTo = { kind: to.kind, name: to.name, state: to.state };
   // Absorbing a result may set conditions of its own (outputs.ts); respond() adds the kstatus ones.
   if (Array.isArray(observed.conditions)) status.conditions = observed.conditions as StackStatus['conditions'];
   return status;

@@ -14,6 +14,7 @@ import { carriedStatus } from './carried-status';
 import { applyMark, Reasons, type Mark } from './conditions';
 import { decideSync, MAX_UPDATE_FAILURES } from './decision';
 import { recordOutputs } from './outputs';
+import { outputsToMark, outputsToRequest, recordOutputsTo, withOutputsTo } from './outputs-to';
 import { checkPrerequisites, refreshRequestsFor } from './prerequisites';
 import { retainUpdates } from './retention';
 import { resolveSource, type RefLookup } from './source';
@@ -158,8 +159,10 @@ function absorb(status: StackStatus, update: KObject, id: UpdateIdentity, outcom
   };
   if (result.permalink) last.permalink = result.permalink;
   status.lastUpdate = last;
-  if (succeeded && result.type === 'up')
+  if (succeeded && result.type === 'up') {
     recordOutputs(status, result, update.metadata.name, id.generation, last.lastResyncTime ?? rfc3339(now));
+    recordOutputsTo(status, result, id.generation, last.lastResyncTime ?? rfc3339(now));
+  }
   if (succeeded && result.projectInfo) status.projectInfo = { ...result.projectInfo };
   delete status.currentUpdate;
 }
@@ -349,7 +352,7 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
     const extra: Partial<StackSyncResponse> = {};
     if (decision.requeueAfterMs !== undefined) extra.resyncAfterSeconds = Math.ceil(decision.requeueAfterMs / 1000);
     if (deleting) extra.finalized = status.lastUpdate?.type === 'destroy' && status.lastUpdate.state === 'succeeded';
-    return respond(resultMark(status.lastUpdate), children, extra);
+    return respond(outputsToMark(stack, status) ?? resultMark(status.lastUpdate), children, extra);
   }
 
   // 6. Prerequisites must be satisfied before anything runs (not while deleting).
@@ -406,7 +409,8 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
     commit: source.commit,
     previous: status.lastUpdate?.name ?? '',
   };
-  const update = buildUpdate(stack, type, decision.message, id);
+  const built = buildUpdate(stack, type, decision.message, id);
+  const update = withOutputsTo(built, type === 'up' ? outputsToRequest(stack, status) : undefined);
   status.currentUpdate = { generation, reconcileRequest: request, name: update.metadata.name, commit: source.commit };
   // The Workspace is held for the Update: kept as last applied, with the hold, until the Update ends.
   return respond({ kind: 'reconciling', reason: Reasons.StackProcessing, message: 'stack is being processed' }, [

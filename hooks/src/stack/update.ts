@@ -4,7 +4,13 @@
  * (the status the Update controller wrote).
  */
 import type { Stack, Update, UpdateSpec } from '../../../schemas/generated/types';
-import { Labels, type OperationRequest, type OperationType, type UpdateResult } from '../../../contract';
+import {
+  Labels,
+  parseOutputsToReport,
+  type OperationRequest,
+  type OperationType,
+  type UpdateResult,
+} from '../../../contract';
 import { parseDuration } from '../lib/duration';
 import { observedCondition } from '../lib/conditions';
 import { isRecord, shortHash } from '../lib/json';
@@ -178,6 +184,8 @@ export function updateOutcome(
   if (typeof status.outputsTotal === 'number') result.outputsTotal = status.outputsTotal;
   const secret = str(status.outputs);
   if (secret !== undefined) result.outputsSecret = secret;
+  const outputsTo = parseOutputsToReport(status.outputsTo);
+  if (outputsTo) result.outputsTo = outputsTo;
   return { result: check(result), endTime: result.endTime ?? str(complete.lastTransitionTime) };
 }
 

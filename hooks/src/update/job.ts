@@ -19,6 +19,7 @@ import {
   workspaceAudience,
   workspaceUrl,
 } from '../workspace/pod';
+import { outputsToEnv } from './outputs-to';
 import { updateServiceAccountName } from './rbac';
 
 /** The operation types an Update may name (upstream's UpdateType). */
@@ -90,6 +91,7 @@ export function buildJob(update: Update, type: OperationType, config: HookConfig
       { name: Env.stackName, value: workspace },
       { name: Env.podNamespace, valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.namespace' } } },
       ...(deadline !== undefined ? [{ name: Env.operationDeadline, value: String(deadline) }] : []),
+      ...outputsToEnv(update),
     ],
     volumeMounts: [{ name: 'workspace-token', mountPath: Paths.tokenDir, readOnly: true }],
     resources: withEphemeralStorage({ requests: { cpu: '10m', memory: '64Mi' } }, config.jobEphemeralStorage),

@@ -1,5 +1,6 @@
 import type { Update } from '../../../schemas/generated/types';
 import type { KObject } from '../lib/k8s';
+import { outputsToRules } from './outputs-to';
 
 /**
  * The operation Job's own identity: the ServiceAccount, Role and RoleBinding `<update>`, owned by the
@@ -31,6 +32,8 @@ export function updateRbac(update: Update, labels: Record<string, string>): KObj
         { apiGroups: ['auto.pulumi.com'], resources: ['workspaces/rpc'], verbs: ['use'], resourceNames: [workspace] },
         { apiGroups: ['batch'], resources: ['jobs'], verbs: ['patch'], resourceNames: [name] },
         { apiGroups: [''], resources: ['secrets'], verbs: ['create'] },
+        // A Stack's spec.outputsTo: exactly the objects its request names (outputs-to.ts).
+        ...outputsToRules(update),
       ],
     },
     {

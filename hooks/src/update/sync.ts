@@ -15,6 +15,7 @@ import { findObject, objectsOf, type KObject, type ObjectMap } from '../lib/k8s'
 import { readUpdateResult } from '../stack/update-result';
 import { AUTO_GROUP_VERSION } from './customize';
 import { buildJob, jobOutcome, operationType, updateLabels, type JobOutcome } from './job';
+import { outputsToProblem } from './outputs-to';
 import { updateRbac } from './rbac';
 
 export interface UpdateSyncRequest {
@@ -81,6 +82,7 @@ function resultFields(status: UpdateStatus, name: string, job: KObject, outcome:
     if (result.outputsOmitted === true) status.outputsOmitted = true;
     if (result.outputsTotal !== undefined) status.outputsTotal = result.outputsTotal;
   }
+  if (result.outputsTo) status.outputsTo = structuredClone(result.outputsTo);
   if (result.projectInfo) status.projectInfo = { ...result.projectInfo };
 }
 
@@ -111,7 +113,7 @@ function specProblem(update: Update, type: OperationType | undefined): string | 
   const deadline: unknown = update.spec?.activeDeadlineSeconds;
   if (deadline !== undefined && !(Number.isInteger(deadline) && (deadline as number) > 0))
     return `spec.activeDeadlineSeconds must be a positive integer; got ${JSON.stringify(deadline)}`;
-  return undefined;
+  return outputsToProblem(update);
 }
 
 export function syncUpdate(req: UpdateSyncRequest, ctx: UpdateSyncContext): UpdateSyncResponse {
