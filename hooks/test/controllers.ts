@@ -86,8 +86,22 @@ export function withControllerStatus(cluster: readonly KObject[], ctx: SyncConte
   );
 }
 
+/** A child of the Stack as Metacontroller stores it: with the Stack as its controller owner. */
+function ownedBy(stack: Stack, child: KObject): KObject {
+  if (!STACK_CHILD_KINDS.has(child.kind) || child.metadata.ownerReferences?.length) return child;
+  const owner = {
+    apiVersion: stack.apiVersion ?? 'pulumi.com/v1',
+    kind: stack.kind ?? 'Stack',
+    name: stack.metadata.name,
+    uid: stack.metadata.uid ?? '',
+    controller: true,
+    blockOwnerDeletion: true,
+  };
+  return { ...child, metadata: { ...child.metadata, ownerReferences: [owner] } };
+}
+
 /** What the Workspace and Update controllers return for the Stack's answer. */
-function grandchildren(res: StackSyncResponse, cluster: readonly KObject[], ctx: SyncContext): KObject[] {
+function grandchildren(res: StackSyncResponse, cluster: readonly KObject[], ctx: SyncContext, stack: Stack): KObject[] {
   const out: KObject[] = [];
   const workspaces = cluster.filter((o) => o.kind === 'Workspace');
   for (const child of res.children) {
@@ -101,7 +115,8 @@ function grandchildren(res: StackSyncResponse, cluster: readonly KObject[], ctx:
         ).children,
       );
     } else if (child.kind === 'Update') {
-      const observed = cluster.find((o) => o.kind === 'Update' && o.metadata.name === child.metadata.name) ?? child;
+      const observed =
+        cluster.find((o) => o.kind === 'Update' && o.metadata.name === child.metadata.name) ?? ownedBy(stack, child);
       // A new Update's first syncs make the Job's identity, step by step, the next (right after, as
       // Metacontroller calls it on each new child) its Job.
       let kids: KObject[] = grandchildrenOf(cluster, observed);
@@ -132,10 +147,13 @@ const STACK_CHILD_KINDS = new Set(['Workspace', 'Update', 'ConfigMap']);
 export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncResponse {
   const cluster = clusters.get(req);
   if (!cluster) return syncStackHook(req, ctx);
-  const observed = withControllerStatus(cluster, ctx);
+  const observed = withControllerStatus(
+    cluster.map((o) => ownedBy(req.parent, o)),
+    ctx,
+  );
   const children = { ...req.children, ...mapOf(observed.filter((o) => STACK_CHILD_KINDS.has(o.kind))) };
   const res = syncStackHook({ ...req, children }, ctx);
-  return { ...res, children: [...res.children, ...grandchildren(res, observed, ctx)] };
+  return { ...res, children: [...res.children, ...grandchildren(res, observed, ctx, req.parent)] };
 }
 
 /** The StatefulSet, Service and pod hash the Workspace controller makes of a Stack's Workspace for `source`. */

@@ -378,6 +378,11 @@ describe('an Update carrying a request', () => {
       }),
       /target\.outputs\[0\] needs a valid key$/,
     ],
+    [
+      'naming a Stack that does not own it',
+      JSON.stringify({ stack: { name: 'other', uid: 'u-other' }, target: { kind: 'Secret', name: 'x' } }),
+      /names Stack other, which does not own this Update$/,
+    ],
   ])('%s fails (InvalidSpec) naming the annotation, and runs nothing', (_, annotation, message) => {
     const res = syncUpdate(
       { parent: update(annotation), related: objectMap(workspace) },
@@ -391,7 +396,8 @@ describe('an Update carrying a request', () => {
   });
 
   it("reports the runner's report in its status", () => {
-    const { cluster, job } = toFirstJob(makeStack({ outputsTo: SECRET_TARGET }));
+    const stack = makeStack({ outputsTo: SECRET_TARGET });
+    const { cluster, job } = toFirstJob(stack);
     const report: OutputsToReport = {
       kind: 'Secret',
       name: 'app-outputs',
@@ -399,11 +405,14 @@ describe('an Update carrying a request', () => {
       skipped: { missing: ['gone'], total: 1 },
     };
     const done = jobFinishes(cluster, job.metadata.name, { state: 'succeeded', outputs: {}, outputsTo: report });
-    const parent = at(
+    const desired = at(
       done.filter((o) => o.kind === 'Update'),
       0,
       'Update',
     ) as Update;
+    // As Metacontroller stores it: the Stack its controller owner.
+    const owner = { apiVersion: 'pulumi.com/v1', kind: 'Stack', name: stack.metadata.name, uid: stack.metadata.uid! };
+    const parent = { ...desired, metadata: { ...desired.metadata, ownerReferences: [{ ...owner, controller: true }] } };
     const own = done.filter((o) => o.metadata.name === job.metadata.name && o.kind !== 'Update');
     const res = syncUpdate({ parent, children: objectMap(...own) }, { config: testConfig, now: NOW });
     expect(res.status.outputsTo).toEqual(report);

@@ -16,10 +16,20 @@ export interface PolicyRule {
   resourceNames?: string[];
 }
 
-/** The request an Update carries, undefined when none; a string says what is wrong with it. */
+/**
+ * The request an Update carries, undefined when none; a string says what is wrong with it. Only the
+ * Stack that owns the Update may ask: otherwise anyone who may create Updates could have a Job write
+ * or delete another Stack's outputs object by naming that Stack.
+ */
 export function outputsToRequestOf(update: Update): OutputsToRequest | string | undefined {
   const raw = update.metadata.annotations?.[OutputsToKeys.annotation];
-  return raw === undefined ? undefined : parseOutputsToRequest(raw);
+  if (raw === undefined) return undefined;
+  const request = parseOutputsToRequest(raw);
+  if (typeof request === 'string') return request;
+  const owned = (update.metadata.ownerReferences ?? []).some(
+    (ref) => ref.kind === 'Stack' && ref.uid === request.stack.uid && ref.name === request.stack.name,
+  );
+  return owned ? request : `names Stack ${request.stack.name}, which does not own this Update`;
 }
 
 /** What is wrong with the request an Update carries, naming the annotation. */
