@@ -153,6 +153,8 @@ export interface OperationRequest {
   replace?: string[];
   remove?: boolean;
   runProgram?: boolean;
+  /** `refresh` only: `pulumi refresh --preview-only` (a drift check): the state is not changed. Ours. */
+  previewOnly?: boolean;
 }
 
 export interface ProjectInfo {
@@ -199,7 +201,14 @@ export interface UpdateResult {
   outputsTotal?: number;
   /** Name of the Secret holding the full outputs. */
   outputsSecret?: string;
+  /** `refresh` only: how many resources differ from the stack's state (drift). */
+  changedResources?: number;
+  /** `refresh` only: the URNs of the first of them (at most MAX_CHANGED_URNS). */
+  changedUrns?: string[];
 }
+
+/** How many URNs of changed resources a refresh's result carries (the count has them all). */
+export const MAX_CHANGED_URNS = 20;
 
 /** State the workspace server reports on its StatefulSet (annotation pulumi.com/workspace-status). */
 export interface WorkspaceStatus {
@@ -265,6 +274,10 @@ export function parseUpdateResult(raw: string | undefined): UpdateResult | undef
   if (v.outputsOmitted === true) result.outputsOmitted = true;
   if (typeof v.outputsTotal === 'number' && Number.isSafeInteger(v.outputsTotal) && v.outputsTotal >= 0)
     result.outputsTotal = v.outputsTotal;
+  if (typeof v.changedResources === 'number' && Number.isSafeInteger(v.changedResources) && v.changedResources >= 0)
+    result.changedResources = v.changedResources;
+  if (Array.isArray(v.changedUrns))
+    result.changedUrns = v.changedUrns.filter((u): u is string => typeof u === 'string').slice(0, MAX_CHANGED_URNS);
   return result;
 }
 

@@ -269,6 +269,10 @@ export interface StackSpec {
    */
   workspaceTemplate?: WorkspaceTemplate;
   /**
+   * This operator's addition: check the deployed resources for drift on a schedule, with a refresh preview that changes nothing, and optionally run `up` to undo it. See `status.lastDriftCheck` and the condition `Drifted`.
+   */
+  driftDetection?: DriftDetection;
+  /**
    * What happens to the workspace after a successful operation: `Retain` (the default) keeps it for the next operation; `Delete` removes it, and it is created again when needed.
    */
   workspaceReclaimPolicy?: "Retain" | "Delete";
@@ -1703,7 +1707,7 @@ export interface StackStatus {
    */
   observedReconcileRequest?: string;
   /**
-   * Conditions `Ready`, `Reconciling` and `Stalled` (kstatus conventions). Ready is True when the last operation succeeded and nothing is left to do. Reconciling is True while an operation is pending, running or being retried. Stalled is True when the operator cannot go on until the spec, the source or the reconciliation request changes; its reason says why (SpecInvalid, SourceUnavailable, UpdateFailed, ...). OutputsTruncated is True when `outputs` holds only some of the outputs of the last successful up.
+   * Conditions `Ready`, `Reconciling` and `Stalled` (kstatus conventions). Ready is True when the last operation succeeded and nothing is left to do. Reconciling is True while an operation is pending, running or being retried. Stalled is True when the operator cannot go on until the spec, the source or the reconciliation request changes; its reason says why (SpecInvalid, SourceUnavailable, UpdateFailed, ...). OutputsTruncated is True when `outputs` holds only some of the outputs of the last successful up. Drifted (with `spec.driftDetection`) says what the last drift check found: True (DriftDetected, with the count and URNs), False (NoDrift), Unknown (CheckFailed).
    */
   conditions?: StackCondition[];
   /**
@@ -1724,6 +1728,58 @@ export interface StackStatus {
    * Name and runtime of the Pulumi project, as last seen; used to destroy the stack when its source is no longer available.
    */
   projectInfo?: StackProjectInfo;
+  /**
+   * This operator's addition: the result of the last drift check (`spec.driftDetection`).
+   */
+  lastDriftCheck?: DriftCheckState;
+}
+
+/**
+ * When to check a Stack for drift, and what to do when there is some.
+ */
+export interface DriftDetection {
+  /**
+   * How often to check: a duration such as `30m` or `6h` (at least `30s`), counted from the later of the last check and the last successful update, or a 5-field cron expression in UTC such as `0 * /6 * * *`, the next time it matches after that. A check runs only while the Stack is Ready and nothing else runs; an update that is due runs first.
+   */
+  schedule: string;
+  /**
+   * When a check finds drift, run `up` with refresh to bring the resources back to the program. Default false: report only.
+   */
+  remediate?: boolean;
+}
+
+/**
+ * The result of a drift check.
+ */
+export interface DriftCheckState {
+  /**
+   * When the check ended.
+   */
+  time?: string;
+  /**
+   * The Update that ran the check (a `refresh` with `previewOnly`).
+   */
+  name?: string;
+  /**
+   * Whether the check itself ran (`succeeded`, whatever it found) or failed.
+   */
+  state?: "succeeded" | "failed";
+  /**
+   * True when resources differ from the stack's state. Absent when the check failed.
+   */
+  drifted?: boolean;
+  /**
+   * How many resources differ.
+   */
+  changedResources?: number;
+  /**
+   * The URNs of the first of them (at most 20).
+   */
+  urns?: string[];
+  /**
+   * The check's message (on failure, why).
+   */
+  message?: string;
 }
 
 /**
@@ -2693,6 +2749,10 @@ export interface UpdateSpec {
    */
   activeDeadlineSeconds?: number;
   /**
+   * This operator's addition, for `type: refresh`: only preview the refresh (`pulumi refresh --preview-only`), so the stack's state is left unchanged; `status.changedResources` and `status.changedResourceUrns` say which resources differ from the state (drift). A Stack's drift checks are such Updates (`spec.driftDetection`).
+   */
+  previewOnly?: boolean;
+  /**
    * Maximum number of resource operations run at the same time (all types).
    */
   parallel?: number;
@@ -2787,4 +2847,12 @@ export interface UpdateStatus {
    * This operator's addition: how many outputs the stack has (those in `outputValues` and those omitted).
    */
   outputsTotal?: number;
+  /**
+   * This operator's addition, for a `refresh`: how many resources the refresh found different from the stack's state (drifted), or would change with `previewOnly`.
+   */
+  changedResources?: number;
+  /**
+   * This operator's addition, for a `refresh`: the URNs of the first of those resources (at most 20), in the order the refresh reported them.
+   */
+  changedResourceUrns?: string[];
 }

@@ -4,7 +4,13 @@
  * (the status the Update controller wrote).
  */
 import type { Stack, Update, UpdateSpec } from '../../../schemas/generated/types';
-import { Labels, type OperationRequest, type OperationType, type UpdateResult } from '../../../contract';
+import {
+  Labels,
+  MAX_CHANGED_URNS,
+  type OperationRequest,
+  type OperationType,
+  type UpdateResult,
+} from '../../../contract';
 import { parseDuration } from '../lib/duration';
 import { observedCondition } from '../lib/conditions';
 import { isRecord, shortHash } from '../lib/json';
@@ -178,6 +184,12 @@ export function updateOutcome(
   if (typeof status.outputsTotal === 'number') result.outputsTotal = status.outputsTotal;
   const secret = str(status.outputs);
   if (secret !== undefined) result.outputsSecret = secret;
+  const changed = status.changedResources;
+  if (typeof changed === 'number' && Number.isSafeInteger(changed) && changed >= 0) result.changedResources = changed;
+  if (Array.isArray(status.changedResourceUrns))
+    result.changedUrns = status.changedResourceUrns
+      .filter((u): u is string => typeof u === 'string')
+      .slice(0, MAX_CHANGED_URNS);
   return { result: check(result), endTime: result.endTime ?? str(complete.lastTransitionTime) };
 }
 
