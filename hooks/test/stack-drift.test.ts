@@ -13,6 +13,7 @@ import {
   makeStack,
   syncRequest,
   withStatus,
+  workspaceBecomesReady,
 } from './builders';
 import { operationOf, childOf } from './children';
 import { ctx, toFirstJob } from './stories';
@@ -275,5 +276,44 @@ describe('drift detection', () => {
     );
     expect(find(later, 'Update', run.check.metadata.name)).toBeUndefined();
     expect(later.status.lastDriftCheck?.name).toBe(run.check.metadata.name);
+  });
+});
+
+describe('drift checks and the rest of a Stack', () => {
+  it("an updateTemplate annotation with the check's key does not make the Stack's ups checks", () => {
+    const { stack, cluster } = deployed({
+      driftDetection: { schedule: '5m' },
+      updateTemplate: { metadata: { annotations: { [DRIFT_CHECK_ANNOTATION]: 'x' } } },
+    });
+    expect(stack.status?.lastUpdate).toMatchObject({ type: 'up', state: 'succeeded' });
+    const res = syncStack(syncRequest(stack, cluster), at('2026-11-22T10:06:00Z'));
+    expect(driftChecks(res)).toHaveLength(1);
+  });
+
+  it('a branch keeps being polled while a check runs', () => {
+    const git = { ...ctx(), lookups: new Map([['https://g.test/r.git#main', { sha: 'a'.repeat(40) }]]) };
+    const gitAt = (iso: string) => ({ ...git, now: new Date(iso) });
+    const stack = makeStack({ driftDetection: { schedule: '5m' } });
+    delete stack.spec.programRef;
+    Object.assign(stack.spec, { projectRepo: 'https://g.test/r.git', branch: 'main' });
+    const r1 = syncStack(syncRequest(stack, []), gitAt('2026-11-22T10:00:00Z'));
+    const c1 = workspaceBecomesReady(applyChildren([], r1.children));
+    const r2 = syncStack(syncRequest(withStatus(stack, r1), c1), gitAt('2026-11-22T10:00:00Z'));
+    const c2 = applyChildren(c1, r2.children);
+    const up = r2.status.currentUpdate?.name ?? '';
+    expect(up).toMatch(/^my-stack-up-/);
+    const done = jobFinishes(c2, up, { state: 'succeeded', outputs: {} }, UP_ENDED);
+    const r3 = syncStack(syncRequest(withStatus(stack, r2), done), gitAt(UP_ENDED));
+    const deployedStack = withStatus(withStatus(stack, r2), r3);
+    const c3 = applyChildren(done, r3.children);
+    const started = syncStack(syncRequest(deployedStack, c3), gitAt('2026-11-22T10:06:00Z'));
+    expect(driftChecks(started)).toHaveLength(1);
+    expect(started.resyncAfterSeconds).toBe(60);
+    const running = syncStack(
+      syncRequest(withStatus(deployedStack, started), applyChildren(c3, started.children)),
+      gitAt('2026-11-22T10:06:10Z'),
+    );
+    expect(condition(running.status, 'Ready')?.status).toBe('True');
+    expect(running.resyncAfterSeconds).toBe(60);
   });
 });

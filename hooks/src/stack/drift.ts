@@ -60,9 +60,15 @@ export function driftScheduleProblem(schedule: string): string | undefined {
   return typeof parsed === 'string' ? `spec.driftDetection.schedule: ${parsed}` : undefined;
 }
 
-/** Whether an Update is one of the Stack's drift checks. */
+/**
+ * Whether an Update is one of the Stack's drift checks: it has the check's key and no identity (an
+ * `updateTemplate.metadata.annotations` with the key cannot turn the Stack's operations into checks).
+ */
 export function isDriftCheck(update: KObject): boolean {
-  return typeof update.metadata.annotations?.[DRIFT_CHECK_ANNOTATION] === 'string';
+  const annotations = update.metadata.annotations;
+  return (
+    typeof annotations?.[DRIFT_CHECK_ANNOTATION] === 'string' && annotations[UpdateAnnotations.generation] === undefined
+  );
 }
 
 const time = (t: string | undefined): number => {

@@ -365,16 +365,21 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
     // A drift check runs: the update that is due starts when it ends; the Workspace stays as it is.
     return respond({ kind: 'reconciling', reason: Reasons.StackProcessing, message: drift.wait }, keepAll());
   }
+  // Branch polling and retries go on while a check runs.
+  const requeue =
+    decision.synced && decision.requeueAfterMs !== undefined
+      ? { resyncAfterSeconds: Math.ceil(decision.requeueAfterMs / 1000) }
+      : {};
   if (drift.check) {
     // Ready as before: a check changes nothing, and the workspace is held for it.
-    return respond(resultMark(status.lastUpdate), [
-      heldFor(workspace.workspace, drift.check.metadata.name),
-      ...keptUpdates,
-      drift.check,
-    ]);
+    return respond(
+      resultMark(status.lastUpdate),
+      [heldFor(workspace.workspace, drift.check.metadata.name), ...keptUpdates, drift.check],
+      requeue,
+    );
   }
   if (decision.synced && drift.running) {
-    return respond(resultMark(status.lastUpdate), keepAll());
+    return respond(resultMark(status.lastUpdate), keepAll(), requeue);
   }
   if (decision.synced && drift.remediate === undefined) {
     const children: KObject[] = [...keptUpdates];
