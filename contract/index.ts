@@ -155,6 +155,8 @@ export interface OperationRequest {
   replace?: string[];
   remove?: boolean;
   runProgram?: boolean;
+  /** `refresh` only: `pulumi refresh --preview-only` (a drift check): the state is not changed. Ours. */
+  previewOnly?: boolean;
 }
 
 export interface ProjectInfo {
@@ -203,7 +205,14 @@ export interface UpdateResult {
   outputsSecret?: string;
   /** What the runner wrote to the Stack's `spec.outputsTo` object (an `up` of a Stack that sets one). */
   outputsTo?: OutputsToReport;
+  /** `refresh` only: how many resources differ from the stack's state (drift). */
+  changedResources?: number;
+  /** `refresh` only: the URNs of the first of them (at most MAX_CHANGED_URNS). */
+  changedUrns?: string[];
 }
+
+/** How many URNs of changed resources a refresh's result carries (the count has them all). */
+export const MAX_CHANGED_URNS = 20;
 
 /** State the workspace server reports on its StatefulSet (annotation pulumi.com/workspace-status). */
 export interface WorkspaceStatus {
@@ -271,6 +280,10 @@ export function parseUpdateResult(raw: string | undefined): UpdateResult | undef
     result.outputsTotal = v.outputsTotal;
   const outputsTo = parseOutputsToReport(v.outputsTo);
   if (outputsTo) result.outputsTo = outputsTo;
+  if (typeof v.changedResources === 'number' && Number.isSafeInteger(v.changedResources) && v.changedResources >= 0)
+    result.changedResources = v.changedResources;
+  if (Array.isArray(v.changedUrns))
+    result.changedUrns = v.changedUrns.filter((u): u is string => typeof u === 'string').slice(0, MAX_CHANGED_URNS);
   return result;
 }
 

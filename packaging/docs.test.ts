@@ -92,6 +92,7 @@ test('observability.md describes every metric the hook server exports', async ()
     'pulumi_hook_objects_synced',
     'pulumi_hook_request_duration_seconds',
     'stacks_active',
+    'stacks_drifted',
     'stacks_failing',
   ]);
   const doc = readRepoFile('docs/observability.md');

@@ -479,12 +479,16 @@ describe('compatibility with upstream pulumi.com CRDs', () => {
     'stacks/v1': [
       /^\.spec\.updateTemplate\.spec\.activeDeadlineSeconds$/, // bounded operations
       /^\.(spec|status)\.outputsTo(\.|\[|$)/, // outputs to a Secret or ConfigMap (docs/outputs-to.md)
+      /^\.spec\.driftDetection(\.|$)/, // drift detection (docs/drift-detection.md)
+      /^\.status\.lastDriftCheck(\.|\[|$)/,
     ],
     'stacks/v1alpha1': [/^\.spec(\.|$)/], // upstream's v1alpha1 spec is v1's, which is compared
     'updates/v1alpha1': [
       /^\.status\.(outputValues(\{\})?|outputsOmitted|outputsTotal)$/, // this operator's extension
       /^\.spec\.activeDeadlineSeconds$/, // bounded operations (docs/bounded-operations.md)
       /^\.status\.outputsTo(\.|$)/, // outputs to a Secret or ConfigMap (docs/outputs-to.md)
+      /^\.spec\.previewOnly$/, // drift detection (docs/drift-detection.md)
+      /^\.status\.changedResource(s|Urns(\[\])?)$/,
     ],
   };
 

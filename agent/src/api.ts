@@ -35,6 +35,9 @@ export interface OperationResult {
   projectInfo?: ProjectInfo;
   /** Resource changes by operation (create, update, same, …) from Pulumi's summary event. */
   resourceChanges?: Record<string, number>;
+  /** `refresh`: how many resources differ from the state, and the first of their URNs (drift.ts). */
+  changedResources?: number;
+  changedUrns?: string[];
   /** `up` only: every stack output with its secret flag (plaintext values: only the runner gets them). */
   outputs?: Record<string, OutputValue>;
 }
@@ -68,6 +71,7 @@ const BOOL_FIELDS = [
   'continueOnError',
   'remove',
   'runProgram',
+  'previewOnly',
 ] as const;
 const LIST_FIELDS = ['target', 'replace'] as const;
 

@@ -122,6 +122,27 @@ describe('upstream gauges from the objects', () => {
     expect(text).toMatch(/^pulumi_hook_objects_synced\{resource="programs"\} 1$/m);
   });
 
+  it('stacks_drifted from status.lastDriftCheck.drifted: 1, 0, or no series', async () => {
+    const cluster = new FakeCluster();
+    const withCheck = (name: string, drifted?: boolean) => {
+      const stack = stackObject('team-a', name, 'succeeded');
+      const status = stack.status as Record<string, unknown>;
+      status.lastDriftCheck = drifted === undefined ? { state: 'failed' } : { state: 'succeeded', drifted };
+      return stack;
+    };
+    cluster.put('stacks', withCheck('drifted', true));
+    cluster.put('stacks', withCheck('clean', false));
+    cluster.put('stacks', withCheck('unknown'));
+    cluster.put('stacks', stackObject('team-a', 'unchecked', 'succeeded'));
+    const gauges = gaugesOn(cluster);
+    await gauges.whenSynced();
+    const lines = (await gauges.metrics()).split('\n').filter((l) => l.startsWith('stacks_drifted{'));
+    expect(lines.sort()).toEqual([
+      'stacks_drifted{namespace="team-a",name="clean"} 0',
+      'stacks_drifted{namespace="team-a",name="drifted"} 1',
+    ]);
+  });
+
   it('two replicas and a restarted one report the same numbers, whichever requests they answered', async () => {
     const cluster = new FakeCluster();
     seed(cluster);

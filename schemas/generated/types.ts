@@ -292,6 +292,10 @@ export interface StackSpec {
    * This operator's addition: after each successful `up`, write the stack outputs to a Secret or ConfigMap of this name in the Stack's namespace, owned by the Stack, for pods to mount or read through env. An existing object of that name that is not this Stack's is never overwritten: the Stack is Stalled with reason `OutputsConflict`. Removing the field or changing the name deletes the object written before at the next `up`.
    */
   outputsTo?: OutputsTo;
+  /**
+   * This operator's addition: check the deployed resources for drift on a schedule, with a refresh preview that changes nothing, and optionally run `up` to undo it. See `status.lastDriftCheck` and the condition `Drifted`.
+   */
+  driftDetection?: DriftDetection;
 }
 
 /**
@@ -1707,7 +1711,7 @@ export interface StackStatus {
    */
   observedReconcileRequest?: string;
   /**
-   * Conditions `Ready`, `Reconciling` and `Stalled` (kstatus conventions). Ready is True when the last operation succeeded and nothing is left to do. Reconciling is True while an operation is pending, running or being retried. Stalled is True when the operator cannot go on until the spec, the source or the reconciliation request changes; its reason says why (SpecInvalid, SourceUnavailable, UpdateFailed, ...). OutputsTruncated is True when `outputs` holds only some of the outputs of the last successful up.
+   * Conditions `Ready`, `Reconciling` and `Stalled` (kstatus conventions). Ready is True when the last operation succeeded and nothing is left to do. Reconciling is True while an operation is pending, running or being retried. Stalled is True when the operator cannot go on until the spec, the source or the reconciliation request changes; its reason says why (SpecInvalid, SourceUnavailable, UpdateFailed, ...). OutputsTruncated is True when `outputs` holds only some of the outputs of the last successful up. Drifted (with `spec.driftDetection`) says what the last drift check found: True (DriftDetected, with the count and URNs), False (NoDrift), Unknown (CheckFailed).
    */
   conditions?: StackCondition[];
   /**
@@ -1732,6 +1736,10 @@ export interface StackStatus {
    * This operator's addition, with `spec.outputsTo`: the Secret or ConfigMap the last successful `up` wrote the outputs to (`state: written`), or found held by something else (`state: conflict`).
    */
   outputsTo?: OutputsToStatus;
+  /**
+   * This operator's addition: the result of the last drift check (`spec.driftDetection`).
+   */
+  lastDriftCheck?: DriftCheckState;
 }
 
 /**
@@ -1900,6 +1908,54 @@ export interface StackProjectInfo {
    * Project runtime from `Pulumi.yaml`, for example `nodejs` or `yaml`.
    */
   runtime: string;
+}
+
+/**
+ * When to check a Stack for drift, and what to do when there is some.
+ */
+export interface DriftDetection {
+  /**
+   * How often to check: a duration such as `30m` or `6h` (at least `30s`), counted from the later of the last check and the last successful update, or a 5-field cron expression in UTC such as `0 * /6 * * *`, the next time it matches after that. A check runs only while the Stack is Ready and nothing else runs; an update that is due runs first.
+   */
+  schedule: string;
+  /**
+   * When a check finds drift, run `up` with refresh to bring the resources back to the program. Default false: report only.
+   */
+  remediate?: boolean;
+}
+
+/**
+ * The result of a drift check.
+ */
+export interface DriftCheckState {
+  /**
+   * When the check ended.
+   */
+  time?: string;
+  /**
+   * The Update that ran the check (a `refresh` with `previewOnly`).
+   */
+  name?: string;
+  /**
+   * Whether the check itself ran (`succeeded`, whatever it found) or failed.
+   */
+  state?: "succeeded" | "failed";
+  /**
+   * True when resources differ from the stack's state. Absent when the check failed.
+   */
+  drifted?: boolean;
+  /**
+   * How many resources differ.
+   */
+  changedResources?: number;
+  /**
+   * The URNs of the first of them (at most 20).
+   */
+  urns?: string[];
+  /**
+   * The check's message (on failure, why).
+   */
+  message?: string;
 }
 
 /**
@@ -2753,6 +2809,10 @@ export interface UpdateSpec {
    */
   activeDeadlineSeconds?: number;
   /**
+   * This operator's addition, for `type: refresh`: only preview the refresh (`pulumi refresh --preview-only`), so the stack's state is left unchanged; `status.changedResources` and `status.changedResourceUrns` say which resources differ from the state (drift). A Stack's drift checks are such Updates (`spec.driftDetection`).
+   */
+  previewOnly?: boolean;
+  /**
    * Maximum number of resource operations run at the same time (all types).
    */
   parallel?: number;
@@ -2851,6 +2911,14 @@ export interface UpdateStatus {
    * This operator's addition: what the `up` of a Stack with `spec.outputsTo` wrote there.
    */
   outputsTo?: UpdateOutputsTo;
+  /**
+   * This operator's addition, for a `refresh`: how many resources the refresh found different from the stack's state (drifted), or would change with `previewOnly`.
+   */
+  changedResources?: number;
+  /**
+   * This operator's addition, for a `refresh`: the URNs of the first of those resources (at most 20), in the order the refresh reported them.
+   */
+  changedResourceUrns?: string[];
 }
 
 /**

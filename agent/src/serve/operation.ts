@@ -7,6 +7,7 @@ import type { OperationResult, OutputValue, StreamLine } from '../api';
 import { oneLine, truncate } from '../lib/errors';
 import { logger } from '../lib/log';
 import type { Redactor } from '../lib/redact';
+import { DriftCollector } from './drift';
 import { runPulumi } from './pulumi';
 import { containsSecret, hasMarker, STACK_TYPE, type StackStateReader } from './stack-state';
 
@@ -47,7 +48,9 @@ export function operationArgs(req: OperationRequest, stack: string, eventLog: st
       if (req.targetDependents) a.push('--target-dependents');
       break;
     case 'refresh':
-      a.push('refresh', '--yes', '--skip-preview', '--suppress-progress');
+      // --preview-only: a drift check, which shows what the refresh would change and changes nothing.
+      if (req.previewOnly) a.push('refresh', '--preview-only', '--suppress-progress');
+      else a.push('refresh', '--yes', '--skip-preview', '--suppress-progress');
       if (req.expectNoChanges) a.push('--expect-no-changes');
       list('--target', req.target);
       if (req.runProgram !== undefined) a.push(`--run-program=${req.runProgram}`);
@@ -291,7 +294,9 @@ export async function runOperation(ctx: OperationContext, options: RunOperationO
   let summary: { resourceChanges?: Record<string, number> } | undefined;
   let stackOutputsEvent: { outputs: Record<string, unknown>; urn: string } | undefined;
   const r = ctx.redactor;
+  const drift = new DriftCollector();
   const tail = new EventLogTail(eventLog, (event) => {
+    if (req.type === 'refresh') drift.add(event);
     const diag = event.diagnosticEvent as { severity?: string; message?: string; ephemeral?: boolean } | undefined;
     if (diag && diag.severity === 'error' && typeof diag.message === 'string') diagnostics.push(diag.message);
     const sum = event.summaryEvent as { resourceChanges?: Record<string, number> } | undefined;
@@ -336,7 +341,7 @@ export async function runOperation(ctx: OperationContext, options: RunOperationO
         endTime: '',
       };
     } else if (run.code === 0) {
-      const described = describeChanges(changes, req.type === 'preview');
+      const described = describeChanges(changes, req.type === 'preview' || req.previewOnly === true);
       result = {
         ...base,
         state: 'succeeded',
@@ -369,6 +374,7 @@ export async function runOperation(ctx: OperationContext, options: RunOperationO
     }
     if (permalink) result.permalink = permalink;
     if (changes) result.resourceChanges = changes;
+    if (req.type === 'refresh' && result.state === 'succeeded') Object.assign(result, drift.result());
   } catch (e) {
     await tail.stop().catch(() => undefined);
     result = {

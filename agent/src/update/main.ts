@@ -172,6 +172,8 @@ export function toUpdateResult(op: OperationRequest, res: OperationResult): Upda
   if (res.reason) u.reason = res.reason;
   if (res.permalink) u.permalink = res.permalink;
   if (res.projectInfo) u.projectInfo = res.projectInfo;
+  if (res.changedResources !== undefined) u.changedResources = res.changedResources;
+  if (res.changedUrns !== undefined) u.changedUrns = res.changedUrns.map((urn) => redactor.redact(urn));
   if (op.type === 'up' && res.state === 'succeeded' && res.outputs) {
     const values: Record<string, unknown> = {};
     const secret: string[] = [];

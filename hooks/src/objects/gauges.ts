@@ -27,6 +27,7 @@ export interface WarnLog {
 
 /** What a Stack's gauges need: whether its last operation failed (1), succeeded (0), or none yet (-1). */
 type LastOutcome = 1 | 0 | -1;
+type DriftOutcome = 1 | 0 | -1;
 
 function metadataKey(object: unknown): string | undefined {
   if (typeof object !== 'object' || object === null) return undefined;
@@ -47,6 +48,26 @@ export function stackProjection(object: unknown): { key: string; value: LastOutc
   const state =
     typeof lastUpdate === 'object' && lastUpdate !== null ? (lastUpdate as { state?: unknown }).state : undefined;
   return { key, value: state === 'failed' ? 1 : state === 'succeeded' ? 0 : -1 };
+}
+
+/** Whether a Stack's last drift check found drift (1), found none (0), or failed or never ran (-1). */
+export function driftProjection(object: unknown): DriftOutcome {
+  const status = (object as { status?: unknown }).status;
+  const check =
+    typeof status === 'object' && status !== null ? (status as { lastDriftCheck?: unknown }).lastDriftCheck : undefined;
+  const drifted = typeof check === 'object' && check !== null ? (check as { drifted?: unknown }).drifted : undefined;
+  return drifted === true ? 1 : drifted === false ? 0 : -1;
+}
+
+/** What the gauges keep of a Stack. */
+interface StackFacts {
+  outcome: LastOutcome;
+  drifted: DriftOutcome;
+}
+
+function stackFacts(object: unknown): { key: string; value: StackFacts } | undefined {
+  const projected = stackProjection(object);
+  return projected && { key: projected.key, value: { outcome: projected.value, drifted: driftProjection(object) } };
 }
 
 export function programProjection(object: unknown): { key: string; value: null } | undefined {
@@ -71,7 +92,7 @@ export class ObjectGauges {
   private readonly stackGauges = new Registry();
   /** Exported only while the Program mirror is synced. */
   private readonly programGauges = new Registry();
-  private readonly stacks: Reflector<LastOutcome>;
+  private readonly stacks: Reflector<StackFacts>;
   private readonly programs: Reflector<null>;
   private readonly failures: Counter<'resource' | 'operation'>;
   private readonly lastWarnAt = new Map<WatchedResource, number>();
@@ -89,10 +110,10 @@ export class ObjectGauges {
       labelNames: ['resource', 'operation'],
       registers: [this.health],
     });
-    this.stacks = new Reflector<LastOutcome>({
+    this.stacks = new Reflector<StackFacts>({
       ...options.reflector,
       api: api.stacks,
-      project: stackProjection,
+      project: stackFacts,
       onFailure: (operation, err) => this.failed('stacks', operation, err),
     });
     this.programs = new Reflector<null>({
@@ -127,10 +148,24 @@ export class ObjectGauges {
       registers: [this.stackGauges],
       collect: () => {
         stacksFailing.reset();
-        for (const [key, outcome] of this.stacks.entries) {
+        for (const [key, { outcome }] of this.stacks.entries) {
           if (outcome < 0) continue;
           const slash = key.indexOf('/');
           stacksFailing.set({ namespace: key.slice(0, slash), name: key.slice(slash + 1) }, outcome);
+        }
+      },
+    });
+    const stackDrifted: Gauge<'namespace' | 'name'> = new Gauge({
+      name: 'stacks_drifted',
+      help: '1 for a Stack whose last drift check found resources changed outside Pulumi, 0 for one whose last check found none (status.lastDriftCheck.drifted); no series for a Stack without drift detection, before its first check, or after a check that failed.',
+      labelNames: ['namespace', 'name'],
+      registers: [this.stackGauges],
+      collect: () => {
+        stackDrifted.reset();
+        for (const [key, { drifted }] of this.stacks.entries) {
+          if (drifted < 0) continue;
+          const slash = key.indexOf('/');
+          stackDrifted.set({ namespace: key.slice(0, slash), name: key.slice(slash + 1) }, drifted);
         }
       },
     });

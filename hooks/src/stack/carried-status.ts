@@ -1,5 +1,6 @@
 import type { StackStatus } from '../../../schemas/generated/types';
 import { isRecord, MAX_NESTING, nestedDeeperThan } from '../lib/json';
+import { carriedDriftCheck } from './drift';
 
 /**
  * What a sync carries over from the observed status (the previous answer, as written) before it
@@ -24,6 +25,8 @@ export function carriedStatus(observed: unknown): StackStatus {
   const to = observed.outputsTo;
   if (isRecord(to) && typeof to.kind === 'string' && typeof to.name === 'string' && typeof to.state === 'string')
     status.outputsTo = { kind: to.kind, name: to.name, state: to.state };
+  const driftCheck = carriedDriftCheck(observed.lastDriftCheck);
+  if (driftCheck) status.lastDriftCheck = driftCheck;
   // Absorbing a result may set conditions of its own (outputs.ts); respond() adds the kstatus ones.
   if (Array.isArray(observed.conditions)) status.conditions = observed.conditions as StackStatus['conditions'];
   return status;

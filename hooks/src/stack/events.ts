@@ -14,6 +14,7 @@ import { Labels } from '../../../contract';
 import { isRecord, shortHash } from '../lib/json';
 import { objectsOf, type KObject, type ObjectMap } from '../lib/k8s';
 import { Reasons } from './conditions';
+import { driftCheckEvent, isDriftCheck } from './drift';
 import { WORKSPACE_API_VERSION } from './workspace';
 
 /** Upstream's event reasons on Stacks (upstream's constant names differ for two of them). */
@@ -140,7 +141,8 @@ export function stackEvents(input: StackEventsInput): StackEvent[] {
     objectsOf(input.observed, 'Update', WORKSPACE_API_VERSION).map((j) => j.metadata.name),
   );
   for (const job of input.children) {
-    if (job.kind !== 'Update' || observedUpdates.has(job.metadata.name)) continue;
+    // A drift check is reported when it ends (below), not when it starts.
+    if (job.kind !== 'Update' || observedUpdates.has(job.metadata.name) || isDriftCheck(job)) continue;
     const type = job.metadata.labels?.[Labels.updateType] ?? '';
     events.push(
       event(
@@ -153,6 +155,15 @@ export function stackEvents(input: StackEventsInput): StackEvent[] {
           related: updateRef(job.metadata.name),
         },
       ),
+    );
+  }
+
+  // A drift check ended: its result is recorded now (ours: DriftDetected, NoDrift, CheckFailed).
+  const check = status.lastDriftCheck;
+  const checkBefore = isRecord(previous.lastDriftCheck) ? previous.lastDriftCheck.name : undefined;
+  if (check?.name && check.name !== checkBefore) {
+    events.push(
+      event({ job: check.name }, { ...driftCheckEvent(check), action: 'Refresh', related: updateRef(check.name) }),
     );
   }
 

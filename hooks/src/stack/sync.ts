@@ -13,6 +13,8 @@ import { observedCondition } from '../lib/conditions';
 import { carriedStatus } from './carried-status';
 import { applyMark, Reasons, type Mark } from './conditions';
 import { decideSync, MAX_UPDATE_FAILURES } from './decision';
+import { checkToRecord, isDriftCheck, recordDriftCheck } from './drift';
+import { driftStep } from './drift-sync';
 import { recordOutputs } from './outputs';
 import { outputsToMark, outputsToRequest, recordOutputsTo, withOutputsTo } from './outputs-to';
 import { checkPrerequisites, refreshRequestsFor } from './prerequisites';
@@ -88,6 +90,8 @@ interface ObservedUpdate {
 interface Observed {
   workspace?: Typed<Workspace>;
   updates: ObservedUpdate[];
+  /** The Stack's drift checks (drift.ts): Updates outside its history of operations. */
+  driftChecks: ObservedUpdate[];
   refreshRequests: Typed<V1ConfigMap>[];
   /**
    * Children of the versions before Workspace and Update objects (the StatefulSet, Service, Jobs
@@ -115,18 +119,17 @@ function observe(children: ObjectMap | undefined, stack: string, steps: SyncStep
     outcome: jobOutcome(job, steps.updateResult(job.metadata.annotations?.[Annotations.updateResult])),
     legacy: true,
   }));
+  const updates = objectsOf(children, 'Update', WORKSPACE_API_VERSION).map((update) => ({
+    update,
+    id: identityOf(update),
+    outcome: updateOutcome(update, checkUpdateResult),
+  }));
   return {
     workspace: objectsOf<Workspace>(children, 'Workspace', WORKSPACE_API_VERSION).find(
       (o) => o.metadata.name === stack,
     ),
-    updates: [
-      ...objectsOf(children, 'Update', WORKSPACE_API_VERSION).map((update) => ({
-        update,
-        id: identityOf(update),
-        outcome: updateOutcome(update, checkUpdateResult),
-      })),
-      ...legacyJobs,
-    ],
+    updates: [...updates.filter((o) => !isDriftCheck(o.update)), ...legacyJobs],
+    driftChecks: updates.filter((o) => isDriftCheck(o.update)),
     refreshRequests: objectsOf<V1ConfigMap>(children, 'ConfigMap', 'v1'),
     legacy,
     legacyRunning: legacy.some(
@@ -264,8 +267,13 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
     update.metadata.name === status.currentUpdate?.name ||
     (id !== undefined && id.previous === lastName && update.metadata.name !== lastName);
   // Finished Updates go once their result is in the observed status and their TTL has passed.
+  // A drift check is absorbed once it is not the one whose result the status is yet to record.
+  const unrecordedCheck = checkToRecord(observed.driftChecks, status);
   const retained = retainUpdates(
-    observed.updates.filter((o) => !o.legacy).map((o) => ({ ...o, absorbed: !follows(o) })),
+    [
+      ...observed.updates.filter((o) => !o.legacy).map((o) => ({ ...o, absorbed: !follows(o) })),
+      ...observed.driftChecks.map((o) => ({ ...o, absorbed: o !== unrecordedCheck })),
+    ],
     now,
   );
   const keptUpdates = retained.kept.map(({ update }) => asRetained(update));
@@ -296,6 +304,8 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
     }
   }
   if (!current) delete status.currentUpdate;
+  if (unrecordedCheck?.outcome)
+    recordDriftCheck(status, unrecordedCheck.update.metadata.name, unrecordedCheck.outcome, generation);
   const running = observed.updates.filter(({ outcome }) => outcome === undefined);
   if (running.length > 0) {
     // An Update still waiting for its Workspace, which has failed since it was created, waits for
@@ -345,12 +355,42 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
     refreshRequestedBy: deleting ? [] : refreshRequestsFor(stack, req.related),
   });
   const workspace = steps.workspace(stack, source.source, ctx.config);
-  if (decision.synced) {
+  const drift = driftStep({
+    stack,
+    status,
+    decision,
+    deleting,
+    now,
+    checks: observed.driftChecks,
+    ready: workspaceReadiness(observed.workspace, workspace.hash).state === 'ready',
+  });
+  if (drift.wait) {
+    // A drift check runs: the update that is due starts when it ends; the Workspace stays as it is.
+    return respond({ kind: 'reconciling', reason: Reasons.StackProcessing, message: drift.wait }, keepAll());
+  }
+  // Branch polling and retries go on while a check runs.
+  const requeue =
+    decision.synced && decision.requeueAfterMs !== undefined
+      ? { resyncAfterSeconds: Math.ceil(decision.requeueAfterMs / 1000) }
+      : {};
+  if (drift.check) {
+    // Ready as before: a check changes nothing, and the workspace is held for it.
+    return respond(
+      resultMark(status.lastUpdate),
+      [heldFor(workspace.workspace, drift.check.metadata.name), ...keptUpdates, drift.check],
+      requeue,
+    );
+  }
+  if (decision.synced && drift.running) {
+    return respond(resultMark(status.lastUpdate), keepAll(), requeue);
+  }
+  if (decision.synced && drift.remediate === undefined) {
     const children: KObject[] = [...keptUpdates];
     const reclaim = spec.workspaceReclaimPolicy === 'Delete' && status.lastUpdate?.state === 'succeeded';
-    if (!reclaim && !deleting) children.unshift(workspace.workspace);
+    if ((!reclaim || drift.needsWorkspace) && !deleting) children.unshift(workspace.workspace);
     const extra: Partial<StackSyncResponse> = {};
-    if (decision.requeueAfterMs !== undefined) extra.resyncAfterSeconds = Math.ceil(decision.requeueAfterMs / 1000);
+    const requeueMs = Math.min(decision.requeueAfterMs ?? Infinity, drift.dueInMs ?? Infinity);
+    if (Number.isFinite(requeueMs)) extra.resyncAfterSeconds = Math.ceil(requeueMs / 1000);
     if (deleting) extra.finalized = status.lastUpdate?.type === 'destroy' && status.lastUpdate.state === 'succeeded';
     return respond(outputsToMark(stack, status) ?? resultMark(status.lastUpdate), children, extra);
   }
@@ -409,8 +449,10 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
     commit: source.commit,
     previous: status.lastUpdate?.name ?? '',
   };
-  const built = buildUpdate(stack, type, decision.message, id);
+  const built = buildUpdate(stack, type, drift.remediate ?? (decision.synced ? '' : decision.message), id);
   const update = withOutputsTo(built, type === 'up' ? outputsToRequest(stack, status) : undefined);
+  // Undoing drift needs the refreshed state: an up without refresh compares the program with a stale state.
+  if (drift.remediate !== undefined) (update.spec as Record<string, unknown>).refresh = true;
   status.currentUpdate = { generation, reconcileRequest: request, name: update.metadata.name, commit: source.commit };
   // The Workspace is held for the Update: kept as last applied, with the hold, until the Update ends.
   return respond({ kind: 'reconciling', reason: Reasons.StackProcessing, message: 'stack is being processed' }, [

@@ -7,6 +7,7 @@ import type { Stack, Update, UpdateSpec } from '../../../schemas/generated/types
 import {
   Labels,
   parseOutputsToReport,
+  MAX_CHANGED_URNS,
   type OperationRequest,
   type OperationType,
   type UpdateResult,
@@ -186,6 +187,12 @@ export function updateOutcome(
   if (secret !== undefined) result.outputsSecret = secret;
   const outputsTo = parseOutputsToReport(status.outputsTo);
   if (outputsTo) result.outputsTo = outputsTo;
+  const changed = status.changedResources;
+  if (typeof changed === 'number' && Number.isSafeInteger(changed) && changed >= 0) result.changedResources = changed;
+  if (Array.isArray(status.changedResourceUrns))
+    result.changedUrns = status.changedResourceUrns
+      .filter((u): u is string => typeof u === 'string')
+      .slice(0, MAX_CHANGED_URNS);
   return { result: check(result), endTime: result.endTime ?? str(complete.lastTransitionTime) };
 }
 

@@ -3,6 +3,7 @@ import { validateStack } from '../../../schemas';
 import { parseDuration } from '../lib/duration';
 import { MAX_NESTING, pathNestedDeeperThan } from '../lib/json';
 import { outputsToProblems } from './outputs-to';
+import { driftScheduleProblem } from './drift';
 import { templateFieldProblems } from './template-fields';
 
 /** Flux source kinds a Stack may reference, with their resource names (customize needs the plural). */
@@ -195,6 +196,9 @@ function checkStack(stack: Stack): string[] {
   }
   problems.push(...templateFieldProblems(stack, hasGitSource(spec)));
   problems.push(...outputsToProblems(spec));
+  const schedule = spec.driftDetection?.schedule;
+  const scheduleProblem = schedule === undefined ? undefined : driftScheduleProblem(schedule);
+  if (scheduleProblem) problems.push(scheduleProblem);
   const profile = spec.workspaceTemplate?.spec?.securityProfile;
   if (profile !== undefined && profile !== 'restricted' && profile !== 'baseline') {
     problems.push(

@@ -44,6 +44,7 @@ export function operationOf(spec: UpdateSpec, type: OperationType): OperationReq
   if (spec.replace !== undefined) op.replace = [...spec.replace];
   if (spec.remove !== undefined) op.remove = spec.remove;
   if (spec.runProgram !== undefined) op.runProgram = spec.runProgram;
+  if (spec.previewOnly === true && type === 'refresh') op.previewOnly = true;
   return op;
 }
 

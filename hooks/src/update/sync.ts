@@ -84,6 +84,8 @@ function resultFields(status: UpdateStatus, name: string, job: KObject, outcome:
   }
   if (result.outputsTo) status.outputsTo = structuredClone(result.outputsTo);
   if (result.projectInfo) status.projectInfo = { ...result.projectInfo };
+  if (result.changedResources !== undefined) status.changedResources = result.changedResources;
+  if (result.changedUrns !== undefined) status.changedResourceUrns = [...result.changedUrns];
 }
 
 /** Whether a Workspace reports Ready for its current generation; else why not, in its words. */

@@ -1,0 +1,230 @@
+/**
+ * Drift detection (ours, opt-in with `spec.driftDetection`): on a schedule, a Stack that is Ready
+ * runs a drift check, an Update of type `refresh` with `previewOnly` (`pulumi refresh
+ * --preview-only`: the state is not changed), and records what it found in `status.lastDriftCheck`
+ * and the condition `Drifted`; with `remediate`, drift found is followed by an `up` with refresh.
+ *
+ * Stateless, as the rest of the sync: when the next check is due follows from the schedule, the
+ * last check's time and the last update's end, all in the status; a check's Update is named after
+ * the time it was due, so every sync that starts it names the same one.
+ */
+import { CronExpressionParser } from 'cron-parser';
+import type { DriftCheckState, Stack, StackCondition, StackStatus } from '../../../schemas/generated/types';
+import { MAX_CHANGED_URNS, rfc3339 } from '../../../contract';
+import { parseDuration } from '../lib/duration';
+import { isRecord, shortHash } from '../lib/json';
+import type { KObject } from '../lib/k8s';
+import { buildUpdate, UpdateAnnotations, type UpdateOutcome } from './update';
+
+/** On a drift check's Update: the time the check was due (what it runs for). */
+export const DRIFT_CHECK_ANNOTATION = 'pulumi.com/drift-check';
+
+/** The condition type, and its reasons. */
+export const DRIFTED = 'Drifted';
+export const DriftReasons = {
+  detected: 'DriftDetected',
+  none: 'NoDrift',
+  failed: 'CheckFailed',
+} as const;
+
+/** The shortest interval a schedule may give: a check costs a refresh of every resource. */
+export const MIN_DRIFT_INTERVAL_MS = 30_000;
+
+/** How many URNs the condition's message names (the status keeps up to MAX_CHANGED_URNS). */
+const URNS_IN_MESSAGE = 5;
+
+type Schedule = { interval: number } | { cron: string };
+
+/** A schedule: a Go duration of at least MIN_DRIFT_INTERVAL_MS, or a 5-field cron expression (UTC). */
+function parseSchedule(text: string): Schedule | string {
+  const ms = parseDuration(text);
+  if (ms !== undefined) {
+    return ms >= MIN_DRIFT_INTERVAL_MS
+      ? { interval: ms }
+      : `"${text}" is shorter than the minimum of ${MIN_DRIFT_INTERVAL_MS / 1000}s between checks`;
+  }
+  const fields = text.trim().split(/\s+/);
+  if (fields.length !== 5)
+    return `"${text}" is neither a duration like "30m" nor a cron expression of 5 fields like "0 */6 * * *"`;
+  try {
+    CronExpressionParser.parse(text, { tz: 'UTC', strict: false });
+  } catch (e) {
+    return `"${text}" is not a valid cron expression: ${(e as Error).message}`;
+  }
+  return { cron: text.trim() };
+}
+
+/** What is wrong with `spec.driftDetection.schedule`, as a sentence naming the field; undefined when valid. */
+export function driftScheduleProblem(schedule: string): string | undefined {
+  const parsed = parseSchedule(schedule);
+  return typeof parsed === 'string' ? `spec.driftDetection.schedule: ${parsed}` : undefined;
+}
+
+/**
+ * Whether an Update is one of the Stack's drift checks: it has the check's key and no identity (an
+ * `updateTemplate.metadata.annotations` with the key cannot turn the Stack's operations into checks).
+ */
+export function isDriftCheck(update: KObject): boolean {
+  const annotations = update.metadata.annotations;
+  return (
+    typeof annotations?.[DRIFT_CHECK_ANNOTATION] === 'string' && annotations[UpdateAnnotations.generation] === undefined
+  );
+}
+
+const time = (t: string | undefined): number => {
+  const ms = t ? Date.parse(t) : NaN;
+  return Number.isNaN(ms) ? -Infinity : ms;
+};
+
+/**
+ * Whether drift checks may run for the Stack now: enabled and the last operation an `up` that
+ * succeeded (a stack that failed or was never deployed has nothing to compare with).
+ */
+export function driftChecksApply(stack: Stack, status: StackStatus): boolean {
+  const last = status.lastUpdate;
+  return stack.spec.driftDetection !== undefined && last?.state === 'succeeded' && last.type === 'up';
+}
+
+/**
+ * When the next check is due, counted from the later of the last check and the last update (an
+ * `up` has just compared program and resources). Right away after an update that followed a check
+ * that found drift: to confirm that it is gone. Undefined when the schedule is invalid.
+ */
+export function nextDriftCheck(stack: Stack, status: StackStatus): Date | undefined {
+  const schedule = parseSchedule(stack.spec.driftDetection?.schedule ?? '');
+  if (typeof schedule === 'string') return undefined;
+  const check = status.lastDriftCheck;
+  const updated = time(status.lastUpdate?.lastResyncTime);
+  const checked = time(check?.time);
+  if (check?.drifted === true && updated > checked) return new Date(updated);
+  const base = Math.max(updated, checked, 0);
+  if ('interval' in schedule) return new Date(base + schedule.interval);
+  return CronExpressionParser.parse(schedule.cron, { tz: 'UTC', currentDate: new Date(base) })
+    .next()
+    .toDate();
+}
+
+/** The Update that runs the check due at `due`: a refresh preview, with the Stack's updateTemplate. */
+export function buildDriftCheck(stack: Stack, due: Date): KObject {
+  const dueAt = rfc3339(due);
+  const id = { generation: stack.metadata.generation ?? 0, reconcileRequest: '', commit: '', previous: '' };
+  const update = buildUpdate(stack, 'refresh', 'Drift check', id);
+  update.metadata.name = `${stack.metadata.name}-refresh-${shortHash({ uid: stack.metadata.uid ?? '', drift: dueAt }, 8)}`;
+  // Not an operation the Stack's history follows (lastUpdate): no identity, the check's own key.
+  const annotations = { ...update.metadata.annotations };
+  for (const key of Object.values(UpdateAnnotations)) delete annotations[key];
+  annotations[DRIFT_CHECK_ANNOTATION] = dueAt;
+  update.metadata.annotations = annotations;
+  const spec = update.spec as Record<string, unknown>;
+  spec.previewOnly = true;
+  spec.message = 'Drift check';
+  // A check that fails on changes would report drift as a failure.
+  delete spec.expectNoChanges;
+  return update;
+}
+
+/** Whether the Stack should run `up` now to undo drift that its last check found. */
+export function remediationDue(stack: Stack, status: StackStatus): boolean {
+  const check = status.lastDriftCheck;
+  return (
+    stack.spec.driftDetection?.remediate === true &&
+    check?.state === 'succeeded' &&
+    check.drifted === true &&
+    time(status.lastUpdate?.lastResyncTime) < time(check.time)
+  );
+}
+
+/** The `up` message of a remediation (upstream's isSynced reasons are such sentences). */
+export function remediationMessage(status: StackStatus): string {
+  const n = status.lastDriftCheck?.changedResources ?? 0;
+  return `Drift detected: ${n} resource${n === 1 ? '' : 's'} changed outside Pulumi`;
+}
+
+/** A finished check whose result the status has not recorded yet: the latest to end. */
+export function checkToRecord<C extends { update: KObject; outcome: UpdateOutcome | undefined }>(
+  checks: readonly C[],
+  status: StackStatus,
+): C | undefined {
+  let found: C | undefined;
+  for (const check of checks) {
+    if (!check.outcome) continue;
+    if (!found || time(check.outcome.endTime) > time(found.outcome!.endTime)) found = check;
+  }
+  if (!found || found.update.metadata.name === status.lastDriftCheck?.name) return undefined;
+  // An older check than the one recorded (its Update outlived it): nothing new.
+  if (time(found.outcome!.endTime) < time(status.lastDriftCheck?.time)) return undefined;
+  return found;
+}
+
+function listUrns(urns: readonly string[], total: number): string {
+  const named = urns.slice(0, URNS_IN_MESSAGE);
+  const more = total - named.length;
+  return named.join(', ') + (more > 0 ? ` and ${more} more` : '');
+}
+
+/** The Drifted condition a recorded check implies (its status, reason and message). */
+function driftCondition(check: DriftCheckState): Pick<StackCondition, 'status' | 'reason' | 'message'> {
+  if (check.state !== 'succeeded')
+    return { status: 'Unknown', reason: DriftReasons.failed, message: `drift check failed: ${check.message ?? ''}` };
+  const n = check.changedResources ?? 0;
+  if (n === 0)
+    return { status: 'False', reason: DriftReasons.none, message: 'no resource differs from the stack state' };
+  return {
+    status: 'True',
+    reason: DriftReasons.detected,
+    message: `${n} resource${n === 1 ? '' : 's'} changed outside Pulumi: ${listUrns(check.urns ?? [], n)}`,
+  };
+}
+
+/** Records a finished check in `status.lastDriftCheck` and the Drifted condition. */
+export function recordDriftCheck(status: StackStatus, name: string, outcome: UpdateOutcome, generation: number): void {
+  const { result } = outcome;
+  const check: DriftCheckState = {
+    time: outcome.endTime ?? result.endTime ?? '',
+    name,
+    state: result.state,
+    message: result.message,
+  };
+  if (result.state === 'succeeded') {
+    check.drifted = (result.changedResources ?? 0) > 0;
+    check.changedResources = result.changedResources ?? 0;
+    if (result.changedUrns?.length) check.urns = result.changedUrns.slice(0, MAX_CHANGED_URNS);
+  }
+  status.lastDriftCheck = check;
+  const conditions = (status.conditions ?? []).filter((c) => isRecord(c));
+  const previous = conditions.find((c) => c.type === DRIFTED);
+  const next = driftCondition(check);
+  const condition: StackCondition = {
+    type: DRIFTED,
+    ...next,
+    // A condition whose status stays keeps its transition time (as applyMark does for the others).
+    lastTransitionTime:
+      previous?.status === next.status ? previous.lastTransitionTime : check.time || rfc3339(new Date(0)),
+    observedGeneration: generation,
+  };
+  status.conditions = [...conditions.filter((c) => c.type !== DRIFTED), condition];
+}
+
+/** The observed `status.lastDriftCheck`, carried over field by field (carried-status.ts). */
+export function carriedDriftCheck(observed: unknown): DriftCheckState | undefined {
+  if (!isRecord(observed)) return undefined;
+  const check: DriftCheckState = {};
+  for (const key of ['time', 'name', 'message'] as const)
+    if (typeof observed[key] === 'string') check[key] = observed[key];
+  if (observed.state === 'succeeded' || observed.state === 'failed') check.state = observed.state;
+  if (typeof observed.drifted === 'boolean') check.drifted = observed.drifted;
+  if (typeof observed.changedResources === 'number') check.changedResources = observed.changedResources;
+  if (Array.isArray(observed.urns))
+    check.urns = observed.urns.filter((u): u is string => typeof u === 'string').slice(0, MAX_CHANGED_URNS);
+  return check;
+}
+
+/** The event a newly recorded check implies. */
+export function driftCheckEvent(check: DriftCheckState): {
+  type: 'Normal' | 'Warning';
+  reason: string;
+  message: string;
+} {
+  const { reason, message } = driftCondition(check);
+  return { type: reason === DriftReasons.none ? 'Normal' : 'Warning', reason, message };
+}
