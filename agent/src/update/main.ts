@@ -171,6 +171,7 @@ export function toUpdateResult(op: OperationRequest, res: OperationResult): Upda
   if (res.reason) u.reason = res.reason;
   if (res.permalink) u.permalink = res.permalink;
   if (res.projectInfo) u.projectInfo = res.projectInfo;
+  if (res.resourceChanges) u.resourceChanges = { ...res.resourceChanges };
   if (op.type === 'up' && res.state === 'succeeded' && res.outputs) {
     const values: Record<string, unknown> = {};
     const secret: string[] = [];

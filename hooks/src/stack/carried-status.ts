@@ -1,5 +1,6 @@
 import type { StackStatus } from '../../../schemas/generated/types';
 import { isRecord, MAX_NESTING, nestedDeeperThan } from '../lib/json';
+import { carriedPlan } from './approval';
 
 /**
  * What a sync carries over from the observed status (the previous answer, as written) before it
@@ -20,6 +21,8 @@ export function carriedStatus(observed: unknown): StackStatus {
     status.outputs = { ...observed.outputs };
   if (isRecord(observed.projectInfo))
     status.projectInfo = scalarsOf(observed.projectInfo) as unknown as StackStatus['projectInfo'];
+  const plan = carriedPlan(observed.plan);
+  if (plan) status.plan = plan;
   // Absorbing a result may set conditions of its own (outputs.ts); respond() adds the kstatus ones.
   if (Array.isArray(observed.conditions)) status.conditions = observed.conditions as StackStatus['conditions'];
   return status;

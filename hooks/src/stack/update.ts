@@ -4,7 +4,13 @@
  * (the status the Update controller wrote).
  */
 import type { Stack, Update, UpdateSpec } from '../../../schemas/generated/types';
-import { Labels, type OperationRequest, type OperationType, type UpdateResult } from '../../../contract';
+import {
+  Labels,
+  parseResourceChanges,
+  type OperationRequest,
+  type OperationType,
+  type UpdateResult,
+} from '../../../contract';
 import { parseDuration } from '../lib/duration';
 import { observedCondition } from '../lib/conditions';
 import { isRecord, shortHash } from '../lib/json';
@@ -99,7 +105,8 @@ export function buildUpdate(stack: Stack, type: OperationType, message: string, 
     stackName,
     type,
     ttlAfterCompleted: stack.spec.updateTemplate?.spec?.ttlAfterCompleted ?? DEFAULT_TTL,
-    ...op,
+    // operationFor sets no plan fields: the approval gate sets them on the Update (approval.ts).
+    ...(op as Omit<typeof op, 'savePlan' | 'plan'>),
   };
   const deadline = stack.spec.updateTemplate?.spec?.activeDeadlineSeconds;
   if (deadline !== undefined) spec.activeDeadlineSeconds = deadline;
@@ -178,6 +185,8 @@ export function updateOutcome(
   if (typeof status.outputsTotal === 'number') result.outputsTotal = status.outputsTotal;
   const secret = str(status.outputs);
   if (secret !== undefined) result.outputsSecret = secret;
+  const changes = parseResourceChanges(status.resourceChanges);
+  if (changes) result.resourceChanges = changes;
   return { result: check(result), endTime: result.endTime ?? str(complete.lastTransitionTime) };
 }
 

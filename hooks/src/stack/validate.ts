@@ -2,6 +2,7 @@ import type { ResourceRef, Stack, StackSpec } from '../../../schemas/generated/t
 import { validateStack } from '../../../schemas';
 import { parseDuration } from '../lib/duration';
 import { MAX_NESTING, pathNestedDeeperThan } from '../lib/json';
+import { approvalProblems } from './approval';
 import { templateFieldProblems } from './template-fields';
 
 /** Flux source kinds a Stack may reference, with their resource names (customize needs the plural). */
@@ -193,6 +194,7 @@ function checkStack(stack: Stack): string[] {
     problems.push(`spec.updateTemplate.spec.ttlAfterCompleted: "${ttl}" is not a duration like "24h"`);
   }
   problems.push(...templateFieldProblems(stack, hasGitSource(spec)));
+  problems.push(...approvalProblems(stack));
   const profile = spec.workspaceTemplate?.spec?.securityProfile;
   if (profile !== undefined && profile !== 'restricted' && profile !== 'baseline') {
     problems.push(

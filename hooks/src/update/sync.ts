@@ -15,6 +15,7 @@ import { findObject, objectsOf, type KObject, type ObjectMap } from '../lib/k8s'
 import { readUpdateResult } from '../stack/update-result';
 import { AUTO_GROUP_VERSION } from './customize';
 import { buildJob, jobOutcome, operationType, updateLabels, type JobOutcome } from './job';
+import { planProblem } from './plan';
 import { updateRbac } from './rbac';
 
 export interface UpdateSyncRequest {
@@ -82,6 +83,7 @@ function resultFields(status: UpdateStatus, name: string, job: KObject, outcome:
     if (result.outputsTotal !== undefined) status.outputsTotal = result.outputsTotal;
   }
   if (result.projectInfo) status.projectInfo = { ...result.projectInfo };
+  if (result.resourceChanges) status.resourceChanges = { ...result.resourceChanges };
 }
 
 /** Whether a Workspace reports Ready for its current generation; else why not, in its words. */
@@ -111,7 +113,7 @@ function specProblem(update: Update, type: OperationType | undefined): string | 
   const deadline: unknown = update.spec?.activeDeadlineSeconds;
   if (deadline !== undefined && !(Number.isInteger(deadline) && (deadline as number) > 0))
     return `spec.activeDeadlineSeconds must be a positive integer; got ${JSON.stringify(deadline)}`;
-  return undefined;
+  return planProblem(update.spec, type);
 }
 
 export function syncUpdate(req: UpdateSyncRequest, ctx: UpdateSyncContext): UpdateSyncResponse {
