@@ -123,7 +123,18 @@ export const Paths = {
   /** Upstream's mount roots for configRef ConfigMaps and secretsRef Secrets. */
   configMaps: '/var/run/configmaps/stacks.pulumi.com/configmaps',
   secrets: '/var/run/secrets/stacks.pulumi.com/secrets',
+  /**
+   * Update plans saved by previews (`<id>.json`), on the pod's shared emptyDir: kept while the
+   * workspace pod lives, gone when it is replaced (an approval then finds no plan to apply).
+   */
+  plans: '/share/plans',
 } as const;
+
+/** A plan id: an Update's name, a DNS label, so it is safe as a file name. */
+export const PLAN_ID = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+
+/** The result reason of an `up` whose plan is not in the workspace (the pod was replaced since the preview). */
+export const PLAN_NOT_FOUND = 'PlanNotFound';
 
 /** The workspace server's port (upstream's gRPC port number, kept for NetworkPolicies). */
 export const WORKSPACE_PORT = 50051;
@@ -157,6 +168,10 @@ export interface OperationRequest {
   runProgram?: boolean;
   /** `refresh` only: `pulumi refresh --preview-only` (a drift check): the state is not changed. Ours. */
   previewOnly?: boolean;
+  /** `preview` only: save the update plan under this id (a DNS label) in the workspace's plan directory. */
+  savePlan?: string;
+  /** `up` only: apply exactly the plan saved under this id (`pulumi up --plan`); fails `PlanNotFound` if it is gone. */
+  plan?: string;
 }
 
 export interface ProjectInfo {
@@ -209,6 +224,8 @@ export interface UpdateResult {
   changedResources?: number;
   /** `refresh` only: the URNs of the first of them (at most MAX_CHANGED_URNS). */
   changedUrns?: string[];
+  /** Resource changes by operation (create, update, delete, replace, same, …): Pulumi's summary. */
+  resourceChanges?: Record<string, number>;
 }
 
 /** How many URNs of changed resources a refresh's result carries (the count has them all). */
@@ -284,7 +301,20 @@ export function parseUpdateResult(raw: string | undefined): UpdateResult | undef
     result.changedResources = v.changedResources;
   if (Array.isArray(v.changedUrns))
     result.changedUrns = v.changedUrns.filter((u): u is string => typeof u === 'string').slice(0, MAX_CHANGED_URNS);
+  const changes = parseResourceChanges(v.resourceChanges);
+  if (changes) result.resourceChanges = changes;
   return result;
+}
+
+/** Resource change counts (non-negative integers by operation name); undefined when malformed. */
+export function parseResourceChanges(v: unknown): Record<string, number> | undefined {
+  if (!isRecord(v)) return undefined;
+  const out: Record<string, number> = {};
+  for (const [op, n] of Object.entries(v)) {
+    if (!/^[a-z][a-z-]{0,40}$/.test(op) || typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0) return undefined;
+    out[op] = n;
+  }
+  return out;
 }
 
 /** Parses a WorkspaceStatus annotation; undefined when absent or malformed. */

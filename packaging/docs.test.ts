@@ -20,6 +20,7 @@ const OURS = [
   'gitops.md',
   'render.md',
   'workspaces-and-updates.md',
+  'approval.md',
   'design.md',
   'install-with-pulumi.md',
   'api-reference.md',

@@ -481,14 +481,18 @@ describe('compatibility with upstream pulumi.com CRDs', () => {
       /^\.(spec|status)\.outputsTo(\.|\[|$)/, // outputs to a Secret or ConfigMap (docs/outputs-to.md)
       /^\.spec\.driftDetection(\.|$)/, // drift detection (docs/drift-detection.md)
       /^\.status\.lastDriftCheck(\.|\[|$)/,
+      /^\.spec\.approval(\.|$)/, // the approval gate (docs/approval.md)
+      /^\.status\.plan(\.|$)/,
     ],
-    'stacks/v1alpha1': [/^\.spec(\.|$)/], // upstream's v1alpha1 spec is v1's, which is compared
+    'stacks/v1alpha1': [/^\.spec(\.|$)/, /^\.status\.plan(\.|$)/], // upstream's v1alpha1 spec is v1's, which is compared
     'updates/v1alpha1': [
       /^\.status\.(outputValues(\{\})?|outputsOmitted|outputsTotal)$/, // this operator's extension
       /^\.spec\.activeDeadlineSeconds$/, // bounded operations (docs/bounded-operations.md)
       /^\.status\.outputsTo(\.|$)/, // outputs to a Secret or ConfigMap (docs/outputs-to.md)
       /^\.spec\.previewOnly$/, // drift detection (docs/drift-detection.md)
       /^\.status\.changedResource(s|Urns(\[\])?)$/,
+      /^\.spec\.(savePlan|plan)$/, // update plans of the approval gate (docs/approval.md)
+      /^\.status\.resourceChanges(\{\})?$/,
     ],
   };
 

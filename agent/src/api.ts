@@ -5,6 +5,7 @@
 import {
   isOperationType,
   OPERATION_TYPES,
+  PLAN_ID,
   type OperationRequest,
   type OperationType,
   type ProjectInfo,
@@ -103,6 +104,17 @@ export function parseOperationRequest(v: unknown): OperationRequest {
     if (!Array.isArray(value) || !value.every((x): x is string => typeof x === 'string'))
       throw new Error(`"${f}" must be a list of strings`);
     req[f] = [...value];
+  }
+  for (const [f, only] of [
+    ['savePlan', 'preview'],
+    ['plan', 'up'],
+  ] as const) {
+    const value = o[f];
+    if (value === undefined) continue;
+    if (typeof value !== 'string' || !PLAN_ID.test(value))
+      throw new Error(`"${f}" must be a plan id (a lowercase DNS label of at most 63 characters)`);
+    if (req.type !== only) throw new Error(`"${f}" is for ${only} operations only`);
+    req[f] = value;
   }
   return req;
 }

@@ -1,3 +1,4 @@
+import { planProblem } from '../src/update/plan';
 import type { Update, Workspace } from '../../schemas/generated/types';
 import { Annotations, formatUpdateResult } from '../../contract';
 import type { KObject } from '../src/lib/k8s';
@@ -212,5 +213,15 @@ describe('a hostile Update', () => {
     const res = syncUpdate({ parent: update({ ...spec, target: deep as string[] }) }, ctx);
     expect(res.children).toEqual([]);
     expect(condition(res.status, 'Failed')).toMatchObject({ status: 'True', reason: 'InvalidSpec' });
+  });
+});
+
+describe('update plan fields', () => {
+  it('are refused on the wrong operation type: Failed InvalidSpec', () => {
+    expect(planProblem({ savePlan: true }, 'up')).toMatch(/spec.savePlan is for a preview only/);
+    expect(planProblem({ plan: 'p-1' }, 'preview')).toMatch(/spec.plan is for an up only/);
+    expect(planProblem({ plan: '../x' }, 'up')).toMatch(/spec.plan must name a preview Update/);
+    expect(planProblem({ savePlan: true }, 'preview')).toBeUndefined();
+    expect(planProblem({ plan: 'p-1' }, 'up')).toBeUndefined();
   });
 });

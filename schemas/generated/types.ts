@@ -296,6 +296,10 @@ export interface StackSpec {
    * This operator's addition: check the deployed resources for drift on a schedule, with a refresh preview that changes nothing, and optionally run `up` to undo it. See `status.lastDriftCheck` and the condition `Drifted`.
    */
   driftDetection?: DriftDetection;
+  /**
+   * This operator's addition: a manual approval gate. With `required: true`, each change (new commit, spec change, reconciliation request) first runs a `preview` that saves an update plan; the Stack waits with condition `AwaitingApproval` and the plan's summary in `status.plan` until `kubectl annotate stack <name> pulumi.com/approve=<plan id>` applies exactly that plan, or `pulumi.com/reject=<plan id>` discards it. Destroy on deletion is not gated. See docs/approval.md.
+   */
+  approval?: ApprovalSpec;
 }
 
 /**
@@ -1740,6 +1744,10 @@ export interface StackStatus {
    * This operator's addition: the result of the last drift check (`spec.driftDetection`).
    */
   lastDriftCheck?: DriftCheckState;
+  /**
+   * This operator's addition, with `spec.approval.required`: the last update plan the approval gate previewed and what became of it.
+   */
+  plan?: StackPlan;
 }
 
 /**
@@ -1956,6 +1964,96 @@ export interface DriftCheckState {
    * The check's message (on failure, why).
    */
   message?: string;
+}
+
+/**
+ * The manual approval gate of a Stack (this operator's addition).
+ */
+export interface ApprovalSpec {
+  /**
+   * Preview every change and apply it only once approved. Without it, or false, the Stack runs `up` as usual.
+   */
+  required?: boolean;
+  /**
+   * How long a plan awaits approval, as a duration such as `24h` or `30m`, counted from the end of its preview; then it is discarded (`AwaitingApproval` False, reason `PlanExpired`) until the next change or reconciliation request. Without it, a plan waits until it is approved, rejected or replaced.
+   */
+  expiresAfter?: string;
+}
+
+/**
+ * An update plan of the approval gate. The plan itself stays in the workspace pod; only its summary is here.
+ */
+export interface StackPlan {
+  /**
+   * The plan's id: the name of the preview Update that saved it. An approval or rejection must name it.
+   */
+  id?: string;
+  /**
+   * `Previewing`, `AwaitingApproval`, `Approved` (its up runs), `Applied`, `Failed` (its up failed), `Rejected`, `Expired`, `Superseded` (a newer change replaced it) or `Lost` (the workspace pod was replaced before the up: a new preview follows).
+   */
+  state?: string;
+  /**
+   * Stack `metadata.generation` the plan was previewed for.
+   */
+  generation?: number;
+  /**
+   * Reconciliation request the plan was previewed for.
+   */
+  reconcileRequest?: string;
+  /**
+   * Source revision the plan was previewed at.
+   */
+  commit?: string;
+  /**
+   * `lastUpdate.name` when the plan was previewed: the plan applies on top of that operation.
+   */
+  previous?: string;
+  /**
+   * Resource changes the plan makes.
+   */
+  summary?: StackPlanSummary;
+  /**
+   * The preview's message, or what became of the plan.
+   */
+  message?: string;
+  /**
+   * When the preview finished.
+   */
+  createdAt?: string;
+  /**
+   * When the plan expires, with `spec.approval.expiresAfter`.
+   */
+  expiresAt?: string;
+  /**
+   * When the plan was approved, rejected, expired or replaced.
+   */
+  decidedAt?: string;
+}
+
+/**
+ * Counts of resource changes in a plan (Pulumi's preview summary).
+ */
+export interface StackPlanSummary {
+  /**
+   * Resources to create.
+   */
+  create?: number;
+  /**
+   * Resources to update.
+   */
+  update?: number;
+  /**
+   * Resources to delete.
+   */
+  delete?: number;
+  /**
+   * Resources to replace.
+   */
+  replace?: number;
+  /**
+   * Resources unchanged.
+   */
+  same?: number;
 }
 
 /**
@@ -2852,6 +2950,14 @@ export interface UpdateSpec {
    * Run the program to compute the resources (`refresh`, `destroy`).
    */
   runProgram?: boolean;
+  /**
+   * This operator's addition, `preview` only: save the preview's update plan in the workspace pod under this Update's name, for an `up` that names it in `plan`. The plan lasts as long as the workspace pod.
+   */
+  savePlan?: boolean;
+  /**
+   * This operator's addition, `up` only: apply exactly the plan the preview Update of this name saved (`pulumi up --plan`). If the workspace no longer has it (its pod was replaced), the Update fails with reason `PlanNotFound` and nothing is applied.
+   */
+  plan?: string;
 }
 
 /**
@@ -2919,6 +3025,12 @@ export interface UpdateStatus {
    * This operator's addition, for a `refresh`: the URNs of the first of those resources (at most 20), in the order the refresh reported them.
    */
   changedResourceUrns?: string[];
+  /**
+   * This operator's addition: resource changes by operation (`create`, `update`, `delete`, `replace`, `same`, …), from Pulumi's summary of the operation.
+   */
+  resourceChanges?: {
+    [k: string]: number;
+  };
 }
 
 /**

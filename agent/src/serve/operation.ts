@@ -8,6 +8,7 @@ import { oneLine, truncate } from '../lib/errors';
 import { logger } from '../lib/log';
 import type { Redactor } from '../lib/redact';
 import { DriftCollector } from './drift';
+import { planArgs, preparePlan } from './plans';
 import { runPulumi } from './pulumi';
 import { containsSecret, hasMarker, STACK_TYPE, type StackStateReader } from './stack-state';
 
@@ -20,11 +21,19 @@ export interface OperationContext {
   logLevel: number;
   /** Reads secret outputs from the state (passphrase stacks) instead of `stack output --show-secrets`. */
   state?: StackStateReader;
+  /** Where update plans are saved (default Paths.plans): plans.ts. */
+  planDir?: string;
 }
 const MAX_MESSAGE = 4000;
 
 /** The CLI arguments of an operation (the Automation API's, minus its follow-up calls). */
-export function operationArgs(req: OperationRequest, stack: string, eventLog: string, logLevel: number): string[] {
+export function operationArgs(
+  req: OperationRequest,
+  stack: string,
+  eventLog: string,
+  logLevel: number,
+  planDir?: string,
+): string[] {
   const a: string[] = [];
   const list = (flag: string, values: string[] | undefined): void => {
     for (const v of values ?? []) a.push(flag, v);
@@ -65,6 +74,7 @@ export function operationArgs(req: OperationRequest, stack: string, eventLog: st
       if (req.runProgram !== undefined) a.push(`--run-program=${req.runProgram}`);
       break;
   }
+  a.push(...planArgs(req, planDir));
   if (req.message) a.push('--message', req.message);
   if (req.parallel !== undefined && req.parallel > 0) a.push('--parallel', String(req.parallel));
   a.push(
@@ -286,6 +296,12 @@ export async function runOperation(ctx: OperationContext, options: RunOperationO
   const { id, req, emit, signal } = options;
   const started = new Date();
   const startTime = rfc3339(started);
+  const noPlan = preparePlan(req, ctx.planDir);
+  if (noPlan) {
+    const failed: OperationResult = { id, type: req.type, startTime, state: 'failed', ...noPlan, endTime: rfc3339() };
+    if (ctx.projectInfo) failed.projectInfo = ctx.projectInfo;
+    return failed;
+  }
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pko-op-'));
   tempDirs.add(dir);
   const eventLog = path.join(dir, 'events.jsonl');
@@ -311,7 +327,7 @@ export async function runOperation(ctx: OperationContext, options: RunOperationO
   let result: OperationResult;
   try {
     const run = await runPulumi({
-      args: operationArgs(req, ctx.stack, eventLog, ctx.logLevel),
+      args: operationArgs(req, ctx.stack, eventLog, ctx.logLevel, ctx.planDir),
       cwd: ctx.workDir,
       // As the Automation API: --event-log exists only with PULUMI_DEBUG_COMMANDS.
       env: { PULUMI_DEBUG_COMMANDS: 'true', PULUMI_AUTOMATION_API: 'true' },

@@ -174,6 +174,7 @@ export function toUpdateResult(op: OperationRequest, res: OperationResult): Upda
   if (res.projectInfo) u.projectInfo = res.projectInfo;
   if (res.changedResources !== undefined) u.changedResources = res.changedResources;
   if (res.changedUrns !== undefined) u.changedUrns = res.changedUrns.map((urn) => redactor.redact(urn));
+  if (res.resourceChanges) u.resourceChanges = { ...res.resourceChanges };
   if (op.type === 'up' && res.state === 'succeeded' && res.outputs) {
     const values: Record<string, unknown> = {};
     const secret: string[] = [];

@@ -1,6 +1,7 @@
 import type { StackStatus } from '../../../schemas/generated/types';
 import { isRecord, MAX_NESTING, nestedDeeperThan } from '../lib/json';
 import { carriedDriftCheck } from './drift';
+import { carriedPlan } from './approval';
 
 /**
  * What a sync carries over from the observed status (the previous answer, as written) before it
@@ -27,6 +28,8 @@ export function carriedStatus(observed: unknown): StackStatus {
     status.outputsTo = { kind: to.kind, name: to.name, state: to.state };
   const driftCheck = carriedDriftCheck(observed.lastDriftCheck);
   if (driftCheck) status.lastDriftCheck = driftCheck;
+  const plan = carriedPlan(observed.plan);
+  if (plan) status.plan = plan;
   // Absorbing a result may set conditions of its own (outputs.ts); respond() adds the kstatus ones.
   if (Array.isArray(observed.conditions)) status.conditions = observed.conditions as StackStatus['conditions'];
   return status;

@@ -10,6 +10,16 @@ import {
 import type { HookConfig } from '../config';
 import { asLastApplied, asRetained, findObject, objectsOf, type KObject, type ObjectMap, type Typed } from '../lib/k8s';
 import { observedCondition } from '../lib/conditions';
+import {
+  approvalGate,
+  approvalRequired,
+  heldByPlan,
+  isPlanPreview,
+  recordApply,
+  recordPlan,
+  supersedePlan,
+  withApprovalCondition,
+} from './approval';
 import { carriedStatus } from './carried-status';
 import { applyMark, Reasons, type Mark } from './conditions';
 import { decideSync, MAX_UPDATE_FAILURES } from './decision';
@@ -251,7 +261,15 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
   if (request !== '') status.observedReconcileRequest = request;
 
   const respond = (mark: Mark, children: KObject[], extra: Partial<StackSyncResponse> = {}): StackSyncResponse => {
-    const conditions = applyMark(status.conditions, mark, generation, now);
+    // The approval gate's plan and condition exist only while the gate is on (docs/approval.md).
+    if (!approvalRequired(stack)) delete status.plan;
+    const conditions = withApprovalCondition(
+      applyMark(status.conditions, mark, generation, now),
+      stack,
+      status.plan,
+      generation,
+      now,
+    );
     delete status.conditions; // re-added last, where every answer has it
     status.conditions = conditions;
     // A finalize answer always says whether the Stack may go (absent would mean the same, but say it).
@@ -263,15 +281,19 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
   };
   // The Update that follows lastUpdate: the one whose result the status does not have yet.
   const lastName = status.lastUpdate?.name ?? '';
+  // (A preview that saved a plan follows only while the status names it: once its plan is recorded,
+  // the plan's up is the one that follows.)
   const follows = ({ update, id }: ObservedUpdate): boolean =>
     update.metadata.name === status.currentUpdate?.name ||
-    (id !== undefined && id.previous === lastName && update.metadata.name !== lastName);
+    (id !== undefined && id.previous === lastName && update.metadata.name !== lastName && !isPlanPreview(update));
   // Finished Updates go once their result is in the observed status and their TTL has passed.
   // A drift check is absorbed once it is not the one whose result the status is yet to record.
   const unrecordedCheck = checkToRecord(observed.driftChecks, status);
   const retained = retainUpdates(
     [
-      ...observed.updates.filter((o) => !o.legacy).map((o) => ({ ...o, absorbed: !follows(o) })),
+      ...observed.updates
+        .filter((o) => !o.legacy)
+        .map((o) => ({ ...o, absorbed: !follows(o) && !heldByPlan(status, o.update.metadata.name) })),
       ...observed.driftChecks.map((o) => ({ ...o, absorbed: o !== unrecordedCheck })),
     ],
     now,
@@ -293,7 +315,10 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
   if (current) {
     const { update, id, outcome } = current;
     if (id && outcome) {
-      absorb(status, update, id, outcome, now);
+      if (!recordPlan(stack, status, update, id, outcome, now)) {
+        absorb(status, update, id, outcome, now);
+        recordApply(status, update, outcome, now);
+      }
     } else if (id) {
       status.currentUpdate = {
         generation: id.generation,
@@ -385,6 +410,7 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
     return respond(resultMark(status.lastUpdate), keepAll(), requeue);
   }
   if (decision.synced && drift.remediate === undefined) {
+    supersedePlan(status, now, 'the stack is in sync without it');
     const children: KObject[] = [...keptUpdates];
     const reclaim = spec.workspaceReclaimPolicy === 'Delete' && status.lastUpdate?.state === 'succeeded';
     if ((!reclaim || drift.needsWorkspace) && !deleting) children.unshift(workspace.workspace);
@@ -449,15 +475,32 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
     commit: source.commit,
     previous: status.lastUpdate?.name ?? '',
   };
-  const built = buildUpdate(stack, type, drift.remediate ?? (decision.synced ? '' : decision.message), id);
-  const update = withOutputsTo(built, type === 'up' ? outputsToRequest(stack, status) : undefined);
-  // Undoing drift needs the refreshed state: an up without refresh compares the program with a stale state.
+  const message = drift.remediate ?? (decision.synced ? '' : decision.message);
+  let update: KObject;
+  if (type === 'up' && approvalRequired(stack)) {
+    // The approval gate: a preview saving a plan, the approved plan's up, or waiting (approval.ts).
+    const gate = approvalGate({ stack, status, id, message, now });
+    if ('mark' in gate) {
+      const extra = gate.resyncAfterSeconds !== undefined ? { resyncAfterSeconds: gate.resyncAfterSeconds } : {};
+      return respond(gate.mark, children, extra);
+    }
+    const planned = (gate.start as { spec?: { type?: string } }).spec?.type === 'up';
+    update = planned ? withOutputsTo(gate.start, outputsToRequest(stack, status)) : gate.start;
+  } else {
+    update = withOutputsTo(
+      buildUpdate(stack, type, message, id),
+      type === 'up' ? outputsToRequest(stack, status) : undefined,
+    );
+    status.currentUpdate = { generation, reconcileRequest: request, name: update.metadata.name, commit: source.commit };
+  }
+  // Undoing drift needs the refreshed state: an up without refresh compares the program with a stale
+  // state (and through the approval gate, its preview too, so that the plan is made from that state).
   if (drift.remediate !== undefined) (update.spec as Record<string, unknown>).refresh = true;
-  status.currentUpdate = { generation, reconcileRequest: request, name: update.metadata.name, commit: source.commit };
+  const startName = update.metadata.name;
   // The Workspace is held for the Update: kept as last applied, with the hold, until the Update ends.
   return respond({ kind: 'reconciling', reason: Reasons.StackProcessing, message: 'stack is being processed' }, [
-    heldFor(workspace.workspace, update.metadata.name),
-    ...keptUpdates,
+    heldFor(workspace.workspace, startName),
+    ...keptUpdates.filter((u) => u.metadata.name !== startName),
     update,
   ]);
 }

@@ -8,6 +8,7 @@ import {
   Labels,
   parseOutputsToReport,
   MAX_CHANGED_URNS,
+  parseResourceChanges,
   type OperationRequest,
   type OperationType,
   type UpdateResult,
@@ -106,7 +107,8 @@ export function buildUpdate(stack: Stack, type: OperationType, message: string, 
     stackName,
     type,
     ttlAfterCompleted: stack.spec.updateTemplate?.spec?.ttlAfterCompleted ?? DEFAULT_TTL,
-    ...op,
+    // operationFor sets no plan fields: the approval gate sets them on the Update (approval.ts).
+    ...(op as Omit<typeof op, 'savePlan' | 'plan'>),
   };
   const deadline = stack.spec.updateTemplate?.spec?.activeDeadlineSeconds;
   if (deadline !== undefined) spec.activeDeadlineSeconds = deadline;
@@ -193,6 +195,8 @@ export function updateOutcome(
     result.changedUrns = status.changedResourceUrns
       .filter((u): u is string => typeof u === 'string')
       .slice(0, MAX_CHANGED_URNS);
+  const changes = parseResourceChanges(status.resourceChanges);
+  if (changes) result.resourceChanges = changes;
   return { result: check(result), endTime: result.endTime ?? str(complete.lastTransitionTime) };
 }
 

@@ -4,6 +4,7 @@ import { parseDuration } from '../lib/duration';
 import { MAX_NESTING, pathNestedDeeperThan } from '../lib/json';
 import { outputsToProblems } from './outputs-to';
 import { driftScheduleProblem } from './drift';
+import { approvalProblems } from './approval';
 import { templateFieldProblems } from './template-fields';
 
 /** Flux source kinds a Stack may reference, with their resource names (customize needs the plural). */
@@ -199,6 +200,7 @@ function checkStack(stack: Stack): string[] {
   const schedule = spec.driftDetection?.schedule;
   const scheduleProblem = schedule === undefined ? undefined : driftScheduleProblem(schedule);
   if (scheduleProblem) problems.push(scheduleProblem);
+  problems.push(...approvalProblems(stack));
   const profile = spec.workspaceTemplate?.spec?.securityProfile;
   if (profile !== undefined && profile !== 'restricted' && profile !== 'baseline') {
     problems.push(

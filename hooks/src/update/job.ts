@@ -32,7 +32,7 @@ function jobType(job: KObject): OperationType | undefined {
 }
 
 /** The operation an Update asks for, as the runner sends it to the workspace (`stackName` is its stack). */
-export function operationOf(spec: UpdateSpec, type: OperationType): OperationRequest {
+export function operationOf(spec: UpdateSpec, type: OperationType, name?: string): OperationRequest {
   const op: OperationRequest = { type, stack: spec.stackName ?? '' };
   if (spec.message !== undefined) op.message = spec.message;
   if (spec.target !== undefined) op.target = [...spec.target];
@@ -45,6 +45,9 @@ export function operationOf(spec: UpdateSpec, type: OperationType): OperationReq
   if (spec.remove !== undefined) op.remove = spec.remove;
   if (spec.runProgram !== undefined) op.runProgram = spec.runProgram;
   if (spec.previewOnly === true && type === 'refresh') op.previewOnly = true;
+  // Update plans (docs/approval.md): a preview saves its plan under its own name, an up applies one.
+  if (type === 'preview' && spec.savePlan === true && name !== undefined) op.savePlan = name;
+  if (type === 'up' && spec.plan !== undefined) op.plan = spec.plan;
   return op;
 }
 
@@ -86,7 +89,7 @@ export function buildJob(update: Update, type: OperationType, config: HookConfig
     image: config.agentImage,
     command: [AGENT_COMMAND, 'update'],
     env: [
-      { name: Env.operation, value: stableStringify(operationOf(spec, type)) },
+      { name: Env.operation, value: stableStringify(operationOf(spec, type, name)) },
       { name: Env.workspaceUrl, value: workspaceUrl(workspace, namespace) },
       { name: Env.jobName, value: name },
       { name: Env.stackName, value: workspace },

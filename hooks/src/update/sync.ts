@@ -16,6 +16,7 @@ import { readUpdateResult } from '../stack/update-result';
 import { AUTO_GROUP_VERSION } from './customize';
 import { buildJob, jobOutcome, operationType, updateLabels, type JobOutcome } from './job';
 import { outputsToProblem } from './outputs-to';
+import { planProblem } from './plan';
 import { updateRbac } from './rbac';
 
 export interface UpdateSyncRequest {
@@ -86,6 +87,7 @@ function resultFields(status: UpdateStatus, name: string, job: KObject, outcome:
   if (result.projectInfo) status.projectInfo = { ...result.projectInfo };
   if (result.changedResources !== undefined) status.changedResources = result.changedResources;
   if (result.changedUrns !== undefined) status.changedResourceUrns = [...result.changedUrns];
+  if (result.resourceChanges) status.resourceChanges = { ...result.resourceChanges };
 }
 
 /** Whether a Workspace reports Ready for its current generation; else why not, in its words. */
@@ -115,7 +117,7 @@ function specProblem(update: Update, type: OperationType | undefined): string | 
   const deadline: unknown = update.spec?.activeDeadlineSeconds;
   if (deadline !== undefined && !(Number.isInteger(deadline) && (deadline as number) > 0))
     return `spec.activeDeadlineSeconds must be a positive integer; got ${JSON.stringify(deadline)}`;
-  return outputsToProblem(update);
+  return planProblem(update.spec, type) ?? outputsToProblem(update);
 }
 
 export function syncUpdate(req: UpdateSyncRequest, ctx: UpdateSyncContext): UpdateSyncResponse {
