@@ -43,8 +43,8 @@ export function cacheKey(
   );
 }
 
-/** Archives kept per image (the newest): a few checkouts' worth. */
-const KEEP_PER_IMAGE = 3;
+/** Archives kept per image (the newest): a few checkouts' worth, so that worktrees building in turn do not evict each other's images. */
+const KEEP_PER_IMAGE = 6;
 
 const stem = (name: ImageName, key: string): string => `${name}-${key.slice(0, 16)}`;
 
