@@ -153,6 +153,8 @@ export interface OperationRequest {
   replace?: string[];
   remove?: boolean;
   runProgram?: boolean;
+  /** Recover from an interrupted operation first: a stale lock of this workspace, pending operations (docs/self-healing.md). */
+  selfHealing?: boolean;
 }
 
 export interface ProjectInfo {

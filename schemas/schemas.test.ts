@@ -476,11 +476,15 @@ describe('compatibility with upstream pulumi.com CRDs', () => {
   /** Fields of ours that upstream lacks: in every CRD version, and in some. */
   const ADDED = [/^\.spec\.config\{\}$/, /^\.status\.conditions/];
   const ADDED_TO: Record<string, RegExp[]> = {
-    'stacks/v1': [/^\.spec\.updateTemplate\.spec\.activeDeadlineSeconds$/], // bounded operations
+    'stacks/v1': [
+      /^\.spec\.updateTemplate\.spec\.activeDeadlineSeconds$/, // bounded operations
+      /^\.spec\.selfHealing$/, // self-healing (docs/self-healing.md)
+    ],
     'stacks/v1alpha1': [/^\.spec(\.|$)/], // upstream's v1alpha1 spec is v1's, which is compared
     'updates/v1alpha1': [
       /^\.status\.(outputValues(\{\})?|outputsOmitted|outputsTotal)$/, // this operator's extension
       /^\.spec\.activeDeadlineSeconds$/, // bounded operations (docs/bounded-operations.md)
+      /^\.spec\.selfHealing$/, // self-healing (docs/self-healing.md)
     ],
   };
 

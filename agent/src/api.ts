@@ -68,6 +68,7 @@ const BOOL_FIELDS = [
   'continueOnError',
   'remove',
   'runProgram',
+  'selfHealing',
 ] as const;
 const LIST_FIELDS = ['target', 'replace'] as const;
 

@@ -16,6 +16,7 @@ import { decideSync, MAX_UPDATE_FAILURES } from './decision';
 import { recordOutputs } from './outputs';
 import { checkPrerequisites, refreshRequestsFor } from './prerequisites';
 import { retainUpdates } from './retention';
+import { interruptedMark, interruptedRetryMessage } from './self-healing';
 import { resolveSource, type RefLookup } from './source';
 import { jobOutcome } from '../update/job';
 import { buildUpdate, identityOf, updateOutcome, type UpdateIdentity, type UpdateOutcome } from './update';
@@ -311,6 +312,10 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
     );
   }
 
+  // The Failed reason of the last operation's Update, while it is kept (self-healing.ts).
+  const lastFailureReason = (): string | undefined =>
+    observed.updates.find(({ update }) => update.metadata.name === status.lastUpdate?.name)?.outcome?.result.reason;
+
   // 2. Deleting without destroy: nothing to run (upstream marks the Stack Ready and releases it).
   if (deleting && (stack.spec?.destroyOnFinalize !== true || stack.spec?.preview === true)) {
     return respond({ kind: 'ready' }, keepAll(), { finalized: true });
@@ -349,7 +354,11 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
     const extra: Partial<StackSyncResponse> = {};
     if (decision.requeueAfterMs !== undefined) extra.resyncAfterSeconds = Math.ceil(decision.requeueAfterMs / 1000);
     if (deleting) extra.finalized = status.lastUpdate?.type === 'destroy' && status.lastUpdate.state === 'succeeded';
-    return respond(resultMark(status.lastUpdate), children, extra);
+    return respond(
+      interruptedMark(stack, status.lastUpdate, lastFailureReason()) ?? resultMark(status.lastUpdate),
+      children,
+      extra,
+    );
   }
 
   // 6. Prerequisites must be satisfied before anything runs (not while deleting).
@@ -406,7 +415,9 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
     commit: source.commit,
     previous: status.lastUpdate?.name ?? '',
   };
-  const update = buildUpdate(stack, type, decision.message, id);
+  const message =
+    interruptedRetryMessage(stack, status.lastUpdate, lastFailureReason(), decision.message) ?? decision.message;
+  const update = buildUpdate(stack, type, message, id);
   status.currentUpdate = { generation, reconcileRequest: request, name: update.metadata.name, commit: source.commit };
   // The Workspace is held for the Update: kept as last applied, with the hold, until the Update ends.
   return respond({ kind: 'reconciling', reason: Reasons.StackProcessing, message: 'stack is being processed' }, [

@@ -43,6 +43,7 @@ export function operationOf(spec: UpdateSpec, type: OperationType): OperationReq
   if (spec.replace !== undefined) op.replace = [...spec.replace];
   if (spec.remove !== undefined) op.remove = spec.remove;
   if (spec.runProgram !== undefined) op.runProgram = spec.runProgram;
+  if (spec.selfHealing === true) op.selfHealing = true;
   return op;
 }
 
