@@ -158,7 +158,7 @@ describe('self-healing', () => {
     expect(await retryEvent('killed', interrupted)).toMatch(/WorkspaceUnavailable/);
     expect(locksOf('killed')).toEqual([]);
     expect(pendingOperationsOf('killed')).toEqual([]);
-  });
+  }, 600_000);
 
   it('a Job deleted mid-up ends Aborted, and the retry makes the Stack Ready', async () => {
     const started = Date.now();
@@ -166,6 +166,7 @@ describe('self-healing', () => {
     await op.objects.create(gatedProgram('orphaned', g.inPod));
     await op.objects.create(healingStack('orphaned'));
     const interrupted = await upHoldingLock('orphaned');
+    const interruptedLocks = locksOf('orphaned');
 
     // As `kubectl delete job`: the Job goes at once, its pod after its runner has stopped.
     await op.batch.deleteNamespacedJob({ namespace: ns, name: interrupted, propagationPolicy: 'Background' });
@@ -174,6 +175,14 @@ describe('self-healing', () => {
     expect(await updateFailedReason(interrupted)).toBe('Aborted');
     recordTiming('Job deleted mid-up: interruption reported', started, stackCondition(failed, 'Reconciling')?.message);
 
+    // The interrupted `up` stops and unlocks the stack (its lock file goes; a retry's has another
+    // name): only then is the gate written, or the stopping program could read what is meant for the retry.
+    await eventually(
+      'the interrupted up to unlock the stack',
+      () => interruptedLocks.every((f) => !locksOf('orphaned').includes(f)),
+      120_000,
+      250,
+    );
     const retry = Date.now();
     g.write('resumed');
     const done = await readyStack('orphaned', (s) => s.status?.lastUpdate?.name !== interrupted, 360_000);
@@ -183,5 +192,5 @@ describe('self-healing', () => {
     expect(await retryEvent('orphaned', interrupted)).toMatch(/Aborted/);
     expect(locksOf('orphaned')).toEqual([]);
     expect(pendingOperationsOf('orphaned')).toEqual([]);
-  });
+  }, 600_000);
 });
