@@ -184,8 +184,6 @@ describe('self-healing', () => {
       250,
     );
     const retry = Date.now();
-    // Twice: should the stopped program's language host still wait on the pipe, it takes the first.
-    g.write('resumed');
     g.write('resumed');
     const done = await readyStack('orphaned', (s) => s.status?.lastUpdate?.name !== interrupted, 360_000);
     recordTiming('Job deleted mid-up: Ready', retry, done.status?.lastUpdate?.message);
