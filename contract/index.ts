@@ -172,6 +172,8 @@ export interface OperationRequest {
   savePlan?: string;
   /** `up` only: apply exactly the plan saved under this id (`pulumi up --plan`); fails `PlanNotFound` if it is gone. */
   plan?: string;
+  /** Recover from an interrupted operation first: a stale lock of this workspace, pending operations (docs/self-healing.md). */
+  selfHealing?: boolean;
 }
 
 export interface ProjectInfo {

@@ -483,6 +483,7 @@ describe('compatibility with upstream pulumi.com CRDs', () => {
       /^\.status\.lastDriftCheck(\.|\[|$)/,
       /^\.spec\.approval(\.|$)/, // the approval gate (docs/approval.md)
       /^\.status\.plan(\.|$)/,
+      /^\.spec\.selfHealing$/, // self-healing (docs/self-healing.md)
     ],
     'stacks/v1alpha1': [/^\.spec(\.|$)/, /^\.status\.plan(\.|$)/], // upstream's v1alpha1 spec is v1's, which is compared
     'updates/v1alpha1': [
@@ -493,6 +494,7 @@ describe('compatibility with upstream pulumi.com CRDs', () => {
       /^\.status\.changedResource(s|Urns(\[\])?)$/,
       /^\.spec\.(savePlan|plan)$/, // update plans of the approval gate (docs/approval.md)
       /^\.status\.resourceChanges(\{\})?$/,
+      /^\.spec\.selfHealing$/, // self-healing (docs/self-healing.md)
     ],
   };
 

@@ -73,6 +73,7 @@ const BOOL_FIELDS = [
   'remove',
   'runProgram',
   'previewOnly',
+  'selfHealing',
 ] as const;
 const LIST_FIELDS = ['target', 'replace'] as const;
 

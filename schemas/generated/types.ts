@@ -281,6 +281,10 @@ export interface StackSpec {
    */
   updateTemplate?: UpdateTemplate;
   /**
+   * This operator's addition: heal operations that were interrupted (the workspace pod deleted or evicted, the node lost, the operation's Job deleted). Before each operation the workspace removes a lock that an interrupted operation of its own left in the backend (never one of another host or of a `pulumi` process still running) and resolves the pending operations it left in the state; an interrupted operation counts as a failed attempt and is retried with the usual backoff, and the Reconciling condition says it was interrupted. Without it, nothing changes: a stale lock makes every retry fail until `pulumi cancel`. See docs/self-healing.md.
+   */
+  selfHealing?: boolean;
+  /**
    * Longest wait, in seconds, between retries of a failed operation. Retries wait 10 s, 30 s, 90 s and so on, up to this limit. No value, or 0, means 24 hours.
    */
   retryMaxBackoffDurationSeconds?: number;
@@ -2958,6 +2962,10 @@ export interface UpdateSpec {
    * This operator's addition, `up` only: apply exactly the plan the preview Update of this name saved (`pulumi up --plan`). If the workspace no longer has it (its pod was replaced), the Update fails with reason `PlanNotFound` and nothing is applied.
    */
   plan?: string;
+  /**
+   * This operator's addition: recover from an interrupted operation before this one (all types). A lock that an operation of this workspace left behind when it was killed (taken on the workspace pod's host by a `pulumi` process that no longer runs there) is removed with `pulumi cancel` and the operation runs again, once; pending operations left in the state are resolved with `pulumi refresh --clear-pending-creates` first (not for `preview`). What was done is appended to the status message. See docs/self-healing.md.
+   */
+  selfHealing?: boolean;
 }
 
 /**

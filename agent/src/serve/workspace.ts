@@ -18,6 +18,7 @@ import { configJson, hasStructuredConfig, resolveConfig, type ResolvedConfig } f
 import type { CallerVerification } from './auth-check';
 import { runOperation } from './operation';
 import { runPulumi, type RunResult } from './pulumi';
+import { localLockProbe, runWithSelfHealing } from './self-healing';
 import { missingRuntime } from './runtime';
 import { StackStateReader } from './stack-state';
 import type { StatusReporter } from './status';
@@ -366,17 +367,31 @@ export class Workspace {
         }
       }
       logger.info('operation started', { id, type: req.type, stack: this.stackName });
-      const result = await runOperation(
-        {
-          workDir: this.options.workDir,
-          stack: this.stackName,
-          redactor: this.options.redactor,
-          logLevel: this.options.logLevel,
-          state: this.stateReader,
-          ...(this.projectInfo ? { projectInfo: this.projectInfo } : {}),
-        },
-        { id, req, emit, signal },
-      );
+      const context = {
+        workDir: this.options.workDir,
+        stack: this.stackName,
+        redactor: this.options.redactor,
+        logLevel: this.options.logLevel,
+        state: this.stateReader,
+        ...(this.projectInfo ? { projectInfo: this.projectInfo } : {}),
+      };
+      const run = (to: (line: StreamLine) => void): Promise<OperationResult> =>
+        runOperation(context, { id, req, emit: to, signal });
+      // This operation holds the workspace's one slot (this.current): no other runs here meanwhile.
+      const result = req.selfHealing
+        ? await runWithSelfHealing(
+            {
+              stack: this.stackName,
+              cli: (args, sig) => runPulumi({ args, cwd: this.options.workDir, signal: sig }),
+              emit,
+              probe: localLockProbe(),
+              signal,
+            },
+            req.type,
+            run,
+          )
+        : await run(emit);
+      result.message = this.options.redactor.redact(result.message);
       if (req.type === 'destroy' && req.remove && result.state === 'succeeded') this.stackReady = false;
       logger.info('operation finished', {
         id,

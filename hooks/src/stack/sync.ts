@@ -29,6 +29,7 @@ import { recordOutputs } from './outputs';
 import { outputsToMark, outputsToRequest, recordOutputsTo, withOutputsTo } from './outputs-to';
 import { checkPrerequisites, refreshRequestsFor } from './prerequisites';
 import { retainUpdates } from './retention';
+import { interruptedMark, interruptedRetryMessage } from './self-healing';
 import { resolveSource, type RefLookup } from './source';
 import { jobOutcome } from '../update/job';
 import { buildUpdate, identityOf, updateOutcome, type UpdateIdentity, type UpdateOutcome } from './update';
@@ -349,6 +350,10 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
     );
   }
 
+  // The Failed reason of the last operation's Update, while it is kept (self-healing.ts).
+  const lastFailureReason = (): string | undefined =>
+    observed.updates.find(({ update }) => update.metadata.name === status.lastUpdate?.name)?.outcome?.result.reason;
+
   // 2. Deleting without destroy: nothing to run (upstream marks the Stack Ready and releases it).
   if (deleting && (stack.spec?.destroyOnFinalize !== true || stack.spec?.preview === true)) {
     return respond({ kind: 'ready' }, keepAll(), { finalized: true });
@@ -418,7 +423,13 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
     const requeueMs = Math.min(decision.requeueAfterMs ?? Infinity, drift.dueInMs ?? Infinity);
     if (Number.isFinite(requeueMs)) extra.resyncAfterSeconds = Math.ceil(requeueMs / 1000);
     if (deleting) extra.finalized = status.lastUpdate?.type === 'destroy' && status.lastUpdate.state === 'succeeded';
-    return respond(outputsToMark(stack, status) ?? resultMark(status.lastUpdate), children, extra);
+    return respond(
+      outputsToMark(stack, status) ??
+        interruptedMark(stack, status.lastUpdate, lastFailureReason()) ??
+        resultMark(status.lastUpdate),
+      children,
+      extra,
+    );
   }
 
   // 6. Prerequisites must be satisfied before anything runs (not while deleting).
@@ -475,7 +486,11 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
     commit: source.commit,
     previous: status.lastUpdate?.name ?? '',
   };
-  const message = drift.remediate ?? (decision.synced ? '' : decision.message);
+  const message =
+    drift.remediate ??
+    (decision.synced
+      ? ''
+      : (interruptedRetryMessage(stack, status.lastUpdate, lastFailureReason(), decision.message) ?? decision.message));
   let update: KObject;
   if (type === 'up' && approvalRequired(stack)) {
     // The approval gate: a preview saving a plan, the approved plan's up, or waiting (approval.ts).

@@ -78,6 +78,7 @@ export function operationFor(stack: Stack, type: OperationType, message: string)
     if (spec.refresh) op.refresh = true;
   }
   if (type === 'destroy' && spec.runProgram) op.runProgram = true;
+  if (spec.selfHealing === true) op.selfHealing = true;
   const t = spec.updateTemplate?.spec;
   if (t) {
     if (t.parallel !== undefined) op.parallel = t.parallel;

@@ -48,6 +48,7 @@ export function operationOf(spec: UpdateSpec, type: OperationType, name?: string
   // Update plans (docs/approval.md): a preview saves its plan under its own name, an up applies one.
   if (type === 'preview' && spec.savePlan === true && name !== undefined) op.savePlan = name;
   if (type === 'up' && spec.plan !== undefined) op.plan = spec.plan;
+  if (spec.selfHealing === true) op.selfHealing = true;
   return op;
 }
 
