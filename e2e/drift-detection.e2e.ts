@@ -8,7 +8,7 @@
  */
 import * as k8s from '@kubernetes/client-node';
 import type { Stack } from '../schemas/generated/types';
-import { eventually, type Operator } from './harness';
+import { e2eStackSpec, eventually, type Operator } from './harness';
 import { e2eSuite } from './suite';
 
 let op: Operator;
@@ -73,25 +73,13 @@ function objects(): k8s.KubernetesObject[] {
       apiVersion: 'pulumi.com/v1',
       kind: 'Stack',
       metadata: { name: NAME, namespace: STACKS },
-      spec: {
+      spec: e2eStackSpec({
         stack: 'dev',
         serviceAccountName: ACCOUNT,
         programRef: { name: NAME },
-        backend: 'file:///state',
-        envRefs: { PULUMI_CONFIG_PASSPHRASE: { type: 'Literal', literal: { value: 'e2e-passphrase' } } },
-        workspaceTemplate: {
-          spec: {
-            podTemplate: {
-              spec: {
-                volumes: [{ name: 'state', persistentVolumeClaim: { claimName: 'pulumi-state' } }],
-                containers: [{ name: 'pulumi', volumeMounts: [{ name: 'state', mountPath: '/state' }] }],
-              },
-            },
-          },
-        },
         driftDetection: { schedule: '30s' },
         destroyOnFinalize: true,
-      },
+      }),
     } as k8s.KubernetesObject,
   ];
 }

@@ -15,7 +15,7 @@ import * as k8s from '@kubernetes/client-node';
 import { request } from 'undici';
 import { defined, e2eStackSpec, eventually, type Operator, stackCondition } from './harness';
 import { e2eSuite } from './suite';
-import { stateGates } from './testbed/state-gate';
+import { gatedProgram, stateGates } from './testbed/state-gate';
 
 let op: Operator;
 const ns = 'resilience';
@@ -32,19 +32,6 @@ async function jobsOf(name: string): Promise<k8s.V1Job[]> {
 
 const gate = (name: string) => gates.gate(name);
 
-/** A program whose update blocks until its gate is written to, then outputs what it read. */
-function gatedProgram(name: string, gatePath: string): k8s.KubernetesObject {
-  return {
-    apiVersion: 'pulumi.com/v1',
-    kind: 'Program',
-    metadata: { name, namespace: ns },
-    program: {
-      variables: { opened: { 'fn::readFile': gatePath } },
-      resources: { stash: { type: 'pulumi:index:Stash', properties: { input: '${opened}' } } },
-      outputs: { opened: '${opened}' },
-    },
-  } as k8s.KubernetesObject;
-}
 function stack(name: string): k8s.KubernetesObject {
   return {
     apiVersion: 'pulumi.com/v1',
@@ -76,7 +63,7 @@ describe('resilience', () => {
   it('deleting the workspace pod mid-update leaves no lock, and the next update succeeds', async () => {
     const started = Date.now();
     const g = gate('gate-interrupted');
-    await op.objects.create(gatedProgram('interrupted', g.inPod));
+    await op.objects.create(gatedProgram('interrupted', ns, g.inPod));
     await op.objects.create(stack('interrupted'));
 
     // The update is running and holds the stack's lock, blocked on the gate.
@@ -134,7 +121,7 @@ describe('resilience', () => {
   it('restarting the hook server mid-run changes nothing', async () => {
     const started = Date.now();
     const g = gate('gate-steady');
-    await op.objects.create(gatedProgram('steady', g.inPod));
+    await op.objects.create(gatedProgram('steady', ns, g.inPod));
     await op.objects.create(stack('steady'));
     const running = await eventually(
       'the update to run',

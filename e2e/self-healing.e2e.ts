@@ -16,7 +16,7 @@ import * as k8s from '@kubernetes/client-node';
 import type { Stack } from '../schemas/generated/types';
 import { defined, e2eStackSpec, eventually, stackCondition, type Operator } from './harness';
 import { e2eSuite } from './suite';
-import { stateGates } from './testbed/state-gate';
+import { gatedProgram, stateGates } from './testbed/state-gate';
 
 let op: Operator;
 const ns = 'self-healing';
@@ -25,20 +25,6 @@ const ns = 'self-healing';
 const gates = stateGates(() => op.stateDir(ns));
 afterAll(() => gates.stop());
 const { recordTiming, getStack, readyStack } = e2eSuite('self-healing', ns, (started) => (op = started));
-
-/** A program whose `up` blocks until its gate is written to, then outputs what it read. */
-function gatedProgram(name: string, gatePath: string): k8s.KubernetesObject {
-  return {
-    apiVersion: 'pulumi.com/v1',
-    kind: 'Program',
-    metadata: { name, namespace: ns },
-    program: {
-      variables: { opened: { 'fn::readFile': gatePath } },
-      resources: { stash: { type: 'pulumi:index:Stash', properties: { input: '${opened}' } } },
-      outputs: { opened: '${opened}' },
-    },
-  } as k8s.KubernetesObject;
-}
 
 function healingStack(name: string): k8s.KubernetesObject {
   return {
@@ -124,7 +110,7 @@ describe('self-healing', () => {
   it('a workspace pod killed mid-up leaves a stale lock, which the retry removes; the Stack ends Ready', async () => {
     const started = Date.now();
     const g = gates.gate('gate-killed');
-    await op.objects.create(gatedProgram('killed', g.inPod));
+    await op.objects.create(gatedProgram('killed', ns, g.inPod));
     await op.objects.create(healingStack('killed'));
     const interrupted = await upHoldingLock('killed');
 
@@ -163,7 +149,7 @@ describe('self-healing', () => {
   it('a Job deleted mid-up ends Aborted, and the retry makes the Stack Ready', async () => {
     const started = Date.now();
     const g = gates.gate('gate-orphaned');
-    await op.objects.create(gatedProgram('orphaned', g.inPod));
+    await op.objects.create(gatedProgram('orphaned', ns, g.inPod));
     await op.objects.create(healingStack('orphaned'));
     const interrupted = await upHoldingLock('orphaned');
     const interruptedLocks = locksOf('orphaned');

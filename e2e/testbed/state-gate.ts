@@ -5,6 +5,21 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import type { KubernetesObject } from '@kubernetes/client-node';
+
+/** A Program whose `up` blocks until the pipe at `gatePath` (in the pod) is written to, then outputs what it read. */
+export function gatedProgram(name: string, namespace: string, gatePath: string): KubernetesObject {
+  return {
+    apiVersion: 'pulumi.com/v1',
+    kind: 'Program',
+    metadata: { name, namespace },
+    program: {
+      variables: { opened: { 'fn::readFile': gatePath } },
+      resources: { stash: { type: 'pulumi:index:Stash', properties: { input: '${opened}' } } },
+      outputs: { opened: '${opened}' },
+    },
+  } as KubernetesObject;
+}
 
 export interface StateGates {
   /** A new pipe `name` in the state directory: its path in the pod, and a writer that waits for the reader. */
