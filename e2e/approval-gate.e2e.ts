@@ -8,7 +8,7 @@
  */
 import * as k8s from '@kubernetes/client-node';
 import type { Stack } from '../schemas/generated/types';
-import { defined, e2eStackSpec, eventually, exists, stackCondition, type Operator } from './harness';
+import { defined, e2eStackSpec, eventually, exists, stackCondition, type Operator, greetingProgram } from './harness';
 import { e2eSuite } from './suite';
 
 let op: Operator;
@@ -17,18 +17,7 @@ const { recordTiming } = e2eSuite('approval-gate', ns, (started) => (op = starte
 
 const OPERATION_MS = 240_000;
 
-function program(greeting: string): k8s.KubernetesObject {
-  return {
-    apiVersion: 'pulumi.com/v1',
-    kind: 'Program',
-    metadata: { name: 'gated', namespace: ns },
-    program: {
-      configuration: { secretWord: { type: 'String', default: 'swordfish' } },
-      variables: { greeting },
-      outputs: { greeting: '${greeting}', secretWord: { 'fn::secret': '${secretWord}' } },
-    },
-  } as k8s.KubernetesObject;
-}
+const program = (greeting: string) => greetingProgram('gated', ns, greeting);
 
 const patch = (plural: 'stacks' | 'programs', name: string, body: object) =>
   op.custom.patchNamespacedCustomObject(

@@ -362,6 +362,20 @@ function operatorOf(
   };
 }
 
+/** A Pulumi YAML Program with a plain output `greeting` and a secret one, `secretWord` (swordfish). */
+export function greetingProgram(name: string, namespace: string, greeting: string): k8s.KubernetesObject {
+  return {
+    apiVersion: 'pulumi.com/v1',
+    kind: 'Program',
+    metadata: { name, namespace },
+    program: {
+      configuration: { secretWord: { type: 'String', default: 'swordfish' } },
+      variables: { greeting },
+      outputs: { greeting: '${greeting}', secretWord: { 'fn::secret': '${secretWord}' } },
+    },
+  } as k8s.KubernetesObject;
+}
+
 /** The usual settings of an e2e Stack: a file backend on the namespace's PVC and a passphrase. */
 export function e2eStackSpec(extra: Partial<StackSpec> & Pick<StackSpec, 'stack'>): StackSpec {
   return {

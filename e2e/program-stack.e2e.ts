@@ -11,7 +11,7 @@ import { Agent, request } from 'undici';
 import { MAX_OUTPUTS_ANNOTATION_BYTES } from '../contract';
 import { syncProgram } from '../hooks/src/program/sync';
 import type { Program } from '../schemas/generated/types';
-import { defined, e2eStackSpec, eventually, exists, stackCondition, type Operator } from './harness';
+import { defined, e2eStackSpec, eventually, exists, stackCondition, type Operator, greetingProgram } from './harness';
 import { e2eSuite } from './suite';
 
 let op: Operator;
@@ -20,18 +20,7 @@ const readyStack = (...args: Parameters<Operator['readyStack']>) => op.readyStac
 
 const { timings } = e2eSuite('program-stack', undefined, (started) => (op = started));
 
-function program(ns: string, greeting: string) {
-  return {
-    apiVersion: 'pulumi.com/v1',
-    kind: 'Program',
-    metadata: { name: 'hello', namespace: ns },
-    program: {
-      configuration: { secretWord: { type: 'String', default: 'swordfish' } },
-      variables: { greeting },
-      outputs: { greeting: '${greeting}', secretWord: { 'fn::secret': '${secretWord}' } },
-    },
-  } as k8s.KubernetesObject;
-}
+const program = (ns: string, greeting: string) => greetingProgram('hello', ns, greeting);
 
 describe('a Program Stack', () => {
   const ns = 'program-stack';
