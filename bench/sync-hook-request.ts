@@ -29,7 +29,7 @@ import {
 } from '../hooks/test/builders';
 import { syncStack as syncStackAndItsControllers } from '../hooks/test/controllers';
 import type { KObject } from '../hooks/src/lib/k8s';
-import { recording, restingClock } from './recordings';
+import { recording, restingClock, type Recording } from './recordings';
 
 export type RequestKind = 'captured' | 'synthetic';
 
@@ -154,7 +154,7 @@ export function benchHookServer(kind: RequestKind, deps: Pick<ServerDeps, 'logge
 /** bench/requests/steady-state-sync.json, as ./capture-sync-request.ts writes it. */
 const capturedRecording = () => recording<StackSyncRequest>('steady-state-sync.json', validateStack);
 
-const capturedHook = (file: { request: StackSyncRequest; agentImage: string }): BenchHook => ({
+const capturedHook = (file: Recording<StackSyncRequest>): BenchHook => ({
   config: { ...configFromEnv({}), agentImage: file.agentImage },
   now: restingClock(file.request),
 });
