@@ -7,7 +7,6 @@ import type { Stack } from '../../schemas/generated/types';
 import { PLAN_NOT_FOUND } from '../../contract';
 import { syncStack } from './controllers';
 import {
-  applyChildren,
   condition,
   jobFinishes,
   jobsOf,
@@ -15,11 +14,10 @@ import {
   makeStack,
   NOW,
   syncRequest,
-  withStatus,
   workspaceBecomesReady,
 } from './builders';
 import { at, operationOf } from './children';
-import { ctx } from './stories';
+import { ctx, step as play } from './stories';
 import type { KObject } from '../src/lib/k8s';
 import type { StackSyncResponse } from '../src/stack/sync';
 
@@ -31,11 +29,8 @@ function annotate(stack: Stack, annotations: Record<string, string>): Stack {
   return { ...stack, metadata: { ...stack.metadata, annotations: { ...stack.metadata.annotations, ...annotations } } };
 }
 
-/** One sync with the observed state; returns the answer, the Stack with its status, and the cluster after it. */
-function step(stack: Stack, cluster: KObject[], now = NOW) {
-  const res = syncStack(syncRequest(stack, cluster, related), ctx(now));
-  return { res, stack: withStatus(stack, res), cluster: applyChildren(cluster, res.children) };
-}
+/** One sync (and the next, when it records an operation to start: stories.step). */
+const step = (stack: Stack, cluster: KObject[], now = NOW) => play(stack, cluster, related, now);
 
 const updatesOf = (res: StackSyncResponse) =>
   res.children.filter((c) => c.kind === 'Update') as (KObject & { spec: Record<string, unknown> })[];
@@ -219,7 +214,7 @@ describe('the approval gate', () => {
 
   it('does not gate the destroy on deletion', () => {
     const a = toAwaiting(gated({ destroyOnFinalize: true }));
-    const res = syncStack(syncRequest(a.stack, a.cluster, related, true), ctx());
+    const { res } = play(a.stack, a.cluster, related, NOW, true);
     const destroy = jobsOf(res).find((j) => j.metadata.name?.includes('-destroy-'));
     expect(destroy && operationOf(destroy)).toMatchObject({ type: 'destroy' });
   });
