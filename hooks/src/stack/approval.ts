@@ -291,7 +291,7 @@ export function approvalGate(input: GateInput): GateAnswer {
   const approved = stack.metadata.annotations?.[ApprovalAnnotations.approve] === plan.id;
   const rejected = stack.metadata.annotations?.[ApprovalAnnotations.reject] === plan.id;
   if (plan.state === 'Previewing') {
-    // Its preview ran (a lost status write): start it again, which adopts the same Update.
+    // Recorded (sync.ts makes the Update on the next call), or its Update is gone: the same Update again.
     const preview = buildUpdate(stack, 'preview', message, id);
     (preview.spec as UpdateSpec).savePlan = true;
     status.currentUpdate = { ...currentOf(id), name: preview.metadata.name };
