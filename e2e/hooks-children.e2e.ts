@@ -12,15 +12,7 @@ import { syncStack } from '../hooks/test/controllers';
 import { syncProgram } from '../hooks/src/program/sync';
 import type { KObject } from '../hooks/src/lib/k8s';
 import type { Program, Stack, StackSpec } from '../schemas/generated/types';
-import {
-  jobsOf,
-  makeProgram,
-  makeStack,
-  noLookups,
-  NOW,
-  syncRequest,
-  testConfig,
-} from '../hooks/test/builders';
+import { jobsOf, makeProgram, makeStack, noLookups, NOW, syncRequest, testConfig } from '../hooks/test/builders';
 import { toFirstJob } from '../hooks/test/stories';
 
 let cp: ControlPlane;
