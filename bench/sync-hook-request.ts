@@ -28,6 +28,7 @@ import {
   workspaceBecomesReady,
 } from '../hooks/test/builders';
 import { syncStack as syncStackAndItsControllers } from '../hooks/test/controllers';
+import { step } from '../hooks/test/stories';
 import type { KObject } from '../hooks/src/lib/k8s';
 import { recording, restingClock, type Recording } from './recordings';
 
@@ -221,22 +222,15 @@ function syntheticSyncRequest(): BenchRequest {
   // the Workspace and Update controllers too (their children join the stand-in cluster).
   for (let i = 1; i <= 3; i++) {
     stack = { ...stack, metadata: { ...stack.metadata, generation: i } };
-    const r1 = syncStackAndItsControllers(syncRequest(stack, cluster), {
-      config: testConfig,
-      now: NOW,
-      lookups: noLookups,
-    });
-    stack = withStatus(stack, r1);
-    cluster = workspaceBecomesReady(applyChildren(cluster, r1.children));
-    const r2 = syncStackAndItsControllers(syncRequest(stack, cluster), {
-      config: testConfig,
-      now: NOW,
-      lookups: noLookups,
-    });
-    stack = withStatus(stack, r2);
-    cluster = applyChildren(cluster, r2.children);
-    // The update in flight (created by r1 once the workspace exists, else by r2).
-    const running = r2.status.currentUpdate?.name;
+    // Each step is a sync and, when it records an operation, the sync that makes its Update (stories.step).
+    const first = step(stack, cluster);
+    stack = first.stack;
+    cluster = workspaceBecomesReady(first.cluster);
+    const second = step(stack, cluster);
+    stack = second.stack;
+    cluster = second.cluster;
+    // The update in flight (started by the first step once the workspace exists, else by the second).
+    const running = stack.status?.currentUpdate?.name;
     if (!running) throw new Error('benchmark request: no update started');
     cluster = jobFinishes(cluster, running, {
       state: 'succeeded',
