@@ -301,6 +301,7 @@ const COUNTS: { doc: string; phrase: RegExp; count: number }[] = [
   // The Stack, Workspace and Update controllers (the Program one is a DecoratorController).
   { doc: 'docs/design.md', phrase: /(\w+) controllers are composed/, count: composite.length },
   { doc: 'docs/design.md', phrase: /(\w+) CompositeControllers/, count: composite.length },
+  { doc: 'docs/design.md', phrase: /every answer\*\* of the (\w+) controllers/, count: controllers.length },
   { doc: 'docs/approval.md', phrase: /the (\w+) composed controllers/, count: composite.length },
   { doc: 'docs/benchmarks.md', phrase: /the (\w+) controllers' parents/, count: composite.length },
   { doc: 'docs/benchmarks.md', phrase: /(\w+) more controllers turn/, count: ofStackChildren.length },
