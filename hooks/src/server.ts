@@ -25,7 +25,7 @@ export interface ServerDeps {
   logger?: boolean;
   /** Where logs go (default stdout); tests capture them. */
   logStream?: NodeJS.WritableStream;
-  /** Kubernetes Events on Stacks: the API to write them with, or why they are off (the default). */
+  /** Kubernetes Events on Stacks, Workspaces and Updates: the API to write them with, or why they are off (the default). */
   events?: EventsAccess;
   /** Upstream's gauges of Stacks and Programs: the API to list and watch them with, or why they are off (the default). */
   objects?: ObjectsAccess;
@@ -37,7 +37,7 @@ export interface HookServer {
   metrics: HookMetrics;
   /** The gauges derived from Stacks and Programs; undefined when they are off. */
   objects: ObjectGauges | undefined;
-  /** Writes the Stacks' events; undefined when events are off. */
+  /** Writes the events of Stacks, Workspaces and Updates; undefined when events are off. */
   events: EventRecorder | undefined;
 }
 
@@ -102,8 +102,8 @@ export function buildServer(config: HookConfig, deps: ServerDeps = {}): HookServ
     cache,
     ...(events ? { events } : {}),
   });
-  app.register(workspaceHooks, { prefix: '/workspace', config, clock, cache });
-  app.register(updateHooks, { prefix: '/update', config, clock, cache });
+  app.register(workspaceHooks, { prefix: '/workspace', config, clock, cache, ...(events ? { events } : {}) });
+  app.register(updateHooks, { prefix: '/update', config, clock, cache, ...(events ? { events } : {}) });
   app.register(programHooks, { prefix: '/program', clock });
   // The mirrors start with the server (app.ready(), listen or the first inject) and stop with it.
   app.addHook('onReady', (done) => {

@@ -2,9 +2,10 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { eventsAccessFromEnv } from '../src/events/kubernetes';
+import type { Update, Workspace } from '../../schemas/generated/types';
+import type { HookEvent } from '../src/events/event';
 import { EventRecorder, microTime, type EventBody, type EventsApi } from '../src/events/recorder';
 import { buildServer } from '../src/server';
-import type { StackEvent } from '../src/stack/events';
 import { postJson } from './answers';
 import { NOW, testConfig } from './builders';
 
@@ -43,7 +44,7 @@ function captureLog() {
   };
 }
 
-function event(n: number, extra: Partial<StackEvent> = {}): StackEvent {
+function event(n: number, extra: Partial<HookEvent> = {}): HookEvent {
   return {
     name: `web.${String(n).padStart(16, '0')}`,
     namespace: 'team-a',
@@ -52,6 +53,7 @@ function event(n: number, extra: Partial<StackEvent> = {}): StackEvent {
     action: 'Up',
     message: 'Failed to update stack: boom',
     regarding: { apiVersion: 'pulumi.com/v1', kind: 'Stack', name: 'web', namespace: 'team-a', uid: 'u-1' },
+    labels: { 'pulumi.com/stack-name': 'web' },
     ...extra,
   };
 }
@@ -136,7 +138,7 @@ describe('the event recorder', () => {
       {
         msg: 'event not written',
         event: 'web.0000000000000001',
-        stack: 'team-a/web',
+        regarding: 'Stack team-a/web',
         reason: 'StackUpdateFailure',
         error: 'connect ECONNREFUSED 10.0.0.1:443',
       },
@@ -233,6 +235,42 @@ describe('the hook server with events on', () => {
     }
   });
 
+  it('writes the events of Workspace and Update syncs, about those objects', async () => {
+    const { api, sent } = fakeApi();
+    const { server, base } = await serve(api);
+    try {
+      const ws = example('workspace-sync.json') as { parent: Workspace };
+      const twoStacks = {
+        ...ws,
+        parent: {
+          ...ws.parent,
+          metadata: { ...ws.parent.metadata, uid: 'ws-uid' },
+          spec: { ...ws.parent.spec, stacks: [{ name: 'dev' }, { name: 'prod' }] },
+        },
+      };
+      expect((await postJson(`${base}/workspace/sync`, twoStacks)).status).toBe(200);
+      const up = example('update-sync.json') as { parent: Update };
+      const invalid = {
+        ...up,
+        parent: {
+          ...up.parent,
+          metadata: { ...up.parent.metadata, uid: 'u-uid' },
+          spec: { ...up.parent.spec, type: 'import' },
+        },
+      };
+      expect((await postJson(`${base}/update/sync`, invalid)).status).toBe(200);
+      await server.events?.idle();
+      expect(
+        sent.map((e) => [e.reason, e.type, e.involvedObject.kind, e.involvedObject.uid, e.metadata.labels]),
+      ).toEqual([
+        ['MultipleStacksUnsupported', 'Warning', 'Workspace', 'ws-uid', { 'pulumi.com/stack-name': 'my-stack' }],
+        ['UpdateFailed', 'Warning', 'Update', 'u-uid', { 'pulumi.com/stack-name': 'my-stack' }],
+      ]);
+    } finally {
+      await server.app.close();
+    }
+  });
+
   it('answers exactly as with events off, however the API fails', async () => {
     const off = buildServer(testConfig, { logger: false, clock: () => NOW });
     expect(off.events).toBeUndefined();
@@ -240,16 +278,18 @@ describe('the hook server with events on', () => {
     const offBase = `http://127.0.0.1:${(off.app.server.address() as AddressInfo).port}`;
     const { server, base } = await serve(fakeApi(never).api);
     try {
-      for (const name of [
-        'stack-sync-workspace-ready.json',
-        'stack-sync-start.json',
-        'stack-sync-succeeded.json',
-        'stack-sync-invalid.json',
-      ]) {
+      for (const [route, name] of [
+        ['stack', 'stack-sync-workspace-ready.json'],
+        ['stack', 'stack-sync-start.json'],
+        ['stack', 'stack-sync-succeeded.json'],
+        ['stack', 'stack-sync-invalid.json'],
+        ['workspace', 'workspace-sync.json'],
+        ['update', 'update-sync.json'],
+      ] as const) {
         const body = example(name);
         const [withEvents, without] = await Promise.all([
-          postJson(`${base}/stack/sync`, body),
-          postJson(`${offBase}/stack/sync`, body),
+          postJson(`${base}/${route}/sync`, body),
+          postJson(`${offBase}/${route}/sync`, body),
         ]);
         expect(withEvents.status).toBe(200);
         expect(withEvents.json).toEqual(without.json);

@@ -12,6 +12,7 @@ import {
   jobFinishes,
   makeProgram,
   makeStack,
+  NOW,
   syncRequest,
   withStatus,
   workspaceBecomesReady,
@@ -52,6 +53,7 @@ const eventsOf = (stack: Stack, observed: KObject[], res: StackSyncResponse) =>
     status: res.status,
     children: res.children,
     finalizing: false,
+    now: NOW,
   });
 
 describe('drift detection', () => {

@@ -1,5 +1,5 @@
 /**
- * Writes the events the Stack sync implies (stack/events.ts) to the API server, off the hook's
+ * Writes the events the syncs imply (events/event.ts) to the API server, off the hook's
  * path: record() only queues, and a bounded number of writes run in the background. Nothing here
  * can delay or fail a hook answer: a full queue drops events, a failed write is logged.
  *
@@ -7,8 +7,7 @@
  * repeated one with 409 AlreadyExists: that is the deduplication, and it is not logged as a failure.
  */
 import { hostname } from 'node:os';
-import { Labels } from '../../../contract';
-import type { StackEvent } from '../stack/events';
+import type { HookEvent } from './event';
 
 /** Who reports the events (`source.component` and `reportingComponent`, kubectl describe's "From"). */
 export const REPORTING_CONTROLLER = 'pulumi-mc-operator/hooks';
@@ -21,8 +20,8 @@ export interface EventBody {
   apiVersion: 'v1';
   kind: 'Event';
   metadata: { name: string; namespace: string; labels: Record<string, string> };
-  involvedObject: StackEvent['regarding'];
-  related?: StackEvent['related'];
+  involvedObject: HookEvent['regarding'];
+  related?: HookEvent['related'];
   type: string;
   reason: string;
   action: string;
@@ -76,11 +75,11 @@ function seconds(microseconds: number): string {
   return new Date(Math.floor(microseconds / 1e6) * 1000).toISOString().replace(/\.\d{3}Z$/, 'Z');
 }
 
-export function eventBody(e: StackEvent, microseconds: number, reportingInstance: string): EventBody {
+export function eventBody(e: HookEvent, microseconds: number, reportingInstance: string): EventBody {
   const body: EventBody = {
     apiVersion: 'v1',
     kind: 'Event',
-    metadata: { name: e.name, namespace: e.namespace, labels: { [Labels.stackName]: e.regarding.name } },
+    metadata: { name: e.name, namespace: e.namespace, labels: { ...e.labels } },
     involvedObject: e.regarding,
     type: e.type,
     reason: e.reason,
@@ -121,7 +120,7 @@ function describeFailure(e: unknown): string {
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export class EventRecorder {
-  private readonly queue: StackEvent[] = [];
+  private readonly queue: HookEvent[] = [];
   private inFlight = 0;
   private closed = false;
   private idleWaiters: (() => void)[] = [];
@@ -152,7 +151,7 @@ export class EventRecorder {
   }
 
   /** Queues events to be written; returns at once. */
-  record(events: readonly StackEvent[]): void {
+  record(events: readonly HookEvent[]): void {
     for (const e of events) {
       if (this.closed || this.queue.length >= this.capacity) {
         this.counts.dropped++;
@@ -194,9 +193,13 @@ export class EventRecorder {
     }
   }
 
-  private async write(e: StackEvent): Promise<void> {
+  private async write(e: HookEvent): Promise<void> {
     const body = eventBody(e, this.nextEventTime(), this.instance);
-    const about = { event: e.name, stack: `${e.namespace}/${e.regarding.name}`, reason: e.reason };
+    const about = {
+      event: e.name,
+      regarding: `${e.regarding.kind} ${e.namespace}/${e.regarding.name}`,
+      reason: e.reason,
+    };
     for (let attempt = 1; ; attempt++) {
       try {
         await this.api.create(body);
@@ -216,7 +219,7 @@ export class EventRecorder {
         }
         this.counts.failed++;
         if (status === 404) {
-          // The namespace is gone (a Stack deleted with it): nobody can read the event anyway.
+          // The namespace is gone (deleted with what the event is about): nobody can read the event anyway.
           this.options.log.debug({ ...about, error: describeFailure(err) }, 'event not written');
         } else {
           this.warn({ ...about, error: describeFailure(err) }, 'event not written');
