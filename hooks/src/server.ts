@@ -35,6 +35,8 @@ export interface ServerDeps {
   objects?: ObjectsAccess;
   /** How often the TLS and token files are read again (default 30 s). */
   credentialsReloadMs?: number;
+  /** How long an event waits for its Stack to show in the Stack mirror (default 30 s). */
+  mirrorWaitMs?: number;
 }
 
 export interface HookServer {
@@ -143,14 +145,23 @@ export function buildServer(config: HookConfig, deps: ServerDeps = {}): HookServ
       counted: (hit) => metrics.countCacheLookup('git_lookup', hit),
     });
   if (!deps.git) app.log.info(describeEgress(config.egress), 'egress of the git lookups');
-  const access = deps.events ?? { off: 'no Kubernetes API access given' };
-  const events = 'api' in access ? new EventRecorder(access.api, { log: app.log }) : undefined;
-  if ('api' in access) app.log.info({ via: access.via }, 'Kubernetes Events on Stacks: on');
-  else app.log.info({ why: access.off }, 'Kubernetes Events on Stacks: off');
   const objectsAccess = deps.objects ?? { off: 'no Kubernetes API access given' };
   const objects = 'api' in objectsAccess ? new ObjectGauges(objectsAccess.api, { log: app.log }) : undefined;
   if ('api' in objectsAccess) app.log.info({ via: objectsAccess.via }, 'gauges of Stacks and Programs: on');
   else app.log.info({ why: objectsAccess.off }, 'gauges of Stacks and Programs: off');
+  const access = deps.events ?? { off: 'no Kubernetes API access given' };
+  // With the Stacks mirrored, events go only to Stacks the mirror holds (events/recorder.ts).
+  const events =
+    'api' in access
+      ? new EventRecorder(access.api, {
+          log: app.log,
+          ...(objects ? { mirror: objects.stackMirror } : {}),
+          ...(deps.mirrorWaitMs !== undefined ? { mirrorWaitMs: deps.mirrorWaitMs } : {}),
+        })
+      : undefined;
+  if ('api' in access)
+    app.log.info({ via: access.via, onlyWatchedStacks: objects !== undefined }, 'Kubernetes Events on Stacks: on');
+  else app.log.info({ why: access.off }, 'Kubernetes Events on Stacks: off');
   const budget = new BodyBudget(limits.bodyBytesInFlight);
   metrics.watchBodies(budget);
   app.register(healthPlugin, { health });
