@@ -9,6 +9,7 @@ import type {
   V1CustomResourceDefinition,
   V1Deployment,
   V1Namespace,
+  V1NetworkPolicy,
   V1PodDisruptionBudget,
   V1PodSpec,
   V1RoleBinding,
@@ -94,6 +95,7 @@ export interface KnownKinds {
   DecoratorController: MetacontrollerController;
   Deployment: V1Deployment;
   Namespace: V1Namespace;
+  NetworkPolicy: V1NetworkPolicy;
   PodDisruptionBudget: V1PodDisruptionBudget;
   RoleBinding: V1RoleBinding;
   Service: V1Service;
