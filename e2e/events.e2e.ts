@@ -12,7 +12,6 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import * as k8s from '@kubernetes/client-node';
-import { request } from 'undici';
 import type { Stack } from '../schemas/generated/types';
 import { toolchain } from './testbed/toolchain';
 import { defined, e2eStackSpec, eventually, stackCondition, type Operator } from './harness';
@@ -113,8 +112,7 @@ function stack(name: string, spec: Record<string, unknown>): k8s.KubernetesObjec
 
 /** How many stack syncs the running hook server has answered (its /metrics). */
 async function stackSyncs(): Promise<number> {
-  const res = await request(`http://127.0.0.1:${op.hooksPort}/metrics`);
-  const text = await res.body.text();
+  const { text } = await op.hookRequest('/metrics');
   const m = /^pulumi_hook_request_duration_seconds_count\{hook="stack_sync"\} (\d+)$/m.exec(text);
   return m ? Number(m[1]) : 0;
 }
@@ -255,13 +253,10 @@ describe('Events on Stacks', () => {
     // The hooks write the same event again, by name, and the API server answers AlreadyExists.
     const invalid = await getStack('invalid');
     const replay = { ...invalid, status: undefined };
-    const res = await request(`http://127.0.0.1:${op.hooksPort}/stack/sync`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ controller: {}, parent: replay, children: {}, related: {} }),
+    const res = await op.hookRequest('/stack/sync', {
+      body: { controller: {}, parent: replay, children: {}, related: {} },
     });
-    expect(res.statusCode).toBe(200);
-    await res.body.dump();
+    expect(res.status).toBe(200);
     const counts = await eventually('the replayed event to be refused', () => {
       const c = op.hookEvents();
       return Promise.resolve(c.duplicate >= 1 ? c : undefined);
