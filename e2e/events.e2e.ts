@@ -2,7 +2,7 @@
  * Issue 20, item 6: the Kubernetes Events of a Stack, as a user sees them with `kubectl describe
  * stack` (the real kubectl against the test bed's API server). The hooks write them with the
  * ServiceAccount, ClusterRole and binding of manifests/install.yaml (e2e/harness.ts gives the hook
- * server a token of that account):
+ * server a token of that account), about the Stacks their watch holds:
  * - an update that fails, then one that succeeds: StackUpdateDetected for each Job it starts,
  *   StackUpdateFailure and StackCreated for each Job it absorbs, upstream's reasons and notes;
  * - Stalled: StackConfigInvalid for an invalid spec, the condition's reason otherwise;

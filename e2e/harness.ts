@@ -17,6 +17,7 @@ import { Agent, request } from 'undici';
 import type { Stack, StackCondition, StackSpec } from '../schemas/generated/types';
 import { configFromEnv, type HookConfig } from '../hooks/src/config';
 import { kubeEventsApi } from '../hooks/src/events/kubernetes';
+import { kubeObjectsApi } from '../hooks/src/objects/kubernetes';
 import type { EventRecorder } from '../hooks/src/events/recorder';
 import { startHookServer, type RunningServer } from '../hooks/src/main';
 import { makeHookCredentials, type HookCredentials } from '../hooks/test/credentials';
@@ -181,9 +182,14 @@ export async function startOperator(options: OperatorOptions = {}): Promise<Oper
       return true;
     });
 
-    // The hooks write Events as in a cluster: with the ServiceAccount, ClusterRole and binding of
-    // manifests/install.yaml, through a token of that ServiceAccount.
-    const hookEvents = { events: { api: kubeEventsApi(await hooksKubeConfig(kc)), via: 'pulumi-mc-hooks' } };
+    // The hooks write Events and watch Stacks and Programs as in a cluster: with the ServiceAccount,
+    // ClusterRole and binding of manifests/install.yaml, through a token of that ServiceAccount.
+    // Events go only to Stacks that watch holds, as in a cluster.
+    const hooksKc = await hooksKubeConfig(kc);
+    const hookAccess = {
+      events: { api: kubeEventsApi(hooksKc), via: 'pulumi-mc-hooks' },
+      objects: { api: kubeObjectsApi(hooksKc), via: 'pulumi-mc-hooks' },
+    };
     // The hook server's certificate and token, as the quickstart makes them; Metacontroller reads
     // the Secrets when it starts the controllers.
     const credentials = makeHookCredentials(join(cp.dir, 'hooks-credentials'), { EXTRA_SANS: 'IP:127.0.0.1' });
@@ -199,7 +205,7 @@ export async function startOperator(options: OperatorOptions = {}): Promise<Oper
       logLevel: process.env.PKO_E2E_HOOK_LOGS ? 'info' : 'warn',
       ...options.hookConfig,
     };
-    hooks = await startHookServer(hookConfig, hookEvents);
+    hooks = await startHookServer(hookConfig, hookAccess);
     controllers = await startControllers({ kubeConfig: kc, kubeconfigPath: cp.kubeconfigPath, hooksBaseUrl: hooksUrl });
     return operatorOf(
       cp,
@@ -209,7 +215,7 @@ export async function startOperator(options: OperatorOptions = {}): Promise<Oper
       {
         restartHooks: async () => {
           await hooks?.shutdown('test');
-          hooks = await startHookServer(hookConfig, hookEvents);
+          hooks = await startHookServer(hookConfig, hookAccess);
         },
         hookEvents: () => ({ ...defined(hooks?.events, 'the hook server writes events').counts }),
         stop: stopAll,
