@@ -3,13 +3,17 @@
  * rendering against manifests/install.yaml and stack-rbac.yaml, a rendering with every value
  * changed (packaging/testdata/chart-values.yaml), and values the schema must reject.
  */
+import { X509Certificate } from 'node:crypto';
 import * as fs from 'node:fs';
+import type { AddressInfo } from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import type { V1PodSpec } from '@kubernetes/client-node';
 import * as yaml from 'js-yaml';
+import { Agent, request } from 'undici';
 import { configFromEnv, DEFAULT_AGENT_IMAGE, DEFAULT_WORKSPACE_IMAGE } from '../hooks/src/config';
 import { describeEgress } from '../hooks/src/git/egress';
+import { buildServer } from '../hooks/src/server';
 import { CHART_DIR, helm, helmTemplate, removeHelmHome } from './lib/helm';
 import {
   findObject,
@@ -63,9 +67,12 @@ describe('helm template with the default values', () => {
     ({ objects } = await helmTemplate('pulumi-operator', 'pulumi-system'));
   }, 60_000);
 
-  test('renders the hook server, its PodDisruptionBudget, RBAC and both controllers, no ServiceMonitor, no CRDs', () => {
+  test('renders the hook server, its Secrets, PodDisruptionBudget, NetworkPolicy, RBAC and the controllers, no ServiceMonitor, no CRDs', () => {
     expect(objects.map(objectKey).sort()).toEqual(
       [
+        'NetworkPolicy/pulumi-system/pulumi-operator',
+        'Secret/pulumi-system/pulumi-operator-auth',
+        'Secret/pulumi-system/pulumi-operator-tls',
         'ClusterRole/pulumi-operator:hooks',
         'ClusterRole/pulumi-operator:stacks-editor',
         'ClusterRole/pulumi-operator:stacks-viewer',
@@ -104,14 +111,94 @@ describe('helm template with the default values', () => {
     expect(envOf(d).EGRESS_DENY).toBeUndefined();
   });
 
-  test('the controllers call the Service the chart names after the release', () => {
+  test('the controllers call the Service the chart names after the release, over HTTPS with its Secrets', () => {
     for (const kind of ['CompositeController', 'DecoratorController'] as const) {
       for (const c of objects.filter((o): o is KindOf<typeof kind> => isKind(o, kind))) {
         for (const h of Object.values(required(c.spec?.hooks, `${kind} has hooks`))) {
-          expect(h.webhook?.service).toEqual({ name: 'pulumi-operator', namespace: 'pulumi-system', port: 80 });
+          expect(h.webhook?.service).toEqual({
+            name: 'pulumi-operator',
+            namespace: 'pulumi-system',
+            port: 443,
+            protocol: 'https',
+          });
+          expect(h.webhook?.caBundle).toEqual({
+            secretRef: { name: 'pulumi-operator-tls', namespace: 'pulumi-system', key: 'ca.crt' },
+          });
+          expect(h.webhook?.authorization).toEqual({
+            type: 'Bearer',
+            secretRef: { name: 'pulumi-operator-auth', namespace: 'pulumi-system', key: 'token' },
+          });
         }
       }
     }
+  });
+
+  test('makes a certificate for the Service, signed by the CA in the same Secret, and a token the hook server takes', async () => {
+    const tls = findObject(objects, 'Secret', 'pulumi-operator-tls');
+    expect(tls.type).toBe('kubernetes.io/tls');
+    const data = (key: string) =>
+      Buffer.from(required(tls.data?.[key], `the TLS Secret has ${key}`), 'base64').toString('utf8');
+    const ca = new X509Certificate(data('ca.crt'));
+    const cert = new X509Certificate(data('tls.crt'));
+    expect(ca.ca).toBe(true);
+    expect(cert.verify(ca.publicKey)).toBe(true);
+    for (const host of ['pulumi-operator.pulumi-system', 'pulumi-operator.pulumi-system.svc'])
+      expect(cert.checkHost(host)).toBe(host);
+    const token = Buffer.from(
+      required(findObject(objects, 'Secret', 'pulumi-operator-auth').data?.token, 'the auth Secret has a token'),
+      'base64',
+    ).toString('utf8');
+    expect(token).toMatch(/^[A-Za-z0-9]{64}$/);
+    // The hook server serves them, as the Deployment mounts them, and checks out against ca.crt.
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pko-chart-tls-'));
+    const files = { cert: path.join(dir, 'tls.crt'), key: path.join(dir, 'tls.key'), token: path.join(dir, 'token') };
+    fs.writeFileSync(files.cert, data('tls.crt'));
+    fs.writeFileSync(files.key, data('tls.key'));
+    fs.writeFileSync(files.token, token);
+    const d = findObject(objects, 'Deployment', 'pulumi-operator');
+    expect(envOf(d)).toMatchObject({
+      TLS_CERT_FILE: '/etc/pulumi-operator/tls/tls.crt',
+      TLS_KEY_FILE: '/etc/pulumi-operator/tls/tls.key',
+      AUTH_TOKEN_FILES: '/etc/pulumi-operator/auth/token:/etc/pulumi-operator/auth/previous-token',
+    });
+    const { app } = buildServer(
+      {
+        ...configFromEnv({ TLS_CERT_FILE: files.cert, TLS_KEY_FILE: files.key, AUTH_TOKEN_FILES: files.token }),
+        logLevel: 'silent',
+      },
+      { logger: false },
+    );
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    const agent = new Agent({ connect: { ca: data('ca.crt'), servername: 'pulumi-operator.pulumi-system' } });
+    try {
+      const res = await request(`https://127.0.0.1:${(app.server.address() as AddressInfo).port}/stack/customize`, {
+        dispatcher: agent,
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+        body: '{}',
+      });
+      await res.body.dump();
+      expect(res.statusCode).toBe(400); // past TLS and the token: the empty body is refused
+    } finally {
+      await agent.close();
+      await app.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('the NetworkPolicy admits Metacontroller and the monitoring namespace to the hook port only', () => {
+    const policy = findObject(objects, 'NetworkPolicy', 'pulumi-operator');
+    expect(policy.spec?.podSelector?.matchLabels).toEqual(
+      findObject(objects, 'Deployment', 'pulumi-operator').spec?.selector.matchLabels,
+    );
+    expect(policy.spec?.ingress).toEqual([
+      {
+        from: ['metacontroller', 'monitoring'].map((ns) => ({
+          namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': ns } },
+        })),
+        ports: [{ port: 'https', protocol: 'TCP' }],
+      },
+    ]);
   });
 
   test('matches manifests/install.yaml object for object (named pulumi-mc-hooks, labels aside)', async () => {
@@ -127,6 +214,7 @@ describe('helm template with the default values', () => {
       ['DecoratorController', 'pulumi-programs', 'pulumi-programs'],
       ['CompositeController', 'pulumi-workspaces', 'pulumi-workspaces'],
       ['CompositeController', 'pulumi-updates', 'pulumi-updates'],
+      ['NetworkPolicy', 'pulumi-mc-hooks', 'pulumi-mc-hooks'],
       ['ServiceAccount', 'pulumi-mc-hooks', 'pulumi-mc-hooks'],
       ['ClusterRole', 'pulumi-mc-hooks:stacks-editor', 'pulumi-operator:stacks-editor'],
       ['ClusterRole', 'pulumi-mc-hooks:stacks-viewer', 'pulumi-operator:stacks-viewer'],
@@ -154,6 +242,13 @@ describe('helm template with the default values', () => {
     // Everything install.yaml has besides the Namespace and the CRDs (the chart's crds/) is in the chart.
     const covered = install.filter((o) => o.kind !== 'Namespace' && o.kind !== 'CustomResourceDefinition');
     expect(covered.length).toBe(pairs.length + 1);
+    // The Secrets install.yaml leaves to manifests/hooks-credentials.sh: the same names and keys.
+    expect(Object.keys(findObject(same, 'Secret', 'pulumi-mc-hooks-tls').data ?? {}).sort()).toEqual([
+      'ca.crt',
+      'tls.crt',
+      'tls.key',
+    ]);
+    expect(Object.keys(findObject(same, 'Secret', 'pulumi-mc-hooks-auth').data ?? {})).toEqual(['token']);
   }, 60_000);
 
   test('grants Stacks nothing of its own by default, as manifests/stack-rbac.yaml (the hooks grant per Stack)', () => {
@@ -294,7 +389,7 @@ describe('helm template with every value changed (packaging/testdata/chart-value
     expect(pdb.spec).toMatchObject({ maxUnavailable: 1 });
     expect(pdb.spec?.minAvailable).toBeUndefined();
     const svc = findObject(objects, 'Service', 'platform-pulumi-operator');
-    expect(svc.spec?.ports?.[0]?.port).toBe(8080);
+    expect(svc.spec?.ports?.[0]?.port).toBe(8443);
     const cc = findObject(objects, 'CompositeController', 'pulumi-stacks');
     expect(cc.spec?.resyncPeriodSeconds).toBe(300);
     for (const name of ['pulumi-workspaces', 'pulumi-updates'])
@@ -302,9 +397,54 @@ describe('helm template with every value changed (packaging/testdata/chart-value
     for (const h of Object.values(required(cc.spec?.hooks, 'the CompositeController has hooks'))) {
       expect(h.webhook).toMatchObject({
         timeout: '20s',
-        service: { name: 'platform-pulumi-operator', namespace: 'infra', port: 8080 },
+        service: { name: 'platform-pulumi-operator', namespace: 'infra', port: 8443, protocol: 'https' },
       });
     }
+  });
+
+  test('existing Secrets: none made, the Deployment and the controllers use them', () => {
+    expect(objects.filter((o) => o.kind === 'Secret')).toEqual([]);
+    expect(pod.volumes).toContainEqual({
+      name: 'tls',
+      secret: {
+        secretName: 'platform-hooks-certificate',
+        items: [
+          { key: 'tls.crt', path: 'tls.crt' },
+          { key: 'tls.key', path: 'tls.key' },
+        ],
+      },
+    });
+    expect(pod.volumes).toContainEqual({ name: 'auth', secret: { secretName: 'platform-hooks-token' } });
+    for (const kind of ['CompositeController', 'DecoratorController'] as const)
+      for (const c of objects.filter((o): o is KindOf<typeof kind> => isKind(o, kind)))
+        for (const h of Object.values(required(c.spec?.hooks, `${kind} has hooks`))) {
+          expect(h.webhook?.caBundle?.secretRef).toEqual({
+            name: 'platform-hooks-certificate',
+            namespace: 'infra',
+            key: 'ca.crt',
+          });
+          expect(h.webhook?.authorization?.secretRef).toEqual({
+            name: 'platform-hooks-token',
+            namespace: 'infra',
+            key: 'token',
+          });
+        }
+  });
+
+  test("the NetworkPolicy admits Metacontroller's namespace and the peers of metricsFrom", () => {
+    const policy = findObject(objects, 'NetworkPolicy', 'platform-pulumi-operator');
+    expect(policy.spec?.ingress).toEqual([
+      {
+        from: [
+          { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'mc-system' } } },
+          {
+            namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'observability' } },
+            podSelector: { matchLabels: { 'app.kubernetes.io/name': 'prometheus' } },
+          },
+        ],
+        ports: [{ port: 'https', protocol: 'TCP' }],
+      },
+    ]);
   });
 
   test("extra RBAC rules and the Stack ServiceAccounts' bindings", () => {
@@ -336,7 +476,13 @@ describe('helm template with every value changed (packaging/testdata/chart-value
     );
     expect(sm.spec?.namespaceSelector).toEqual({ matchNames: ['infra'] });
     expect(sm.spec?.endpoints?.[0]).toMatchObject({
-      port: 'http',
+      port: 'https',
+      scheme: 'https',
+      // The hook server's certificate names the Service; the CA is the TLS Secret's.
+      tlsConfig: {
+        serverName: 'platform-pulumi-operator.infra',
+        ca: { secret: { name: 'platform-hooks-certificate', key: 'ca.crt' } },
+      },
       path: '/metrics',
       interval: '15s',
       scrapeTimeout: '5s',
@@ -344,7 +490,7 @@ describe('helm template with every value changed (packaging/testdata/chart-value
     expect(sm.spec?.endpoints?.[0]?.metricRelabelings?.[0]?.action).toBe('drop');
   });
 
-  test('controllers, user roles, events, the gauges from objects, the workspace role and the ServiceAccount can each be turned off', async () => {
+  test('controllers, user roles, events, the gauges from objects, the workspace role, the ServiceAccount and the NetworkPolicy can each be turned off', async () => {
     const { objects: none } = await helmTemplate('x', 'ns', [
       '--set',
       'events.enabled=false',
@@ -360,8 +506,11 @@ describe('helm template with every value changed (packaging/testdata/chart-value
       'serviceAccount.create=false',
       '--set',
       'podDisruptionBudget.enabled=false',
+      '--set',
+      'networkPolicy.enabled=false',
     ]);
-    expect(none.map((o) => o.kind).sort()).toEqual(['Deployment', 'Service']);
+    // The hook server's Secrets stay: it serves HTTPS with the token, controllers or not.
+    expect(none.map((o) => o.kind).sort()).toEqual(['Deployment', 'Secret', 'Secret', 'Service']);
     const pod = findObject(none, 'Deployment', 'x-pulumi-operator').spec?.template.spec;
     expect(pod?.serviceAccountName).toBe('default');
     // Events and the gauges from objects off: no token, as before the hooks wrote any.
@@ -398,6 +547,8 @@ describe('values the schema rejects', () => {
     [['--set', 'controllers.webhookTimeout=10'], 'webhookTimeout'],
     [['--set', 'podDisruptionBudget.maxUnavailable=1'], 'not both'],
     [['--set', 'hooks.operationDeadlineSeconds=-1'], 'operationDeadlineSeconds'],
+    [['--set', 'hooks.tls.validityDays=0'], 'validityDays'],
+    [['--set', 'networkPolicy.metacontrollerNamespace='], 'metacontrollerNamespace'],
     [['--set', 'hooks.ephemeralStorage.workspace.limit=lots'], 'limit'],
   ])(
     '%j',

@@ -116,6 +116,7 @@ test('observability.md describes every metric the hook server exports', async ()
     'pulumi_hook_errors_total',
     'pulumi_hook_object_watch_failures_total',
     'pulumi_hook_objects_synced',
+    'pulumi_hook_request_body_bytes_in_flight',
     'pulumi_hook_request_duration_seconds',
     'stacks_active',
     'stacks_drifted',

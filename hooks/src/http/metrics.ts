@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { SyncCacheName } from '../cache/sync-cache';
 import type { ObjectGauges } from '../objects/gauges';
 
@@ -25,6 +25,8 @@ export class HookMetrics {
   readonly duration: Histogram<'hook'>;
   readonly errors: Counter<'hook' | 'reason'>;
   readonly cacheRequests: Counter<'cache' | 'result'>;
+  /** What reports the bytes of request bodies held now (watchBodies); none before. */
+  private bodies: { inFlight: number } | undefined;
 
   constructor() {
     collectDefaultMetrics({ register: this.registry });
@@ -37,7 +39,7 @@ export class HookMetrics {
     });
     this.errors = new Counter({
       name: 'pulumi_hook_errors_total',
-      help: 'Hook requests answered with an error, by hook and reason (bad_request, payload_too_large, internal, …).',
+      help: 'Hook requests answered with an error, by hook and reason (bad_request, unauthorized, payload_too_large, overloaded, internal, …).',
       labelNames: ['hook', 'reason'],
       registers: [this.registry],
     });
@@ -47,6 +49,17 @@ export class HookMetrics {
       labelNames: ['cache', 'result'],
       registers: [this.registry],
     });
+    const bodies: Gauge = new Gauge({
+      name: 'pulumi_hook_request_body_bytes_in_flight',
+      help: 'Bytes of request bodies this replica holds now (reserved from BODY_BYTES_IN_FLIGHT; past it, requests get 429).',
+      registers: [this.registry],
+      collect: () => bodies.set(this.bodies?.inFlight ?? 0),
+    });
+  }
+
+  /** Reports the bytes of request bodies `budget` holds, at each scrape. */
+  watchBodies(budget: { inFlight: number }): void {
+    this.bodies = budget;
   }
 
   /** The cache counters' children, bound once rather than looked up by label on every lookup. */
@@ -110,6 +123,14 @@ export function metricsPlugin(
   done();
 }
 
+/** The `reason` of pulumi_hook_errors_total for the statuses the hook server answers on purpose. */
+const ERROR_REASONS: Record<number, string> = {
+  400: 'bad_request',
+  401: 'unauthorized',
+  413: 'payload_too_large',
+  429: 'overloaded',
+};
+
 /** Installed on the root instance so it sees every route, including 400s and 413s. */
 export function instrument(app: FastifyInstance, metrics: HookMetrics): void {
   app.addHook('onResponse', async (request, reply) => {
@@ -118,13 +139,7 @@ export function instrument(app: FastifyInstance, metrics: HookMetrics): void {
     metrics.observeDuration(hook, reply.elapsedTime / 1000);
     if (reply.statusCode >= 400) {
       const reason =
-        reply.statusCode === 400
-          ? 'bad_request'
-          : reply.statusCode === 413
-            ? 'payload_too_large'
-            : reply.statusCode >= 500
-              ? 'internal'
-              : `http_${reply.statusCode}`;
+        ERROR_REASONS[reply.statusCode] ?? (reply.statusCode >= 500 ? 'internal' : `http_${reply.statusCode}`);
       metrics.errors.inc({ hook, reason });
     }
   });
