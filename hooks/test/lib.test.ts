@@ -1,7 +1,13 @@
-/** The hooks' small libraries: how deep JSON nests, stable JSON, and the strategic merge of a user's pod template. */
+/**
+ * The hooks' small libraries: how deep JSON nests, stable JSON, the strategic merge of a user's pod
+ * template, and control characters escaped in conditions.
+ */
 import fc from 'fast-check';
+import { setConditions } from '../src/lib/conditions';
 import { deepFreeze, pathNestedDeeperThan, prototypeKeyPath, stableStringify } from '../src/lib/json';
 import { strategicMerge } from '../src/lib/merge';
+import { hasControlCharacter } from './answers';
+import { printable } from '../src/lib/printable';
 
 /** An array in an array … `depth` levels deep. */
 function nested(depth: number): unknown {
@@ -149,5 +155,36 @@ describe('strategicMerge with user keys named after Object.prototype members', (
       valueOf: 'v',
     });
     expect(({} as Record<string, unknown>).name).toBeUndefined();
+  });
+});
+
+describe('printable', () => {
+  it('escapes C0, DEL and C1 control characters, and nothing else', () => {
+    expect(printable('a\u001b[31mred\u0007\r\n\tb\u0000\u007f\u0085')).toBe(
+      'a\\x1b[31mred\\x07\\r\\n\\tb\\x00\\x7f\\x85',
+    );
+    expect(printable('é ✓ \u00a0 \\n "quoted"')).toBe('é ✓ \u00a0 \\n "quoted"');
+  });
+
+  it('leaves no control character, changes text without one not at all, and is idempotent', () => {
+    fc.assert(
+      fc.property(
+        fc.string({ unit: fc.integer({ min: 0, max: 0x2ff }).map((c) => String.fromCharCode(c)) }),
+        (text) => {
+          const once = printable(text);
+          return !hasControlCharacter(once) && printable(once) === once && (hasControlCharacter(text) || once === text);
+        },
+      ),
+    );
+  });
+
+  it('is applied to the message of every condition the Workspace and Update controllers write', () => {
+    const [c] = setConditions(
+      [],
+      [{ type: 'Ready', status: 'False', reason: 'Failed', message: 'npm ERR!\n\u001b[2Jgone' }],
+      1,
+      new Date('2026-11-22T10:00:00Z'),
+    );
+    expect(c?.message).toBe('npm ERR!\\n\\x1b[2Jgone');
   });
 });
