@@ -10,6 +10,7 @@ import {
 import type { HookConfig } from '../config';
 import { asLastApplied, asRetained, findObject, objectsOf, type KObject, type ObjectMap, type Typed } from '../lib/k8s';
 import { observedCondition } from '../lib/conditions';
+import { resyncAfter } from '../lib/time';
 import {
   approvalGate,
   approvalRequired,
@@ -121,19 +122,19 @@ const LEGACY_KINDS: [string, string][] = [
   ['RoleBinding', 'rbac.authorization.k8s.io/v1'],
 ];
 
-function observe(children: ObjectMap | undefined, stack: string, steps: SyncSteps): Observed {
+function observe(children: ObjectMap | undefined, stack: string, steps: SyncSteps, now: Date): Observed {
   const legacy = LEGACY_KINDS.flatMap(([kind, apiVersion]) => objectsOf(children, kind, apiVersion));
   // An earlier version's Job carries the same identity annotations as an Update, and its result.
   const legacyJobs = objectsOf<V1Job>(children, 'Job', 'batch/v1').map((job): ObservedUpdate => ({
     update: job,
     id: identityOf(job),
-    outcome: jobOutcome(job, steps.updateResult(job.metadata.annotations?.[Annotations.updateResult])),
+    outcome: jobOutcome(job, steps.updateResult(job.metadata.annotations?.[Annotations.updateResult]), now),
     legacy: true,
   }));
   const updates = objectsOf(children, 'Update', WORKSPACE_API_VERSION).map((update) => ({
     update,
     id: identityOf(update),
-    outcome: updateOutcome(update, checkUpdateResult),
+    outcome: updateOutcome(update, checkUpdateResult, now),
   }));
   return {
     workspace: objectsOf<Workspace>(children, 'Workspace', WORKSPACE_API_VERSION).find(
@@ -255,7 +256,7 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
   const generation = stack.metadata.generation ?? 0;
   const request = stack.metadata.annotations?.[Annotations.reconciliationRequest] ?? '';
   const deleting = req.finalizing === true;
-  const observed = observe(req.children, name, steps);
+  const observed = observe(req.children, name, steps, now);
 
   const status: StackStatus = carriedStatus(stack.status);
   status.observedGeneration = generation;
@@ -278,6 +279,9 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
     // Called again when the next finished Update's TTL runs out, unless something else comes first.
     const wake = retained.resyncAfterSeconds;
     if (wake !== undefined && (answer.resyncAfterSeconds ?? Infinity) > wake) answer.resyncAfterSeconds = wake;
+    const wait = resyncAfter(answer.resyncAfterSeconds);
+    if (wait === undefined) delete answer.resyncAfterSeconds;
+    else answer.resyncAfterSeconds = wait;
     return answer;
   };
   // The Update that follows lastUpdate: the one whose result the status does not have yet.
@@ -289,7 +293,7 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
     (id !== undefined && id.previous === lastName && update.metadata.name !== lastName && !isPlanPreview(update));
   // Finished Updates go once their result is in the observed status and their TTL has passed.
   // A drift check is absorbed once it is not the one whose result the status is yet to record.
-  const unrecordedCheck = checkToRecord(observed.driftChecks, status);
+  const unrecordedCheck = checkToRecord(observed.driftChecks, status, now);
   const retained = retainUpdates(
     [
       ...observed.updates
