@@ -93,7 +93,11 @@ export function buildServer(config: HookConfig, deps: ServerDeps = {}): HookServ
   else app.log.info({ why: objectsAccess.off }, 'gauges of Stacks and Programs: off');
   app.register(healthPlugin, { health });
   app.register(metricsPlugin, { metrics, ...(objects ? { objects } : {}) });
-  const cache = new SyncCache((name, hit) => metrics.countCacheLookup(name, hit));
+  const cache = new SyncCache({
+    ...(config.syncCacheMaxBytes !== undefined ? { maxBytes: config.syncCacheMaxBytes } : {}),
+    counted: (name, hit) => metrics.countCacheLookup(name, hit),
+  });
+  metrics.reportCacheBytes(() => cache.bytes());
   app.register(stackHooks, {
     prefix: '/stack',
     config,
