@@ -36,6 +36,8 @@ export interface ProbeOptions {
   concurrency: number;
   /** YAML texts rendered with `render`, in this process (renderCase). */
   renderCases: number;
+  /** How many failures the report lists (default 20). */
+  failuresKept?: number;
 }
 
 export interface Failure {
@@ -64,11 +66,10 @@ export interface ProbeReport {
   rssMiB: { start: number; end: number; peak: number } | undefined;
   latencyMs: { p50: number; p99: number; max: number };
   wallSeconds: number;
-  /** The first failures (5xx, connection errors), each rebuilt from the seed and its index. */
+  /** The first failures (5xx, connection errors, broken checks), each rebuilt from the seed and its index. */
   failures: Failure[];
 }
 
-const MAX_FAILURES_KEPT = Number(process.env.PROBE_KEEP ?? 20);
 const REQUEST_TIMEOUT_MS = 30_000;
 
 export async function runProbe(
@@ -102,7 +103,7 @@ export async function runProbe(
   const rssStart = target.rss();
   let rssPeak = rssStart?.peak ?? 0;
   const fail = (f: Failure) => {
-    if (report.failures.length < MAX_FAILURES_KEPT) report.failures.push(f);
+    if (report.failures.length < (opts.failuresKept ?? 20)) report.failures.push(f);
   };
   const violation = (
     phase: string,

@@ -5,7 +5,7 @@
  * for `render` in this process. Exits non-zero on any 5xx, crash, connection error, or answer,
  * Event or render breaking the checks. Cases are rebuilt from the printed seed and a case's index.
  * Run: npm run bench:probe -- --requests 50000 --seconds 300 --seed 7 [--soak-seconds 60]
- *      [--soak-rate 200] [--concurrency 4] [--render-cases 100] [--json]
+ *      [--soak-rate 200] [--concurrency 4] [--render-cases 100] [--failures 20] [--json]
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -106,6 +106,7 @@ async function main(): Promise<void> {
       'soak-rate': { type: 'string', default: '200' },
       concurrency: { type: 'string', default: '4' },
       'render-cases': { type: 'string', default: '100' },
+      failures: { type: 'string', default: '20' },
       json: { type: 'boolean', default: false },
     },
   });
@@ -122,6 +123,7 @@ async function main(): Promise<void> {
     soakRate: Number(values['soak-rate']),
     concurrency: Number(values.concurrency),
     renderCases: Number(values['render-cases']),
+    failuresKept: Number(values.failures),
   });
   server.stop();
   process.stdout.write(`${values.json ? JSON.stringify(report, null, 2) : formatReport(report)}\n`);
