@@ -218,7 +218,7 @@ describe('the hook server with events on', () => {
     const { api, sent } = fakeApi();
     const { server, base } = await serve(api);
     try {
-      for (const name of ['stack-sync-new.json', 'stack-sync-workspace-ready.json', 'stack-sync-invalid.json']) {
+      for (const name of ['stack-sync-new.json', 'stack-sync-start.json', 'stack-sync-invalid.json']) {
         expect((await postJson(`${base}/stack/sync`, example(name))).status).toBe(200);
       }
       await server.events?.idle();
@@ -240,7 +240,12 @@ describe('the hook server with events on', () => {
     const offBase = `http://127.0.0.1:${(off.app.server.address() as AddressInfo).port}`;
     const { server, base } = await serve(fakeApi(never).api);
     try {
-      for (const name of ['stack-sync-workspace-ready.json', 'stack-sync-succeeded.json', 'stack-sync-invalid.json']) {
+      for (const name of [
+        'stack-sync-workspace-ready.json',
+        'stack-sync-start.json',
+        'stack-sync-succeeded.json',
+        'stack-sync-invalid.json',
+      ]) {
         const body = example(name);
         const [withEvents, without] = await Promise.all([
           postJson(`${base}/stack/sync`, body),

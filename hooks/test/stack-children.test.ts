@@ -10,19 +10,16 @@ import {
   syncRequest,
   testConfig,
   withStatus,
-  workspaceBecomesReady,
 } from './builders';
 import { childOf, declaredChildren, podSpecOf, resourceOf } from './children';
 import { syncWorkspace } from '../src/workspace/sync';
+import { toFirstJob } from './stories';
 
 const ctx = { config: testConfig, now: NOW, lookups: noLookups };
 
 describe('each controller', () => {
   it('returns only the kinds its manifest declares', () => {
-    const stack = makeStack();
-    const r1 = syncStack(syncRequest(stack), ctx);
-    const cluster = workspaceBecomesReady(applyChildren([], r1.children));
-    const r2 = syncStack(syncRequest(withStatus(stack, r1), cluster), ctx);
+    const { r2 } = toFirstJob();
     const stackKinds = ['Workspace', 'Update', 'ConfigMap'];
     const ofStack = r2.children.filter((c) => stackKinds.includes(c.kind));
     expect(ofStack.map((c) => c.kind).sort()).toEqual(['Update', 'Workspace']);
@@ -77,10 +74,7 @@ describe('the identities', () => {
   });
 
   it("give each Update's Job an account of its own: call its workspace, patch its own Job, create Secrets", () => {
-    const stack = makeStack();
-    const r1 = syncStack(syncRequest(stack), ctx);
-    const cluster = workspaceBecomesReady(applyChildren([], r1.children));
-    const r2 = syncStack(syncRequest(withStatus(stack, r1), cluster), ctx);
+    const { r2 } = toFirstJob();
     const job = jobsOf(r2)[0]!;
     const name = job.metadata.name;
     expect(podSpecOf(job).serviceAccountName).toBe(name);
@@ -99,13 +93,17 @@ describe('the identities', () => {
     const stack = makeStack({ serviceAccountName: 'deployer' });
     const r1 = syncStack(syncRequest(stack), ctx);
     const cluster = applyChildren([], r1.children);
-    const broken = makeStack({
-      serviceAccountName: 'deployer',
-      commit: 'abc',
-      branch: 'main',
-      projectRepo: 'https://g.test/r.git',
-      programRef: undefined,
-    });
+    // The Stack as stored after the first answer (its status records the children's digests), edited.
+    const broken = {
+      ...withStatus(stack, r1),
+      spec: makeStack({
+        serviceAccountName: 'deployer',
+        commit: 'abc',
+        branch: 'main',
+        projectRepo: 'https://g.test/r.git',
+        programRef: undefined,
+      }).spec,
+    };
     const res = syncStack(syncRequest(broken, cluster), ctx);
     const byName = (cs: KObject[]) =>
       [...kinds(cs)].sort((a, b) => `${a.kind}/${a.metadata.name}`.localeCompare(`${b.kind}/${b.metadata.name}`));

@@ -10,6 +10,7 @@ import {
   condition,
   find,
   jobFinishes,
+  makeProgram,
   makeStack,
   NOW,
   syncRequest,
@@ -17,7 +18,7 @@ import {
   workspaceBecomesReady,
 } from './builders';
 import { operationOf, childOf } from './children';
-import { ctx, toFirstJob } from './stories';
+import { ctx, startRecorded, toFirstJob } from './stories';
 
 const UP_ENDED = '2026-11-22T10:01:00Z';
 const URN = 'urn:pulumi:dev::site::kubernetes:core/v1:ConfigMap::site';
@@ -174,7 +175,16 @@ describe('drift detection', () => {
       { state: 'succeeded', changedResources: 2, changedUrns: [URN, `${URN}2`] },
       '2026-11-22T10:06:40Z',
     );
-    const up = run.recorded.children.find(
+    // Recorded first (status.currentUpdate), then made by the sync that follows that status write.
+    expect(run.recorded.status.currentUpdate?.name).toMatch(/^my-stack-up-/);
+    const made = startRecorded(
+      run.stack,
+      run.observed,
+      run.recorded,
+      [makeProgram()],
+      new Date('2026-11-22T10:06:40Z'),
+    );
+    const up = made.res.children.find(
       (c) =>
         c.kind === 'Update' &&
         c.spec &&
@@ -188,12 +198,16 @@ describe('drift detection', () => {
     });
     expect(condition(run.recorded.status, 'Reconciling')?.status).toBe('True');
     // The up succeeds: the next check is due at once, to confirm the drift is gone.
-    const c1 = applyChildren(run.observed, run.recorded.children);
-    const done = jobFinishes(c1, up!.metadata.name, { state: 'succeeded', outputs: {} }, '2026-11-22T10:07:30Z');
-    const absorbed = syncStack(syncRequest(run.stack, done), at('2026-11-22T10:07:30Z'));
+    const done = jobFinishes(
+      made.cluster,
+      up!.metadata.name,
+      { state: 'succeeded', outputs: {} },
+      '2026-11-22T10:07:30Z',
+    );
+    const absorbed = syncStack(syncRequest(made.stack, done), at('2026-11-22T10:07:30Z'));
     expect(absorbed.status.lastUpdate).toMatchObject({ name: up!.metadata.name, state: 'succeeded' });
     expect(
-      nextDriftCheck(withStatus(run.stack, absorbed), absorbed.status, at('2026-11-22T10:07:30Z').now)?.toISOString(),
+      nextDriftCheck(withStatus(made.stack, absorbed), absorbed.status, at('2026-11-22T10:07:30Z').now)?.toISOString(),
     ).toBe('2026-11-22T10:07:30.000Z');
   });
 
@@ -323,13 +337,16 @@ describe('drift checks and the rest of a Stack', () => {
     Object.assign(stack.spec, { projectRepo: 'https://g.test/r.git', branch: 'main' });
     const r1 = syncStack(syncRequest(stack, []), gitAt('2026-11-22T10:00:00Z'));
     const c1 = workspaceBecomesReady(applyChildren([], r1.children));
-    const r2 = syncStack(syncRequest(withStatus(stack, r1), c1), gitAt('2026-11-22T10:00:00Z'));
-    const c2 = applyChildren(c1, r2.children);
-    const up = r2.status.currentUpdate?.name ?? '';
+    const recorded = syncStack(syncRequest(withStatus(stack, r1), c1), gitAt('2026-11-22T10:00:00Z'));
+    const up = recorded.status.currentUpdate?.name ?? '';
     expect(up).toMatch(/^my-stack-up-/);
+    // The sync on that status write makes the Update.
+    const s2 = withStatus(stack, recorded);
+    const r2 = syncStack(syncRequest(s2, applyChildren(c1, recorded.children)), gitAt('2026-11-22T10:00:00Z'));
+    const c2 = applyChildren(applyChildren(c1, recorded.children), r2.children);
     const done = jobFinishes(c2, up, { state: 'succeeded', outputs: {} }, UP_ENDED);
-    const r3 = syncStack(syncRequest(withStatus(stack, r2), done), gitAt(UP_ENDED));
-    const deployedStack = withStatus(withStatus(stack, r2), r3);
+    const r3 = syncStack(syncRequest(withStatus(s2, r2), done), gitAt(UP_ENDED));
+    const deployedStack = withStatus(withStatus(s2, r2), r3);
     const c3 = applyChildren(done, r3.children);
     const started = syncStack(syncRequest(deployedStack, c3), gitAt('2026-11-22T10:06:00Z'));
     expect(driftChecks(started)).toHaveLength(1);

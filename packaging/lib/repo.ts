@@ -66,7 +66,14 @@ export interface MetacontrollerHook {
 
 /** The parts of a CompositeController or DecoratorController the tests read. */
 export interface MetacontrollerController {
-  spec?: { resyncPeriodSeconds?: number; hooks?: Record<string, MetacontrollerHook> };
+  spec?: {
+    /** A CompositeController's parent; a DecoratorController has `resources` instead. */
+    parentResource?: { apiVersion: string; resource: string };
+    resources?: { apiVersion: string; resource: string }[];
+    childResources?: { apiVersion: string; resource: string }[];
+    resyncPeriodSeconds?: number;
+    hooks?: Record<string, MetacontrollerHook>;
+  };
 }
 
 /** The parts of a Prometheus Operator ServiceMonitor the tests read. */

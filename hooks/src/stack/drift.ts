@@ -90,7 +90,7 @@ export function driftChecksApply(stack: Stack, status: StackStatus): boolean {
  * that found drift: to confirm that it is gone. Undefined when the schedule is invalid.
  */
 export function nextDriftCheck(stack: Stack, status: StackStatus, now: Date): Date | undefined {
-  const schedule = parseSchedule(stack.spec.driftDetection?.schedule ?? '');
+  const schedule = parseSchedule(stack.spec?.driftDetection?.schedule ?? '');
   if (typeof schedule === 'string') return undefined;
   const check = status.lastDriftCheck;
   const updated = time(status.lastUpdate?.lastResyncTime, now);
@@ -108,7 +108,7 @@ export function buildDriftCheck(stack: Stack, due: Date): KObject {
   const dueAt = rfc3339(due);
   const id = { generation: stack.metadata.generation ?? 0, reconcileRequest: '', commit: '', previous: '' };
   const update = buildUpdate(stack, 'refresh', 'Drift check', id);
-  update.metadata.name = `${stack.metadata.name}-refresh-${shortHash({ uid: stack.metadata.uid ?? '', drift: dueAt }, 8)}`;
+  update.metadata.name = driftCheckName(stack, due);
   // Not an operation the Stack's history follows (lastUpdate): no identity, the check's own key.
   const annotations = { ...update.metadata.annotations };
   for (const key of Object.values(UpdateAnnotations)) delete annotations[key];
@@ -139,21 +139,27 @@ export function remediationMessage(status: StackStatus): string {
   return `Drift detected: ${n} resource${n === 1 ? '' : 's'} changed outside Pulumi`;
 }
 
-/** A finished check whose result the status has not recorded yet: the latest to end. */
+/** The name of the check due at `due` (buildDriftCheck): a function of the Stack and that time. */
+function driftCheckName(stack: Stack, due: Date): string {
+  return `${stack.metadata.name}-refresh-${shortHash({ uid: stack.metadata.uid ?? '', drift: rfc3339(due) }, 8)}`;
+}
+
+/**
+ * A finished check whose result the status has not recorded yet: only the check the hooks started,
+ * named after the time the status and the schedule say it was due (nothing it found was recorded
+ * since, so that time has not moved). Any other check's result is not taken.
+ */
 export function checkToRecord<C extends { update: KObject; outcome: UpdateOutcome | undefined }>(
   checks: readonly C[],
+  stack: Stack,
   status: StackStatus,
   now: Date,
 ): C | undefined {
-  let found: C | undefined;
-  for (const check of checks) {
-    if (!check.outcome) continue;
-    if (!found || time(check.outcome.endTime, now) > time(found.outcome!.endTime, now)) found = check;
-  }
-  if (!found || found.update.metadata.name === status.lastDriftCheck?.name) return undefined;
-  // An older check than the one recorded (its Update outlived it): nothing new.
-  if (time(found.outcome!.endTime, now) < time(status.lastDriftCheck?.time, now)) return undefined;
-  return found;
+  const due = nextDriftCheck(stack, status, now);
+  if (due === undefined) return undefined;
+  const name = driftCheckName(stack, due);
+  if (name === status.lastDriftCheck?.name) return undefined;
+  return checks.find((c) => c.outcome !== undefined && c.update.metadata.name === name);
 }
 
 function listUrns(urns: readonly string[], total: number): string {

@@ -23,8 +23,9 @@ import { operationType } from '../update/job';
 import { WORKSPACE_API_VERSION } from './workspace';
 
 /**
- * Hook-internal annotations on each Update: what it runs for. They make an Update self-describing,
- * so a result is absorbed correctly even if the status that named it was never written.
+ * Annotations on each Update: what it runs for, for whoever reads the Update. The Stack reads
+ * none of them back: what an operation ran for is what `status.currentUpdate` recorded before its
+ * Update was made (sync.ts), as anyone allowed to patch an Update could write these.
  */
 export const UpdateAnnotations = {
   generation: 'pulumi.com/update-generation',
@@ -54,16 +55,16 @@ export function updateName(stack: Stack, type: OperationType, id: UpdateIdentity
   return `${stack.metadata.name}-${type}-${shortHash({ uid, type, ...id }, 8)}`;
 }
 
-export function identityOf(update: KObject): UpdateIdentity | undefined {
-  const a = update.metadata.annotations ?? {};
-  const generation = Number(a[UpdateAnnotations.generation]);
-  if (!Number.isInteger(generation)) return undefined;
-  return {
-    generation,
-    reconcileRequest: a[UpdateAnnotations.reconcileRequest] ?? '',
-    commit: a[UpdateAnnotations.commit] ?? '',
-    previous: a[UpdateAnnotations.previous] ?? '',
-  };
+/** `<stack>-<type>-<8 hex>`: the names the hooks give a Stack's Updates (drift checks too), and earlier versions its Jobs. */
+export function isUpdateName(stack: string, name: string): boolean {
+  return typeInName(stack, name) !== undefined;
+}
+
+/** The operation type an Update's name says it runs (the hash after it is of what it runs for). */
+export function typeInName(stack: string, name: string): OperationType | undefined {
+  if (!name.startsWith(`${stack}-`)) return undefined;
+  const match = /^(up|preview|refresh|destroy)-[0-9a-f]{8}$/.exec(name.slice(stack.length + 1));
+  return match ? (match[1] as OperationType) : undefined;
 }
 
 /**

@@ -12,6 +12,7 @@ import type { HookConfig } from '../config';
 import { observedCondition, setConditions, type DesiredCondition } from '../lib/conditions';
 import { dottedPath, MAX_NESTING, pathNestedDeeperThan, PROTOTYPE_KEY_PROBLEM, prototypeKeyPath } from '../lib/json';
 import { findObject, objectsOf, type KObject, type ObjectMap } from '../lib/k8s';
+import { checkAnswer, type ChildRule } from '../lib/kept-children';
 import { knownTime, resyncAfter } from '../lib/time';
 import { readUpdateResult } from '../stack/update-result';
 import { AUTO_GROUP_VERSION } from './customize';
@@ -121,6 +122,17 @@ function specProblem(update: Update, type: OperationType | undefined): string | 
   return planProblem(update.spec, type) ?? outputsToProblem(update);
 }
 
+/** What an Update's answer may hold (checkAnswer): its Job and the Job's identity, each named as the Update. */
+function childRules(update: string): ChildRule[] {
+  const named = (n: string): boolean => n === update;
+  return [
+    { kind: 'Job', apiVersion: 'batch/v1', name: named },
+    { kind: 'ServiceAccount', apiVersion: 'v1', name: named },
+    { kind: 'Role', apiVersion: 'rbac.authorization.k8s.io/v1', name: named },
+    { kind: 'RoleBinding', apiVersion: 'rbac.authorization.k8s.io/v1', name: named },
+  ];
+}
+
 export function syncUpdate(req: UpdateSyncRequest, ctx: UpdateSyncContext): UpdateSyncResponse {
   const update = req.parent;
   const name = update.metadata.name;
@@ -130,6 +142,7 @@ export function syncUpdate(req: UpdateSyncRequest, ctx: UpdateSyncContext): Upda
   const status: UpdateStatus = {};
   if (generation !== undefined) status.observedGeneration = generation;
   const answer = (conditions: DesiredCondition[], children: KObject[], resync?: number): UpdateSyncResponse => {
+    checkAnswer(`Update ${namespace}/${name}`, namespace, children, childRules(name));
     status.conditions = setConditions(update.status?.conditions, conditions, generation, ctx.now);
     const wait = resyncAfter(resync);
     return { status, children, ...(wait !== undefined ? { resyncAfterSeconds: wait } : {}) };

@@ -12,7 +12,8 @@ import { Annotations } from '../../../contract';
 import type { HookConfig } from '../config';
 import { setConditions, type DesiredCondition } from '../lib/conditions';
 import { MAX_NESTING, pathNestedDeeperThan, PROTOTYPE_KEY_PROBLEM, prototypeKeyPath, dottedPath } from '../lib/json';
-import { asLastApplied, objectsOf, type KObject, type ObjectMap } from '../lib/k8s';
+import { objectsOf, type KObject, type ObjectMap } from '../lib/k8s';
+import { checkAnswer, keptChild, recordDigests, recordedDigests, type ChildRule } from '../lib/kept-children';
 import { desiredWorkspace, workspaceAddress, workspaceName, type DesiredWorkspace } from './pod';
 import { workspaceRbac } from './rbac';
 import { workspaceReadiness, type WorkspaceReadiness } from './readiness';
@@ -56,13 +57,19 @@ function conditionsOf(readiness: WorkspaceReadiness): DesiredCondition[] {
  */
 export const WORKSPACE_HOLD = 'pulumi.com/operation-in-progress';
 
-/** The kinds of child a Workspace has (manifests/metacontroller/workspace-controller.yaml). */
+/** The kinds of child a Workspace has (manifests/metacontroller/workspace-controller.yaml), all InPlace. */
 const CHILD_KINDS: [string, string][] = [
   ['StatefulSet', 'apps/v1'],
   ['Service', 'v1'],
   ['Role', 'rbac.authorization.k8s.io/v1'],
   ['RoleBinding', 'rbac.authorization.k8s.io/v1'],
 ];
+const IN_PLACE_KINDS: ReadonlySet<string> = new Set(CHILD_KINDS.map(([kind]) => kind));
+
+/** What a Workspace's answer may hold (checkAnswer): each kind, named `<workspace>-workspace`. */
+function childRules(workspace: string): ChildRule[] {
+  return CHILD_KINDS.map(([kind, apiVersion]) => ({ kind, apiVersion, name: (n) => n === workspaceName(workspace) }));
+}
 
 /**
  * Why a Workspace's spec cannot be built into a pod, if it cannot: nested deeper than any pod spec
@@ -101,6 +108,25 @@ export function syncWorkspace(req: WorkspaceSyncRequest, ctx: WorkspaceSyncConte
   const name = ws.metadata.name;
   const namespace = ws.metadata.namespace ?? '';
   const generation = ws.metadata.generation;
+  // Digests of children already known (the cached pod builder's, a verified kept child's).
+  const known = new Map<KObject, string>();
+  const answer = (status: WorkspaceStatus, children: KObject[]): WorkspaceSyncResponse => {
+    checkAnswer(`Workspace ${namespace}/${name}`, namespace, children, childRules(name));
+    status.childDigests = recordDigests(children, namespace, IN_PLACE_KINDS, known);
+    return { status, children };
+  };
+  // Each child kept as last answered, if the status's digest says that is what its copy is (else 409).
+  const recorded = recordedDigests(ws.status);
+  const keepAll = (): KObject[] =>
+    CHILD_KINDS.flatMap(([kind, apiVersion]) =>
+      objectsOf(req.children, kind, apiVersion)
+        .filter((o) => o.metadata.name === workspaceName(name))
+        .map((o) => {
+          const kept = keptChild(o, { kind, apiVersion, name: o.metadata.name, namespace }, recorded);
+          known.set(kept.child, kept.digest);
+          return kept.child;
+        }),
+    );
   const problem = specProblem(ws);
   if (problem !== undefined) {
     // Nothing is built from it; what the Workspace has stays as it is.
@@ -116,7 +142,7 @@ export function syncWorkspace(req: WorkspaceSyncRequest, ctx: WorkspaceSyncConte
       generation,
       ctx.now,
     );
-    return { status, children: CHILD_KINDS.flatMap(([k, v]) => objectsOf(req.children, k, v)).map(asLastApplied) };
+    return answer(status, keepAll());
   }
   const observed = objectsOf<V1StatefulSet>(req.children, 'StatefulSet', 'apps/v1').find(
     (s) => s.metadata.name === workspaceName(name),
@@ -130,7 +156,8 @@ export function syncWorkspace(req: WorkspaceSyncRequest, ctx: WorkspaceSyncConte
   if (generation !== undefined) status.observedGeneration = generation;
   if (readiness.pulumiVersion) status.pulumiVersion = readiness.pulumiVersion;
   status.conditions = setConditions(ws.status?.conditions, conditionsOf(readiness), generation, ctx.now);
-  if (!desired)
-    return { status, children: CHILD_KINDS.flatMap(([k, v]) => objectsOf(req.children, k, v)).map(asLastApplied) };
-  return { status, children: [desired.statefulSet, desired.service, ...workspaceRbac(ws)] };
+  if (!desired) return answer(status, keepAll());
+  known.set(desired.statefulSet, desired.digests.statefulSet);
+  known.set(desired.service, desired.digests.service);
+  return answer(status, [desired.statefulSet, desired.service, ...workspaceRbac(ws)]);
 }
