@@ -112,6 +112,7 @@ test('observability.md describes every metric the hook server exports', async ()
   ].filter((n) => !n.startsWith('process_') && !n.startsWith('nodejs_'));
   expect(names.sort()).toEqual([
     'programs_active',
+    'pulumi_hook_cache_bytes',
     'pulumi_hook_cache_requests_total',
     'pulumi_hook_errors_total',
     'pulumi_hook_object_watch_failures_total',

@@ -3,6 +3,7 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { version } from '../../package.json';
 import { boundedSettingsFromEnv, withRegistry, type BoundedSettings } from './bounded/settings';
+import { DEFAULT_SYNC_CACHE_MAX_BYTES } from './cache/sync-cache';
 import { egressRulesFromEnv, type EgressRules } from './git/egress';
 
 /** Settings of the hook server, from its environment. Nothing here is per request. */
@@ -18,6 +19,8 @@ export interface HookConfig extends BoundedSettings {
   fluxMaxUntarSizeBytes?: string;
   /** Largest request body accepted, in bytes. */
   bodyLimit: number;
+  /** What the sync's caches hold at most, in bytes (SYNC_CACHE_MAX_BYTES; cache/sync-cache.ts). */
+  syncCacheMaxBytes?: number;
   logLevel: string;
   /** Git ref lookups: per-request timeout and how long answers are cached. */
   gitTimeoutMs: number;
@@ -205,6 +208,7 @@ export function configFromEnv(
       baseline: image(env.WORKSPACE_IMAGE_BASELINE || DEFAULT_WORKSPACE_IMAGE.baseline),
     },
     bodyLimit,
+    syncCacheMaxBytes: positiveInt('SYNC_CACHE_MAX_BYTES', env.SYNC_CACHE_MAX_BYTES, DEFAULT_SYNC_CACHE_MAX_BYTES),
     logLevel: env.LOG_LEVEL || 'info',
     gitTimeoutMs: positiveInt('GIT_TIMEOUT_MS', env.GIT_TIMEOUT_MS, 2000),
     gitCacheTtlMs: positiveInt('GIT_CACHE_TTL_MS', env.GIT_CACHE_TTL_MS, 20_000),

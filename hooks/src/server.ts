@@ -166,7 +166,11 @@ export function buildServer(config: HookConfig, deps: ServerDeps = {}): HookServ
   metrics.watchBodies(budget);
   app.register(healthPlugin, { health });
   app.register(metricsPlugin, { metrics, ...(objects ? { objects } : {}) });
-  const cache = new SyncCache((name, hit) => metrics.countCacheLookup(name, hit));
+  const cache = new SyncCache({
+    ...(config.syncCacheMaxBytes !== undefined ? { maxBytes: config.syncCacheMaxBytes } : {}),
+    counted: (name, hit) => metrics.countCacheLookup(name, hit),
+  });
+  metrics.reportCacheBytes(() => cache.bytes());
   // The hook routes, behind the credential check and the body budget (http/guard.ts).
   app.register((hooks, _opts, done) => {
     installGuard(hooks, { credentials, budget, bodyLimit: config.bodyLimit });

@@ -168,6 +168,19 @@ describe('a hostile Workspace', () => {
   });
 });
 
+describe('a Workspace whose spec breaks its CRD schema (a request the API server never sends)', () => {
+  it.each([
+    [{ stacks: [{ name: 'dev', config: { hasOwnProperty: 1 } }] }, 'spec.stacks[0].config must be array'],
+    [{ env: { A: '1' } }, 'spec.env must be array'],
+  ])('is Stalled SpecInvalid naming the field, and builds nothing from it (%j)', (spec, message) => {
+    const first = syncWorkspace({ parent: workspace() }, ctx);
+    const parent = { ...workspace(spec as unknown as Workspace['spec']), status: first.status };
+    const res = syncWorkspace({ parent, children: objectMap(...applyChildren([], first.children)) }, ctx);
+    expect(condition(res.status, 'Stalled')).toMatchObject({ status: 'True', reason: 'SpecInvalid', message });
+    expect(res.children).toEqual(first.children);
+  });
+});
+
 describe('a Workspace held for a running operation', () => {
   it('keeps its StatefulSet exactly as it is, even when the hook server would build another', () => {
     const first = syncWorkspace({ parent: workspace() }, ctx);

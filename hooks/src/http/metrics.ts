@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { SyncCacheName } from '../cache/sync-cache';
+import type { SyncCacheBytesName, SyncCacheName } from '../cache/sync-cache';
 import type { ObjectGauges } from '../objects/gauges';
 
 /** The caches counted in pulumi_hook_cache_requests_total: the sync's and the git lookups'. */
@@ -27,6 +27,9 @@ export class HookMetrics {
   readonly cacheRequests: Counter<'cache' | 'result'>;
   /** What reports the bytes of request bodies held now (watchBodies); none before. */
   private bodies: { inFlight: number } | undefined;
+  readonly cacheBytes: Gauge<'cache'>;
+  /** Where pulumi_hook_cache_bytes is read from at each scrape: the server's SyncCache. */
+  private cacheBytesOf: () => Partial<Record<SyncCacheBytesName, number>> = () => ({});
 
   constructor() {
     collectDefaultMetrics({ register: this.registry });
@@ -55,11 +58,26 @@ export class HookMetrics {
       registers: [this.registry],
       collect: () => bodies.set(this.bodies?.inFlight ?? 0),
     });
+    const bytesOf = () => this.cacheBytesOf();
+    this.cacheBytes = new Gauge({
+      name: 'pulumi_hook_cache_bytes',
+      help: "Bytes held by each of the sync's caches, as their bounds count them (SYNC_CACHE_MAX_BYTES in all).",
+      labelNames: ['cache'],
+      registers: [this.registry],
+      collect() {
+        for (const [cache, bytes] of Object.entries(bytesOf())) this.set({ cache }, bytes);
+      },
+    });
   }
 
   /** Reports the bytes of request bodies `budget` holds, at each scrape. */
   watchBodies(budget: { inFlight: number }): void {
     this.bodies = budget;
+  }
+
+  /** pulumi_hook_cache_bytes reads `bytes` at each scrape. */
+  reportCacheBytes(bytes: () => Partial<Record<SyncCacheBytesName, number>>): void {
+    this.cacheBytesOf = bytes;
   }
 
   /** The cache counters' children, bound once rather than looked up by label on every lookup. */

@@ -7,6 +7,7 @@
  */
 import type { V1StatefulSet } from '@kubernetes/client-node';
 import type { Workspace, WorkspaceStatus } from '../../../schemas/generated/types';
+import { validateWorkspace } from '../../../schemas';
 import { Annotations } from '../../../contract';
 import type { HookConfig } from '../config';
 import { setConditions, type DesiredCondition } from '../lib/conditions';
@@ -91,7 +92,15 @@ function specProblem(ws: Workspace): string | undefined {
   if (tooDeep !== undefined)
     return `${tooDeep} is nested more than ${MAX_WORKSPACE_NESTING} levels deep; no workspace needs that many`;
   const key = prototypeKeyPath(ws.spec);
-  return key === undefined ? undefined : `${dottedPath('spec', key)}: ${PROTOTYPE_KEY_PROBLEM}`;
+  if (key !== undefined) return `${dottedPath('spec', key)}: ${PROTOTYPE_KEY_PROBLEM}`;
+  // The CRD's schema, as the API server checks it: a request it did not come through is read the same.
+  const schema = validateWorkspace({
+    apiVersion: ws.apiVersion,
+    kind: ws.kind,
+    metadata: { name: ws.metadata.name },
+    spec: ws.spec,
+  });
+  return schema.ok ? undefined : schema.errors.map((e) => `${e.path} ${e.message}`).join('; ');
 }
 
 export function syncWorkspace(req: WorkspaceSyncRequest, ctx: WorkspaceSyncContext): WorkspaceSyncResponse {
