@@ -19,6 +19,8 @@ export interface HookConfig extends BoundedSettings {
   /** Largest request body accepted, in bytes. */
   bodyLimit: number;
   logLevel: string;
+  /** LOG_FORMAT: pino's JSON lines (default), or `console` lines like upstream's `--zap-encoder=console`. */
+  logFormat?: LogFormat;
   /** Git ref lookups: per-request timeout and how long answers are cached. */
   gitTimeoutMs: number;
   gitCacheTtlMs: number;
@@ -60,6 +62,14 @@ function pullPolicy(v: string | undefined): HookConfig['agentImagePullPolicy'] {
   if (lower === 'never') return 'Never';
   if (lower === 'ifnotpresent') return 'IfNotPresent';
   throw new Error(`AGENT_IMAGE_PULL_POLICY must be Always, IfNotPresent or Never, not "${v}"`);
+}
+
+export type LogFormat = 'json' | 'console';
+
+function logFormat(v: string | undefined): LogFormat {
+  if (v === undefined || v === '' || v === 'json') return 'json';
+  if (v === 'console') return 'console';
+  throw new Error(`LOG_FORMAT must be json or console, not "${v}"`);
 }
 
 function positiveInt(name: string, v: string | undefined, fallback: number): number {
@@ -117,6 +127,7 @@ export function configFromEnv(
     },
     bodyLimit: positiveInt('BODY_LIMIT_BYTES', env.BODY_LIMIT_BYTES, 8 * 1024 * 1024),
     logLevel: env.LOG_LEVEL || 'info',
+    logFormat: logFormat(env.LOG_FORMAT),
     gitTimeoutMs: positiveInt('GIT_TIMEOUT_MS', env.GIT_TIMEOUT_MS, 2000),
     gitCacheTtlMs: positiveInt('GIT_CACHE_TTL_MS', env.GIT_CACHE_TTL_MS, 20_000),
     ...(env.GITHUB_API_URL ? { githubApiUrl: env.GITHUB_API_URL } : {}),

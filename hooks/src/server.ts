@@ -8,6 +8,7 @@ import { EventRecorder } from './events/recorder';
 import { describeEgress, EgressPolicy } from './git/egress';
 import { GitResolver } from './git/ls-remote';
 import { installJsonBodyParser } from './http/body-parser';
+import { consoleLogStream } from './http/console-log';
 import { installErrorHandler } from './http/errors';
 import { healthPlugin, type Health } from './http/health';
 import { HookMetrics, instrument, metricsPlugin } from './http/metrics';
@@ -47,6 +48,8 @@ export interface HookServer {
  * the git lookups' (git/ls-remote.ts) and the sync's (cache/sync-cache.ts).
  */
 export function buildServer(config: HookConfig, deps: ServerDeps = {}): HookServer {
+  const logStream =
+    config.logFormat === 'console' ? consoleLogStream(deps.logStream ?? process.stdout) : deps.logStream;
   const app = Fastify({
     logger:
       deps.logger === false
@@ -54,7 +57,7 @@ export function buildServer(config: HookConfig, deps: ServerDeps = {}): HookServ
         : {
             level: config.logLevel,
             redact: ['req.headers.authorization', 'req.headers.cookie'],
-            ...(deps.logStream ? { stream: deps.logStream } : {}),
+            ...(logStream ? { stream: logStream } : {}),
           },
     bodyLimit: config.bodyLimit,
     genReqId: (req) => {
