@@ -11,6 +11,7 @@ import type {
   V1Namespace,
   V1PodDisruptionBudget,
   V1PodSpec,
+  V1Role,
   V1RoleBinding,
   V1Service,
   V1ServiceAccount,
@@ -81,6 +82,7 @@ export interface ServiceMonitor {
       scrapeTimeout?: string;
       metricRelabelings?: { action?: string }[];
     }[];
+    targetLabels?: string[];
   };
 }
 
@@ -95,6 +97,7 @@ export interface KnownKinds {
   Deployment: V1Deployment;
   Namespace: V1Namespace;
   PodDisruptionBudget: V1PodDisruptionBudget;
+  Role: V1Role;
   RoleBinding: V1RoleBinding;
   Service: V1Service;
   ServiceAccount: V1ServiceAccount;
