@@ -462,12 +462,15 @@ describe("upstream's values.yaml, unchanged", () => {
     expect(d.spec?.replicas).toBe(1);
   });
 
-  test("upstream's default image (docker.io/pulumi/pulumi-kubernetes-operator, no tag) is this chart's hook image", () => {
-    expect(pod.containers[0]?.image).toBe(`ghcr.io/pulumi-mc-operator/hooks:v${pkg.version}`);
+  test("upstream's default image (docker.io/pulumi/pulumi-kubernetes-operator, no tag) is this chart's hook image", async () => {
+    const { objects: ours } = await helmTemplate('pko', 'pulumi-kubernetes-operator');
+    const image = findObject(ours, 'Deployment', 'pko-pulumi-operator').spec?.template.spec?.containers[0]?.image;
+    expect(image).toBe(`ghcr.io/pulumi-mc-operator/hooks:v${pkg.version}`);
+    expect(pod.containers[0]?.image).toBe(image);
     expect(pod.containers[0]?.imagePullPolicy).toBe('IfNotPresent');
     expect(envOf(d).AGENT_IMAGE).toBe(DEFAULT_AGENT_IMAGE);
     expect(pod.imagePullSecrets).toBeUndefined(); // upstream's ""
-  });
+  }, 60_000);
 
   test('controller.logLevel and controller.logFormat become LOG_LEVEL and LOG_FORMAT, which the hook server reads', () => {
     expect(envOf(d)).toMatchObject({ LOG_LEVEL: 'info', LOG_FORMAT: 'console' });
@@ -736,7 +739,14 @@ const REFUSED: [key: string, args: string[], message: string][] = [
   ],
   [
     'serviceMonitor.timeout',
-    ['--set', 'serviceMonitor.timeout=5s', '--set', 'serviceMonitor.scrapeTimeout=20s'],
+    [
+      '--set',
+      'serviceMonitor.enabled=true',
+      '--set',
+      'serviceMonitor.timeout=5s',
+      '--set',
+      'serviceMonitor.scrapeTimeout=20s',
+    ],
     'serviceMonitor.scrapeTimeout=20s and serviceMonitor.timeout',
   ],
   [
@@ -745,9 +755,13 @@ const REFUSED: [key: string, args: string[], message: string][] = [
     'the gauges of objectMetrics list Stacks and Programs in every namespace',
   ],
   ['rbac.createClusterAggregationRoles', ['--set', 'rbac.userRoles=false'], 'rbac.createClusterAggregationRoles=true'],
-  ['controller.logLevel', ['--set', 'controller.logLevel=loud'], 'controller.logLevel'],
-  ['controller.logFormat', ['--set', 'controller.logFormat=text'], 'controller.logFormat'],
-  ['deploymentStrategy', ['--set', 'deploymentStrategy=BlueGreen'], 'deploymentStrategy'],
+  ['controller.logLevel', ['--set', 'controller.logLevel=loud'], "at '/controller/logLevel': 'oneOf' failed"],
+  [
+    'controller.logFormat',
+    ['--set', 'controller.logFormat=text'],
+    "at '/controller/logFormat': value must be one of 'json', 'console'",
+  ],
+  ['deploymentStrategy', ['--set', 'deploymentStrategy=BlueGreen'], "at '/deploymentStrategy': value must be one of"],
 ];
 
 describe("upstream values refused, with a message naming the value (over upstream's file)", () => {

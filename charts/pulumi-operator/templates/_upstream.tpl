@@ -90,18 +90,19 @@ error are pino's; panic is fatal; a verbosity 1 is debug, more is trace).
 
 {{/*
 The hook server's image. Upstream's default image (docker.io/pulumi/pulumi-kubernetes-operator, no
-tag: "the operator of this chart's version") means this chart's own; any other reference to
-upstream's operator image is refused, as it cannot serve the hooks.
+tag: "the operator of this chart's version") means this chart's own, the default of values.yaml
+(a chart's templates cannot read its values.yaml: chart.e2e.ts checks that both render the same);
+any other reference to upstream's operator image is refused, as it cannot serve the hooks.
 */}}
 {{- define "pulumi-operator.hooksImage" -}}
 {{- $image := .Values.image -}}
 {{- if eq $image.repository "pulumi/pulumi-kubernetes-operator" -}}
-{{- $ours := pick (.Files.Get "values.yaml" | fromYaml).image "registry" "repository" -}}
+{{- $ours := dict "registry" "ghcr.io" "repository" "pulumi-mc-operator/hooks" "tag" "" "digest" "" -}}
 {{- if or (not (has (default "" $image.registry) (list "" "docker.io"))) $image.tag $image.digest -}}
 {{- $given := join "/" (compact (list $image.registry $image.repository)) -}}
 {{- with $image.tag }}{{ $given = printf "%s:%s" $given . }}{{ end -}}
 {{- with $image.digest }}{{ $given = printf "%s@%s" $given . }}{{ end -}}
-{{- fail (printf "image: %s is upstream's operator, which this chart does not run. Leave image.registry, image.repository and image.tag at upstream's defaults, or remove them, for the hook server image %s; or name a mirror of that image." $given (include "pulumi-operator.image" (dict "image" (merge (dict) $ours $image) "root" .))) -}}
+{{- fail (printf "image: %s is upstream's operator, which this chart does not run. Leave image.registry, image.repository and image.tag at upstream's defaults, or remove them, for the hook server image %s; or name a mirror of that image." $given (include "pulumi-operator.image" (dict "image" $ours "root" .))) -}}
 {{- end -}}
 {{- $image = merge $ours $image -}}
 {{- end -}}
