@@ -1,19 +1,26 @@
 /**
  * charts/pulumi-operator with the real helm (e2e/toolchain/build.sh helm): lint, the default
  * rendering against manifests/install.yaml and stack-rbac.yaml, a rendering with every value
- * changed (packaging/testdata/chart-values.yaml), and values the schema must reject.
+ * changed (packaging/testdata/chart-values.yaml), and values the schema must reject. Then
+ * upstream's chart values (docs/migration.md, "Helm values"): its values.yaml unchanged, every
+ * value it has that ours honours changed, the ones refused, and a `helm install` of its
+ * values.yaml on the test bed's real node.
  */
 import { X509Certificate } from 'node:crypto';
 import * as fs from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import type { V1PodSpec } from '@kubernetes/client-node';
+import type { V1Container, V1PodSpec } from '@kubernetes/client-node';
 import * as yaml from 'js-yaml';
 import { Agent, request } from 'undici';
 import { configFromEnv, DEFAULT_AGENT_IMAGE, DEFAULT_WORKSPACE_IMAGE } from '../hooks/src/config';
 import { describeEgress } from '../hooks/src/git/egress';
 import { buildServer } from '../hooks/src/server';
+import { eventually } from '../e2e/testbed/eventually';
+import { IMAGE_REFS } from '../e2e/testbed/images/refs';
+import { type PodBed, startPodBed } from '../e2e/testbed/pod-bed';
+import { ApiClient } from './lib/apply';
 import { CHART_DIR, helm, helmTemplate, removeHelmHome } from './lib/helm';
 import {
   findObject,
@@ -27,6 +34,7 @@ import {
   repoPath,
   required,
 } from './lib/repo';
+import { chartSchema, helmValuesTable, type Treatment, UPSTREAM_VALUES, valueKeys } from './lib/upstream-values';
 
 const VALUES = repoPath('packaging', 'testdata', 'chart-values.yaml');
 const install = loadObjects(readRepoFile('manifests/install.yaml'));
@@ -559,4 +567,444 @@ describe('values the schema rejects', () => {
     },
     60_000,
   );
+});
+
+/*
+ * Upstream's values (its chart's values.yaml, vendored unchanged), against the table of
+ * docs/migration.md "Helm values": honoured values change the rendering as upstream's templates
+ * do, the others are refused with a message; then the file is installed on the test bed.
+ */
+const UPSTREAM_CHANGED = repoPath('packaging', 'testdata', 'upstream-values-changed.yaml');
+const helmValuesRows = helmValuesTable();
+const keysOfRows = (treatment: Treatment) =>
+  helmValuesRows.filter((r) => r.treatment === treatment).flatMap((r) => r.keys);
+
+describe("upstream's values.yaml, unchanged", () => {
+  let objects: K8sObject[];
+  let d: KindOf<'Deployment'>;
+  let pod: V1PodSpec;
+  beforeAll(async () => {
+    ({ objects } = await helmTemplate('pko', 'pulumi-kubernetes-operator', ['-f', UPSTREAM_VALUES]));
+    d = findObject(objects, 'Deployment', 'pko-pulumi-operator');
+    pod = required(d.spec?.template.spec, 'the Deployment has a pod spec');
+  }, 60_000);
+
+  test('helm lint --strict passes with it', async () => {
+    const r = await helm(['lint', '--strict', CHART_DIR, '-f', UPSTREAM_VALUES]);
+    expect({ code: r.code, out: r.code === 0 ? '' : r.stdout + r.stderr }).toEqual({ code: 0, out: '' });
+  }, 60_000);
+
+  test('renders the hook server with one replica, its RBAC and the controllers; no PodDisruptionBudget, which would block drains', () => {
+    expect(objects.map(objectKey).sort()).toEqual(
+      [
+        'ClusterRole/pko-pulumi-operator:hooks',
+        'ClusterRole/pko-pulumi-operator:stacks-editor',
+        'ClusterRole/pko-pulumi-operator:stacks-viewer',
+        'ClusterRoleBinding/pko-pulumi-operator:hooks',
+        'CompositeController/pulumi-stacks',
+        'CompositeController/pulumi-updates',
+        'CompositeController/pulumi-workspaces',
+        'DecoratorController/pulumi-programs',
+        'Deployment/pulumi-kubernetes-operator/pko-pulumi-operator',
+        'Service/pulumi-kubernetes-operator/pko-pulumi-operator',
+        'ServiceAccount/pulumi-kubernetes-operator/pko-pulumi-operator',
+      ].sort(),
+    );
+    expect(d.spec?.replicas).toBe(1);
+  });
+
+  test("upstream's default image (docker.io/pulumi/pulumi-kubernetes-operator, no tag) is this chart's hook image", async () => {
+    const { objects: ours } = await helmTemplate('pko', 'pulumi-kubernetes-operator');
+    const image = findObject(ours, 'Deployment', 'pko-pulumi-operator').spec?.template.spec?.containers[0]?.image;
+    expect(image).toBe(`ghcr.io/pulumi-mc-operator/hooks:v${pkg.version}`);
+    expect(pod.containers[0]?.image).toBe(image);
+    expect(pod.containers[0]?.imagePullPolicy).toBe('IfNotPresent');
+    expect(envOf(d).AGENT_IMAGE).toBe(DEFAULT_AGENT_IMAGE);
+    expect(pod.imagePullSecrets).toBeUndefined(); // upstream's ""
+  }, 60_000);
+
+  test('controller.logLevel and controller.logFormat become LOG_LEVEL and LOG_FORMAT, which the hook server reads', () => {
+    expect(envOf(d)).toMatchObject({ LOG_LEVEL: 'info', LOG_FORMAT: 'console' });
+    expect(envOf(d).FLUX_MAX_UNTAR_SIZE_BYTES).toBeUndefined(); // flux.maxUntarSizeBytes ""
+    expect(configFromEnv(envOf(d))).toMatchObject({ logLevel: 'info', logFormat: 'console' });
+  });
+
+  test('the strategy, grace period, resources and security contexts are upstream’s, over this chart’s', () => {
+    expect(d.spec?.strategy).toEqual({ type: 'RollingUpdate', rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } });
+    expect(pod.terminationGracePeriodSeconds).toBe(300);
+    expect(pod.containers[0]?.resources).toEqual({
+      limits: { cpu: '200m', memory: '128Mi' },
+      requests: { cpu: '200m', memory: '128Mi' },
+    });
+    // Helm merges maps: this chart's seccompProfile and read-only root file system stay.
+    expect(pod.securityContext).toEqual({
+      runAsNonRoot: true,
+      runAsUser: 65532,
+      runAsGroup: 65532,
+      seccompProfile: { type: 'RuntimeDefault' },
+    });
+    expect(pod.containers[0]?.securityContext).toEqual({
+      allowPrivilegeEscalation: false,
+      readOnlyRootFilesystem: true,
+      runAsNonRoot: true,
+      capabilities: { drop: ['ALL'] },
+    });
+    expect(pod.containers.map((c) => c.name)).toEqual(['hooks']);
+    expect(pod.initContainers).toBeUndefined();
+    expect(pod.volumes).toEqual([{ name: 'tmp', emptyDir: { sizeLimit: '16Mi' } }]);
+  });
+
+  test('rbac.createClusterAggregationRoles: true aggregates the viewer to view, and both roles cover Workspaces and Updates', async () => {
+    const viewer = findObject(objects, 'ClusterRole', 'pko-pulumi-operator:stacks-viewer');
+    expect(viewer.metadata.labels).toMatchObject({ 'rbac.authorization.k8s.io/aggregate-to-view': 'true' });
+    expect(viewer.rules).toContainEqual({
+      apiGroups: ['auto.pulumi.com'],
+      resources: ['workspaces', 'updates', 'workspaces/status', 'updates/status'],
+      verbs: ['get', 'list', 'watch'],
+    });
+    const editor = findObject(objects, 'ClusterRole', 'pko-pulumi-operator:stacks-editor');
+    expect(editor.rules?.map((r) => r.apiGroups)).toEqual([
+      ['pulumi.com'],
+      ['pulumi.com'],
+      ['auto.pulumi.com'],
+      ['auto.pulumi.com'],
+    ]);
+    // Unset (this chart's default): not aggregated to view, Stacks and Programs only.
+    const { objects: ours } = await helmTemplate('pko', 'pulumi-kubernetes-operator');
+    const oursViewer = findObject(ours, 'ClusterRole', 'pko-pulumi-operator:stacks-viewer');
+    expect(oursViewer.metadata.labels?.['rbac.authorization.k8s.io/aggregate-to-view']).toBeUndefined();
+    expect(oursViewer.rules?.map((r) => r.apiGroups)).toEqual([['pulumi.com']]);
+  }, 60_000);
+
+  test('controller.metricsSecure (accepted, no effect): true and false render the same objects', async () => {
+    const { objects: plain } = await helmTemplate('pko', 'pulumi-kubernetes-operator', [
+      '-f',
+      UPSTREAM_VALUES,
+      '--set',
+      'controller.metricsSecure=false',
+    ]);
+    expect(plain).toEqual(objects);
+    expect(keysOfRows('accepted, no effect')).toEqual(['controller.metricsSecure']);
+  }, 60_000);
+});
+
+describe('every upstream value ours honours, changed (packaging/testdata/upstream-values-changed.yaml)', () => {
+  let objects: K8sObject[];
+  let d: KindOf<'Deployment'>;
+  let pod: V1PodSpec;
+  let hooks: V1Container;
+  beforeAll(async () => {
+    ({ objects } = await helmTemplate('platform', 'infra', ['-f', UPSTREAM_VALUES, '-f', UPSTREAM_CHANGED]));
+    d = findObject(objects, 'Deployment', 'platform-hooks');
+    pod = required(d.spec?.template.spec, 'the Deployment has a pod spec');
+    hooks = required(pod.containers[0], 'the pod has a container');
+  }, 60_000);
+
+  /** Honoured values a test of their own changes: each turns off objects the others are seen on. */
+  const ON_THEIR_OWN = ['rbac.create', 'serviceAccount.create'];
+
+  test('every row of the table marked honoured is changed here, or in a test of its own', () => {
+    const changed = valueKeys(
+      yaml.load(fs.readFileSync(UPSTREAM_CHANGED, 'utf8')) as Record<string, unknown>,
+      chartSchema(),
+    ).keys;
+    const covered = (key: string) =>
+      ON_THEIR_OWN.includes(key) || changed.some((c) => c === key || c.startsWith(`${key}.`));
+    expect(keysOfRows('honoured').filter((k) => !covered(k))).toEqual([]);
+  });
+
+  test('deploymentStrategy, replicaCount, terminationGracePeriodSeconds, deploymentAnnotations, names', () => {
+    expect(d.spec?.strategy).toEqual({ type: 'Recreate' });
+    expect(d.spec?.replicas).toBe(3);
+    expect(pod.terminationGracePeriodSeconds).toBe(60);
+    expect(d.metadata.annotations).toEqual({ 'example.com/deployed-by': 'gitops' });
+    expect(d.spec?.selector.matchLabels).toMatchObject({ 'app.kubernetes.io/name': 'hooks' });
+    // With three replicas the PodDisruptionBudget is back.
+    expect(findObject(objects, 'PodDisruptionBudget', 'platform-hooks').spec?.minAvailable).toBe(1);
+  });
+
+  test('image.*, imagePullSecrets', () => {
+    expect(hooks.image).toBe('registry.example.com/acme/pulumi-hooks:1.2.3');
+    expect(hooks.imagePullPolicy).toBe('Always');
+    expect(pod.imagePullSecrets).toEqual([{ name: 'registry-credentials' }]);
+  });
+
+  test('controller.logLevel 2, controller.logFormat json, flux.maxUntarSizeBytes -1, extraEnv', () => {
+    const env = envOf(d);
+    expect(env).toMatchObject({
+      LOG_LEVEL: 'trace',
+      FLUX_MAX_UNTAR_SIZE_BYTES: '-1',
+      NODE_OPTIONS: '--max-old-space-size=384',
+    });
+    expect(env.LOG_FORMAT).toBeUndefined();
+    expect(hooks.env?.at(-1)?.name).toBe('NODE_OPTIONS'); // after the chart's own
+    expect(configFromEnv(env)).toMatchObject({ logLevel: 'trace', logFormat: 'json', fluxMaxUntarSizeBytes: '-1' });
+  });
+
+  test('rbac.createClusterRole false, rbac.createRole, rbac.createClusterAggregationRoles false', () => {
+    const rbac = objects.filter((o) => o.kind.endsWith('Role') || o.kind.endsWith('RoleBinding'));
+    expect(rbac.map(objectKey).sort()).toEqual([
+      'Role/infra/platform-hooks:hooks',
+      'RoleBinding/infra/platform-hooks:hooks',
+    ]);
+    expect(findObject(objects, 'Role', 'platform-hooks:hooks').rules).toEqual([
+      { apiGroups: [''], resources: ['events'], verbs: ['create'] },
+    ]);
+    const binding = findObject(objects, 'RoleBinding', 'platform-hooks:hooks');
+    expect(binding.roleRef).toEqual({
+      apiGroup: 'rbac.authorization.k8s.io',
+      kind: 'Role',
+      name: 'platform-hooks:hooks',
+    });
+    expect(binding.subjects).toEqual([{ kind: 'ServiceAccount', name: 'hooks-sa', namespace: 'infra' }]);
+  });
+
+  test('serviceAccount.*, pod, Deployment and Service metadata', () => {
+    expect(pod.serviceAccountName).toBe('hooks-sa');
+    expect(findObject(objects, 'ServiceAccount', 'hooks-sa').metadata.annotations).toEqual({
+      'example.com/owner': 'platform',
+    });
+    expect(d.spec?.template.metadata?.annotations).toEqual({ 'example.com/scrape': 'true' });
+    expect(d.spec?.template.metadata?.labels).toMatchObject({ team: 'platform' });
+    expect(findObject(objects, 'Service', 'platform-hooks').metadata.annotations).toEqual({
+      'example.com/service': 'hooks',
+    });
+  });
+
+  test('security contexts, resources and scheduling', () => {
+    expect(pod.securityContext).toMatchObject({ fsGroup: 65532, seccompProfile: { type: 'RuntimeDefault' } });
+    expect(hooks.securityContext).toMatchObject({ runAsUser: 65532, readOnlyRootFilesystem: true });
+    expect(hooks.resources).toEqual({
+      limits: { cpu: '1', memory: '1Gi' },
+      requests: { cpu: '200m', memory: '128Mi' },
+    });
+    expect(pod.nodeSelector).toEqual({ 'kubernetes.io/os': 'linux' });
+    expect(pod.tolerations).toEqual([{ key: 'dedicated', operator: 'Equal', value: 'platform', effect: 'NoSchedule' }]);
+    expect(pod.affinity?.nodeAffinity).toBeDefined();
+  });
+
+  test('extraVolumes, extraVolumeMounts, extraPorts, initContainers, extraSidecars', () => {
+    expect(pod.volumes).toContainEqual({ name: 'extra', configMap: { name: 'hooks-extra' } });
+    expect(hooks.volumeMounts).toContainEqual({ name: 'extra', mountPath: '/extra', readOnly: true });
+    expect(hooks.ports).toEqual([
+      { name: 'http', containerPort: 8080, protocol: 'TCP' },
+      { name: 'http-extra', containerPort: 9091, protocol: 'TCP' },
+    ]);
+    expect(pod.initContainers?.map((c) => c.name)).toEqual(['wait']);
+    // The hook container stays first: kubectl logs and exec default to it.
+    expect(pod.containers.map((c) => c.name)).toEqual(['hooks', 'sidecar-example']);
+  });
+
+  test('serviceMonitor.*: interval, labels, metricRelabelings, timeout, targetLabels, namespace', () => {
+    const sm = findObject(objects, 'ServiceMonitor', 'platform-hooks');
+    expect(sm.metadata.namespace).toBe('monitoring');
+    expect(sm.metadata.labels).toMatchObject({ release: 'kube-prometheus-stack' });
+    expect(sm.spec?.namespaceSelector).toEqual({ matchNames: ['infra'] });
+    expect(sm.spec?.endpoints?.[0]).toMatchObject({ path: '/metrics', interval: '15s', scrapeTimeout: '5s' });
+    expect(sm.spec?.endpoints?.[0]?.metricRelabelings?.[0]?.action).toBe('drop');
+    expect(sm.spec?.targetLabels).toEqual(['team']);
+  });
+
+  test('rbac.create false: no ClusterRole, Role or binding at all, the ServiceAccounts of Stacks still made', async () => {
+    const { objects: none } = await helmTemplate('x', 'ns', [
+      '-f',
+      UPSTREAM_VALUES,
+      '--set',
+      'rbac.create=false',
+      '--set',
+      'rbac.createRole=true',
+      '--set-json',
+      'rbac.stackWorkspace={"extraRules":[{"apiGroups":[""],"resources":["configmaps"],"verbs":["get"]}],"serviceAccounts":[{"namespace":"team-a","name":"pulumi","create":true}]}',
+    ]);
+    expect(none.filter((o) => /Role(Binding)?$/.test(o.kind)).map(objectKey)).toEqual([]);
+    expect(findObject(none, 'ServiceAccount', 'pulumi').metadata.namespace).toBe('team-a');
+  }, 60_000);
+
+  test('serviceAccount.create false: the pods run as the account named, or default', async () => {
+    const { objects: rendered } = await helmTemplate('x', 'ns', [
+      '-f',
+      UPSTREAM_VALUES,
+      '--set',
+      'serviceAccount.create=false',
+    ]);
+    expect(rendered.filter((o) => o.kind === 'ServiceAccount')).toEqual([]);
+    expect(findObject(rendered, 'Deployment', 'x-pulumi-operator').spec?.template.spec?.serviceAccountName).toBe(
+      'default',
+    );
+  }, 60_000);
+});
+
+/** Upstream values refused over upstream's file: the helm arguments, and what the message says. */
+const REFUSED: [key: string, args: string[], message: string][] = [
+  [
+    'leaderElection.leaseDuration',
+    ['--set', 'leaderElection.leaseDuration=120s'],
+    'leaderElection.leaseDuration=120s: the hook server elects no leader',
+  ],
+  [
+    'leaderElection.renewDeadline',
+    ['--set', 'leaderElection.renewDeadline=90s'],
+    "leaderElection.renewDeadline=90s: the hook server elects no leader (its replicas are stateless and all serve), and Metacontroller's leader election is set where Metacontroller is installed. Remove it, or leave upstream's default 45s.",
+  ],
+  ['leaderElection.retryPeriod', ['--set', 'leaderElection.retryPeriod=5s'], 'leaderElection.retryPeriod=5s'],
+  ['kubeAPI.timeout', ['--set', 'kubeAPI.timeout=60s'], "kubeAPI.timeout=60s: the hook server's few API calls"],
+  [
+    'rbac.extraRules',
+    ['--set-json', 'rbac.extraRules=[{"apiGroups":["example.com"],"resources":["sources"],"verbs":["get"]}]'],
+    'rbac.extraRules: the hook server reads nothing from the API server',
+  ],
+  [
+    'controller.advertisedAddress',
+    ['--set', 'controller.advertisedAddress=pko.pko.svc'],
+    'controller.advertisedAddress: there is no program file server here',
+  ],
+  [
+    'serviceMonitor.telemetryPath',
+    ['--set', 'serviceMonitor.telemetryPath=/custom'],
+    'serviceMonitor.telemetryPath=/custom: the hook server serves its metrics at /metrics only',
+  ],
+  [
+    'image.tag',
+    ['--set', 'image.tag=v2.9.0'],
+    "image: docker.io/pulumi/pulumi-kubernetes-operator:v2.9.0 is upstream's operator, which this chart does not run",
+  ],
+  [
+    'image.registry',
+    ['--set', 'image.registry=mirror.example.com'],
+    "image: mirror.example.com/pulumi/pulumi-kubernetes-operator is upstream's operator",
+  ],
+  [
+    'controller.logLevel',
+    ['--set', 'hooks.logLevel=debug'],
+    "hooks.logLevel=debug and controller.logLevel (upstream's name)=info disagree: set one of them.",
+  ],
+  [
+    'controller.logFormat',
+    ['--set', 'hooks.logFormat=json'],
+    "hooks.logFormat=json and controller.logFormat (upstream's name)=console disagree",
+  ],
+  [
+    'flux.maxUntarSizeBytes',
+    ['--set', 'flux.maxUntarSizeBytes=-1', '--set-string', 'hooks.fluxMaxUntarSizeBytes=1000'],
+    'hooks.fluxMaxUntarSizeBytes=1000 and flux.maxUntarSizeBytes',
+  ],
+  [
+    'serviceMonitor.timeout',
+    [
+      '--set',
+      'serviceMonitor.enabled=true',
+      '--set',
+      'serviceMonitor.timeout=5s',
+      '--set',
+      'serviceMonitor.scrapeTimeout=20s',
+    ],
+    'serviceMonitor.scrapeTimeout=20s and serviceMonitor.timeout',
+  ],
+  [
+    'rbac.createRole',
+    ['--set', 'rbac.createClusterRole=false', '--set', 'rbac.createRole=true'],
+    'the gauges of objectMetrics list Stacks and Programs in every namespace',
+  ],
+  ['rbac.createClusterAggregationRoles', ['--set', 'rbac.userRoles=false'], 'rbac.createClusterAggregationRoles=true'],
+  ['controller.logLevel', ['--set', 'controller.logLevel=loud'], "at '/controller/logLevel': 'oneOf' failed"],
+  [
+    'controller.logFormat',
+    ['--set', 'controller.logFormat=text'],
+    "at '/controller/logFormat': value must be one of 'json', 'console'",
+  ],
+  ['deploymentStrategy', ['--set', 'deploymentStrategy=BlueGreen'], "at '/deploymentStrategy': value must be one of"],
+];
+
+describe("upstream values refused, with a message naming the value (over upstream's file)", () => {
+  test.each(REFUSED)(
+    '%s: %j',
+    async (_key, args, message) => {
+      const r = await helm(['template', 'x', CHART_DIR, '-f', UPSTREAM_VALUES, ...args]);
+      expect({ code: r.code === 0 ? 0 : 'failed', message: r.stderr.includes(message) ? message : r.stderr }).toEqual({
+        code: 'failed',
+        message,
+      });
+    },
+    60_000,
+  );
+
+  test("every row of the table marked upstream's default only has a refusal here", () => {
+    const refused = new Set(REFUSED.map(([key]) => key));
+    expect(keysOfRows("upstream's default only").filter((k) => !refused.has(k))).toEqual([]);
+  });
+});
+
+describe("helm install of upstream's values.yaml on the test bed", () => {
+  let bed: PodBed;
+  let api: ApiClient;
+  /** The test bed's hook image (localhost/pko-testbed/hooks:dev) in upstream's three image values. */
+  const testbedImage = (() => {
+    const m = required(
+      /^([^/]+)\/(.+):([^:]+)$/.exec(IMAGE_REFS.hooks) ?? undefined,
+      `${IMAGE_REFS.hooks} is registry/repository:tag`,
+    );
+    return ['--set', `image.registry=${m[1]}`, '--set', `image.repository=${m[2]}`, '--set', `image.tag=${m[3]}`];
+  })();
+  const kube = () => ['--kubeconfig', bed.cp.kubeconfigPath, '--namespace', bed.ns];
+
+  beforeAll(async () => {
+    bed = await startPodBed('pulumi-kubernetes-operator');
+    api = new ApiClient(bed.cp.server, bed.cp.adminToken, bed.cp.caData);
+    const standIns = loadObjects(
+      readRepoFile('packaging/testdata/metacontroller-crds.yaml'),
+      'metacontroller-crds.yaml',
+    );
+    for (const crd of standIns) expect((await api.apply(crd, { dryRun: false })).status).toBeLessThan(300);
+    for (const crd of standIns) await api.waitForCrd(crd);
+  }, 300_000);
+
+  afterAll(async () => {
+    await bed?.stop();
+  });
+
+  test('installs it unchanged (but for the image): the hook server becomes ready under Pod Security "restricted" and logs console lines', async () => {
+    const r = await helm([
+      'install',
+      'pko',
+      CHART_DIR,
+      ...kube(),
+      '-f',
+      UPSTREAM_VALUES,
+      ...testbedImage,
+      '--wait',
+      '--timeout',
+      '4m',
+    ]);
+    expect({ code: r.code, stderr: r.code === 0 ? '' : r.stderr }).toEqual({ code: 0, stderr: '' });
+    // The install notes say what upstream's values mean here.
+    expect(r.stdout).toContain('No PodDisruptionBudget');
+    expect(r.stdout).toContain('controller.metricsSecure');
+    expect(r.stdout).toContain('the built-in view role reads Stacks');
+    const pods = await bed.core.listNamespacedPod({
+      namespace: bed.ns,
+      labelSelector: 'app.kubernetes.io/instance=pko,app.kubernetes.io/component=hooks',
+    });
+    expect(pods.items.map((p) => p.status?.conditions?.find((c) => c.type === 'Ready')?.status)).toEqual(['True']);
+    const name = required(pods.items[0]?.metadata?.name, 'the hook pod has a name');
+    const log = await eventually('the hook pod logs that it writes Events', async () => {
+      const text = String(await bed.core.readNamespacedPodLog({ namespace: bed.ns, name, container: 'hooks' }));
+      return text.includes('Kubernetes Events on Stacks: on') ? text : undefined;
+    });
+    // Console lines (kubectl logs also shows stderr, which is not the log): none of pino's JSON.
+    const lines = log.trim().split('\n');
+    expect(lines.filter((l) => l.startsWith('{'))).toEqual([]);
+    expect(lines.find((l) => l.includes('Kubernetes Events on Stacks: on'))).toMatch(
+      /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z\tinfo\tKubernetes Events on Stacks: on\t\{"via":"the ServiceAccount token of the pod"\}$/,
+    );
+  }, 360_000);
+
+  test('helm uninstall removes it', async () => {
+    const r = await helm(['uninstall', 'pko', ...kube(), '--wait', '--timeout', '2m']);
+    expect({ code: r.code, stderr: r.code === 0 ? '' : r.stderr }).toEqual({ code: 0, stderr: '' });
+    const left = await bed.core.listNamespacedPod({
+      namespace: bed.ns,
+      labelSelector: 'app.kubernetes.io/instance=pko',
+    });
+    expect(left.items.filter((p) => !p.metadata?.deletionTimestamp)).toEqual([]);
+  }, 180_000);
 });

@@ -22,6 +22,8 @@ export interface HookConfig extends BoundedSettings {
   /** What the sync's caches hold at most, in bytes (SYNC_CACHE_MAX_BYTES; cache/sync-cache.ts). */
   syncCacheMaxBytes?: number;
   logLevel: string;
+  /** LOG_FORMAT: pino's JSON lines (default), or `console` lines like upstream's `--zap-encoder=console`. */
+  logFormat?: LogFormat;
   /** Git ref lookups: per-request timeout and how long answers are cached. */
   gitTimeoutMs: number;
   gitCacheTtlMs: number;
@@ -106,6 +108,14 @@ function pullPolicy(v: string | undefined): HookConfig['agentImagePullPolicy'] {
   if (lower === 'never') return 'Never';
   if (lower === 'ifnotpresent') return 'IfNotPresent';
   throw new Error(`AGENT_IMAGE_PULL_POLICY must be Always, IfNotPresent or Never, not "${v}"`);
+}
+
+export type LogFormat = 'json' | 'console';
+
+function logFormat(v: string | undefined): LogFormat {
+  if (v === undefined || v === '' || v === 'json') return 'json';
+  if (v === 'console') return 'console';
+  throw new Error(`LOG_FORMAT must be json or console, not "${v}"`);
 }
 
 function positiveInt(name: string, v: string | undefined, fallback: number): number {
@@ -210,6 +220,7 @@ export function configFromEnv(
     bodyLimit,
     syncCacheMaxBytes: positiveInt('SYNC_CACHE_MAX_BYTES', env.SYNC_CACHE_MAX_BYTES, DEFAULT_SYNC_CACHE_MAX_BYTES),
     logLevel: env.LOG_LEVEL || 'info',
+    logFormat: logFormat(env.LOG_FORMAT),
     gitTimeoutMs: positiveInt('GIT_TIMEOUT_MS', env.GIT_TIMEOUT_MS, 2000),
     gitCacheTtlMs: positiveInt('GIT_CACHE_TTL_MS', env.GIT_CACHE_TTL_MS, 20_000),
     ...(env.GITHUB_API_URL ? { githubApiUrl: env.GITHUB_API_URL } : {}),

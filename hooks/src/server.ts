@@ -11,6 +11,7 @@ import { describeEgress, EgressPolicy } from './git/egress';
 import { GitResolver } from './git/ls-remote';
 import { installJsonBodyParser } from './http/body-parser';
 import { Credentials, type TlsMaterial } from './http/credentials';
+import { consoleLogStream } from './http/console-log';
 import { installErrorHandler } from './http/errors';
 import { BodyBudget, installGuard } from './http/guard';
 import { healthPlugin, type Health } from './http/health';
@@ -106,6 +107,8 @@ export function buildServer(config: HookConfig, deps: ServerDeps = {}): HookServ
     info: (fields, msg) => app.log.info(fields, msg),
     warn: (fields, msg) => app.log.warn(fields, msg),
   });
+  const logStream =
+    config.logFormat === 'console' ? consoleLogStream(deps.logStream ?? process.stdout) : deps.logStream;
   const app: FastifyInstance = Fastify({
     serverFactory: (handler) => rawServer(handler, limits, credentials.tls),
     logger:
@@ -114,7 +117,7 @@ export function buildServer(config: HookConfig, deps: ServerDeps = {}): HookServ
         : {
             level: config.logLevel,
             redact: ['req.headers.authorization', 'req.headers.cookie'],
-            ...(deps.logStream ? { stream: deps.logStream } : {}),
+            ...(logStream ? { stream: logStream } : {}),
           },
     bodyLimit: config.bodyLimit,
     genReqId: (req) => {

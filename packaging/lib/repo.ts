@@ -13,6 +13,7 @@ import type {
   V1Secret,
   V1PodDisruptionBudget,
   V1PodSpec,
+  V1Role,
   V1RoleBinding,
   V1Service,
   V1ServiceAccount,
@@ -96,6 +97,7 @@ export interface ServiceMonitor {
       scrapeTimeout?: string;
       metricRelabelings?: { action?: string }[];
     }[];
+    targetLabels?: string[];
   };
 }
 
@@ -111,6 +113,7 @@ export interface KnownKinds {
   Namespace: V1Namespace;
   NetworkPolicy: V1NetworkPolicy;
   PodDisruptionBudget: V1PodDisruptionBudget;
+  Role: V1Role;
   RoleBinding: V1RoleBinding;
   Secret: V1Secret;
   Service: V1Service;
