@@ -243,7 +243,7 @@ describe('the hook server with events on', () => {
     const { server, base } = await serve(fakeApi(never).api);
     try {
       for (const name of [
-        'stack-sync-workspace-ready.json',
+        'stack-sync-start.json',
         'stack-sync-start.json',
         'stack-sync-succeeded.json',
         'stack-sync-invalid.json',
@@ -346,7 +346,7 @@ describe('events only about the Stacks the hooks watch', () => {
 describe('the hook server with events on and the Stacks watched', () => {
   type SyncExample = { parent: { metadata: { namespace: string; name: string; uid: string } } };
   const text = readFileSync(
-    join(__dirname, '..', '..', 'examples', 'hooks', 'stack-sync-workspace-ready.json'),
+    join(__dirname, '..', '..', 'examples', 'hooks', 'stack-sync-start.json'),
     'utf8',
   );
   /** A sync that implies an event (an update starts: StackUpdateDetected), with `replace` applied to its text. */
