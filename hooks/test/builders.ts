@@ -4,14 +4,20 @@
  * lifecycle tests read as a story. The e2e suite does the same against a real API server.
  */
 import type { Stack, StackSpec, StackStatus } from '../../schemas/generated/types';
-import { Annotations, formatUpdateResult, type UpdateResult } from '../../contract';
+import {
+  Annotations,
+  formatUpdateResult,
+  WORKSPACE_STATUS_KEY,
+  type UpdateResult,
+  type WorkspaceStatus,
+} from '../../contract';
 import type { HookConfig } from '../src/config';
 import { cloneJson } from '../src/lib/json';
-import { LAST_APPLIED_ANNOTATION, mapKey, type KObject, type ObjectMap } from '../src/lib/k8s';
+import { asLastApplied, LAST_APPLIED_ANNOTATION, mapKey, type KObject, type ObjectMap } from '../src/lib/k8s';
 import type { RefLookup } from '../src/stack/source';
 import type { StackSyncRequest, StackSyncResponse } from '../src/stack/sync';
 import { asChild, childrenOf, templateOf, type Child } from './children';
-import { withCluster, withControllerStatus } from './controllers';
+import { isStackChild, withCluster, withControllerStatus } from './controllers';
 
 export const NOW = new Date('2026-11-22T10:00:00Z');
 
@@ -106,7 +112,7 @@ export function syncRequest(
   // As the other controllers report with the test bed's config and clock (sent as is over HTTP;
   // controllers.syncStack recomputes them with its own context).
   const reported = withControllerStatus(cluster, { config: testConfig, now: NOW, lookups: noLookups });
-  const own = reported.filter((o) => o.kind === 'Workspace' || o.kind === 'Update' || o.kind === 'ConfigMap');
+  const own = reported.filter(isStackChild);
   return withCluster(
     { parent: stack, children: childrenMap(...own), related: objectMap(...related), finalizing },
     cluster,
@@ -127,7 +133,8 @@ export function condition<C extends { type: string }>(status: { conditions?: C[]
 /**
  * What the cluster would hold after Metacontroller applied a response: each child as returned, with
  * the last-applied annotation, merged over the observed object (a three-way merge in miniature:
- * the agent's annotations and the server's status survive).
+ * the agent's annotations, the fields the hooks never set, such as a status ConfigMap's data, and
+ * the server's status survive).
  */
 export function applyChildren(observed: KObject[], desired: KObject[]): KObject[] {
   return desired.map((d) => {
@@ -135,6 +142,9 @@ export function applyChildren(observed: KObject[], desired: KObject[]): KObject[
     const copy = cloneJson(d);
     const lastApplied = JSON.stringify(d);
     if (old && (d.kind === 'Job' || d.kind === 'Update')) return old; // OnDelete: never updated
+    const previous = old ? asLastApplied(old) : undefined;
+    for (const [key, value] of Object.entries(old ?? {}))
+      if (!(key in copy) && previous && !(key in previous)) copy[key] = cloneJson(value);
     copy.metadata.annotations = {
       ...(old?.metadata.annotations ?? {}),
       ...(copy.metadata.annotations ?? {}),
@@ -149,20 +159,29 @@ export function applyChildren(observed: KObject[], desired: KObject[]): KObject[
   });
 }
 
+/**
+ * The agent's report in the status ConfigMap of each workspace StatefulSet (`<statefulset>-status`),
+ * for the StatefulSet's current template.
+ */
+export function agentReports(children: KObject[], report: Omit<WorkspaceStatus, 'hash'>): KObject[] {
+  const hashes = new Map(
+    children
+      .filter((c) => c.kind === 'StatefulSet')
+      .map((c) => [`${c.metadata.name}-status`, workspaceHashOf(asChild(c, 'StatefulSet'))]),
+  );
+  return children.map((c) => {
+    const hash = hashes.get(c.metadata.name);
+    if (c.kind !== 'ConfigMap' || hash === undefined) return c;
+    return { ...c, data: { ...(c.data as object), [WORKSPACE_STATUS_KEY]: JSON.stringify({ hash, ...report }) } };
+  });
+}
+
 /** The workspace StatefulSet rolled out, its pod ready and the agent reporting Ready. */
 export function workspaceBecomesReady(children: KObject[]): KObject[] {
-  return children.map((c) => {
+  const rolledOut = children.map((c) => {
     if (c.kind !== 'StatefulSet') return c;
-    const hash = workspaceHashOf(asChild(c, 'StatefulSet'));
     return {
       ...c,
-      metadata: {
-        ...c.metadata,
-        annotations: {
-          ...c.metadata.annotations,
-          [Annotations.workspaceStatus]: JSON.stringify({ hash, state: 'Ready', pulumiVersion: 'v3.248.0' }),
-        },
-      },
       status: {
         observedGeneration: c.metadata.generation,
         replicas: 1,
@@ -172,24 +191,12 @@ export function workspaceBecomesReady(children: KObject[]): KObject[] {
       },
     };
   });
+  return agentReports(rolledOut, { state: 'Ready', pulumiVersion: 'v3.248.0' });
 }
 
 /** The agent reports a workspace failure for the current template. */
 export function workspaceFails(children: KObject[], reason: string, message: string): KObject[] {
-  return children.map((c) => {
-    if (c.kind !== 'StatefulSet') return c;
-    const hash = workspaceHashOf(asChild(c, 'StatefulSet'));
-    return {
-      ...c,
-      metadata: {
-        ...c.metadata,
-        annotations: {
-          ...c.metadata.annotations,
-          [Annotations.workspaceStatus]: JSON.stringify({ hash, state: 'Failed', reason, message }),
-        },
-      },
-    };
-  });
+  return agentReports(children, { state: 'Failed', reason, message });
 }
 
 /** A Job finished: the runner wrote its result and the Job controller marked it. */

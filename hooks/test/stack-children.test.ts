@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as yaml from 'js-yaml';
 import type { KObject } from '../src/lib/k8s';
-import { syncStack } from './controllers';
+import { isStackChild, syncStack } from './controllers';
 import {
   applyChildren,
   condition,
@@ -55,14 +55,14 @@ describe('each controller', () => {
     const r1 = syncStack(syncRequest(stack), ctx);
     const cluster = workspaceBecomesReady(applyChildren([], r1.children));
     const r2 = syncStack(syncRequest(withStatus(stack, r1), cluster), ctx);
-    const stackKinds = ['Workspace', 'Update', 'ConfigMap'];
-    const ofStack = r2.children.filter((c) => stackKinds.includes(c.kind));
+    const ofStack = r2.children.filter(isStackChild);
     expect(ofStack.map((c) => c.kind).sort()).toEqual(['Update', 'Workspace']);
     for (const c of ofStack) expect(declared('stack')).toContain(resourceOf(c));
     const ws = syncWorkspace(
       { parent: { ...childOf(r2, 'Workspace'), metadata: { ...childOf(r2, 'Workspace').metadata, generation: 1 } } },
       ctx,
     );
+    expect(ws.children.map((c) => c.kind)).toEqual(['StatefulSet', 'Service', 'Role', 'RoleBinding', 'ConfigMap']);
     for (const c of ws.children) expect(declared('workspace')).toContain(resourceOf(c));
     const ofUpdate = r2.children.filter(
       (c) => c.kind !== 'Update' && c.metadata.name === childOf(r2, 'Update').metadata.name,
@@ -78,14 +78,14 @@ describe('the identities', () => {
     children.filter((c) => ['ServiceAccount', 'Role', 'RoleBinding'].includes(c.kind));
   const rulesOf = (res: { children: KObject[] }, name: string) => childOf(res, 'Role', name).rules;
 
-  it("give the workspace's account its own StatefulSet only (the Workspace's Role)", () => {
+  it("give the workspace's account its own status ConfigMap only (the Workspace's Role)", () => {
     const res = syncStack(syncRequest(makeStack({ serviceAccountName: 'deployer' })), ctx);
     expect(kinds(res.children).map((c) => `${c.kind}/${c.metadata.name}`)).toEqual([
       'Role/my-stack-workspace',
       'RoleBinding/my-stack-workspace',
     ]);
     expect(rulesOf(res, 'my-stack-workspace')).toEqual([
-      { apiGroups: ['apps'], resources: ['statefulsets'], verbs: ['patch'], resourceNames: ['my-stack-workspace'] },
+      { apiGroups: [''], resources: ['configmaps'], verbs: ['patch'], resourceNames: ['my-stack-workspace-status'] },
     ]);
     const wsBinding = childOf(res, 'RoleBinding', 'my-stack-workspace');
     expect(wsBinding.subjects).toEqual([{ kind: 'ServiceAccount', name: 'deployer', namespace: 'team-a' }]);

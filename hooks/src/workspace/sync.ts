@@ -1,9 +1,9 @@
 /**
  * The Workspace controller's sync hook (auto.pulumi.com/v1alpha1 Workspace, a CompositeController):
- * a pure function from the observed Workspace and its children to its StatefulSet, headless Service
- * and Role, and its status, as upstream's Workspace reconciler reports it
+ * a pure function from the observed Workspace and its children to its StatefulSet, headless Service,
+ * Role and status ConfigMap, and its status, as upstream's Workspace reconciler reports it
  * (https://github.com/pulumi/pulumi-kubernetes-operator/blob/475dbc6c9d34ccab38ba1d3b16c924dd8a1c59b1/operator/internal/controller/auto/workspace_controller.go).
- * Readiness comes from the rollout and from the agent's own report on the StatefulSet.
+ * Readiness comes from the rollout and from the agent's own report in the status ConfigMap.
  */
 import type { V1StatefulSet } from '@kubernetes/client-node';
 import type { Workspace, WorkspaceStatus } from '../../../schemas/generated/types';
@@ -15,6 +15,7 @@ import { asLastApplied, objectsOf, type KObject, type ObjectMap } from '../lib/k
 import { desiredWorkspace, workspaceAddress, workspaceName, type DesiredWorkspace } from './pod';
 import { workspaceRbac } from './rbac';
 import { workspaceReadiness, type WorkspaceReadiness } from './readiness';
+import { agentReport, observedStatusConfigMap, workspaceStatusConfigMap } from './status-configmap';
 
 export interface WorkspaceSyncRequest {
   parent: Workspace;
@@ -55,7 +56,10 @@ function conditionsOf(readiness: WorkspaceReadiness): DesiredCondition[] {
  */
 export const WORKSPACE_HOLD = 'pulumi.com/operation-in-progress';
 
-/** The kinds of child a Workspace has (manifests/metacontroller/workspace-controller.yaml). */
+/**
+ * The kinds of child a Workspace keeps as they are when held or invalid
+ * (manifests/metacontroller/workspace-controller.yaml); its status ConfigMap is always built anew.
+ */
 const CHILD_KINDS: [string, string][] = [
   ['StatefulSet', 'apps/v1'],
   ['Service', 'v1'],
@@ -92,6 +96,9 @@ export function syncWorkspace(req: WorkspaceSyncRequest, ctx: WorkspaceSyncConte
   const name = ws.metadata.name;
   const namespace = ws.metadata.namespace ?? '';
   const generation = ws.metadata.generation;
+  const statusConfigMap = observedStatusConfigMap(ws, req.children);
+  // Kept, the status ConfigMap is still built anew (never the agent's data as observed), if it exists.
+  const keptStatusConfigMap = statusConfigMap ? [workspaceStatusConfigMap(ws)] : [];
   const problem = specProblem(ws);
   if (problem !== undefined) {
     // Nothing is built from it; what the Workspace has stays as it is.
@@ -107,7 +114,13 @@ export function syncWorkspace(req: WorkspaceSyncRequest, ctx: WorkspaceSyncConte
       generation,
       ctx.now,
     );
-    return { status, children: CHILD_KINDS.flatMap(([k, v]) => objectsOf(req.children, k, v)).map(asLastApplied) };
+    return {
+      status,
+      children: [
+        ...CHILD_KINDS.flatMap(([k, v]) => objectsOf(req.children, k, v)).map(asLastApplied),
+        ...keptStatusConfigMap,
+      ],
+    };
   }
   const observed = objectsOf<V1StatefulSet>(req.children, 'StatefulSet', 'apps/v1').find(
     (s) => s.metadata.name === workspaceName(name),
@@ -116,12 +129,21 @@ export function syncWorkspace(req: WorkspaceSyncRequest, ctx: WorkspaceSyncConte
   const desired = held ? undefined : (ctx.build ?? desiredWorkspace)(ws, ctx.config);
   // Held, the workspace is what runs: its readiness is the observed pod template's.
   const hash = desired?.hash ?? observed?.spec?.template?.metadata?.annotations?.[Annotations.workspaceHash] ?? '';
-  const readiness = workspaceReadiness(observed, hash);
+  const readiness = workspaceReadiness(observed, agentReport(observed, statusConfigMap), hash);
   const status: WorkspaceStatus = { address: workspaceAddress(name, namespace) };
   if (generation !== undefined) status.observedGeneration = generation;
   if (readiness.pulumiVersion) status.pulumiVersion = readiness.pulumiVersion;
   status.conditions = setConditions(ws.status?.conditions, conditionsOf(readiness), generation, ctx.now);
   if (!desired)
-    return { status, children: CHILD_KINDS.flatMap(([k, v]) => objectsOf(req.children, k, v)).map(asLastApplied) };
-  return { status, children: [desired.statefulSet, desired.service, ...workspaceRbac(ws)] };
+    return {
+      status,
+      children: [
+        ...CHILD_KINDS.flatMap(([k, v]) => objectsOf(req.children, k, v)).map(asLastApplied),
+        ...keptStatusConfigMap,
+      ],
+    };
+  return {
+    status,
+    children: [desired.statefulSet, desired.service, ...workspaceRbac(ws), workspaceStatusConfigMap(ws)],
+  };
 }
