@@ -194,8 +194,10 @@ test('migration.md says which pulumi.com Stack versions the CRD serves', () => {
  * and the folders of the upstream operator's repository that upstream-manifests.md discusses.
  */
 const NOT_OURS: { doc?: string; path: RegExp }[] = [
-  { path: /^pulumi\/(pulumi|pulumi-base|examples|fixtures|pkg|nosuchimage)(?![\w.-])/ },
+  { path: /^pulumi\/(pulumi|pulumi-base|pulumi-kubernetes-operator|examples|fixtures|pkg|nosuchimage)(?![\w.-])/ },
   { doc: 'docs/upstream-manifests.md', path: /^examples\/(git-source|\*)$/ },
+  // Upstream's chart values, as upstream names the file (vendored under e2e/testdata/upstream/).
+  { doc: 'docs/upstream-manifests.md', path: /^deploy\/helm\/pulumi-operator\/values\.yaml$/ },
 ];
 
 /**
