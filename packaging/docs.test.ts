@@ -196,8 +196,6 @@ test('migration.md says which pulumi.com Stack versions the CRD serves', () => {
 const NOT_OURS: { doc?: string; path: RegExp }[] = [
   { path: /^pulumi\/(pulumi|pulumi-base|pulumi-kubernetes-operator|examples|fixtures|pkg|nosuchimage)(?![\w.-])/ },
   { doc: 'docs/upstream-manifests.md', path: /^examples\/(git-source|\*)$/ },
-  // Upstream's chart values, as upstream names the file (vendored under e2e/testdata/upstream/).
-  { doc: 'docs/upstream-manifests.md', path: /^deploy\/helm\/pulumi-operator\/values\.yaml$/ },
 ];
 
 /**
