@@ -15,6 +15,7 @@ import { loadAll } from 'js-yaml';
 import * as k8s from '@kubernetes/client-node';
 import { Agent, request } from 'undici';
 import type { Stack, StackCondition, StackSpec } from '../schemas/generated/types';
+import { parseWorkspaceStatus, WORKSPACE_STATUS_KEY, type WorkspaceStatus } from '../contract';
 import { configFromEnv, type HookConfig } from '../hooks/src/config';
 import { kubeEventsApi } from '../hooks/src/events/kubernetes';
 import { kubeObjectsApi } from '../hooks/src/objects/kubernetes';
@@ -118,6 +119,20 @@ export function checkpointResources(
     checkpoint?: { latest?: { resources?: CheckpointResource[] } };
   };
   return doc.checkpoint?.latest?.resources ?? [];
+}
+
+/**
+ * What the agent of the workspace `<workspace>-workspace` reported last: the report in its status
+ * ConfigMap (`<workspace>-workspace-status`), undefined while there is none.
+ */
+export async function workspaceReport(
+  op: Pick<Operator, 'core'>,
+  namespace: string,
+  workspace: string,
+): Promise<WorkspaceStatus | undefined> {
+  const read = () => op.core.readNamespacedConfigMap({ namespace, name: `${workspace}-workspace-status` });
+  if (!(await exists(read))) return undefined;
+  return parseWorkspaceStatus((await read()).data?.[WORKSPACE_STATUS_KEY]);
 }
 
 /** A condition of a Stack's (or a Program's) status, by type. */

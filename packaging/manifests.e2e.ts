@@ -264,17 +264,25 @@ describe("a Workspace's and an Update's identities, as the hooks make them (hook
     ]);
   });
 
-  test("the workspace's account may patch its own StatefulSet and nothing else", async () => {
-    const own = { group: 'apps', resource: 'statefulsets', verb: 'patch', namespace: 'default', name: 'app-workspace' };
+  test("the workspace's account may patch its own status ConfigMap and nothing else", async () => {
+    const own = {
+      group: '',
+      resource: 'configmaps',
+      verb: 'patch',
+      namespace: 'default',
+      name: 'app-workspace-status',
+    };
     expect(
       await api.eventually(
-        'own StatefulSet',
+        'own status ConfigMap',
         async () => ((await api.can(workspaceSa, workspaceGroups, own)) ? true : undefined),
         10_000,
       ),
     ).toBe(true);
     const denied: Record<string, string>[] = [
-      { ...own, name: 'other-workspace' },
+      { ...own, name: 'other-workspace-status' },
+      { ...own, verb: 'get' },
+      { group: 'apps', resource: 'statefulsets', verb: 'patch', namespace: 'default', name: 'app-workspace' },
       { group: 'batch', resource: 'jobs', verb: 'patch', namespace: 'default', name: 'app-up-0123abcd' },
       { group: '', resource: 'secrets', verb: 'create', namespace: 'default' },
       rpc('app'),

@@ -1,5 +1,5 @@
 import type { KObject } from '../src/lib/k8s';
-import { syncStack } from './controllers';
+import { isStackChild, syncStack } from './controllers';
 import {
   applyChildren,
   condition,
@@ -20,14 +20,14 @@ const ctx = { config: testConfig, now: NOW, lookups: noLookups };
 describe('each controller', () => {
   it('returns only the kinds its manifest declares', () => {
     const { r2 } = toFirstJob();
-    const stackKinds = ['Workspace', 'Update', 'ConfigMap'];
-    const ofStack = r2.children.filter((c) => stackKinds.includes(c.kind));
+    const ofStack = r2.children.filter(isStackChild);
     expect(ofStack.map((c) => c.kind).sort()).toEqual(['Update', 'Workspace']);
     for (const c of ofStack) expect(declaredChildren('stack')).toContain(resourceOf(c));
     const ws = syncWorkspace(
       { parent: { ...childOf(r2, 'Workspace'), metadata: { ...childOf(r2, 'Workspace').metadata, generation: 1 } } },
       ctx,
     );
+    expect(ws.children.map((c) => c.kind)).toEqual(['StatefulSet', 'Service', 'Role', 'RoleBinding', 'ConfigMap']);
     for (const c of ws.children) expect(declaredChildren('workspace')).toContain(resourceOf(c));
     const ofUpdate = r2.children.filter(
       (c) => c.kind !== 'Update' && c.metadata.name === childOf(r2, 'Update').metadata.name,
@@ -43,14 +43,14 @@ describe('the identities', () => {
     children.filter((c) => ['ServiceAccount', 'Role', 'RoleBinding'].includes(c.kind));
   const rulesOf = (res: { children: KObject[] }, name: string) => childOf(res, 'Role', name).rules;
 
-  it("give the workspace's account its own StatefulSet only (the Workspace's Role)", () => {
+  it("give the workspace's account its own status ConfigMap only (the Workspace's Role)", () => {
     const res = syncStack(syncRequest(makeStack({ serviceAccountName: 'deployer' })), ctx);
     expect(kinds(res.children).map((c) => `${c.kind}/${c.metadata.name}`)).toEqual([
       'Role/my-stack-workspace',
       'RoleBinding/my-stack-workspace',
     ]);
     expect(rulesOf(res, 'my-stack-workspace')).toEqual([
-      { apiGroups: ['apps'], resources: ['statefulsets'], verbs: ['patch'], resourceNames: ['my-stack-workspace'] },
+      { apiGroups: [''], resources: ['configmaps'], verbs: ['patch'], resourceNames: ['my-stack-workspace-status'] },
     ]);
     const wsBinding = childOf(res, 'RoleBinding', 'my-stack-workspace');
     expect(wsBinding.subjects).toEqual([{ kind: 'ServiceAccount', name: 'deployer', namespace: 'team-a' }]);
