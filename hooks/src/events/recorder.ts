@@ -15,6 +15,7 @@ import { hostname } from 'node:os';
 import { Labels } from '../../../contract';
 import type { StackMirror } from '../objects/gauges';
 import type { StackEvent } from '../stack/events';
+import { abortableSleep } from '../lib/sleep';
 
 /** Who reports the events (`source.component` and `reportingComponent`, kubectl describe's "From"). */
 export const REPORTING_CONTROLLER = 'pulumi-mc-operator/hooks';
@@ -129,20 +130,6 @@ function describeFailure(e: unknown): string {
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** Resolves after `ms`, or at once when `signal` aborts. */
-function abortableSleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const done = () => {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener('abort', done, { once: true });
-  });
-}
 
 export class EventRecorder {
   private readonly queue: StackEvent[] = [];

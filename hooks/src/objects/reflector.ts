@@ -1,3 +1,5 @@
+import { abortableSleep } from '../lib/sleep';
+
 /**
  * A list+watch mirror of one kind of object, keeping only a small projection of each (a key and
  * a value), so that 10,000 Stacks cost a map of 10,000 short entries, not 10,000 objects. It is
@@ -60,20 +62,6 @@ const MIN_RETRY_MS = 1000;
 const MAX_RETRY_MS = 30_000;
 /** How long past its server-side timeout a silent watch is given before it is dropped. */
 const WATCH_GRACE_MS = 30_000;
-
-function abortableSleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const done = () => {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    timer.unref();
-    signal.addEventListener('abort', done, { once: true });
-  });
-}
 
 /** The HTTP status of a client-node or fetch error, if it carries one. */
 function statusOf(err: unknown): number | undefined {
