@@ -28,6 +28,7 @@ export const TARGETS = res(`${GROUP}/v1`, 'targets', 'Target');
 export const CONFIGMAPS = res('v1', 'configmaps', 'ConfigMap');
 export const SECRETS = res('v1', 'secrets', 'Secret');
 export const SERVICEACCOUNTS = res('v1', 'serviceaccounts', 'ServiceAccount');
+export const CLUSTERROLES = res('rbac.authorization.k8s.io/v1', 'clusterroles', 'ClusterRole', false);
 export const CRDS = res('apiextensions.k8s.io/v1', 'customresourcedefinitions', 'CustomResourceDefinition', false);
 
 // ---------------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ import {
   type Call,
   calls,
   CC_NAME,
+  CLUSTERROLES,
   CONFIGMAPS,
   controllers,
   crd,
@@ -214,16 +215,23 @@ describe('CompositeController', () => {
     // hook stops answering them.
     const ns = await namespace();
     const other = await namespace();
-    // The garbage collector removes a child of a parent in another namespace at once: watch for it.
+    // The garbage collector removes a child whose owner reference cannot resolve (a parent in
+    // another namespace, or a namespaced parent of a cluster-scoped child) at once: watch for them.
     const created = new Set<string>();
-    const { resourceVersion } = await kube.list(CONFIGMAPS);
-    void kube.watch(CONFIGMAPS, resourceVersion, (e) => {
-      if (e.type === 'ADDED') created.add(`${e.object.metadata.namespace}/${e.object.metadata.name}`);
-    });
+    for (const r of [CONFIGMAPS, CLUSTERROLES]) {
+      const { resourceVersion } = await kube.list(r);
+      void kube.watch(r, resourceVersion, (e) => {
+        if (e.type === 'ADDED')
+          created.add(`${e.object.kind} ${e.object.metadata.namespace ?? ''}/${e.object.metadata.name}`);
+      });
+    }
+    const clusterRole = `pko-test-${ns}`;
     const verbatim = [
       { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'v-here' }, data: { v: '1' } },
       { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'v-there', namespace: other }, data: { v: '1' } },
       { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'v-undeclared' } },
+      // Cluster-scoped: the parent's namespace, filled in, is ignored.
+      { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', metadata: { name: clusterRole }, rules: [] },
     ];
     const parent = await createParent(ns, 'v', { verbatim });
     const uid = parent.metadata.uid!;
@@ -239,7 +247,8 @@ describe('CompositeController', () => {
       ]);
       expect(o.metadata.labels).toEqual({ 'controller-uid': uid });
     }
-    await eventually('the child in another namespace', () => created.has(`${other}/v-there`));
+    await eventually('the child in another namespace', () => created.has(`ConfigMap ${other}/v-there`));
+    await eventually('the cluster-scoped child', () => created.has(`ClusterRole /${clusterRole}`));
     const seen = await eventually('a sync request that shows the child', () =>
       syncCalls(uid).find((c) => c.body.children?.['ConfigMap.v1']?.[`${ns}/v-here`] !== undefined),
     );
