@@ -1,0 +1,627 @@
+/**
+ * Issue 34, item 7: the hooks are a trust boundary, shown on the real node. Metacontroller may write
+ * every kind our controllers declare, in every namespace, and creates whatever the hooks answer;
+ * so nothing that a namespace's users can write may become what it creates. Two attackers, each
+ * with only what a namespace gives them:
+ * - `mallory`, a user with the built-in `edit` ClusterRole bound in the namespace (the test acts as
+ *   her with the admin's credentials and an `Impersonate-User` header, as `kubectl --as=mallory`);
+ * - a pod running as the namespace's `default` ServiceAccount, which runs the workspace of a
+ *   Stack without `serviceAccountName`. The test uses a token of that account from the TokenRequest
+ *   API: the API server authorizes a request by the account its token names, which is the same
+ *   for a pod's projected token, and no pod is needed to hold one.
+ * Every forgery goes through the API server, and each test then waits for a sync of the parent
+ * that saw it (a barrier the parent's status shows) before it checks that nothing new appeared: no
+ * RoleBinding or ClusterRoleBinding for the attacker's account anywhere (a watch sees even one that
+ * lives for a moment, such as one in kube-system that the garbage collector removes), no change to
+ * `lastUpdate` or the outputs, no change to the workspace's pod template.
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { loadAll } from 'js-yaml';
+import * as k8s from '@kubernetes/client-node';
+import { expect } from '@jest/globals';
+import { request } from 'undici';
+import type { Stack, StackStatus, Workspace } from '../schemas/generated/types';
+import { Annotations, Labels } from '../contract';
+import {
+  AGENT_IMAGE,
+  defined,
+  e2eStackSpec,
+  eventually,
+  greetingProgram,
+  impersonating,
+  type Operator,
+  serviceAccountKubeConfig,
+  stackCondition,
+} from './harness';
+import { e2eSuite } from './suite';
+import { LAST_APPLIED } from './testbed/metacontroller/apply';
+import { gatedProgram, stateGates } from './testbed/state-gate';
+import { REPO_ROOT } from './testbed/toolchain';
+
+let op: Operator;
+const ns = 'trust';
+/** Another team's namespace, for the forged hook request. */
+const other = 'trust-other';
+const EDITOR = 'mallory';
+/** The account the forged bindings would make an admin. */
+const ATTACKER = 'attacker';
+const OPERATION_MS = 240_000;
+
+// Declared before the suite's own afterAll, so it runs first: no pipe writer or watch outlives the suite.
+const gates = stateGates(() => op.stateDir(ns));
+afterAll(() => {
+  gates.stop();
+  bindings?.stop();
+});
+const { recordTiming, getStack, readyStack } = e2eSuite('trust-boundary', ns, (started) => (op = started));
+
+/** The typed clients of one identity. */
+interface Clients {
+  objects: k8s.KubernetesObjectApi;
+  core: k8s.CoreV1Api;
+  apps: k8s.AppsV1Api;
+  batch: k8s.BatchV1Api;
+  custom: k8s.CustomObjectsApi;
+}
+const clientsOf = (kc: k8s.KubeConfig): Clients => ({
+  objects: k8s.KubernetesObjectApi.makeApiClient(kc),
+  core: kc.makeApiClient(k8s.CoreV1Api),
+  apps: kc.makeApiClient(k8s.AppsV1Api),
+  batch: kc.makeApiClient(k8s.BatchV1Api),
+  custom: kc.makeApiClient(k8s.CustomObjectsApi),
+});
+let editor: Clients;
+let defaultAccount: Clients;
+let bindings: BindingWatch;
+
+const mergePatch = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
+
+/** The HTTP status of a refused call, or 200 when it went through. */
+async function statusOf(call: () => Promise<unknown>): Promise<number> {
+  try {
+    await call();
+    return 200;
+  } catch (e) {
+    if (e instanceof k8s.ApiException) return e.code;
+    throw e;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// What would show an escalation: a binding for the attacker's account, seen by a watch
+
+interface BindingWatch {
+  /** `Kind namespace/name` of every RoleBinding and ClusterRoleBinding seen with the attacker as a subject. */
+  seen(): string[];
+  stop(): void;
+}
+
+/**
+ * Watches RoleBindings in every namespace and ClusterRoleBindings from the start of the suite,
+ * recording every one that names `subject`. A watch that the server ends is started again (its
+ * first events list what exists then).
+ */
+async function watchBindings(kc: k8s.KubeConfig, subject: string): Promise<BindingWatch> {
+  const seen = new Set<string>();
+  const aborts: AbortController[] = [];
+  let stopped = false;
+  let restarts = 0;
+  const watch = async (kind: string, path: string): Promise<void> => {
+    const again = (): void => {
+      if (!stopped && ++restarts <= 100) setTimeout(() => void watch(kind, path).catch(again), 1000);
+    };
+    const abort = await new k8s.Watch(kc).watch(
+      path,
+      {},
+      (_phase: string, b: k8s.V1RoleBinding) => {
+        if ((b.subjects ?? []).some((s) => s.name === subject))
+          seen.add(`${kind} ${b.metadata?.namespace ?? ''}/${b.metadata?.name ?? ''}`.replace(' /', ' '));
+      },
+      again,
+    );
+    aborts.push(abort);
+  };
+  await watch('RoleBinding', '/apis/rbac.authorization.k8s.io/v1/rolebindings');
+  await watch('ClusterRoleBinding', '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings');
+  return {
+    seen: () => [...seen].sort(),
+    stop() {
+      stopped = true;
+      for (const a of aborts) a.abort();
+    },
+  };
+}
+
+/** A RoleBinding of ClusterRole `admin` to the attacker's account, as a forged last-applied annotation holds it. */
+function forgedBinding(name: string, namespace: string): object {
+  return {
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'RoleBinding',
+    metadata: { name, namespace },
+    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'admin' },
+    subjects: [{ kind: 'ServiceAccount', name: ATTACKER, namespace: ns }],
+  };
+}
+
+const lastApplied = (forged: object): object => ({
+  metadata: { annotations: { [LAST_APPLIED]: JSON.stringify(forged) } },
+});
+
+// ---------------------------------------------------------------------------------------------
+// Barriers: a sync of the parent that saw the forgery, or the forgery's effect, whichever comes first
+
+/**
+ * The editor asks for a reconciliation of the Stack; once its status has observed that request, a
+ * sync that saw everything written before it has been answered and applied (children, then status).
+ */
+async function stackSynced(name: string): Promise<Stack> {
+  const token = `trust-${Date.now()}`;
+  await editor.custom.patchNamespacedCustomObject(
+    {
+      group: 'pulumi.com',
+      version: 'v1',
+      namespace: ns,
+      plural: 'stacks',
+      name,
+      body: { metadata: { annotations: { [Annotations.reconciliationRequest]: token } } },
+    },
+    mergePatch,
+  );
+  return eventually(
+    `a sync of Stack ${name} after the forgery`,
+    async () => {
+      const s = await getStack(name);
+      return s.status?.observedReconcileRequest === token || bindings.seen().length > 0 ? s : undefined;
+    },
+    120_000,
+    250,
+  );
+}
+
+const getWorkspace = async (name: string): Promise<Workspace> =>
+  (await op.custom.getNamespacedCustomObject({
+    group: 'auto.pulumi.com',
+    version: 'v1alpha1',
+    namespace: ns,
+    plural: 'workspaces',
+    name,
+  })) as Workspace;
+
+/** Patches a Workspace (as the cluster admin: no namespace user may write Workspaces). */
+const patchWorkspace = (name: string, body: object) =>
+  op.custom.patchNamespacedCustomObject(
+    { group: 'auto.pulumi.com', version: 'v1alpha1', namespace: ns, plural: 'workspaces', name, body },
+    mergePatch,
+  );
+
+/**
+ * A new generation of the Workspace (a log level, which changes nothing while its children are
+ * kept as they are); once its status has observed it, a sync that saw the forgery has been applied.
+ */
+async function workspaceSynced(name: string, logLevel: number): Promise<void> {
+  await patchWorkspace(name, { spec: { pulumiLogLevel: logLevel } });
+  const generation = defined((await getWorkspace(name)).metadata.generation, 'the Workspace generation');
+  await eventually(
+    `a sync of Workspace ${name} after the forgery`,
+    async () => {
+      const ws = await getWorkspace(name);
+      const observed = (ws.status?.observedGeneration ?? 0) >= generation;
+      const gone = !(await op.apps
+        .readNamespacedStatefulSet({ namespace: ns, name: `${name}-workspace` })
+        .then(() => true)
+        .catch(() => false));
+      return observed || gone || bindings.seen().length > 0 ? ws : undefined;
+    },
+    120_000,
+    250,
+  );
+}
+
+// ---------------------------------------------------------------------------------------------
+
+beforeAll(async () => {
+  // The cluster admin's part: the operator's role for Stack editors (aggregated to `edit`), the
+  // editor's binding, another team's namespace, and system:auth-delegator for the `default`
+  // account, which runs the workspace of a Stack without serviceAccountName (stack-rbac.yaml).
+  const install = loadAll(readFileSync(join(REPO_ROOT, 'manifests', 'install.yaml'), 'utf8')) as k8s.KubernetesObject[];
+  await op.objects.create(
+    defined(
+      install.find((o) => o?.kind === 'ClusterRole' && o.metadata?.name === 'pulumi-operator:stacks-editor'),
+      'the stacks-editor ClusterRole in install.yaml',
+    ),
+  );
+  await op.objects.create({
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'RoleBinding',
+    metadata: { name: `edit:${EDITOR}`, namespace: ns },
+    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'edit' },
+    subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: EDITOR }],
+  } as k8s.KubernetesObject);
+  await op.objects.create({
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'ClusterRoleBinding',
+    metadata: { name: `pulumi-operator:auth-delegator:${ns}:default` },
+    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'system:auth-delegator' },
+    subjects: [{ kind: 'ServiceAccount', name: 'default', namespace: ns }],
+  } as k8s.KubernetesObject);
+  await op.objects.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: other } });
+
+  const editorKc = impersonating(op.cp.kubeConfig, EDITOR);
+  editor = clientsOf(editorKc);
+  defaultAccount = clientsOf(await serviceAccountKubeConfig(op.cp.kubeConfig, ns, 'default'));
+  // `edit` is filled in by the aggregation controller: wait until it covers Stacks.
+  const reviews = editorKc.makeApiClient(k8s.AuthorizationV1Api);
+  await eventually('the edit role to cover Stacks', async () => {
+    const review = await reviews.createSelfSubjectAccessReview({
+      body: { spec: { resourceAttributes: { namespace: ns, verb: 'patch', group: 'pulumi.com', resource: 'stacks' } } },
+    });
+    return review.status?.allowed === true;
+  });
+  // The editor's own account, which the forged bindings would make an admin.
+  await editor.core.createNamespacedServiceAccount({ namespace: ns, body: { metadata: { name: ATTACKER } } });
+  bindings = await watchBindings(op.cp.kubeConfig, ATTACKER);
+}, 120_000);
+
+/** A Stack spec the hooks refuse (Stalled/SpecInvalid): an environment variable from another namespace's Secret. */
+const invalid = {
+  spec: {
+    envRefs: { STOLEN: { type: 'Secret', secret: { namespace: 'kube-system', name: 'secret', key: 'token' } } },
+  },
+};
+
+async function stalledInvalid(name: string): Promise<Stack> {
+  return eventually(
+    `Stack ${name} to be Stalled/SpecInvalid`,
+    async () => {
+      const s = await getStack(name);
+      const stalled = stackCondition(s, 'Stalled');
+      return stalled?.status === 'True' && stalled.reason === 'SpecInvalid' ? s : undefined;
+    },
+    120_000,
+    250,
+  );
+}
+
+const editorStack = (name: string, spec: Parameters<typeof e2eStackSpec>[0]): k8s.KubernetesObject =>
+  ({
+    apiVersion: 'pulumi.com/v1',
+    kind: 'Stack',
+    metadata: { name, namespace: ns },
+    spec: e2eStackSpec(spec),
+  }) as k8s.KubernetesObject;
+
+describe('a forged refresh request (a ConfigMap child the editor may patch)', () => {
+  // Two dependents, one per forgery, so each is seen on its own.
+  const dependents = ['dep-local', 'dep-system'];
+
+  beforeAll(async () => {
+    const started = Date.now();
+    await editor.objects.create(greetingProgram('base', ns, 'base'));
+    await editor.objects.create(editorStack('base', { stack: 'dev', programRef: { name: 'base' } }));
+    await readyStack('base', undefined, OPERATION_MS);
+    // Always out of date (1 ms): each dependent asks the prerequisite to run again, through a
+    // ConfigMap child named <dependent>-refresh-base; then the editor makes it invalid, so it
+    // keeps that child as it is.
+    for (const d of dependents) {
+      await editor.objects.create(
+        editorStack(d, {
+          stack: d,
+          programRef: { name: 'base' },
+          prerequisites: [{ name: 'base', requirement: { succeededWithinDuration: '1ms' } }],
+        }),
+      );
+    }
+    for (const d of dependents) {
+      await eventually(
+        `the refresh request of ${d}`,
+        () => editor.core.readNamespacedConfigMap({ namespace: ns, name: `${d}-refresh-base` }).catch(() => undefined),
+        120_000,
+        250,
+      );
+      await editor.custom.patchNamespacedCustomObject(
+        { group: 'pulumi.com', version: 'v1', namespace: ns, plural: 'stacks', name: d, body: invalid },
+        mergePatch,
+      );
+      await stalledInvalid(d);
+    }
+    recordTiming('refresh requests kept by invalid dependents', started);
+  }, OPERATION_MS + 240_000);
+
+  it.each([
+    ['the same namespace', 'dep-local', ns],
+    ['kube-system', 'dep-system', 'kube-system'],
+  ])('naming a RoleBinding in %s creates nothing', async (_where, dependent, namespace) => {
+    const started = Date.now();
+    const before = await getStack(dependent);
+    const child = `${dependent}-refresh-base`;
+    await editor.core.patchNamespacedConfigMap(
+      { namespace: ns, name: child, body: lastApplied(forgedBinding(child, namespace)) },
+      mergePatch,
+    );
+    const after = await stackSynced(dependent);
+    recordTiming(`forged refresh request (${namespace})`, started);
+    expect(bindings.seen()).toEqual([]);
+    expect(after.status?.lastUpdate).toEqual(before.status?.lastUpdate);
+  });
+
+  it('an orphan ConfigMap with the Stack’s label, adopted, creates nothing', async () => {
+    const started = Date.now();
+    // No prerequisite needed: any ConfigMap labelled with a Stack's controller-uid becomes its child.
+    await editor.objects.create(
+      editorStack('adopter', { stack: 'dev', programRef: { name: 'base' }, ...invalid.spec }),
+    );
+    const stack = await stalledInvalid('adopter');
+    const name = 'adopter-orphan';
+    await editor.core.createNamespacedConfigMap({
+      namespace: ns,
+      body: {
+        metadata: {
+          name,
+          labels: { 'controller-uid': defined(stack.metadata.uid, 'uid') },
+          annotations: { [LAST_APPLIED]: JSON.stringify(forgedBinding(name, ns)) },
+        },
+      },
+    });
+    const after = await stackSynced('adopter');
+    recordTiming('forged adopted ConfigMap', started);
+    expect(bindings.seen()).toEqual([]);
+    expect(after.status?.lastUpdate).toBeUndefined();
+  });
+});
+
+describe('a forged last-applied on the workspace StatefulSet', () => {
+  const name = 'held';
+  const statefulSet = `${name}-workspace`;
+  let template = '';
+  let lastUpdate: StackStatus['lastUpdate'];
+  let logLevel = 0;
+
+  const podTemplate = async (): Promise<string> =>
+    JSON.stringify((await op.apps.readNamespacedStatefulSet({ namespace: ns, name: statefulSet })).spec?.template);
+
+  /** The editor's two forgeries: a RoleBinding of the StatefulSet's name, and the StatefulSet with another pod account. */
+  async function editorForgeries(): Promise<void> {
+    const observed = await editor.apps.readNamespacedStatefulSet({ namespace: ns, name: statefulSet });
+    const applied = JSON.parse(
+      defined(observed.metadata?.annotations?.[LAST_APPLIED], 'the last-applied annotation'),
+    ) as k8s.V1StatefulSet;
+    const otherAccount = { ...applied, spec: { ...applied.spec!, template: { ...applied.spec!.template } } };
+    otherAccount.spec.template.spec = { ...applied.spec!.template.spec!, serviceAccountName: ATTACKER };
+    for (const forged of [forgedBinding(statefulSet, ns), otherAccount]) {
+      // The editor may patch StatefulSets: the annotation is written.
+      expect(
+        await statusOf(() =>
+          editor.apps.patchNamespacedStatefulSet(
+            { namespace: ns, name: statefulSet, body: lastApplied(forged) },
+            mergePatch,
+          ),
+        ),
+      ).toBe(200);
+      await workspaceSynced(name, ++logLevel);
+      expect(bindings.seen()).toEqual([]);
+      expect(await podTemplate()).toBe(template);
+      expect((await getStack(name)).status?.lastUpdate).toEqual(lastUpdate);
+    }
+  }
+
+  /** The `default` account runs the workspace pod, and may not rewrite the StatefulSet. */
+  async function defaultAccountForgery(): Promise<void> {
+    const code = await statusOf(() =>
+      defaultAccount.apps.patchNamespacedStatefulSet(
+        { namespace: ns, name: statefulSet, body: lastApplied(forgedBinding(statefulSet, ns)) },
+        mergePatch,
+      ),
+    );
+    expect(code).toBe(403);
+    await workspaceSynced(name, ++logLevel);
+    expect(bindings.seen()).toEqual([]);
+    expect(await podTemplate()).toBe(template);
+  }
+
+  beforeAll(async () => {
+    const started = Date.now();
+    // An `up` that blocks on a pipe holds the workspace (pulumi.com/operation-in-progress) until the
+    // suite ends; the workspace pod runs as `default` (no serviceAccountName).
+    const gate = gates.gate('gate-held');
+    await editor.objects.create(gatedProgram(name, ns, gate.inPod));
+    const spec = e2eStackSpec({ stack: 'dev', programRef: { name } });
+    delete spec.serviceAccountName;
+    await editor.objects.create({
+      apiVersion: 'pulumi.com/v1',
+      kind: 'Stack',
+      metadata: { name, namespace: ns },
+      spec,
+    } as k8s.KubernetesObject);
+    await eventually(
+      'the workspace to be held by a running up',
+      async () => {
+        const s = await getStack(name);
+        const ws = await getWorkspace(name).catch(() => undefined);
+        const held = ws?.metadata.annotations?.['pulumi.com/operation-in-progress'];
+        return s.status?.currentUpdate?.name !== undefined && held === s.status.currentUpdate.name ? s : undefined;
+      },
+      OPERATION_MS,
+      500,
+    );
+    const pod = await op.core.readNamespacedPod({ namespace: ns, name: `${statefulSet}-0` });
+    expect(pod.spec?.serviceAccountName).toBe('default');
+    template = await podTemplate();
+    lastUpdate = (await getStack(name)).status?.lastUpdate;
+    recordTiming('workspace held by a running up', started);
+  }, OPERATION_MS + 60_000);
+
+  it('while an operation holds the workspace: the editor’s forgeries create nothing and change no pod template', async () => {
+    await editorForgeries();
+  });
+
+  it('while an operation holds the workspace: the `default` account may not patch the StatefulSet', async () => {
+    await defaultAccountForgery();
+  });
+
+  describe('while the Workspace is invalid', () => {
+    beforeAll(async () => {
+      // What a Workspace's spec may not be (deeper than any pod spec): set by the cluster admin,
+      // as no namespace user may write Workspaces; the Stack keeps fields it never set.
+      let deep: unknown = 'x';
+      for (let i = 0; i < 120; i++) deep = [deep];
+      await patchWorkspace(name, { spec: { podTemplate: { spec: { affinity: { deep } } } } });
+      await eventually(
+        'the Workspace to be Stalled/SpecInvalid',
+        async () => {
+          const stalled = (await getWorkspace(name)).status?.conditions?.find((c) => c.type === 'Stalled');
+          return stalled?.status === 'True' && stalled.reason === 'SpecInvalid';
+        },
+        120_000,
+        250,
+      );
+    });
+
+    it('the editor’s forgeries create nothing and change no pod template', async () => {
+      await editorForgeries();
+    });
+
+    it('the `default` account may not patch the StatefulSet', async () => {
+      await defaultAccountForgery();
+    });
+  });
+});
+
+describe('a forged result (a Job the editor makes for the Stack)', () => {
+  it(
+    'on a Stack awaiting approval: lastUpdate and the outputs stay as they were',
+    async () => {
+      const name = 'approval';
+      await editor.objects.create(greetingProgram(name, ns, 'hello'));
+      await editor.objects.create(
+        editorStack(name, { stack: 'dev', programRef: { name }, approval: { required: true, expiresAfter: '24h' } }),
+      );
+      const awaiting = await eventually(
+        'the plan to await approval',
+        async () => {
+          const s = await getStack(name);
+          return s.status?.plan?.state === 'AwaitingApproval' ? s : undefined;
+        },
+        OPERATION_MS,
+        500,
+      );
+      const started = Date.now();
+      const uid = defined(awaiting.metadata.uid, 'uid');
+      const last = awaiting.status?.lastUpdate;
+      // A Job as the Stack's own: owned by it, with its label, the annotations of the operation that
+      // would follow lastUpdate, and a successful `up` result with outputs. It runs and completes
+      // (what an editor can do; a Job's status is not theirs to write).
+      const job: k8s.V1Job = {
+        metadata: {
+          name: `${name}-forged`,
+          labels: { 'controller-uid': uid, [Labels.updateType]: 'up', [Labels.stackName]: name },
+          annotations: {
+            'pulumi.com/update-generation': String(awaiting.metadata.generation),
+            'pulumi.com/update-reconcile-request': '',
+            'pulumi.com/update-commit': last?.lastAttemptedCommit ?? '',
+            'pulumi.com/update-previous': last?.name ?? '',
+            [Annotations.updateResult]: JSON.stringify({
+              state: 'succeeded',
+              type: 'up',
+              message: 'forged',
+              outputs: { greeting: 'forged' },
+            }),
+          },
+          ownerReferences: [{ apiVersion: 'pulumi.com/v1', kind: 'Stack', name, uid, controller: true }],
+        },
+        spec: {
+          backoffLimit: 0,
+          template: {
+            spec: {
+              restartPolicy: 'Never',
+              securityContext: { runAsNonRoot: true, runAsUser: 1000, seccompProfile: { type: 'RuntimeDefault' } },
+              containers: [
+                {
+                  name: 'forged',
+                  image: AGENT_IMAGE,
+                  imagePullPolicy: 'Never',
+                  command: ['true'],
+                  securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } },
+                },
+              ],
+            },
+          },
+        },
+      };
+      await editor.batch.createNamespacedJob({ namespace: ns, body: job });
+      await eventually(
+        'the forged Job to complete',
+        async () =>
+          ((await op.batch.readNamespacedJob({ namespace: ns, name: `${name}-forged` })).status?.succeeded ?? 0) > 0,
+        120_000,
+        500,
+      );
+      // Barrier: an approval naming another plan is ignored, and the status says so.
+      const stale = `not-the-plan-${Date.now()}`;
+      await editor.custom.patchNamespacedCustomObject(
+        {
+          group: 'pulumi.com',
+          version: 'v1',
+          namespace: ns,
+          plural: 'stacks',
+          name,
+          body: { metadata: { annotations: { 'pulumi.com/approve': stale } } },
+        },
+        mergePatch,
+      );
+      const after = await eventually(
+        'a sync of the Stack after the forged Job',
+        async () => {
+          const s = await getStack(name);
+          const noted = (stackCondition(s, 'AwaitingApproval')?.message ?? '').includes(stale);
+          return noted || s.status?.lastUpdate?.name !== last?.name ? s : undefined;
+        },
+        120_000,
+        250,
+      );
+      recordTiming('forged result', started);
+      expect(after.status?.lastUpdate).toEqual(last);
+      expect(after.status?.outputs).toEqual(awaiting.status?.outputs);
+      expect(after.status?.plan?.state).toBe('AwaitingApproval');
+    },
+    OPERATION_MS + 180_000,
+  );
+});
+
+describe('a forged hook request', () => {
+  it('a sync naming a Stack of another namespace writes no Event there', async () => {
+    // The hooks listen on the test process's loopback, which no pod on the node can reach: the test
+    // process stands in for a pod that can reach the hooks' Service.
+    const victim = (await op.objects.create({
+      apiVersion: 'pulumi.com/v1',
+      kind: 'Stack',
+      metadata: { name: 'victim', namespace: other },
+      spec: { stack: 'dev', programRef: { name: 'nothing' } },
+    } as k8s.KubernetesObject)) as Stack;
+    const marker = 'FORGED_BY_MALLORY';
+    // The real Stack (its uid too), with a spec that makes the hooks answer Stalled and record a
+    // Warning Event whose message names the attacker's field.
+    const body = {
+      controller: {},
+      parent: { ...victim, spec: { ...victim.spec, envRefs: { [marker]: invalid.spec.envRefs.STOLEN } } },
+      children: {},
+      related: {},
+    };
+    const res = await request(`http://127.0.0.1:${op.hooksPort}/stack/sync`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    }).then(
+      async (r) => {
+        await r.body.text();
+        return r.statusCode;
+      },
+      (e: Error) => e.message,
+    );
+    // Whatever the hooks recorded from it is written (or given up on) by now.
+    await op.hookEventsIdle();
+    const events = await op.core.listNamespacedEvent({ namespace: other });
+    expect(events.items.filter((e) => (e.message ?? '').includes(marker))).toEqual([]);
+    expect(res).not.toBe(200);
+  });
+});
