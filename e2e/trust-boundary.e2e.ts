@@ -331,19 +331,23 @@ describe('a forged refresh request (a ConfigMap child the editor may patch)', ()
   it.each([
     ['the same namespace', 'dep-local', ns],
     ['kube-system', 'dep-system', 'kube-system'],
-  ])('naming a RoleBinding in %s creates nothing', async (_where, dependent, namespace) => {
-    const started = Date.now();
-    const before = await getStack(dependent);
-    const child = `${dependent}-refresh-base`;
-    await editor.core.patchNamespacedConfigMap(
-      { namespace: ns, name: child, body: lastApplied(forgedBinding(child, namespace)) },
-      mergePatch,
-    );
-    const after = await stackSynced(dependent);
-    recordTiming(`forged refresh request (${namespace})`, started);
-    expect(bindings.seen()).toEqual([]);
-    expect(after.status?.lastUpdate).toEqual(before.status?.lastUpdate);
-  });
+  ])(
+    'naming a RoleBinding in %s creates nothing',
+    async (_where, dependent, namespace) => {
+      const started = Date.now();
+      const before = await getStack(dependent);
+      const child = `${dependent}-refresh-base`;
+      await editor.core.patchNamespacedConfigMap(
+        { namespace: ns, name: child, body: lastApplied(forgedBinding(child, namespace)) },
+        mergePatch,
+      );
+      const after = await stackSynced(dependent);
+      recordTiming(`forged refresh request (${namespace})`, started);
+      expect(bindings.seen()).toEqual([]);
+      expect(after.status?.lastUpdate).toEqual(before.status?.lastUpdate);
+    },
+    240_000,
+  );
 
   it('an orphan ConfigMap with the Stack’s label, adopted, creates nothing', async () => {
     const started = Date.now();
@@ -367,7 +371,7 @@ describe('a forged refresh request (a ConfigMap child the editor may patch)', ()
     recordTiming('forged adopted ConfigMap', started);
     expect(bindings.seen()).toEqual([]);
     expect(after.status?.lastUpdate).toBeUndefined();
-  });
+  }, 240_000);
 });
 
 describe('a forged last-applied on the workspace StatefulSet', () => {
@@ -453,11 +457,11 @@ describe('a forged last-applied on the workspace StatefulSet', () => {
 
   it('while an operation holds the workspace: the editor’s forgeries create nothing and change no pod template', async () => {
     await editorForgeries();
-  });
+  }, 300_000);
 
   it('while an operation holds the workspace: the `default` account may not patch the StatefulSet', async () => {
     await defaultAccountForgery();
-  });
+  }, 240_000);
 
   describe('while the Workspace is invalid', () => {
     beforeAll(async () => {
@@ -475,15 +479,15 @@ describe('a forged last-applied on the workspace StatefulSet', () => {
         120_000,
         250,
       );
-    });
+    }, 180_000);
 
     it('the editor’s forgeries create nothing and change no pod template', async () => {
       await editorForgeries();
-    });
+    }, 300_000);
 
     it('the `default` account may not patch the StatefulSet', async () => {
       await defaultAccountForgery();
-    });
+    }, 240_000);
   });
 });
 
