@@ -92,8 +92,10 @@ async function statusOf(call: () => Promise<unknown>): Promise<number> {
 // What would show an escalation: a binding for the attacker's account, seen by a watch
 
 interface BindingWatch {
-  /** `Kind namespace/name` of every RoleBinding and ClusterRoleBinding seen with the attacker as a subject. */
-  seen(): string[];
+  /** How many were seen so far: a mark for `since`. */
+  mark(): number;
+  /** `Kind namespace/name` of every RoleBinding and ClusterRoleBinding with the attacker as a subject seen after `mark`. */
+  since(mark: number): string[];
   stop(): void;
 }
 
@@ -103,7 +105,7 @@ interface BindingWatch {
  * first events list what exists then).
  */
 async function watchBindings(kc: k8s.KubeConfig, subject: string): Promise<BindingWatch> {
-  const seen = new Set<string>();
+  const seen: string[] = [];
   const aborts: AbortController[] = [];
   let stopped = false;
   let restarts = 0;
@@ -116,7 +118,7 @@ async function watchBindings(kc: k8s.KubeConfig, subject: string): Promise<Bindi
       {},
       (_phase: string, b: k8s.V1RoleBinding) => {
         if ((b.subjects ?? []).some((s) => s.name === subject))
-          seen.add(`${kind} ${b.metadata?.namespace ?? ''}/${b.metadata?.name ?? ''}`.replace(' /', ' '));
+          seen.push(`${kind} ${b.metadata?.namespace ?? ''}/${b.metadata?.name ?? ''}`.replace(' /', ' '));
       },
       again,
     );
@@ -125,7 +127,8 @@ async function watchBindings(kc: k8s.KubeConfig, subject: string): Promise<Bindi
   await watch('RoleBinding', '/apis/rbac.authorization.k8s.io/v1/rolebindings');
   await watch('ClusterRoleBinding', '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings');
   return {
-    seen: () => [...seen].sort(),
+    mark: () => seen.length,
+    since: (mark) => [...new Set(seen.slice(mark))].sort(),
     stop() {
       stopped = true;
       for (const a of aborts) a.abort();
@@ -161,22 +164,25 @@ async function syncErrors(uid: string): Promise<number> {
  * Forges (`forge`), then waits for the parent's next sync: one that was answered and applied
  * (`applied`: the parent's status shows something asked for after the forgery, for which
  * Metacontroller writes children before status), or one that the hooks refused (a new SyncError
- * on the parent: nothing was applied), or an escalation already seen.
+ * on the parent: nothing was applied), or an escalation already seen. Returns the bindings' mark
+ * from before the forgery.
  */
 async function forgeAndSync(
   what: string,
   uid: string,
   forge: () => Promise<void>,
   applied: () => Promise<boolean>,
-): Promise<void> {
+): Promise<number> {
+  const mark = bindings.mark();
   const errorsBefore = await syncErrors(uid);
   await forge();
   await eventually(
     `a sync of ${what} after the forgery`,
-    async () => bindings.seen().length > 0 || (await applied()) || (await syncErrors(uid)) > errorsBefore,
+    async () => bindings.since(mark).length > 0 || (await applied()) || (await syncErrors(uid)) > errorsBefore,
     120_000,
     250,
   );
+  return mark;
 }
 
 /**
@@ -199,10 +205,10 @@ async function reconciled(name: string): Promise<() => Promise<boolean>> {
 }
 
 /** Forges on a child of the Stack `name`, then waits for the Stack's next sync. */
-async function forgeOnStack(name: string, forge: () => Promise<void>): Promise<void> {
+async function forgeOnStack(name: string, forge: () => Promise<void>): Promise<number> {
   const uid = defined((await getStack(name)).metadata.uid, 'the Stack uid');
   let applied: () => Promise<boolean> = () => Promise.resolve(false);
-  await forgeAndSync(
+  return forgeAndSync(
     `Stack ${name}`,
     uid,
     async () => {
@@ -236,10 +242,10 @@ let logLevel = 0;
  * level, which changes nothing while its children are kept as they are) observed in its status,
  * or a refused sync, or the StatefulSet gone.
  */
-async function forgeOnWorkspace(name: string, forge: () => Promise<void>): Promise<void> {
+async function forgeOnWorkspace(name: string, forge: () => Promise<void>): Promise<number> {
   const uid = defined((await getWorkspace(name)).metadata.uid, 'the Workspace uid');
   let generation = Infinity;
-  await forgeAndSync(
+  return forgeAndSync(
     `Workspace ${name}`,
     uid,
     async () => {
@@ -377,14 +383,14 @@ describe('a forged refresh request (a ConfigMap child the editor may patch)', ()
       const started = Date.now();
       const before = await getStack(dependent);
       const child = `${dependent}-refresh-base`;
-      await forgeOnStack(dependent, async () => {
+      const mark = await forgeOnStack(dependent, async () => {
         await editor.core.patchNamespacedConfigMap(
           { namespace: ns, name: child, body: lastApplied(forgedBinding(child, namespace)) },
           mergePatch,
         );
       });
       recordTiming(`forged refresh request (${namespace})`, started);
-      expect(bindings.seen()).toEqual([]);
+      expect(bindings.since(mark)).toEqual([]);
       expect((await getStack(dependent)).status?.lastUpdate).toEqual(before.status?.lastUpdate);
     },
     240_000,
@@ -398,7 +404,7 @@ describe('a forged refresh request (a ConfigMap child the editor may patch)', ()
     );
     const stack = await stalledInvalid('adopter');
     const name = 'adopter-orphan';
-    await forgeOnStack('adopter', async () => {
+    const mark = await forgeOnStack('adopter', async () => {
       await editor.core.createNamespacedConfigMap({
         namespace: ns,
         body: {
@@ -411,7 +417,7 @@ describe('a forged refresh request (a ConfigMap child the editor may patch)', ()
       });
     });
     recordTiming('forged adopted ConfigMap', started);
-    expect(bindings.seen()).toEqual([]);
+    expect(bindings.since(mark)).toEqual([]);
     expect((await getStack('adopter')).status?.lastUpdate).toBeUndefined();
   }, 240_000);
 });
@@ -440,7 +446,7 @@ function forgeriesOnWorkspace(name: string, stack?: string) {
       const before = await lastUpdate();
       for (const forged of [forgedBinding(statefulSet, ns), otherAccount]) {
         try {
-          await forgeOnWorkspace(name, async () => {
+          const mark = await forgeOnWorkspace(name, async () => {
             // The editor may patch StatefulSets: the annotation is written.
             expect(
               await statusOf(() =>
@@ -451,7 +457,7 @@ function forgeriesOnWorkspace(name: string, stack?: string) {
               ),
             ).toBe(200);
           });
-          expect(bindings.seen()).toEqual([]);
+          expect(bindings.since(mark)).toEqual([]);
           expect(await podTemplate()).toBe(template);
           expect(await lastUpdate()).toEqual(before);
         } finally {
@@ -467,7 +473,7 @@ function forgeriesOnWorkspace(name: string, stack?: string) {
     /** The `default` account runs the workspace pod, and may not rewrite the StatefulSet. */
     async defaultAccount(template: string): Promise<void> {
       let code = 0;
-      await forgeOnWorkspace(name, async () => {
+      const mark = await forgeOnWorkspace(name, async () => {
         code = await statusOf(() =>
           defaultAccount.apps.patchNamespacedStatefulSet(
             { namespace: ns, name: statefulSet, body: lastApplied(forgedBinding(statefulSet, ns)) },
@@ -476,7 +482,7 @@ function forgeriesOnWorkspace(name: string, stack?: string) {
         );
       });
       expect(code).toBe(403);
-      expect(bindings.seen()).toEqual([]);
+      expect(bindings.since(mark)).toEqual([]);
       expect(await podTemplate()).toBe(template);
     },
   };
@@ -529,19 +535,19 @@ describe('a forged last-applied on the StatefulSet of a workspace held by a runn
 
 describe('a forged last-applied on the StatefulSet of an invalid Workspace', () => {
   // A Workspace made by hand (as docs/security.md allows) with the held one's spec, later given a
-  // spec that no pod can be built from (deeper than any pod spec): the cluster admin's doing, as no
-  // namespace user may write Workspaces. Its children then stay as they are.
+  // spec that no pod can be built from (nested deeper than any workspace needs): the cluster
+  // admin's doing, as no namespace user may write Workspaces. Its children then stay as they are.
   const name = 'byhand';
   const forgeries = forgeriesOnWorkspace(name);
   let template = '';
 
   beforeAll(async () => {
-    const held = await getWorkspace('held');
+    const spec = defined((await getWorkspace('held')).spec, 'the held Workspace spec');
     await op.objects.create({
       apiVersion: 'auto.pulumi.com/v1alpha1',
       kind: 'Workspace',
       metadata: { name, namespace: ns },
-      spec: held.spec,
+      spec,
     } as k8s.KubernetesObject);
     await eventually(
       'the hand-made workspace StatefulSet',
@@ -549,9 +555,14 @@ describe('a forged last-applied on the StatefulSet of an invalid Workspace', () 
       120_000,
       250,
     );
+    // A config value, the Workspace's free-form field, nested deeper than any workspace needs.
     let deep: unknown = 'x';
     for (let i = 0; i < 120; i++) deep = [deep];
-    await patchWorkspace(name, { spec: { podTemplate: { spec: { affinity: { deep } } } } });
+    const stacks = (spec.stacks ?? []).map((st, i) =>
+      i === 0 ? { ...st, config: [...(st.config ?? []), { key: 'deep', value: deep }] } : st,
+    );
+    expect(stacks).toHaveLength(1);
+    await patchWorkspace(name, { spec: { stacks } });
     await eventually(
       'the Workspace to be Stalled/SpecInvalid',
       async () => {
@@ -635,7 +646,7 @@ describe('a forged result (a Job the editor makes for the Stack)', () => {
         },
       };
       const stale = `not-the-plan-${Date.now()}`;
-      await forgeAndSync(
+      const mark = await forgeAndSync(
         `Stack ${name}`,
         uid,
         async () => {
@@ -672,6 +683,7 @@ describe('a forged result (a Job the editor makes for the Stack)', () => {
       );
       const after = await getStack(name);
       recordTiming('forged result', started);
+      expect(bindings.since(mark)).toEqual([]);
       expect(after.status?.lastUpdate).toEqual(last);
       expect(after.status?.outputs).toEqual(awaiting.status?.outputs);
       expect(after.status?.plan?.state).toBe('AwaitingApproval');
