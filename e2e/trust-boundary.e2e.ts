@@ -10,17 +10,19 @@
  *   API: the API server authorizes a request by the account its token names, which is the same
  *   for a pod's projected token, and no pod is needed to hold one.
  * Every forgery goes through the API server, and each test then waits for a sync of the parent
- * that saw it (a barrier the parent's status shows) before it checks that nothing new appeared: no
- * RoleBinding or ClusterRoleBinding for the attacker's account anywhere (a watch sees even one that
- * lives for a moment, such as one in kube-system that the garbage collector removes), no change to
- * `lastUpdate` or the outputs, no change to the workspace's pod template.
+ * that saw it (answered and applied, which its status shows, or refused, which a SyncError shows)
+ * before it checks that nothing new appeared: no RoleBinding or ClusterRoleBinding for the
+ * attacker's account anywhere (a watch sees even one that lives for a moment, such as one in
+ * kube-system that the garbage collector removes), no change to `lastUpdate` or the outputs, no
+ * change to the workspace's pod template. Last, a hook request forged from inside the cluster
+ * writes no Event about another namespace's Stack.
  */
+import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadAll } from 'js-yaml';
 import * as k8s from '@kubernetes/client-node';
 import { expect } from '@jest/globals';
-import { request } from 'undici';
 import type { Stack, Workspace } from '../schemas/generated/types';
 import { Annotations, Labels } from '../contract';
 import {
@@ -695,7 +697,7 @@ describe('a forged result (a Job the editor makes for the Stack)', () => {
 describe('a forged hook request', () => {
   it('a sync naming a Stack of another namespace writes no Event there', async () => {
     // The hooks listen on the test process's loopback, which no pod on the node can reach: the test
-    // process stands in for a pod that can reach the hooks' Service.
+    // process stands in for a pod that can reach the hooks' Service, over the same TLS.
     const victim = (await op.objects.create({
       apiVersion: 'pulumi.com/v1',
       kind: 'Stack',
@@ -705,27 +707,20 @@ describe('a forged hook request', () => {
     const marker = 'FORGED_BY_MALLORY';
     // The real Stack (its uid too), with a spec that makes the hooks answer Stalled and record a
     // Warning Event whose message names the attacker's field.
-    const body = {
-      controller: {},
-      parent: { ...victim, spec: { ...victim.spec, envRefs: { [marker]: invalid.spec.envRefs.STOLEN } } },
-      children: {},
-      related: {},
-    };
-    const res = await request(`http://127.0.0.1:${op.hooksPort}/stack/sync`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify(body),
-    }).then(
-      async (r) => {
-        await r.body.text();
-        return r.statusCode;
-      },
-      (e: Error) => e.message,
-    );
-    // Whatever the hooks recorded from it is written (or given up on) by now.
+    const parent = { ...victim, spec: { ...victim.spec, envRefs: { [marker]: invalid.spec.envRefs.STOLEN } } };
+    const body = { controller: {}, parent, children: {}, related: {} };
+    // A pod has no credential of Metacontroller's.
+    const anonymous = await op.hookRequest('/stack/sync', { body, authorization: null });
+    expect(anonymous.status).toBe(401);
+    // Nor do the hooks write about a Stack their own watch does not hold, whoever asks: the same
+    // Stack under another uid, sent with Metacontroller's credential.
+    const unknown = await op.hookRequest('/stack/sync', {
+      body: { ...body, parent: { ...parent, metadata: { ...parent.metadata, uid: randomUUID() } } },
+    });
+    expect(unknown.status).toBe(200);
+    // Whatever the hooks recorded from them is written (or given up on) by now.
     await op.hookEventsIdle();
     const events = await op.core.listNamespacedEvent({ namespace: other });
     expect(events.items.filter((e) => (e.message ?? '').includes(marker))).toEqual([]);
-    expect(res).not.toBe(200);
   });
 });
