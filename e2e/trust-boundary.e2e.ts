@@ -472,7 +472,10 @@ function forgeriesOnWorkspace(name: string, stack?: string) {
         }
       }
     },
-    /** The `default` account runs the workspace pod, and may not rewrite the StatefulSet. */
+    /**
+     * The `default` account runs the workspace pod, and may not rewrite the StatefulSet; what it may
+     * patch, its report, gets it nothing either.
+     */
     async defaultAccount(template: string): Promise<void> {
       let code = 0;
       const mark = await forgeOnWorkspace(name, async () => {
@@ -486,6 +489,34 @@ function forgeriesOnWorkspace(name: string, stack?: string) {
       expect(code).toBe(403);
       expect(bindings.since(mark)).toEqual([]);
       expect(await podTemplate()).toBe(template);
+      // What it may patch is the workspace's status ConfigMap (its report), a child of the
+      // Workspace too: a forged last-applied there creates nothing either.
+      const report = `${statefulSet}-status`;
+      const original = defined(
+        (await defaultAccount.core.readNamespacedConfigMap({ namespace: ns, name: report }).catch(() => undefined))
+          ?.metadata?.annotations?.[LAST_APPLIED],
+        'the status ConfigMap and its last-applied annotation',
+      );
+      try {
+        const forged = await forgeOnWorkspace(name, async () => {
+          code = await statusOf(() =>
+            defaultAccount.core.patchNamespacedConfigMap(
+              { namespace: ns, name: report, body: lastApplied(forgedBinding(report, ns)) },
+              mergePatch,
+            ),
+          );
+        });
+        expect(code).toBe(200);
+        expect(bindings.since(forged)).toEqual([]);
+        expect(await podTemplate()).toBe(template);
+      } finally {
+        await defaultAccount.core
+          .patchNamespacedConfigMap(
+            { namespace: ns, name: report, body: { metadata: { annotations: { [LAST_APPLIED]: original } } } },
+            mergePatch,
+          )
+          .catch(() => undefined);
+      }
     },
   };
 }
