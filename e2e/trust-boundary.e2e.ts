@@ -489,12 +489,12 @@ function forgeriesOnWorkspace(name: string, stack?: string) {
       expect(code).toBe(403);
       expect(bindings.since(mark)).toEqual([]);
       expect(await podTemplate()).toBe(template);
-      // What it may patch is the workspace's status ConfigMap (its report), a child of the
-      // Workspace too: a forged last-applied there creates nothing either.
+      // What it may patch (not read) is the workspace's status ConfigMap (its report), a child of
+      // the Workspace too: a forged last-applied there creates nothing either.
       const report = `${statefulSet}-status`;
       const original = defined(
-        (await defaultAccount.core.readNamespacedConfigMap({ namespace: ns, name: report }).catch(() => undefined))
-          ?.metadata?.annotations?.[LAST_APPLIED],
+        (await op.core.readNamespacedConfigMap({ namespace: ns, name: report }).catch(() => undefined))?.metadata
+          ?.annotations?.[LAST_APPLIED],
         'the status ConfigMap and its last-applied annotation',
       );
       try {
