@@ -64,6 +64,8 @@ export interface Operator {
   restartHooks(): Promise<void>;
   /** What the running hook server's event writer did so far (it starts from zero on a restart). */
   hookEvents(): EventRecorder['counts'];
+  /** Resolves when the running hook server's event writer has written (or given up on) every queued event. */
+  hookEventsIdle(): Promise<void>;
   /** A namespace enforcing the restricted Pod Security profile, with the Stack RBAC and a state PVC. */
   namespace(name: string): Promise<string>;
   /** Where the PVC `pulumi-state` of a namespace lives on the node (a hostPath volume; the file backend). */
@@ -233,6 +235,7 @@ export async function startOperator(options: OperatorOptions = {}): Promise<Oper
           hooks = await startHookServer(hookConfig, hookAccess);
         },
         hookEvents: () => ({ ...defined(hooks?.events, 'the hook server writes events').counts }),
+        hookEventsIdle: () => defined(hooks?.events, 'the hook server writes events').idle(),
         stop: stopAll,
       },
     );
@@ -256,18 +259,44 @@ export async function hooksKubeConfig(admin: k8s.KubeConfig): Promise<k8s.KubeCo
     'ClusterRoleBinding/pulumi-operator:hooks',
   ]);
   for (const o of install.filter((x) => x && wanted.has(`${x.kind}/${x.metadata?.name}`))) await objects.create(o);
+  return serviceAccountKubeConfig(admin, 'pulumi-system', 'pulumi-mc-hooks');
+}
+
+/**
+ * A kubeconfig of the ServiceAccount `namespace/name`, through a token from the TokenRequest API
+ * (the API server's audience, 12 hours): the identity a pod running as that account has.
+ */
+export async function serviceAccountKubeConfig(
+  admin: k8s.KubeConfig,
+  namespace: string,
+  name: string,
+): Promise<k8s.KubeConfig> {
   const { status } = await admin.makeApiClient(k8s.CoreV1Api).createNamespacedServiceAccountToken({
-    name: 'pulumi-mc-hooks',
-    namespace: 'pulumi-system',
+    name,
+    namespace,
     body: { spec: { audiences: [], expirationSeconds: 12 * 3600 } },
   });
+  return kubeConfigAs(admin, { name, token: defined(status?.token, 'the TokenRequest returns a token') });
+}
+
+/**
+ * A kubeconfig of the admin's credentials that acts as `user` (the `Impersonate-User` header, as
+ * `kubectl --as=<user>`): the API server authorizes every request as that user, with no groups
+ * but system:authenticated.
+ */
+export function impersonating(admin: k8s.KubeConfig, user: string): k8s.KubeConfig {
+  const self = defined(admin.getCurrentUser(), 'the admin kubeconfig names its user');
+  return kubeConfigAs(admin, { ...self, name: user, impersonateUser: user });
+}
+
+function kubeConfigAs(admin: k8s.KubeConfig, user: k8s.User): k8s.KubeConfig {
   const cluster = defined(admin.getCurrentCluster(), 'the admin kubeconfig names its cluster');
   const kc = new k8s.KubeConfig();
   kc.loadFromOptions({
     clusters: [{ ...cluster, name: 'testbed' }],
-    users: [{ name: 'pulumi-mc-hooks', token: defined(status?.token, 'the TokenRequest returns a token') }],
-    contexts: [{ name: 'hooks', cluster: 'testbed', user: 'pulumi-mc-hooks' }],
-    currentContext: 'hooks',
+    users: [user],
+    contexts: [{ name: user.name, cluster: 'testbed', user: user.name }],
+    currentContext: user.name,
   });
   return kc;
 }
@@ -302,7 +331,7 @@ function operatorOf(
   node: RealNode,
   objects: k8s.KubernetesObjectApi,
   hooks: { port: number; url: string; credentials: HookCredentials },
-  lifecycle: Pick<Operator, 'restartHooks' | 'hookEvents' | 'stop'>,
+  lifecycle: Pick<Operator, 'restartHooks' | 'hookEvents' | 'hookEventsIdle' | 'stop'>,
 ): Operator {
   const kc = cp.kubeConfig;
   const client = hookClient(hooks);

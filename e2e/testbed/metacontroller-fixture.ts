@@ -27,6 +27,8 @@ export const PARENTS = res(`${GROUP}/v1`, 'parents', 'Parent');
 export const TARGETS = res(`${GROUP}/v1`, 'targets', 'Target');
 export const CONFIGMAPS = res('v1', 'configmaps', 'ConfigMap');
 export const SECRETS = res('v1', 'secrets', 'Secret');
+export const SERVICEACCOUNTS = res('v1', 'serviceaccounts', 'ServiceAccount');
+export const CLUSTERROLES = res('rbac.authorization.k8s.io/v1', 'clusterroles', 'ClusterRole', false);
 export const CRDS = res('apiextensions.k8s.io/v1', 'customresourcedefinitions', 'CustomResourceDefinition', false);
 
 // ---------------------------------------------------------------------------------------------
@@ -40,6 +42,8 @@ export interface ParentSpec {
   relatedConfigMap?: string;
   malformed?: boolean;
   resyncAfterSeconds?: number;
+  /** Children answered exactly as given (any kind, any namespace), after the others. */
+  verbatim?: object[];
 }
 type ObjectMap = Record<string, Record<string, KObject>>;
 /** A hook request, any of the four (customize, sync, finalize, decorator sync): fields by hook. */
@@ -192,6 +196,7 @@ function parentsHook(path: string, body: HookRequest): unknown {
       data: { v: Buffer.from(spec.secret).toString('base64') },
     });
   }
+  if (!finalizing) children.push(...(spec.verbatim ?? []));
   const status: Record<string, unknown> = { children: children.length };
   if (spec.value !== undefined) status.value = spec.value;
   const related = spec.relatedConfigMap

@@ -21,6 +21,7 @@ import {
   type Call,
   calls,
   CC_NAME,
+  CLUSTERROLES,
   CONFIGMAPS,
   controllers,
   crd,
@@ -35,6 +36,7 @@ import {
   PARENTS,
   refused,
   SECRETS,
+  SERVICEACCOUNTS,
   startHooks,
   TARGETS,
 } from './metacontroller-fixture';
@@ -203,6 +205,62 @@ describe('CompositeController', () => {
     await patch(PARENTS, ns, 'p3', { spec: { children: ['b'] } });
     await eventually('p3-a deleted', async () => (await getOrUndefined(CONFIGMAPS, ns, 'p3-a')) === undefined);
     expect(await getOrUndefined(CONFIGMAPS, ns, 'p3-b')).toBeDefined();
+  });
+
+  test('creates every child the hook answers, of any kind, where it says; observes only declared kinds in its namespace', async () => {
+    // What a hook answers is what Metacontroller writes (pkg/controller/common/manage_children.go):
+    // any kind discovery knows, in the namespace the child names (the parent's when it names none).
+    // It lists children again only of the declared kinds and in the parent's namespace
+    // (claimChildren in pkg/controller/composite/controller.go), so only those are deleted when the
+    // hook stops answering them.
+    const ns = await namespace();
+    const other = await namespace();
+    // The garbage collector removes a child whose owner reference cannot resolve (a parent in
+    // another namespace, or a namespaced parent of a cluster-scoped child) at once: watch for them.
+    const created = new Set<string>();
+    for (const r of [CONFIGMAPS, CLUSTERROLES]) {
+      const { resourceVersion } = await kube.list(r);
+      void kube.watch(r, resourceVersion, (e) => {
+        if (e.type === 'ADDED')
+          created.add(`${e.object.kind} ${e.object.metadata.namespace ?? ''}/${e.object.metadata.name}`);
+      });
+    }
+    const clusterRole = `pko-test-${ns}`;
+    const verbatim = [
+      { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'v-here' }, data: { v: '1' } },
+      { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'v-there', namespace: other }, data: { v: '1' } },
+      { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'v-undeclared' } },
+      // Cluster-scoped: the parent's namespace, filled in, is ignored.
+      { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', metadata: { name: clusterRole }, rules: [] },
+    ];
+    const parent = await createParent(ns, 'v', { verbatim });
+    const uid = parent.metadata.uid!;
+    const here = await eventually("the child in the parent's namespace", () =>
+      getOrUndefined(CONFIGMAPS, ns, 'v-here'),
+    );
+    const undeclared = await eventually('the child of an undeclared kind', () =>
+      getOrUndefined(SERVICEACCOUNTS, ns, 'v-undeclared'),
+    );
+    for (const o of [here, undeclared]) {
+      expect(o.metadata.ownerReferences).toEqual([
+        { apiVersion: `${GROUP}/v1`, kind: 'Parent', name: 'v', uid, controller: true, blockOwnerDeletion: true },
+      ]);
+      expect(o.metadata.labels).toEqual({ 'controller-uid': uid });
+    }
+    await eventually('the child in another namespace', () => created.has(`ConfigMap ${other}/v-there`));
+    await eventually('the cluster-scoped child', () => created.has(`ClusterRole /${clusterRole}`));
+    const seen = await eventually('a sync request that shows the child', () =>
+      syncCalls(uid).find((c) => c.body.children?.['ConfigMap.v1']?.[`${ns}/v-here`] !== undefined),
+    );
+    expect(Object.keys(seen.body.children ?? {}).sort()).toEqual(['ConfigMap.v1', 'Secret.v1']);
+    expect(Object.keys(seen.body.children?.['ConfigMap.v1'] ?? {})).toEqual([`${ns}/v-here`]);
+
+    await patch(PARENTS, ns, 'v', { spec: { verbatim: [] } });
+    await eventually('status of generation 2', async () =>
+      statusOf(await kube.get(PARENTS, ns, 'v'))?.observedGeneration === 2 ? true : undefined,
+    );
+    expect(await getOrUndefined(CONFIGMAPS, ns, 'v-here')).toBeUndefined();
+    expect(await getOrUndefined(SERVICEACCOUNTS, ns, 'v-undeclared')).toBeDefined();
   });
 
   test('resyncAfterSeconds calls sync again; a steady state writes nothing', async () => {
