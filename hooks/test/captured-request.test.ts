@@ -98,7 +98,7 @@ describe('sync requests recorded from a real cluster, a Stack at rest', () => {
     expectAsLastApplied(response.children, objects(stack.request.children), stack.request.parent, ['Update']);
   });
 
-  it('the Workspace: Ready, its StatefulSet, Service and Role as last applied, the same pod template', () => {
+  it('the Workspace: Ready, its StatefulSet, Service, Role and status ConfigMap as last applied, the same pod template', () => {
     const response = syncWorkspace(workspace.request, { config, now: NOW });
     expect(condition(response.status, 'Ready')).toMatchObject({ status: 'True', reason: 'Succeeded' });
     expect(condition(response.status, 'Stalled')).toBeUndefined();

@@ -184,6 +184,7 @@ const expectations: Record<string, { path: string; status: number; check: (body:
         'Service/my-stack-workspace',
         'Role/my-stack-workspace',
         'RoleBinding/my-stack-workspace',
+        'ConfigMap/my-stack-workspace-status',
       ]);
       expect(condition(b.status, 'Ready')).toMatchObject({ status: 'False', reason: 'WaitingForReplicas' });
     },

@@ -8,7 +8,7 @@ import fc from 'fast-check';
 import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import type { Stack } from '../../schemas/generated/types';
-import { Annotations } from '../../contract';
+import { Annotations, WORKSPACE_STATUS_KEY } from '../../contract';
 import { buildServer } from '../src/server';
 import { LAST_APPLIED_ANNOTATION, type KObject } from '../src/lib/k8s';
 import {
@@ -133,15 +133,16 @@ describe('values nested thousands of levels deep', () => {
         expect(stackSyncAnswer(res.json).status.lastUpdate?.message).toMatch(/completed without reporting a result/);
       });
 
-      it("in the workspace's status annotation: not a report, so the Workspace is not ready yet", async () => {
+      it("in the workspace's status ConfigMap: not a report, so the Workspace is not ready yet", async () => {
         const { cluster } = toFirstJob();
         const workspace = cluster.find((c) => c.kind === 'Workspace');
-        const broken = annotate(
-          cluster.filter((c) => c.kind === 'StatefulSet'),
-          'StatefulSet',
-          Annotations.workspaceStatus,
-          deep,
+        const own = cluster.filter(
+          (c) =>
+            c.kind === 'StatefulSet' || (c.kind === 'ConfigMap' && c.metadata.name === 'my-stack-workspace-status'),
         );
+        const ready = await post('/workspace/sync', { controller, parent: workspace, children: objectMap(...own) });
+        expect(condition(workspaceSyncAnswer(ready.json).status, 'Ready')).toMatchObject({ status: 'True' });
+        const broken = own.map((c) => (c.kind === 'ConfigMap' ? { ...c, data: { [WORKSPACE_STATUS_KEY]: deep } } : c));
         const res = await post('/workspace/sync', { controller, parent: workspace, children: objectMap(...broken) });
         expect(res.status).toBe(200);
         expect(condition(workspaceSyncAnswer(res.json).status, 'Ready')).toMatchObject({ status: 'False' });

@@ -241,6 +241,22 @@ describe('the approval gate', () => {
     expect(up && operationOf(up).plan).toBeUndefined();
   });
 
+  it('waits a day at a time for a plan centuries from expiring, and refuses an expiry longer than Go allows', () => {
+    const a = toAwaiting(gated({ approval: { required: true, expiresAfter: '2000000h' } }));
+    expect(a.res.status.plan?.expiresAt).toBe('2255-01-19T18:01:00Z');
+    expect(a.res.resyncAfterSeconds).toBe(24 * 3600);
+    // The same for an expiry anyone with access to the status could write.
+    const forged = structuredClone(a.stack);
+    forged.status!.plan!.expiresAt = '9999-12-31T23:59:59Z';
+    expect(step(forged, a.cluster).res.resyncAfterSeconds).toBe(24 * 3600);
+    // Go's longest duration is 2562047h47m16.854775807s: one hour more is no duration there, nor here.
+    const tooLong = syncStack(
+      syncRequest(gated({ approval: { required: true, expiresAfter: '2562048h' } }), [], related),
+      ctx(),
+    );
+    expect(condition(tooLong.status, 'Stalled')?.message).toContain('spec.approval.expiresAfter: "2562048h"');
+  });
+
   it('is SpecInvalid for an expiry that is not a positive duration, naming the field', () => {
     const res = syncStack(syncRequest(gated({ approval: { required: true, expiresAfter: '0s' } }), [], related), ctx());
     expect(condition(res.status, 'Stalled')).toMatchObject({ reason: 'SpecInvalid' });

@@ -207,9 +207,9 @@ describe('drift detection', () => {
     );
     const absorbed = syncStack(syncRequest(made.stack, done), at('2026-11-22T10:07:30Z'));
     expect(absorbed.status.lastUpdate).toMatchObject({ name: up!.metadata.name, state: 'succeeded' });
-    expect(nextDriftCheck(withStatus(made.stack, absorbed), absorbed.status)?.toISOString()).toBe(
-      '2026-11-22T10:07:30.000Z',
-    );
+    expect(
+      nextDriftCheck(withStatus(made.stack, absorbed), absorbed.status, at('2026-11-22T10:07:30Z').now)?.toISOString(),
+    ).toBe('2026-11-22T10:07:30.000Z');
   });
 
   it('never overlaps an update: a spec change waits for the running check, then runs', () => {
@@ -246,9 +246,33 @@ describe('drift detection', () => {
     expect(res.status.currentUpdate?.name).toMatch(/^my-stack-up-/);
   });
 
+  it.each(['+275760-09-13T00:00:00Z', '9999-12-31T23:59:59Z'])(
+    'an operation that claims to end at %s: the end is unknown, the schedule runs from the clock, no wait exceeds a day',
+    (endTime) => {
+      const { stack, cluster, job } = toFirstJob(makeStack({ driftDetection: { schedule: '0 */6 * * *' } }));
+      const done = jobFinishes(cluster, job.metadata.name, { state: 'succeeded', outputs: {} }, endTime);
+      const absorbed = syncStack(syncRequest(stack, done), at(UP_ENDED));
+      // Unknown, as if the Job had not said: the Stack records when it saw the result.
+      expect(absorbed.status.lastUpdate).toMatchObject({ state: 'succeeded', lastResyncTime: UP_ENDED });
+      const update = absorbed.children.find((c) => c.kind === 'Update');
+      expect((update?.status as { endTime?: string } | undefined)?.endTime).toBeUndefined();
+      const later = syncStack(
+        syncRequest(withStatus(stack, absorbed), applyChildren(done, absorbed.children)),
+        at('2026-11-22T10:30:00Z'),
+      );
+      expect(later.resyncAfterSeconds).toBe(90 * 60);
+      // Forged into the status itself: unknown too, so the next check is counted from the epoch (due now).
+      const forged = withStatus(stack, absorbed);
+      forged.status!.lastUpdate!.lastResyncTime = endTime;
+      const due = syncStack(syncRequest(forged, applyChildren(done, absorbed.children)), at('2026-11-22T10:30:00Z'));
+      expect(driftChecks(due)).toHaveLength(1);
+      for (const res of [absorbed, later, due]) expect(res.resyncAfterSeconds ?? 0).toBeLessThanOrEqual(24 * 3600);
+    },
+  );
+
   it('follows a cron schedule (UTC)', () => {
     const { stack } = deployed({ driftDetection: { schedule: '0 */6 * * *' } });
-    expect(nextDriftCheck(stack, stack.status!)?.toISOString()).toBe('2026-11-22T12:00:00.000Z');
+    expect(nextDriftCheck(stack, stack.status!, NOW)?.toISOString()).toBe('2026-11-22T12:00:00.000Z');
   });
 
   it.each([

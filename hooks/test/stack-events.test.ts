@@ -17,6 +17,7 @@ import {
   workspaceFails,
 } from './builders';
 import { ctx, syncStarting, toFirstJob } from './stories';
+import { hasControlCharacter } from './answers';
 
 /** The events of one sync: the request (observed Stack and children) and its answer. */
 function eventsOf(
@@ -251,6 +252,23 @@ describe('events of a Stack sync', () => {
     const b = failureEvents(makeStack({}, { uid: '00000000-0000-4000-8000-000000000000' }));
     expect([...a, ...b].map((e) => e.reason)).toEqual(['StackUpdateFailure', 'StackUpdateFailure']);
     expect(a[0]?.name).not.toBe(b[0]?.name);
+  });
+
+  it('control characters from a spec key or a failure message are escaped in the condition and the event', () => {
+    // ESC [31m (red), BEL and a newline that would forge a line of kubectl describe's output.
+    const key = 'a\u001b[31m\u0007\nWarning  Forged  1s  event';
+    const invalid = sync(makeStack({ secretsRef: { [key]: { type: 'Env' } } }), []);
+    const escaped = 'spec.secretsRef.a\\x1b[31m\\x07\\nWarning  Forged  1s  event';
+    const stalled = invalid.res.status.conditions?.find((c) => c.type === 'Stalled');
+    expect(stalled?.message).toContain(escaped);
+    expect(invalid.events[0]?.message).toContain(escaped);
+    const { stack, cluster, job } = toFirstJob();
+    const done = jobFinishes(cluster, job.metadata.name, { state: 'failed', message: 'line 1\r\nline 2\u009b2J' });
+    expect(brief(sync(stack, done).events)).toEqual([
+      { type: 'Warning', reason: 'StackUpdateFailure', message: 'Failed to update stack: line 1\\r\\nline 2\\x9b2J' },
+    ]);
+    for (const text of [...(invalid.res.status.conditions ?? []).map((c) => c.message), invalid.events[0]?.message])
+      expect(hasControlCharacter(text ?? '')).toBe(false);
   });
 
   it('a long failure message is cut to 1 kB at a character boundary', () => {

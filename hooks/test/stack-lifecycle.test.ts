@@ -1,4 +1,4 @@
-import { Annotations, SECRET_MASK } from '../../contract';
+import { SECRET_MASK, WORKSPACE_STATUS_KEY } from '../../contract';
 import { syncStack } from './controllers';
 import { stableStringify } from '../src/lib/json';
 import {
@@ -275,23 +275,19 @@ describe('workspace failures', () => {
     const stack = makeStack();
     const r1 = syncStack(syncRequest(stack), ctx());
     const cluster = applyChildren([], r1.children).map((c) =>
-      c.kind === 'StatefulSet'
+      c.kind === 'ConfigMap' && c.metadata.name === 'my-stack-workspace-status'
         ? {
             ...c,
-            metadata: {
-              ...c.metadata,
-              annotations: {
-                ...c.metadata.annotations,
-                [Annotations.workspaceStatus]: JSON.stringify({
-                  hash: 'old',
-                  state: 'Failed',
-                  reason: 'InstallationFailed',
-                }),
-              },
+            data: {
+              [WORKSPACE_STATUS_KEY]: JSON.stringify({ hash: 'old', state: 'Failed', reason: 'InstallationFailed' }),
             },
           }
         : c,
     );
+    // The same report for the current template stalls it.
+    const current = workspaceFails(applyChildren([], r1.children), 'InstallationFailed', 'failed');
+    const stalled = syncStack(syncRequest(withStatus(stack, r1), current), ctx());
+    expect(condition(stalled.status, 'Stalled')).toMatchObject({ status: 'True' });
     const res = syncStack(syncRequest(withStatus(stack, r1), cluster), ctx());
     expect(condition(res.status, 'Reconciling')?.message).toBe('waiting for workspace readiness');
   });

@@ -1,7 +1,7 @@
 /**
  * A workspace that cannot verify its callers (its ServiceAccount lacks system:auth-delegator): the
- * agent reports Failed/Unauthenticated on its StatefulSet; the Stack stalls with that reason and
- * the fix, starts no Job the workspace would refuse, and recovers when the report turns Ready.
+ * agent reports Failed/Unauthenticated in its status ConfigMap; the Stack stalls with that reason
+ * and the fix, starts no Job the workspace would refuse, and recovers when the report turns Ready.
  */
 import type { Stack } from '../../schemas/generated/types';
 import { stackEvents } from '../src/stack/events';

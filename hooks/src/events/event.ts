@@ -11,6 +11,7 @@
  */
 import { Labels } from '../../../contract';
 import { isRecord, shortHash } from '../lib/json';
+import { printable } from '../lib/printable';
 
 export interface ObjectReference {
   apiVersion: string;
@@ -75,8 +76,8 @@ const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$/;
 
 /**
  * The maker of the events about one object: each named `<object>.<hash>` of the object's uid, the
- * reason and `about` (what tells this occurrence from another), its message cut to what the API
- * server accepts.
+ * reason and `about` (what tells this occurrence from another), its message with control
+ * characters escaped (lib/printable.ts) and cut to what the API server accepts.
  */
 export function eventsAbout(
   regarding: ObjectReference & { uid: string },
@@ -88,7 +89,7 @@ export function eventsAbout(
     regarding,
     labels,
     ...e,
-    message: truncateUtf8(e.message, MAX_MESSAGE_BYTES),
+    message: truncateUtf8(printable(e.message), MAX_MESSAGE_BYTES),
   });
 }
 

@@ -2,6 +2,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { PROTOTYPE_KEY_PROBLEM } from '../lib/json';
 import { ChildNotVerified, MalformedRequest } from '../lib/k8s';
 import { refusedKeyOf } from './body-parser';
+import { NoRoomForBody, overloaded } from './guard';
 
 /** What was wrong with a malformed request: the field as a JSON Pointer into the body, and why. */
 export interface RequestProblem {
@@ -43,6 +44,10 @@ export function installErrorHandler(app: FastifyInstance): void {
         reply,
         validationProblem(first?.instancePath ?? '', first?.keyword, first?.params, first?.message),
       );
+    }
+    if (error instanceof NoRoomForBody) {
+      request.hookLog = { message: 'refused a hook request: no room for its body', fields: {} };
+      return overloaded(reply);
     }
     const status = error.statusCode ?? 500;
     if (status === 413) return reply.code(413).send({ error: 'Payload Too Large', message: error.message });

@@ -1,8 +1,8 @@
 /**
  * How the hooks keep a child they cannot compute now (an invalid spec, a running operation, a held
  * workspace) without ever taking what the child says as what they want. Anyone who may patch a
- * child (a namespace editor a ConfigMap, the workspace pod's account its StatefulSet) may write its
- * annotations, Metacontroller's last-applied copy included, so that copy alone proves nothing:
+ * child (a namespace editor a ConfigMap or a StatefulSet) may write its annotations,
+ * Metacontroller's last-applied copy included, so that copy alone proves nothing:
  *
  * - an OnDelete child (Updates, Jobs, the kinds of earlier versions) is kept by identity only: the
  *   hooks write its kind, name and namespace themselves ({@link byIdentity}); Metacontroller never

@@ -12,6 +12,7 @@ import { PLAN_NOT_FOUND, rfc3339 } from '../../../contract';
 import { parseDuration } from '../lib/duration';
 import { isRecord } from '../lib/json';
 import type { KObject } from '../lib/k8s';
+import { observedDeadline, observedTime } from '../lib/time';
 import type { Condition, Mark } from './conditions';
 import { buildUpdate, type UpdateIdentity, type UpdateOutcome } from './update';
 
@@ -164,8 +165,8 @@ export function recordPlan(
   delete plan.expiresAt;
   const after = stack.spec?.approval?.expiresAfter;
   const ms = after !== undefined ? parseDuration(after) : undefined;
-  const created = Date.parse(createdAt);
-  if (ms !== undefined && ms > 0 && !Number.isNaN(created)) plan.expiresAt = rfc3339(new Date(created + ms));
+  const created = observedTime(createdAt, now);
+  if (ms !== undefined && ms > 0 && created !== undefined) plan.expiresAt = rfc3339(new Date(created + ms));
   status.plan = plan;
   delete status.currentUpdate;
   return true;
@@ -298,7 +299,7 @@ export function approvalGate(input: GateInput): GateAnswer {
     return { start: preview };
   }
   if (plan.state === 'AwaitingApproval') {
-    const expires = plan.expiresAt ? Date.parse(plan.expiresAt) : NaN;
+    const expires = observedDeadline(plan.expiresAt);
     if (rejected) {
       setState(
         plan,
@@ -308,7 +309,7 @@ export function approvalGate(input: GateInput): GateAnswer {
       );
     } else if (approved) {
       setState(plan, 'Approved', now, `plan ${plan.id} was approved; applying it`);
-    } else if (!Number.isNaN(expires) && now.getTime() >= expires) {
+    } else if (expires !== undefined && now.getTime() >= expires) {
       setState(
         plan,
         'Expired',
@@ -316,7 +317,7 @@ export function approvalGate(input: GateInput): GateAnswer {
         `plan ${plan.id} expired at ${plan.expiresAt} without an approval; nothing was applied`,
       );
     } else {
-      const wait = Number.isNaN(expires) ? undefined : Math.max(1, Math.ceil((expires - now.getTime()) / 1000));
+      const wait = expires === undefined ? undefined : (expires - now.getTime()) / 1000;
       return {
         mark: {
           kind: 'reconciling',

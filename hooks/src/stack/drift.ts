@@ -14,6 +14,7 @@ import { MAX_CHANGED_URNS, rfc3339 } from '../../../contract';
 import { parseDuration } from '../lib/duration';
 import { isRecord, shortHash } from '../lib/json';
 import type { KObject } from '../lib/k8s';
+import { observedTime } from '../lib/time';
 import { buildUpdate, UpdateAnnotations, type UpdateOutcome } from './update';
 
 /** On a drift check's Update: the time the check was due (what it runs for). */
@@ -71,10 +72,8 @@ export function isDriftCheck(update: KObject): boolean {
   );
 }
 
-const time = (t: string | undefined): number => {
-  const ms = t ? Date.parse(t) : NaN;
-  return Number.isNaN(ms) ? -Infinity : ms;
-};
+/** An observed time (lib/time.ts); an unknown one is earlier than any. */
+const time = (t: string | undefined, now: Date): number => observedTime(t, now) ?? -Infinity;
 
 /**
  * Whether drift checks may run for the Stack now: enabled and the last operation an `up` that
@@ -90,12 +89,12 @@ export function driftChecksApply(stack: Stack, status: StackStatus): boolean {
  * `up` has just compared program and resources). Right away after an update that followed a check
  * that found drift: to confirm that it is gone. Undefined when the schedule is invalid.
  */
-export function nextDriftCheck(stack: Stack, status: StackStatus): Date | undefined {
+export function nextDriftCheck(stack: Stack, status: StackStatus, now: Date): Date | undefined {
   const schedule = parseSchedule(stack.spec?.driftDetection?.schedule ?? '');
   if (typeof schedule === 'string') return undefined;
   const check = status.lastDriftCheck;
-  const updated = time(status.lastUpdate?.lastResyncTime);
-  const checked = time(check?.time);
+  const updated = time(status.lastUpdate?.lastResyncTime, now);
+  const checked = time(check?.time, now);
   if (check?.drifted === true && updated > checked) return new Date(updated);
   const base = Math.max(updated, checked, 0);
   if ('interval' in schedule) return new Date(base + schedule.interval);
@@ -124,13 +123,13 @@ export function buildDriftCheck(stack: Stack, due: Date): KObject {
 }
 
 /** Whether the Stack should run `up` now to undo drift that its last check found. */
-export function remediationDue(stack: Stack, status: StackStatus): boolean {
+export function remediationDue(stack: Stack, status: StackStatus, now: Date): boolean {
   const check = status.lastDriftCheck;
   return (
     stack.spec.driftDetection?.remediate === true &&
     check?.state === 'succeeded' &&
     check.drifted === true &&
-    time(status.lastUpdate?.lastResyncTime) < time(check.time)
+    time(status.lastUpdate?.lastResyncTime, now) < time(check.time, now)
   );
 }
 
@@ -154,8 +153,9 @@ export function checkToRecord<C extends { update: KObject; outcome: UpdateOutcom
   checks: readonly C[],
   stack: Stack,
   status: StackStatus,
+  now: Date,
 ): C | undefined {
-  const due = nextDriftCheck(stack, status);
+  const due = nextDriftCheck(stack, status, now);
   if (due === undefined) return undefined;
   const name = driftCheckName(stack, due);
   if (name === status.lastDriftCheck?.name) return undefined;
@@ -186,7 +186,8 @@ function driftCondition(check: DriftCheckState): Pick<StackCondition, 'status' |
 export function recordDriftCheck(status: StackStatus, name: string, outcome: UpdateOutcome, generation: number): void {
   const { result } = outcome;
   const check: DriftCheckState = {
-    time: outcome.endTime ?? result.endTime ?? '',
+    // The outcome's end is a known time (update.ts), or there is none.
+    time: outcome.endTime ?? '',
     name,
     state: result.state,
     message: result.message,

@@ -21,6 +21,7 @@ import {
   type ChildRule,
 } from '../lib/kept-children';
 import { observedCondition } from '../lib/conditions';
+import { resyncAfter } from '../lib/time';
 import {
   approvalGate,
   approvalRequired,
@@ -169,10 +170,11 @@ function observe(
   namespace: string,
   current: string | undefined,
   steps: SyncSteps,
+  now: Date,
 ): Observed {
   const updates = objectsOf(children, 'Update', WORKSPACE_API_VERSION)
     .filter((update) => isUpdateName(stack, update.metadata.name))
-    .map((update) => ({ update, outcome: updateOutcome(update, checkUpdateResult) }));
+    .map((update) => ({ update, outcome: updateOutcome(update, checkUpdateResult, now) }));
   // An earlier version recorded its Job in status.currentUpdate before Metacontroller created it;
   // only that Job is its operation (anyone who may create Jobs can label one as the Stack's).
   const job =
@@ -181,7 +183,7 @@ function observe(
       : objectsOf<V1Job>(children, 'Job', 'batch/v1').find((j) => j.metadata.name === current);
   const legacyJob: ObservedUpdate | undefined = job && {
     update: job,
-    outcome: jobOutcome(job, steps.updateResult(job.metadata.annotations?.[Annotations.updateResult])),
+    outcome: jobOutcome(job, steps.updateResult(job.metadata.annotations?.[Annotations.updateResult]), now),
     legacy: true,
   };
   const legacyRunning =
@@ -348,7 +350,7 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
   if (request !== '') status.observedReconcileRequest = request;
   // The operation the observed status names: recorded before its Update was made (step 8).
   const started = status.currentUpdate;
-  const observed = observe(req.children, name, namespace, started?.name, steps);
+  const observed = observe(req.children, name, namespace, started?.name, steps, now);
 
   // Digests of the InPlace children already known (a cached Workspace's, a verified kept child's).
   const known = new Map<KObject, string>();
@@ -372,12 +374,15 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
     // Called again when the next finished Update's TTL runs out, unless something else comes first.
     const wake = retained.resyncAfterSeconds;
     if (wake !== undefined && (answer.resyncAfterSeconds ?? Infinity) > wake) answer.resyncAfterSeconds = wake;
+    const wait = resyncAfter(answer.resyncAfterSeconds);
+    if (wait === undefined) delete answer.resyncAfterSeconds;
+    else answer.resyncAfterSeconds = wait;
     return answer;
   };
   // Finished Updates go once their result is in the observed status and their TTL has passed: all
   // but the one the status names (and a preview whose plan the status still refers to).
   // A drift check is absorbed once it is not the one whose result the status is yet to record.
-  const unrecordedCheck = checkToRecord(observed.driftChecks, stack, status);
+  const unrecordedCheck = checkToRecord(observed.driftChecks, stack, status, now);
   const retained = retainUpdates(
     [
       ...observed.updates.map((o) => ({

@@ -18,6 +18,7 @@ import { observedCondition } from '../lib/conditions';
 import { isRecord, shortHash } from '../lib/json';
 import type { KObject } from '../lib/k8s';
 import { strategicMerge } from '../lib/merge';
+import { knownTime, observedTime } from '../lib/time';
 import { operationType } from '../update/job';
 import { WORKSPACE_API_VERSION } from './workspace';
 
@@ -165,6 +166,7 @@ const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : und
 export function updateOutcome(
   update: KObject,
   check: (result: UpdateResult) => UpdateResult,
+  now: Date,
 ): UpdateOutcome | undefined {
   const complete = observedCondition(update.status, 'Complete');
   if (complete?.status !== 'True') return undefined;
@@ -177,8 +179,10 @@ export function updateOutcome(
     message: str(status.message) ?? str(complete.message) ?? '',
   };
   if (failed?.status === 'True' && str(failed.reason)) result.reason = failed.reason;
-  for (const key of ['permalink', 'startTime', 'endTime'] as const) {
-    const v = str(status[key]);
+  const permalink = str(status.permalink);
+  if (permalink !== undefined) result.permalink = permalink;
+  for (const key of ['startTime', 'endTime'] as const) {
+    const v = knownTime(status[key], now);
     if (v !== undefined) result[key] = v;
   }
   const info = status.projectInfo;
@@ -199,17 +203,17 @@ export function updateOutcome(
       .slice(0, MAX_CHANGED_URNS);
   const changes = parseResourceChanges(status.resourceChanges);
   if (changes) result.resourceChanges = changes;
-  return { result: check(result), endTime: result.endTime ?? str(complete.lastTransitionTime) };
+  return { result: check(result), endTime: result.endTime ?? knownTime(complete.lastTransitionTime, now) };
 }
 
 /** When a finished Update may go (ms since the epoch): its end plus `ttlAfterCompleted`; undefined while it runs. */
-export function updateExpiry(update: KObject): number | undefined {
+export function updateExpiry(update: KObject, now: Date): number | undefined {
   const complete = observedCondition(update.status, 'Complete');
   if (complete?.status !== 'True') return undefined;
-  const end = Date.parse(
-    str(isRecord(update.status) ? update.status.endTime : undefined) ?? complete.lastTransitionTime ?? '',
-  );
-  if (Number.isNaN(end)) return undefined;
+  const end =
+    observedTime(isRecord(update.status) ? update.status.endTime : undefined, now) ??
+    observedTime(complete.lastTransitionTime, now);
+  if (end === undefined) return undefined;
   const ttl = isRecord(update.spec) ? str(update.spec.ttlAfterCompleted) : undefined;
   const ms = parseDuration(ttl ?? DEFAULT_TTL);
   return ms === undefined ? undefined : end + ms;

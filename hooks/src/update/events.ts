@@ -131,7 +131,7 @@ export function expiredUpdateEvents(
   return objectsOf<Update>(observed, 'Update', AUTO_GROUP_VERSION).flatMap((update) => {
     const name = update.metadata.name;
     if (kept.has(name) || !isUpdateName(stack, name)) return [];
-    const expiry = updateExpiry(update);
+    const expiry = updateExpiry(update, now);
     const regarding = referenceTo(update, AUTO_GROUP_VERSION, 'Update');
     if (expiry === undefined || expiry > now.getTime() || !regarding) return [];
     return [

@@ -1,21 +1,23 @@
 /**
  * The Workspace controller's sync hook (auto.pulumi.com/v1alpha1 Workspace, a CompositeController):
- * a pure function from the observed Workspace and its children to its StatefulSet, headless Service
- * and Role, and its status, as upstream's Workspace reconciler reports it
+ * a pure function from the observed Workspace and its children to its StatefulSet, headless Service,
+ * Role and status ConfigMap, and its status, as upstream's Workspace reconciler reports it
  * (https://github.com/pulumi/pulumi-kubernetes-operator/blob/475dbc6c9d34ccab38ba1d3b16c924dd8a1c59b1/operator/internal/controller/auto/workspace_controller.go).
- * Readiness comes from the rollout and from the agent's own report on the StatefulSet.
+ * Readiness comes from the rollout and from the agent's own report in the status ConfigMap.
  */
 import type { V1StatefulSet } from '@kubernetes/client-node';
 import type { Workspace, WorkspaceStatus } from '../../../schemas/generated/types';
+import { validateWorkspace } from '../../../schemas';
 import { Annotations } from '../../../contract';
 import type { HookConfig } from '../config';
 import { setConditions, type DesiredCondition } from '../lib/conditions';
 import { MAX_NESTING, pathNestedDeeperThan, PROTOTYPE_KEY_PROBLEM, prototypeKeyPath, dottedPath } from '../lib/json';
 import { objectsOf, type KObject, type ObjectMap } from '../lib/k8s';
 import { checkAnswer, keptChild, recordDigests, recordedDigests, type ChildRule } from '../lib/kept-children';
-import { desiredWorkspace, workspaceAddress, workspaceName, type DesiredWorkspace } from './pod';
+import { desiredWorkspace, workspaceAddress, workspaceName, workspaceStatusName, type DesiredWorkspace } from './pod';
 import { workspaceRbac } from './rbac';
 import { workspaceReadiness, type WorkspaceReadiness } from './readiness';
+import { agentReport, observedStatusConfigMap, workspaceStatusConfigMap } from './status-configmap';
 
 export interface WorkspaceSyncRequest {
   parent: Workspace;
@@ -56,7 +58,10 @@ function conditionsOf(readiness: WorkspaceReadiness): DesiredCondition[] {
  */
 export const WORKSPACE_HOLD = 'pulumi.com/operation-in-progress';
 
-/** The kinds of child a Workspace has (manifests/metacontroller/workspace-controller.yaml), all InPlace. */
+/**
+ * The kinds of child a Workspace keeps as they are when held or invalid, all InPlace
+ * (manifests/metacontroller/workspace-controller.yaml); its status ConfigMap is always built anew.
+ */
 const CHILD_KINDS: [string, string][] = [
   ['StatefulSet', 'apps/v1'],
   ['Service', 'v1'],
@@ -65,9 +70,19 @@ const CHILD_KINDS: [string, string][] = [
 ];
 const IN_PLACE_KINDS: ReadonlySet<string> = new Set(CHILD_KINDS.map(([kind]) => kind));
 
-/** What a Workspace's answer may hold (checkAnswer): each kind, named `<workspace>-workspace`. */
+/**
+ * What a Workspace's answer may hold (checkAnswer): each kind, named `<workspace>-workspace`, and
+ * its status ConfigMap `<workspace>-workspace-status`.
+ */
 function childRules(workspace: string): ChildRule[] {
-  return CHILD_KINDS.map(([kind, apiVersion]) => ({ kind, apiVersion, name: (n) => n === workspaceName(workspace) }));
+  return [
+    ...CHILD_KINDS.map(([kind, apiVersion]) => ({
+      kind,
+      apiVersion,
+      name: (n: string) => n === workspaceName(workspace),
+    })),
+    { kind: 'ConfigMap', apiVersion: 'v1', name: (n) => n === workspaceStatusName(workspace) },
+  ];
 }
 
 /**
@@ -103,6 +118,14 @@ function specProblem(ws: Workspace): { reason: string; message: string } | undef
     return invalid(`${tooDeep} is nested more than ${MAX_WORKSPACE_NESTING} levels deep; no workspace needs that many`);
   const key = prototypeKeyPath(ws.spec);
   if (key !== undefined) return invalid(`${dottedPath('spec', key)}: ${PROTOTYPE_KEY_PROBLEM}`);
+  // The CRD's schema, as the API server checks it: a request it did not come through is read the same.
+  const schema = validateWorkspace({
+    apiVersion: ws.apiVersion,
+    kind: ws.kind,
+    metadata: { name: ws.metadata.name },
+    spec: ws.spec,
+  });
+  if (!schema.ok) return invalid(schema.errors.map((e) => `${e.path} ${e.message}`).join('; '));
   const stacks = Array.isArray(ws.spec?.stacks) ? ws.spec.stacks : [];
   if (stacks.length > 1) {
     const names = stacks
@@ -144,6 +167,9 @@ export function syncWorkspace(req: WorkspaceSyncRequest, ctx: WorkspaceSyncConte
           return kept.child;
         }),
     );
+  const statusConfigMap = observedStatusConfigMap(ws, req.children);
+  // Kept, the status ConfigMap is still built anew (never the agent's data as observed), if it exists.
+  const keptStatusConfigMap = statusConfigMap ? [workspaceStatusConfigMap(ws)] : [];
   const problem = specProblem(ws);
   if (problem !== undefined) {
     // Nothing is built from it; what the Workspace has stays as it is.
@@ -159,7 +185,7 @@ export function syncWorkspace(req: WorkspaceSyncRequest, ctx: WorkspaceSyncConte
       generation,
       ctx.now,
     );
-    return answer(status, keepAll());
+    return answer(status, [...keepAll(), ...keptStatusConfigMap]);
   }
   const observed = objectsOf<V1StatefulSet>(req.children, 'StatefulSet', 'apps/v1').find(
     (s) => s.metadata.name === workspaceName(name),
@@ -168,13 +194,13 @@ export function syncWorkspace(req: WorkspaceSyncRequest, ctx: WorkspaceSyncConte
   const desired = held ? undefined : (ctx.build ?? desiredWorkspace)(ws, ctx.config);
   // Held, the workspace is what runs: its readiness is the observed pod template's.
   const hash = desired?.hash ?? observed?.spec?.template?.metadata?.annotations?.[Annotations.workspaceHash] ?? '';
-  const readiness = workspaceReadiness(observed, hash);
+  const readiness = workspaceReadiness(observed, agentReport(observed, statusConfigMap), hash);
   const status: WorkspaceStatus = { address: workspaceAddress(name, namespace) };
   if (generation !== undefined) status.observedGeneration = generation;
   if (readiness.pulumiVersion) status.pulumiVersion = readiness.pulumiVersion;
   status.conditions = setConditions(ws.status?.conditions, conditionsOf(readiness), generation, ctx.now);
-  if (!desired) return answer(status, keepAll());
+  if (!desired) return answer(status, [...keepAll(), ...keptStatusConfigMap]);
   known.set(desired.statefulSet, desired.digests.statefulSet);
   known.set(desired.service, desired.digests.service);
-  return answer(status, [desired.statefulSet, desired.service, ...workspaceRbac(ws)]);
+  return answer(status, [desired.statefulSet, desired.service, ...workspaceRbac(ws), workspaceStatusConfigMap(ws)]);
 }
