@@ -108,7 +108,10 @@ test.each(ALL_DOCS)('the links of %s resolve (files and anchors)', (doc) => {
 test('observability.md describes every metric the hook server exports', async () => {
   const metrics = new HookMetrics();
   const noApi: ListWatch = { list: () => new Promise(() => undefined), watch: () => new Promise(() => undefined) };
-  const fromObjects = new ObjectGauges({ stacks: noApi, programs: noApi }, { log: { warn: () => undefined } });
+  const fromObjects = new ObjectGauges(
+    { stacks: noApi, programs: noApi, workspaces: noApi, updates: noApi },
+    { log: { warn: () => undefined } },
+  );
   const names = [
     ...(await metrics.registry.getMetricsAsJSON()).map((m) => m.name),
     ...(await fromObjects.metricNames()),

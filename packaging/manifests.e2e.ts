@@ -370,11 +370,14 @@ describe('install.yaml RBAC, applied', () => {
     for (const attrs of denied) {
       expect({ attrs, allowed: await api.can(user, groups, attrs) }).toEqual({ attrs, allowed: false });
     }
-    // The gauges of Stacks and Programs are read from the objects (docs/observability.md).
+    // The gauges of Stacks and Programs are read from the objects (docs/observability.md), and the
+    // events go only to Stacks, Workspaces and Updates the hooks watch (docs/security.md).
     for (const attrs of [
       { group: 'pulumi.com', resource: 'stacks', verb: 'list' },
       { group: 'pulumi.com', resource: 'stacks', verb: 'watch' },
       { group: 'pulumi.com', resource: 'programs', verb: 'list' },
+      { group: 'auto.pulumi.com', resource: 'workspaces', verb: 'watch' },
+      { group: 'auto.pulumi.com', resource: 'updates', verb: 'list' },
     ])
       expect({ attrs, allowed: await api.can(user, groups, attrs) }).toEqual({ attrs, allowed: true });
   }, 30_000);

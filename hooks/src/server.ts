@@ -36,7 +36,7 @@ export interface ServerDeps {
   objects?: ObjectsAccess;
   /** How often the TLS and token files are read again (default 30 s). */
   credentialsReloadMs?: number;
-  /** How long an event waits for its Stack to show in the Stack mirror (default 30 s). */
+  /** How long an event waits for its object to show in the mirror (default 30 s). */
   mirrorWaitMs?: number;
 }
 
@@ -153,17 +153,17 @@ export function buildServer(config: HookConfig, deps: ServerDeps = {}): HookServ
   if ('api' in objectsAccess) app.log.info({ via: objectsAccess.via }, 'gauges of Stacks and Programs: on');
   else app.log.info({ why: objectsAccess.off }, 'gauges of Stacks and Programs: off');
   const access = deps.events ?? { off: 'no Kubernetes API access given' };
-  // With the Stacks mirrored, events go only to Stacks the mirror holds (events/recorder.ts).
+  // With the objects mirrored, events go only to objects the mirror holds (events/recorder.ts).
   const events =
     'api' in access
       ? new EventRecorder(access.api, {
           log: app.log,
-          ...(objects ? { mirror: objects.stackMirror } : {}),
+          ...(objects ? { mirror: objects.mirror } : {}),
           ...(deps.mirrorWaitMs !== undefined ? { mirrorWaitMs: deps.mirrorWaitMs } : {}),
         })
       : undefined;
   if ('api' in access)
-    app.log.info({ via: access.via, onlyWatchedStacks: objects !== undefined }, 'Kubernetes Events on Stacks: on');
+    app.log.info({ via: access.via, onlyWatchedObjects: objects !== undefined }, 'Kubernetes Events on Stacks: on');
   else app.log.info({ why: access.off }, 'Kubernetes Events on Stacks: off');
   const budget = new BodyBudget(limits.bodyBytesInFlight);
   metrics.watchBodies(budget);

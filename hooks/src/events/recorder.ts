@@ -3,16 +3,17 @@
  * path: record() only queues, and a bounded number of writes run in the background. Nothing here
  * can delay or fail a hook answer: a full queue drops events, a failed write is logged.
  *
- * An event is written only about a Stack the hooks' own watch holds (objects/gauges.ts), with the
- * same namespace, name and uid: a request that names any other (forged by whoever reached the hook
- * port) writes nothing. A Stack not there yet (just created, the watch a moment behind
- * Metacontroller's) is waited for, a bounded time, off the write slots.
+ * An event is written only about an object (a Stack, Workspace or Update) the hooks' own watch
+ * holds (objects/gauges.ts), with the same kind, namespace, name and uid: a request that names any
+ * other (forged by whoever reached the hook port) writes nothing. An object not there yet (just
+ * created, the watch a moment behind Metacontroller's) is waited for, a bounded time, off the
+ * write slots.
  *
  * Each event has a name that every sync implying it computes again, so the API server answers a
  * repeated one with 409 AlreadyExists: that is the deduplication, and it is not logged as a failure.
  */
 import { hostname } from 'node:os';
-import type { StackMirror } from '../objects/gauges';
+import type { ObjectMirror } from '../objects/gauges';
 import { abortableSleep } from '../lib/sleep';
 import type { HookEvent } from './event';
 
@@ -58,11 +59,11 @@ export interface RecorderOptions {
   log: Log;
   /** The event's `reportingInstance`: the pod's name (its hostname). */
   reportingInstance?: string;
-  /** Events waiting to be written, or for their Stack to show in the mirror, at most; more are dropped. */
+  /** Events waiting to be written, or for their object to show in the mirror, at most; more are dropped. */
   capacity?: number;
-  /** The Stacks the hooks watch; without it (no list and watch of Stacks), every event is written. */
-  mirror?: StackMirror;
-  /** How long an event waits for its Stack to show in the mirror (default 30 s); then it is dropped. */
+  /** The objects the hooks watch; without it (no list and watch of them), every event is written. */
+  mirror?: ObjectMirror;
+  /** How long an event waits for its object to show in the mirror (default 30 s); then it is dropped. */
   mirrorWaitMs?: number;
   /** Writes in flight at most. */
   concurrency?: number;
@@ -133,7 +134,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 export class EventRecorder {
   private readonly queue: HookEvent[] = [];
   private inFlight = 0;
-  /** Events waiting for their Stack to show in the mirror. */
+  /** Events waiting for their object to show in the mirror. */
   private awaiting = 0;
   private closed = false;
   private readonly closing = new AbortController();
@@ -148,8 +149,8 @@ export class EventRecorder {
   private readonly warnEveryMs: number;
   private readonly clock: () => Date;
   private readonly instance: string;
-  /** Counts by outcome, for tests and logs; `unknownStack`: about a Stack the mirror does not hold. */
-  readonly counts = { written: 0, duplicate: 0, failed: 0, dropped: 0, unknownStack: 0 };
+  /** Counts by outcome, for tests and logs; `unknownObject`: about an object the mirror does not hold. */
+  readonly counts = { written: 0, duplicate: 0, failed: 0, dropped: 0, unknownObject: 0 };
 
   constructor(
     private readonly api: EventsApi,
@@ -180,11 +181,11 @@ export class EventRecorder {
           if (this.closed) this.counts.dropped++;
           else if (known) this.enqueue(e);
           else {
-            this.counts.unknownStack++;
-            const { namespace, name, uid } = e.regarding;
+            this.counts.unknownObject++;
+            const { kind, namespace, name, uid } = e.regarding;
             this.warn(
-              { event: e.name, reason: e.reason, stack: `${namespace}/${name}`, uid },
-              'event dropped: its Stack is not one the hooks watch (a request that named another)',
+              { event: e.name, reason: e.reason, regarding: `${kind} ${namespace}/${name}`, uid },
+              'event dropped: what it is about is not an object the hooks watch (a request that named another)',
             );
           }
           this.wakeIfIdle();
@@ -200,8 +201,8 @@ export class EventRecorder {
     this.pump();
   }
 
-  /** Whether the mirror holds the event's Stack, now or within mirrorWaitMs. */
-  private async inMirror(mirror: StackMirror, e: HookEvent): Promise<boolean> {
+  /** Whether the mirror holds the event's object, now or within mirrorWaitMs. */
+  private async inMirror(mirror: ObjectMirror, e: HookEvent): Promise<boolean> {
     const deadline = Date.now() + (this.options.mirrorWaitMs ?? 30_000);
     for (;;) {
       if (mirror.holds(e.regarding)) return true;
