@@ -1,11 +1,12 @@
 /**
- * The contract between the hooks and the agent: the only module both import (with ssh-url.ts, re-exported here).
+ * The contract between the hooks and the agent: the only module both import (with ssh-url.ts and ssh-key.ts, re-exported here).
  * Keys, env var names, paths and the JSON formats the agent writes back as annotations.
  * Changing anything here changes the wire format between two separately deployed images:
  * add fields, never rename or repurpose them.
  */
 
 export { parseSshUrl, sshHostLabel, uploadPackCommand, withSshUser, type SshRemote } from './ssh-url';
+export { MAX_SSH_KEY_ROUNDS, sshKeyRoundsProblem } from './ssh-key';
 export * from './outputs-to';
 import { parseOutputsToReport, type OutputsToReport } from './outputs-to';
 

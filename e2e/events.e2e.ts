@@ -2,7 +2,7 @@
  * Issue 20, item 6: the Kubernetes Events of a Stack, as a user sees them with `kubectl describe
  * stack` (the real kubectl against the test bed's API server). The hooks write them with the
  * ServiceAccount, ClusterRole and binding of manifests/install.yaml (e2e/harness.ts gives the hook
- * server a token of that account):
+ * server a token of that account), about the Stacks their watch holds:
  * - an update that fails, then one that succeeds: StackUpdateDetected for each Job it starts,
  *   StackUpdateFailure and StackCreated for each Job it absorbs, upstream's reasons and notes;
  * - Stalled: StackConfigInvalid for an invalid spec, the condition's reason otherwise;
@@ -12,7 +12,6 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import * as k8s from '@kubernetes/client-node';
-import { request } from 'undici';
 import type { Stack } from '../schemas/generated/types';
 import { toolchain } from './testbed/toolchain';
 import { defined, e2eStackSpec, eventually, stackCondition, type Operator } from './harness';
@@ -113,8 +112,7 @@ function stack(name: string, spec: Record<string, unknown>): k8s.KubernetesObjec
 
 /** How many stack syncs the running hook server has answered (its /metrics). */
 async function stackSyncs(): Promise<number> {
-  const res = await request(`http://127.0.0.1:${op.hooksPort}/metrics`);
-  const text = await res.body.text();
+  const { text } = await op.hookRequest('/metrics');
   const m = /^pulumi_hook_request_duration_seconds_count\{hook="stack_sync"\} (\d+)$/m.exec(text);
   return m ? Number(m[1]) : 0;
 }
@@ -255,13 +253,10 @@ describe('Events on Stacks', () => {
     // The hooks write the same event again, by name, and the API server answers AlreadyExists.
     const invalid = await getStack('invalid');
     const replay = { ...invalid, status: undefined };
-    const res = await request(`http://127.0.0.1:${op.hooksPort}/stack/sync`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ controller: {}, parent: replay, children: {}, related: {} }),
+    const res = await op.hookRequest('/stack/sync', {
+      body: { controller: {}, parent: replay, children: {}, related: {} },
     });
-    expect(res.statusCode).toBe(200);
-    await res.body.dump();
+    expect(res.status).toBe(200);
     const counts = await eventually('the replayed event to be refused', () => {
       const c = op.hookEvents();
       return Promise.resolve(c.duplicate >= 1 ? c : undefined);

@@ -4,19 +4,24 @@
  * controllers from manifests/metacontroller (driven by the in-process driver, or the real binary
  * with METACONTROLLER_BIN), the hook server on a real port, and workspace and Job pods running as
  * containers of the agent image built from our Dockerfile. Tests drive everything through the API
- * server, like kubectl.
+ * server, like kubectl. The hook server serves HTTPS and requires the bearer token, with the two
+ * Secrets of manifests/hooks-credentials.sh (its certificate also names 127.0.0.1), which the
+ * controllers' caBundle and authorization name, as install.yaml's do.
  */
 import { chownSync, existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { loadAll } from 'js-yaml';
 import * as k8s from '@kubernetes/client-node';
+import { Agent, request } from 'undici';
 import type { Stack, StackCondition, StackSpec } from '../schemas/generated/types';
 import { parseWorkspaceStatus, WORKSPACE_STATUS_KEY, type WorkspaceStatus } from '../contract';
 import { configFromEnv, type HookConfig } from '../hooks/src/config';
 import { kubeEventsApi } from '../hooks/src/events/kubernetes';
+import { kubeObjectsApi } from '../hooks/src/objects/kubernetes';
 import type { EventRecorder } from '../hooks/src/events/recorder';
 import { startHookServer, type RunningServer } from '../hooks/src/main';
+import { makeHookCredentials, type HookCredentials } from '../hooks/test/credentials';
 import { startControlPlane, freePort, type ControlPlane } from './testbed/control-plane';
 import { startControllers } from './testbed/metacontroller-harness';
 import { startNode, type RealNode } from './testbed/node';
@@ -40,6 +45,14 @@ export interface Operator {
   apps: k8s.AppsV1Api;
   node: RealNode;
   hooksPort: number;
+  /** Where the hook server is served: https://127.0.0.1:<hooksPort>. */
+  hooksUrl: string;
+  /**
+   * A request to the hook server as Metacontroller makes it (HTTPS checked against the CA of the
+   * hooks' Secret, with its bearer token), or with another Authorization header or none
+   * (`authorization`). GET without a body.
+   */
+  hookRequest(path: string, options?: { body?: unknown; authorization?: string | null }): Promise<HookAnswer>;
   /** A container's log through the API server (kubelet), as `kubectl logs [--previous]`; '' when there is none. */
   logs(namespace: string, pod: string, container: string, options?: { previous?: boolean }): Promise<string>;
   /**
@@ -130,6 +143,13 @@ export function stackCondition<C extends { type: string } = StackCondition>(
   return (object?.status?.conditions ?? []).find((c) => c.type === type);
 }
 
+/** What the hook server answered. */
+export interface HookAnswer {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  text: string;
+}
+
 export interface FollowedLog {
   /** Everything logged so far. */
   text(): string;
@@ -177,32 +197,45 @@ export async function startOperator(options: OperatorOptions = {}): Promise<Oper
       return true;
     });
 
-    // The hooks write Events as in a cluster: with the ServiceAccount, ClusterRole and binding of
-    // manifests/install.yaml, through a token of that ServiceAccount.
-    const hookEvents = { events: { api: kubeEventsApi(await hooksKubeConfig(kc)), via: 'pulumi-mc-hooks' } };
+    // The hooks write Events and watch Stacks and Programs as in a cluster: with the ServiceAccount,
+    // ClusterRole and binding of manifests/install.yaml, through a token of that ServiceAccount.
+    // Events go only to Stacks that watch holds, as in a cluster.
+    const hooksKc = await hooksKubeConfig(kc);
+    const hookAccess = {
+      events: { api: kubeEventsApi(hooksKc), via: 'pulumi-mc-hooks' },
+      objects: { api: kubeObjectsApi(hooksKc), via: 'pulumi-mc-hooks' },
+    };
+    // The hook server's certificate and token, as the quickstart makes them; Metacontroller reads
+    // the Secrets when it starts the controllers.
+    const credentials = makeHookCredentials(join(cp.dir, 'hooks-credentials'), { EXTRA_SANS: 'IP:127.0.0.1' });
+    for (const secret of credentials.secrets) await objects.create(secret);
     const hooksPort = await freePort();
+    const hooksUrl = `https://127.0.0.1:${hooksPort}`;
     const hookConfig = {
       ...configFromEnv({}),
+      ...credentials.serving,
       port: hooksPort,
       host: '127.0.0.1',
       agentImage: AGENT_IMAGE,
       logLevel: process.env.PKO_E2E_HOOK_LOGS ? 'info' : 'warn',
       ...options.hookConfig,
     };
-    hooks = await startHookServer(hookConfig, hookEvents);
-    controllers = await startControllers({
-      kubeConfig: kc,
-      kubeconfigPath: cp.kubeconfigPath,
-      hooksBaseUrl: `http://127.0.0.1:${hooksPort}`,
-    });
-    return operatorOf(cp, node, objects, hooksPort, {
-      restartHooks: async () => {
-        await hooks?.shutdown('test');
-        hooks = await startHookServer(hookConfig, hookEvents);
+    hooks = await startHookServer(hookConfig, hookAccess);
+    controllers = await startControllers({ kubeConfig: kc, kubeconfigPath: cp.kubeconfigPath, hooksBaseUrl: hooksUrl });
+    return operatorOf(
+      cp,
+      node,
+      objects,
+      { port: hooksPort, url: hooksUrl, credentials },
+      {
+        restartHooks: async () => {
+          await hooks?.shutdown('test');
+          hooks = await startHookServer(hookConfig, hookAccess);
+        },
+        hookEvents: () => ({ ...defined(hooks?.events, 'the hook server writes events').counts }),
+        stop: stopAll,
       },
-      hookEvents: () => ({ ...defined(hooks?.events, 'the hook server writes events').counts }),
-      stop: stopAll,
-    });
+    );
   } catch (e) {
     await stopAll();
     throw e;
@@ -239,14 +272,40 @@ export async function hooksKubeConfig(admin: k8s.KubeConfig): Promise<k8s.KubeCo
   return kc;
 }
 
+/** A client of the hook server as Metacontroller is: HTTPS checked against the hooks' CA, its token. */
+function hookClient(hooks: {
+  url: string;
+  credentials: HookCredentials;
+}): Pick<Operator, 'hookRequest'> & { close(): Promise<void> } {
+  const agent = new Agent({ connect: { ca: hooks.credentials.ca } });
+  return {
+    async hookRequest(path, options = {}) {
+      const authorization =
+        options.authorization === undefined ? `Bearer ${hooks.credentials.token}` : options.authorization;
+      const res = await request(`${hooks.url}${path}`, {
+        dispatcher: agent,
+        method: options.body === undefined ? 'GET' : 'POST',
+        headers: {
+          ...(options.body === undefined ? {} : { 'content-type': 'application/json' }),
+          ...(authorization === null ? {} : { authorization }),
+        },
+        ...(options.body === undefined ? {} : { body: JSON.stringify(options.body) }),
+      });
+      return { status: res.statusCode, headers: res.headers, text: await res.body.text() };
+    },
+    close: () => agent.close(),
+  };
+}
+
 function operatorOf(
   cp: ControlPlane,
   node: RealNode,
   objects: k8s.KubernetesObjectApi,
-  hooksPort: number,
+  hooks: { port: number; url: string; credentials: HookCredentials },
   lifecycle: Pick<Operator, 'restartHooks' | 'hookEvents' | 'stop'>,
 ): Operator {
   const kc = cp.kubeConfig;
+  const client = hookClient(hooks);
   const core = kc.makeApiClient(k8s.CoreV1Api);
   const claimDir = (namespace: string, claim: string): string => join(node.dir, 'claims', namespace, claim);
   const stateDir = (namespace: string): string => claimDir(namespace, 'pulumi-state');
@@ -306,8 +365,14 @@ function operatorOf(
     batch: kc.makeApiClient(k8s.BatchV1Api),
     apps: kc.makeApiClient(k8s.AppsV1Api),
     node,
-    hooksPort,
+    hooksPort: hooks.port,
+    hooksUrl: hooks.url,
+    hookRequest: client.hookRequest,
     ...lifecycle,
+    stop: async () => {
+      await client.close();
+      await lifecycle.stop();
+    },
     logs: (namespace, pod, container, options) =>
       core
         .readNamespacedPodLog({ namespace, name: pod, container, previous: options?.previous })

@@ -1,15 +1,17 @@
 /**
  * Self-tests of the Metacontroller driver (metacontroller.ts) through the harness, against the
- * real control plane, with test CRDs (group test.pko.example) and hooks served by a local HTTP
- * server (metacontroller-fixture.ts). With METACONTROLLER_BIN (and METACONTROLLER_CRDS) set, the same tests run against a
+ * real control plane, with test CRDs (group test.pko.example) and hooks served by a local HTTPS
+ * server that wants a credential (metacontroller-fixture.ts). With METACONTROLLER_BIN (and METACONTROLLER_CRDS) set, the same tests run against a
  * real Metacontroller binary.
  *
  *   npm run test:e2e -- e2e/testbed/metacontroller.e2e.ts
  */
 import type * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
 import { expect } from '@jest/globals';
 import type { CoreV1Event } from '@kubernetes/client-node';
+import { makeHookCredentials } from '../../hooks/test/credentials';
 import { type ControlPlane, startControlPlane } from './control-plane';
 import { type Controllers, startControllers } from './metacontroller-harness';
 import { LAST_APPLIED, merge } from './metacontroller/apply';
@@ -20,15 +22,18 @@ import {
   calls,
   CC_NAME,
   CONFIGMAPS,
-  CONTROLLERS,
+  controllers,
   crd,
+  credentialObjects,
   CRDS,
   DC_NAME,
   finalizeHold,
   FINALIZER,
   GROUP,
+  HOOKS_SERVICE,
   type ParentSpec,
   PARENTS,
+  refused,
   SECRETS,
   startHooks,
   TARGETS,
@@ -86,13 +91,21 @@ beforeAll(async () => {
     const names = list.resources.map((r) => r.name);
     return ['parents', 'parents/status', 'targets', 'targets/status'].every((n) => names.includes(n));
   });
-  hooks = await startHooks();
+  // The credentials as the quickstart makes them, for the fixture's Service and 127.0.0.1 (where
+  // the harness's rewrite points the webhooks); the controllers read them when they start.
+  const credentials = makeHookCredentials(join(cp.dir, 'fixture-credentials'), {
+    SERVICE: HOOKS_SERVICE.name,
+    NAMESPACE: HOOKS_SERVICE.namespace,
+    EXTRA_SANS: 'IP:127.0.0.1',
+  });
+  for (const o of credentialObjects(credentials)) await kube.create(o.kind === 'Secret' ? SECRETS : CONFIGMAPS, o);
+  hooks = await startHooks(credentials);
   const port = (hooks.address() as AddressInfo).port;
   mc = await startControllers({
     kubeConfig: cp.kubeConfig,
     kubeconfigPath: cp.kubeconfigPath,
-    hooksBaseUrl: `http://127.0.0.1:${port}`,
-    controllers: CONTROLLERS,
+    hooksBaseUrl: `https://127.0.0.1:${port}`,
+    controllers: controllers(port),
   });
   console.log(`Metacontroller mode: ${mc.mode}${mc.logFile ? ` (log: ${mc.logFile})` : ''}`);
 }, 120_000);
@@ -345,6 +358,20 @@ describe('DecoratorController', () => {
     // The non-matching target is left alone.
     expect(calls.some((c) => c.body.object?.metadata.uid === t2.metadata.uid)).toBe(false);
     expect(await getOrUndefined(CONFIGMAPS, ns, 't2-attachment')).toBeUndefined();
+  });
+});
+
+describe('webhook TLS and authentication', () => {
+  test('every call checked the server against its caBundle and carried the credential of its Secret', () => {
+    // The tests above ran: both controllers' hooks were called, none without its credential.
+    const paths = new Set(calls.map((c) => c.path));
+    for (const p of ['/parents/customize', '/parents/sync', '/parents/finalize', '/targets/sync'])
+      expect(paths.has(p)).toBe(true);
+    expect(refused).toEqual([]);
+    // Per hook: authorization (Bearer, the Secret's token trimmed); from endpointConfigs: basicAuth.
+    const byPath = new Map(calls.map((c) => [c.path.split('/')[1], c.authorization]));
+    expect(byPath.get('parents')).toMatch(/^Bearer [0-9a-f]{64}$/);
+    expect(byPath.get('targets')).toMatch(/^Basic /);
   });
 });
 

@@ -31,6 +31,18 @@ import { syncWorkspace } from '../src/workspace/sync';
 
 const clusters = new WeakMap<object, KObject[]>();
 
+/**
+ * The status each Workspace's controller answered when the Stack's answer held that Workspace:
+ * what Metacontroller writes on the Workspace after that sync, so builders.applyChildren stores it
+ * with the Workspace (its `childDigests` are what the Workspace's next syncs keep children by).
+ */
+const answeredStatuses = new WeakMap<KObject, unknown>();
+
+/** The status the Workspace controller answered for this Workspace of a Stack's answer, if any. */
+export function answeredStatusOf(child: KObject): unknown {
+  return answeredStatuses.get(child);
+}
+
 /** Records the cluster a request was built from (builders.syncRequest). */
 export function withCluster<R extends object>(req: R, cluster: KObject[]): R {
   clusters.set(req, cluster);
@@ -112,14 +124,19 @@ function grandchildren(res: StackSyncResponse, cluster: readonly KObject[], ctx:
   const workspaces = cluster.filter((o) => o.kind === 'Workspace');
   for (const child of res.children) {
     if (child.kind === 'Workspace') {
+      // The Workspace as stored: the Stack's answer over the status its own controller last wrote.
       const observed = cluster.find((o) => o.kind === 'Workspace' && o.metadata.name === child.metadata.name);
-      const parent = { ...child, metadata: { ...child.metadata, generation: observed?.metadata.generation ?? 1 } };
-      out.push(
-        ...syncWorkspace(
-          { parent: parent, children: mapOf(grandchildrenOf(cluster, child)) },
-          { config: ctx.config, now: ctx.now },
-        ).children,
+      const parent: KObject = {
+        ...child,
+        metadata: { ...child.metadata, generation: observed?.metadata.generation ?? 1 },
+        ...(observed?.status ? { status: observed.status } : {}),
+      };
+      const answer = syncWorkspace(
+        { parent: parent, children: mapOf(grandchildrenOf(cluster, child)) },
+        { config: ctx.config, now: ctx.now },
       );
+      answeredStatuses.set(child, answer.status);
+      out.push(...answer.children);
     } else if (child.kind === 'Update') {
       const observed =
         cluster.find((o) => o.kind === 'Update' && o.metadata.name === child.metadata.name) ?? ownedBy(stack, child);

@@ -3,10 +3,12 @@ import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { eventsAccessFromEnv } from '../src/events/kubernetes';
 import { EventRecorder, microTime, type EventBody, type EventsApi } from '../src/events/recorder';
+import type { StackMirror } from '../src/objects/gauges';
 import { buildServer } from '../src/server';
 import type { StackEvent } from '../src/stack/events';
 import { postJson } from './answers';
 import { NOW, testConfig } from './builders';
+import { FakeCluster } from './fake-cluster';
 
 /** An API failure as client-node reports one: the HTTP status as `code`, the Status as `body`. */
 class ApiError extends Error {
@@ -218,7 +220,7 @@ describe('the hook server with events on', () => {
     const { api, sent } = fakeApi();
     const { server, base } = await serve(api);
     try {
-      for (const name of ['stack-sync-new.json', 'stack-sync-workspace-ready.json', 'stack-sync-invalid.json']) {
+      for (const name of ['stack-sync-new.json', 'stack-sync-start.json', 'stack-sync-invalid.json']) {
         expect((await postJson(`${base}/stack/sync`, example(name))).status).toBe(200);
       }
       await server.events?.idle();
@@ -240,7 +242,12 @@ describe('the hook server with events on', () => {
     const offBase = `http://127.0.0.1:${(off.app.server.address() as AddressInfo).port}`;
     const { server, base } = await serve(fakeApi(never).api);
     try {
-      for (const name of ['stack-sync-workspace-ready.json', 'stack-sync-succeeded.json', 'stack-sync-invalid.json']) {
+      for (const name of [
+        'stack-sync-start.json',
+        'stack-sync-start.json',
+        'stack-sync-succeeded.json',
+        'stack-sync-invalid.json',
+      ]) {
         const body = example(name);
         const [withEvents, without] = await Promise.all([
           postJson(`${base}/stack/sync`, body),
@@ -251,6 +258,154 @@ describe('the hook server with events on', () => {
       }
     } finally {
       await Promise.all([server.app.close(), off.app.close()]);
+    }
+  });
+});
+
+/** A mirror holding the Stacks put in it (namespace/name → uid); put() is a change. */
+function fakeMirror() {
+  const held = new Map<string, string>();
+  let wake: (() => void)[] = [];
+  const mirror: StackMirror = {
+    holds: ({ namespace, name, uid }) => uid !== undefined && held.get(`${namespace}/${name}`) === uid,
+    changed: (signal) =>
+      new Promise((resolve) => {
+        wake.push(resolve);
+        signal.addEventListener('abort', () => resolve(), { once: true });
+      }),
+  };
+  const put = (namespace: string, name: string, uid: string) => {
+    held.set(`${namespace}/${name}`, uid);
+    const woken = wake;
+    wake = [];
+    for (const w of woken) w();
+  };
+  return { mirror, put };
+}
+
+describe('events only about the Stacks the hooks watch', () => {
+  it('writes an event about a Stack the mirror holds with the same uid, and none about another', async () => {
+    const { api, sent } = fakeApi();
+    const { log, warnings } = captureLog();
+    const { mirror, put } = fakeMirror();
+    put('team-a', 'web', 'u-1');
+    const recorder = new EventRecorder(api, { log, clock: () => NOW, mirror, mirrorWaitMs: 50 });
+    const other = (n: number, regarding: Partial<StackEvent['regarding']>) =>
+      event(n, { regarding: { ...event(n).regarding, ...regarding } });
+    recorder.record([
+      event(1),
+      other(2, { uid: 'u-forged' }),
+      other(3, { name: 'elsewhere' }),
+      other(4, { namespace: 'team-b' }),
+      other(5, { uid: undefined }),
+    ]);
+    await recorder.idle();
+    expect(sent.map((e) => e.metadata.name)).toEqual(['web.0000000000000001']);
+    expect(recorder.counts).toMatchObject({ written: 1, unknownStack: 4 });
+    expect(warnings[0]).toMatchObject({
+      msg: 'event dropped: its Stack is not one the hooks watch (a request that named another)',
+      stack: 'team-a/web',
+      uid: 'u-forged',
+    });
+  });
+
+  it('waits for a Stack the watch has not seen yet, and writes its event once it shows', async () => {
+    const { api, sent } = fakeApi();
+    const { mirror, put } = fakeMirror();
+    const recorder = new EventRecorder(api, { log: captureLog().log, clock: () => NOW, mirror, mirrorWaitMs: 60_000 });
+    recorder.record([event(1)]);
+    put('team-a', 'other', 'u-9');
+    put('team-a', 'web', 'u-old'); // the same name, an earlier Stack: not this one
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(sent).toEqual([]);
+    put('team-a', 'web', 'u-1');
+    await recorder.idle();
+    expect(sent.map((e) => e.metadata.name)).toEqual(['web.0000000000000001']);
+  });
+
+  it('drops what waits for the mirror when closed, without waiting for it', async () => {
+    const { api, sent } = fakeApi();
+    const { mirror } = fakeMirror();
+    const recorder = new EventRecorder(api, { log: captureLog().log, mirror, mirrorWaitMs: 600_000 });
+    recorder.record([event(1), event(2)]);
+    await recorder.close(600_000);
+    expect(sent).toEqual([]);
+    expect(recorder.counts).toMatchObject({ dropped: 2, unknownStack: 0 });
+  });
+
+  it('counts what waits for the mirror against the capacity', async () => {
+    const { api } = fakeApi();
+    const { mirror } = fakeMirror();
+    const recorder = new EventRecorder(api, { log: captureLog().log, mirror, mirrorWaitMs: 600_000, capacity: 3 });
+    recorder.record([1, 2, 3, 4, 5].map((n) => event(n)));
+    expect(recorder.counts.dropped).toBe(2);
+    await recorder.close(0);
+  });
+});
+
+describe('the hook server with events on and the Stacks watched', () => {
+  type SyncExample = { parent: { metadata: { namespace: string; name: string; uid: string } }; children?: unknown };
+  const text = readFileSync(join(__dirname, '..', '..', 'examples', 'hooks', 'stack-sync-invalid.json'), 'utf8');
+  /** A sync that implies an event (the spec is invalid: StackConfigInvalid), its parent changed by `forge`. */
+  const example = (forge: (body: SyncExample) => void = () => {}): SyncExample => {
+    const body = JSON.parse(text) as SyncExample;
+    forge(body);
+    return body;
+  };
+
+  it('writes no event for a forged /stack/sync naming a Stack the watch does not hold, and writes the real one', async () => {
+    const cluster = new FakeCluster();
+    const real = example().parent;
+    cluster.put('stacks', real);
+    const watched = fakeApi();
+    const server = buildServer(testConfig, {
+      logger: false,
+      clock: () => NOW,
+      events: { api: watched.api, via: 'a test' },
+      objects: { api: cluster.api(), via: 'a test' },
+      mirrorWaitMs: 100,
+    });
+    // The same requests to a server that does not watch Stacks: the events they imply.
+    const unwatched = fakeApi();
+    const control = buildServer(testConfig, {
+      logger: false,
+      clock: () => NOW,
+      events: { api: unwatched.api, via: 'a test' },
+    });
+    const urlOf = async (s: typeof server) => {
+      await s.app.listen({ port: 0, host: '127.0.0.1' });
+      return `http://127.0.0.1:${(s.app.server.address() as AddressInfo).port}/stack/sync`;
+    };
+    const [url, controlUrl] = [await urlOf(server), await urlOf(control)];
+    try {
+      await server.objects?.whenSynced();
+      // Forged: another uid (a Stack of that name deleted long ago, or made up), another name,
+      // another namespace (without the children, which the hooks would not keep in another one).
+      for (const forged of [
+        (b: SyncExample) => (b.parent.metadata.uid = 'e6b1f6a0-0000-4000-8000-000000000000'),
+        (b: SyncExample) => (b.parent.metadata.name = 'invented'),
+        (b: SyncExample) => {
+          b.parent.metadata.namespace = 'kube-system';
+          delete b.children;
+        },
+      ]) {
+        expect((await postJson(url, example(forged))).status).toBe(200);
+        expect((await postJson(controlUrl, example(forged))).status).toBe(200);
+      }
+      await Promise.all([server.events?.idle(), control.events?.idle()]);
+      expect(unwatched.sent.length).toBeGreaterThan(0);
+      expect(watched.sent).toEqual([]);
+      expect(server.events?.counts).toMatchObject({ written: 0, unknownStack: unwatched.sent.length });
+
+      // The request for the Stack the watch holds writes its events (its update's result, then the stall).
+      expect((await postJson(url, example())).status).toBe(200);
+      await server.events?.idle();
+      expect(watched.sent.map((e) => [e.reason, e.involvedObject.name, e.involvedObject.uid])).toEqual([
+        ['StackCreated', real.metadata.name, real.metadata.uid],
+        ['StackConfigInvalid', real.metadata.name, real.metadata.uid],
+      ]);
+    } finally {
+      await Promise.all([server.app.close(), control.app.close()]);
     }
   });
 });

@@ -1,7 +1,7 @@
 import { syncStack } from './controllers';
 import { updateExpiry } from '../src/stack/update';
 import type { KObject } from '../src/lib/k8s';
-import { applyChildren, find, jobFinishes, makeStack, syncRequest, withStatus } from './builders';
+import { applyChildren, find, jobFinishes, makeStack, NOW, syncRequest, withStatus } from './builders';
 import { ctx, toFirstJob } from './stories';
 
 const ENDED = '2026-11-22T10:01:00Z';
@@ -86,15 +86,15 @@ describe('an Update expiry', () => {
 
   it('is when it ended plus its TTL (24h when none is set)', () => {
     const ended = Date.parse(ENDED);
-    expect(updateExpiry(update('60s', complete()))).toBe(ended + 60_000);
-    expect(updateExpiry(update('0s', complete('2026-11-22T10:00:30Z')))).toBe(ended - 30_000);
-    expect(updateExpiry(update(undefined, complete()))).toBe(ended + 24 * 3600_000);
+    expect(updateExpiry(update('60s', complete()), NOW)).toBe(ended + 60_000);
+    expect(updateExpiry(update('0s', complete('2026-11-22T10:00:30Z')), NOW)).toBe(ended - 30_000);
+    expect(updateExpiry(update(undefined, complete()), NOW)).toBe(ended + 24 * 3600_000);
   });
 
   it('is undefined while it runs, or with a TTL the hooks cannot read', () => {
-    expect(updateExpiry(update('60s', { conditions: [{ type: 'Progressing', status: 'True' }] }))).toBeUndefined();
+    expect(updateExpiry(update('60s', { conditions: [{ type: 'Progressing', status: 'True' }] }), NOW)).toBeUndefined();
     const notComplete = { conditions: [{ type: 'Complete', status: 'False', lastTransitionTime: ENDED }] };
-    expect(updateExpiry(update('60s', notComplete))).toBeUndefined();
-    for (const ttl of ['', '-1', 'soon']) expect(updateExpiry(update(ttl, complete()))).toBeUndefined();
+    expect(updateExpiry(update('60s', notComplete), NOW)).toBeUndefined();
+    for (const ttl of ['', '-1', 'soon']) expect(updateExpiry(update(ttl, complete()), NOW)).toBeUndefined();
   });
 });

@@ -2,7 +2,8 @@ import type { Workspace } from '../../schemas/generated/types';
 import { Annotations, Env } from '../../contract';
 import { cloneJson } from '../src/lib/json';
 import { LAST_APPLIED_ANNOTATION, type KObject } from '../src/lib/k8s';
-import { syncWorkspace, WORKSPACE_HOLD } from '../src/workspace/sync';
+import { recordDigests } from '../src/lib/kept-children';
+import { syncWorkspace, WORKSPACE_HOLD, type WorkspaceSyncResponse } from '../src/workspace/sync';
 import { agentReports, applyChildren, condition, NOW, objectMap, testConfig, workspaceHashOf } from './builders';
 import { asChild, childOf, containerOf, envValue, fetchContainerOf, podSpecOf, templateOf } from './children';
 
@@ -169,25 +170,44 @@ describe('a hostile Workspace', () => {
     let deep: unknown = 'x';
     for (let i = 0; i < 20_000; i++) deep = { a: deep };
     const first = syncWorkspace({ parent: workspace() }, ctx);
-    const parent = workspace({
-      podTemplate: { spec: { containers: [], extra: deep } } as unknown as NonNullable<
-        Workspace['spec']
-      >['podTemplate'],
-    });
-    const res = syncWorkspace({ parent, children: objectMap(...first.children) }, ctx);
+    const parent = {
+      ...workspace({
+        podTemplate: { spec: { containers: [], extra: deep } } as unknown as NonNullable<
+          Workspace['spec']
+        >['podTemplate'],
+      }),
+      status: first.status,
+    };
+    const res = syncWorkspace({ parent, children: objectMap(...applyChildren([], first.children)) }, ctx);
     expect(condition(res.status, 'Stalled')).toMatchObject({ status: 'True', reason: 'SpecInvalid' });
     expect(condition(res.status, 'Stalled')?.message).toMatch(
       /^spec\.podTemplate\.spec\.extra.* is nested more than 108 levels deep/,
     );
-    expect(res.children.map((c) => c.metadata.name)).toEqual(first.children.map((c) => c.metadata.name));
+    // Kept as last answered: the digests the first answer recorded verify them.
+    expect(res.children).toEqual(first.children);
+    expect(res.status.childDigests).toEqual(first.status.childDigests);
   });
 });
 
-/** The Workspace while one of its Stack's Updates runs. */
-function held(): Workspace {
+describe('a Workspace whose spec breaks its CRD schema (a request the API server never sends)', () => {
+  it.each([
+    [{ stacks: [{ name: 'dev', config: { hasOwnProperty: 1 } }] }, 'spec.stacks[0].config must be array'],
+    [{ env: { A: '1' } }, 'spec.env must be array'],
+  ])('is Stalled SpecInvalid naming the field, and builds nothing from it (%j)', (spec, message) => {
+    const first = syncWorkspace({ parent: workspace() }, ctx);
+    const parent = { ...workspace(spec as unknown as Workspace['spec']), status: first.status };
+    const res = syncWorkspace({ parent, children: objectMap(...applyChildren([], first.children)) }, ctx);
+    expect(condition(res.status, 'Stalled')).toMatchObject({ status: 'True', reason: 'SpecInvalid', message });
+    expect(res.children).toEqual(first.children);
+  });
+});
+
+/** The Workspace while one of its Stack's Updates runs, with the status its last answer recorded. */
+function held(status: Workspace['status']): Workspace {
   return {
     ...workspace(),
     metadata: { ...workspace().metadata, annotations: { [WORKSPACE_HOLD]: 'my-stack-up-12345678' } },
+    status,
   };
 }
 
@@ -196,7 +216,7 @@ describe('a Workspace held for a running operation', () => {
     const first = syncWorkspace({ parent: workspace() }, ctx);
     const running = observed(first, 'Ready');
     const upgraded = { ...ctx, config: { ...testConfig, agentImage: 'example.test/pko-agent:v0.2.0' } };
-    const res = syncWorkspace({ parent: held(), children: objectMap(...running) }, upgraded);
+    const res = syncWorkspace({ parent: held(first.status), children: objectMap(...running) }, upgraded);
     const sts = asChild(res.children[0], 'StatefulSet');
     expect(podSpecOf(sts)).toEqual(podSpecOf(childOf({ children: running }, 'StatefulSet')));
     expect(condition(res.status, 'Ready')).toMatchObject({ status: 'True' });
@@ -282,12 +302,15 @@ describe("the agent's report", () => {
     );
     let nested: unknown = 'x';
     for (let i = 0; i < 200; i++) nested = { a: nested };
-    const deep = workspace({
-      podTemplate: { spec: { containers: [], extra: nested } } as unknown as NonNullable<
-        Workspace['spec']
-      >['podTemplate'],
-    });
-    for (const parent of [workspace(), held(), deep]) {
+    const deep = {
+      ...workspace({
+        podTemplate: { spec: { containers: [], extra: nested } } as unknown as NonNullable<
+          Workspace['spec']
+        >['podTemplate'],
+      }),
+      status: first.status,
+    };
+    for (const parent of [workspace(), held(first.status), deep]) {
       const res = syncWorkspace({ parent, children: objectMap(...tampered) }, ctx);
       expect(childOf(res, 'ConfigMap')).toEqual(fresh);
     }
@@ -295,11 +318,12 @@ describe("the agent's report", () => {
 });
 
 /**
- * The workspace as the release before the status ConfigMap made it: its agent is told the
+ * The answer of the release before the status ConfigMap (one that records digests; from one that
+ * did not, a keep path answers 409, as for any child without a digest): its agent is told the
  * StatefulSet's name (PULUMI_WORKSPACE_NAME) and reports in the StatefulSet's annotation, which its
  * Role lets its account patch.
  */
-function earlierRelease(answer: { children: KObject[] }): KObject[] {
+function earlierRelease(answer: WorkspaceSyncResponse): WorkspaceSyncResponse {
   const legacyEnv = (env: { name: string; value?: string }[]) =>
     env.map((e) =>
       e.name === Env.workspaceStatusConfigMap ? { name: 'PULUMI_WORKSPACE_NAME', value: 'ws-workspace' } : e,
@@ -322,17 +346,19 @@ function earlierRelease(answer: { children: KObject[] }): KObject[] {
       templateOf(sts).metadata.annotations = { [Annotations.workspaceHash]: 'of-the-earlier-release' };
       return sts;
     });
-  return unreported({ children });
+  const kinds = new Set(children.map((c) => c.kind));
+  return { children, status: { ...answer.status, childDigests: recordDigests(children, 'team-a', kinds) } };
 }
 
 describe('a workspace of the release before the status ConfigMap', () => {
   const first = syncWorkspace({ parent: workspace() }, ctx);
-  const running = earlierRelease(first);
+  const earlier = earlierRelease(first);
+  const running = unreported(earlier);
   const oldHash = workspaceHashOf(childOf({ children: running }, 'StatefulSet'));
   const reported = withStatefulSetAnnotation(running, { hash: oldHash, state: 'Ready', pulumiVersion: 'v3.274.1' });
 
   it('held for a running operation: ready by its StatefulSet annotation, its Role kept, no ConfigMap made', () => {
-    const res = syncWorkspace({ parent: held(), children: objectMap(...reported) }, ctx);
+    const res = syncWorkspace({ parent: held(earlier.status), children: objectMap(...reported) }, ctx);
     expect(condition(res.status, 'Ready')).toMatchObject({ status: 'True', reason: 'Succeeded' });
     expect(res.children.map((c) => `${c.kind}/${c.metadata.name}`)).toEqual([
       'StatefulSet/ws-workspace',
@@ -346,7 +372,7 @@ describe('a workspace of the release before the status ConfigMap', () => {
       state: 'Failed',
       reason: 'InstallationFailed',
     });
-    const failed = syncWorkspace({ parent: held(), children: objectMap(...failing) }, ctx);
+    const failed = syncWorkspace({ parent: held(earlier.status), children: objectMap(...failing) }, ctx);
     expect(condition(failed.status, 'Stalled')).toMatchObject({ status: 'True', reason: 'InstallationFailed' });
   });
 

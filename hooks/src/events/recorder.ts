@@ -3,12 +3,19 @@
  * path: record() only queues, and a bounded number of writes run in the background. Nothing here
  * can delay or fail a hook answer: a full queue drops events, a failed write is logged.
  *
+ * An event is written only about a Stack the hooks' own watch holds (objects/gauges.ts), with the
+ * same namespace, name and uid: a request that names any other (forged by whoever reached the hook
+ * port) writes nothing. A Stack not there yet (just created, the watch a moment behind
+ * Metacontroller's) is waited for, a bounded time, off the write slots.
+ *
  * Each event has a name that every sync implying it computes again, so the API server answers a
  * repeated one with 409 AlreadyExists: that is the deduplication, and it is not logged as a failure.
  */
 import { hostname } from 'node:os';
 import { Labels } from '../../../contract';
+import type { StackMirror } from '../objects/gauges';
 import type { StackEvent } from '../stack/events';
+import { abortableSleep } from '../lib/sleep';
 
 /** Who reports the events (`source.component` and `reportingComponent`, kubectl describe's "From"). */
 export const REPORTING_CONTROLLER = 'pulumi-mc-operator/hooks';
@@ -52,8 +59,12 @@ export interface RecorderOptions {
   log: Log;
   /** The event's `reportingInstance`: the pod's name (its hostname). */
   reportingInstance?: string;
-  /** Events waiting to be written at most; more are dropped. */
+  /** Events waiting to be written, or for their Stack to show in the mirror, at most; more are dropped. */
   capacity?: number;
+  /** The Stacks the hooks watch; without it (no list and watch of Stacks), every event is written. */
+  mirror?: StackMirror;
+  /** How long an event waits for its Stack to show in the mirror (default 30 s); then it is dropped. */
+  mirrorWaitMs?: number;
   /** Writes in flight at most. */
   concurrency?: number;
   /** Tries per event on a transient failure (network, 429, 5xx). */
@@ -123,7 +134,10 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 export class EventRecorder {
   private readonly queue: StackEvent[] = [];
   private inFlight = 0;
+  /** Events waiting for their Stack to show in the mirror. */
+  private awaiting = 0;
   private closed = false;
+  private readonly closing = new AbortController();
   private idleWaiters: (() => void)[] = [];
   private lastWarnAt = Number.NEGATIVE_INFINITY;
   private lastEventMicros = 0;
@@ -135,8 +149,8 @@ export class EventRecorder {
   private readonly warnEveryMs: number;
   private readonly clock: () => Date;
   private readonly instance: string;
-  /** Counts by outcome, for tests and logs. */
-  readonly counts = { written: 0, duplicate: 0, failed: 0, dropped: 0 };
+  /** Counts by outcome, for tests and logs; `unknownStack`: about a Stack the mirror does not hold. */
+  readonly counts = { written: 0, duplicate: 0, failed: 0, dropped: 0, unknownStack: 0 };
 
   constructor(
     private readonly api: EventsApi,
@@ -153,26 +167,78 @@ export class EventRecorder {
 
   /** Queues events to be written; returns at once. */
   record(events: readonly StackEvent[]): void {
+    const mirror = this.options.mirror;
     for (const e of events) {
-      if (this.closed || this.queue.length >= this.capacity) {
+      if (this.closed || this.queue.length + this.awaiting >= this.capacity) {
         this.counts.dropped++;
         this.warn({ event: e.name, reason: e.reason }, 'event dropped: the event queue is full');
         continue;
       }
-      this.queue.push(e);
-      this.pump();
+      if (mirror && !mirror.holds(e.regarding)) {
+        this.awaiting++;
+        void this.inMirror(mirror, e).then((known) => {
+          this.awaiting--;
+          if (this.closed) this.counts.dropped++;
+          else if (known) this.enqueue(e);
+          else {
+            this.counts.unknownStack++;
+            const { namespace, name, uid } = e.regarding;
+            this.warn(
+              { event: e.name, reason: e.reason, stack: `${namespace}/${name}`, uid },
+              'event dropped: its Stack is not one the hooks watch (a request that named another)',
+            );
+          }
+          this.wakeIfIdle();
+        });
+        continue;
+      }
+      this.enqueue(e);
     }
   }
 
-  /** Resolves when nothing is queued or being written. */
+  private enqueue(e: StackEvent): void {
+    this.queue.push(e);
+    this.pump();
+  }
+
+  /** Whether the mirror holds the event's Stack, now or within mirrorWaitMs. */
+  private async inMirror(mirror: StackMirror, e: StackEvent): Promise<boolean> {
+    const deadline = Date.now() + (this.options.mirrorWaitMs ?? 30_000);
+    for (;;) {
+      if (mirror.holds(e.regarding)) return true;
+      const left = deadline - Date.now();
+      if (left <= 0 || this.closing.signal.aborted) return false;
+      // The next change of the mirror or the deadline, whichever comes first; both let go after.
+      const wait = new AbortController();
+      const stop = () => wait.abort();
+      this.closing.signal.addEventListener('abort', stop, { once: true });
+      await Promise.race([mirror.changed(wait.signal), abortableSleep(left, wait.signal)]);
+      wait.abort();
+      this.closing.signal.removeEventListener('abort', stop);
+    }
+  }
+
+  /** Resolves when nothing is queued, awaited or being written. */
   idle(): Promise<void> {
-    if (this.queue.length === 0 && this.inFlight === 0) return Promise.resolve();
+    if (this.isIdle()) return Promise.resolve();
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
-  /** Stops accepting events and waits (at most `timeoutMs`) for the queued ones. */
+  private isIdle(): boolean {
+    return this.queue.length === 0 && this.inFlight === 0 && this.awaiting === 0;
+  }
+
+  private wakeIfIdle(): void {
+    if (!this.isIdle()) return;
+    const waiters = this.idleWaiters;
+    this.idleWaiters = [];
+    for (const w of waiters) w();
+  }
+
+  /** Stops accepting events, drops those waiting for the mirror and waits (at most `timeoutMs`) for the queued ones. */
   async close(timeoutMs = 2000): Promise<void> {
     this.closed = true;
+    this.closing.abort();
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([this.idle(), new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)))]);
     clearTimeout(timer);
@@ -185,11 +251,7 @@ export class EventRecorder {
       void this.write(e).finally(() => {
         this.inFlight--;
         this.pump();
-        if (this.queue.length === 0 && this.inFlight === 0) {
-          const waiters = this.idleWaiters;
-          this.idleWaiters = [];
-          for (const w of waiters) w();
-        }
+        this.wakeIfIdle();
       });
     }
   }

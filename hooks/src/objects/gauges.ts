@@ -59,15 +59,34 @@ export function driftProjection(object: unknown): DriftOutcome {
   return drifted === true ? 1 : drifted === false ? 0 : -1;
 }
 
-/** What the gauges keep of a Stack. */
+/** What the mirror keeps of a Stack: what the gauges need, and its uid (for the events). */
 interface StackFacts {
   outcome: LastOutcome;
   drifted: DriftOutcome;
+  uid: string | undefined;
+}
+
+function uidOf(object: unknown): string | undefined {
+  const uid = (object as { metadata?: { uid?: unknown } }).metadata?.uid;
+  return typeof uid === 'string' && uid !== '' ? uid : undefined;
 }
 
 function stackFacts(object: unknown): { key: string; value: StackFacts } | undefined {
   const projected = stackProjection(object);
-  return projected && { key: projected.key, value: { outcome: projected.value, drifted: driftProjection(object) } };
+  return (
+    projected && {
+      key: projected.key,
+      value: { outcome: projected.value, drifted: driftProjection(object), uid: uidOf(object) },
+    }
+  );
+}
+
+/** The Stacks the hooks' own watch knows, as the events see them (events/recorder.ts). */
+export interface StackMirror {
+  /** Whether the mirror holds this Stack: its namespace and name, with this uid. */
+  holds(stack: { namespace: string; name: string; uid?: string }): boolean;
+  /** Resolves at the mirror's next change, when it stops, or when `signal` aborts. */
+  changed(signal: AbortSignal): Promise<void>;
 }
 
 export function programProjection(object: unknown): { key: string; value: null } | undefined {
@@ -176,6 +195,13 @@ export class ObjectGauges {
       collect: () => programsActive.set(this.programs.entries.size),
     });
   }
+
+  /** The Stack mirror, for the events: only the Stacks it holds get any (a forged request names others). */
+  readonly stackMirror: StackMirror = {
+    holds: ({ namespace, name, uid }) =>
+      uid !== undefined && uid !== '' && this.stacks.entries.get(`${namespace}/${name}`)?.uid === uid,
+    changed: (signal) => this.stacks.changed(signal),
+  };
 
   /** Starts the mirrors (in the background); idempotent. */
   start(): void {

@@ -13,6 +13,7 @@ import type { Stack, StackStatus } from '../../../schemas/generated/types';
 import { Labels } from '../../../contract';
 import { isRecord, shortHash } from '../lib/json';
 import { objectsOf, type KObject, type ObjectMap } from '../lib/k8s';
+import { printable } from '../lib/printable';
 import { Reasons } from './conditions';
 import { driftCheckEvent, isDriftCheck } from './drift';
 import { WORKSPACE_API_VERSION } from './workspace';
@@ -106,7 +107,7 @@ export function stackEvents(input: StackEventsInput): StackEvent[] {
     namespace,
     regarding,
     ...e,
-    message: truncateUtf8(e.message, MAX_MESSAGE_BYTES),
+    message: truncateUtf8(printable(e.message), MAX_MESSAGE_BYTES),
   });
   const updateRef = (update: string): ObjectReference => ({
     apiVersion: WORKSPACE_API_VERSION,

@@ -26,6 +26,7 @@ import type { HookConfig } from '../config';
 import { knownHostsLinesFor } from '../git/known-hosts';
 import { shortHash, stableStringify } from '../lib/json';
 import type { Json, KObject, Typed } from '../lib/k8s';
+import { childDigest } from '../lib/kept-children';
 import { strategicMerge } from '../lib/merge';
 import { fetchSourceOf, type FetchSource } from './source';
 
@@ -150,7 +151,7 @@ function fetchContainer(
     case 'none':
       return { volumes };
   }
-  // Who to report a failed fetch to: the workspace StatefulSet, for the template this pod runs.
+  // Where to report a failed fetch: the status ConfigMap, for the template this pod runs.
   env.push(...workspaceIdentityEnv(statusName));
   const kind = source.kind === 'projectInfo' ? 'project-info' : source.kind;
   const container: V1Container = {
@@ -198,6 +199,8 @@ export interface DesiredWorkspace {
   service: KObject;
   /** Hash of the desired pod template; the workspace is ready for an operation once it runs this. */
   hash: string;
+  /** What `status.childDigests` records of the StatefulSet and the Service (kept-children.ts), cached with them. */
+  digests: { statefulSet: string; service: string };
 }
 
 /** The stack `pko-agent serve` selects and configures: the Workspace's first (the agent serves one). */
@@ -332,5 +335,6 @@ export function desiredWorkspace(ws: Workspace, config: HookConfig): DesiredWork
   };
   if (serviceMeta?.annotations && Object.keys(serviceMeta.annotations).length)
     service.metadata.annotations = { ...serviceMeta.annotations };
-  return { statefulSet, service, hash };
+  const digests = { statefulSet: childDigest(statefulSet, namespace), service: childDigest(service, namespace) };
+  return { statefulSet, service, hash, digests };
 }

@@ -7,12 +7,14 @@
  */
 import type { V1StatefulSet } from '@kubernetes/client-node';
 import type { Workspace, WorkspaceStatus } from '../../../schemas/generated/types';
+import { validateWorkspace } from '../../../schemas';
 import { Annotations } from '../../../contract';
 import type { HookConfig } from '../config';
 import { setConditions, type DesiredCondition } from '../lib/conditions';
 import { MAX_NESTING, pathNestedDeeperThan, PROTOTYPE_KEY_PROBLEM, prototypeKeyPath, dottedPath } from '../lib/json';
-import { asLastApplied, objectsOf, type KObject, type ObjectMap } from '../lib/k8s';
-import { desiredWorkspace, workspaceAddress, workspaceName, type DesiredWorkspace } from './pod';
+import { objectsOf, type KObject, type ObjectMap } from '../lib/k8s';
+import { checkAnswer, keptChild, recordDigests, recordedDigests, type ChildRule } from '../lib/kept-children';
+import { desiredWorkspace, workspaceAddress, workspaceName, workspaceStatusName, type DesiredWorkspace } from './pod';
 import { workspaceRbac } from './rbac';
 import { workspaceReadiness, type WorkspaceReadiness } from './readiness';
 import { agentReport, observedStatusConfigMap, workspaceStatusConfigMap } from './status-configmap';
@@ -57,7 +59,7 @@ function conditionsOf(readiness: WorkspaceReadiness): DesiredCondition[] {
 export const WORKSPACE_HOLD = 'pulumi.com/operation-in-progress';
 
 /**
- * The kinds of child a Workspace keeps as they are when held or invalid
+ * The kinds of child a Workspace keeps as they are when held or invalid, all InPlace
  * (manifests/metacontroller/workspace-controller.yaml); its status ConfigMap is always built anew.
  */
 const CHILD_KINDS: [string, string][] = [
@@ -66,6 +68,22 @@ const CHILD_KINDS: [string, string][] = [
   ['Role', 'rbac.authorization.k8s.io/v1'],
   ['RoleBinding', 'rbac.authorization.k8s.io/v1'],
 ];
+const IN_PLACE_KINDS: ReadonlySet<string> = new Set(CHILD_KINDS.map(([kind]) => kind));
+
+/**
+ * What a Workspace's answer may hold (checkAnswer): each kind, named `<workspace>-workspace`, and
+ * its status ConfigMap `<workspace>-workspace-status`.
+ */
+function childRules(workspace: string): ChildRule[] {
+  return [
+    ...CHILD_KINDS.map(([kind, apiVersion]) => ({
+      kind,
+      apiVersion,
+      name: (n: string) => n === workspaceName(workspace),
+    })),
+    { kind: 'ConfigMap', apiVersion: 'v1', name: (n) => n === workspaceStatusName(workspace) },
+  ];
+}
 
 /**
  * Why a Workspace's spec cannot be built into a pod, if it cannot: nested deeper than any pod spec
@@ -88,7 +106,15 @@ function specProblem(ws: Workspace): string | undefined {
   if (tooDeep !== undefined)
     return `${tooDeep} is nested more than ${MAX_WORKSPACE_NESTING} levels deep; no workspace needs that many`;
   const key = prototypeKeyPath(ws.spec);
-  return key === undefined ? undefined : `${dottedPath('spec', key)}: ${PROTOTYPE_KEY_PROBLEM}`;
+  if (key !== undefined) return `${dottedPath('spec', key)}: ${PROTOTYPE_KEY_PROBLEM}`;
+  // The CRD's schema, as the API server checks it: a request it did not come through is read the same.
+  const schema = validateWorkspace({
+    apiVersion: ws.apiVersion,
+    kind: ws.kind,
+    metadata: { name: ws.metadata.name },
+    spec: ws.spec,
+  });
+  return schema.ok ? undefined : schema.errors.map((e) => `${e.path} ${e.message}`).join('; ');
 }
 
 export function syncWorkspace(req: WorkspaceSyncRequest, ctx: WorkspaceSyncContext): WorkspaceSyncResponse {
@@ -96,6 +122,25 @@ export function syncWorkspace(req: WorkspaceSyncRequest, ctx: WorkspaceSyncConte
   const name = ws.metadata.name;
   const namespace = ws.metadata.namespace ?? '';
   const generation = ws.metadata.generation;
+  // Digests of children already known (the cached pod builder's, a verified kept child's).
+  const known = new Map<KObject, string>();
+  const answer = (status: WorkspaceStatus, children: KObject[]): WorkspaceSyncResponse => {
+    checkAnswer(`Workspace ${namespace}/${name}`, namespace, children, childRules(name));
+    status.childDigests = recordDigests(children, namespace, IN_PLACE_KINDS, known);
+    return { status, children };
+  };
+  // Each child kept as last answered, if the status's digest says that is what its copy is (else 409).
+  const recorded = recordedDigests(ws.status);
+  const keepAll = (): KObject[] =>
+    CHILD_KINDS.flatMap(([kind, apiVersion]) =>
+      objectsOf(req.children, kind, apiVersion)
+        .filter((o) => o.metadata.name === workspaceName(name))
+        .map((o) => {
+          const kept = keptChild(o, { kind, apiVersion, name: o.metadata.name, namespace }, recorded);
+          known.set(kept.child, kept.digest);
+          return kept.child;
+        }),
+    );
   const statusConfigMap = observedStatusConfigMap(ws, req.children);
   // Kept, the status ConfigMap is still built anew (never the agent's data as observed), if it exists.
   const keptStatusConfigMap = statusConfigMap ? [workspaceStatusConfigMap(ws)] : [];
@@ -114,13 +159,7 @@ export function syncWorkspace(req: WorkspaceSyncRequest, ctx: WorkspaceSyncConte
       generation,
       ctx.now,
     );
-    return {
-      status,
-      children: [
-        ...CHILD_KINDS.flatMap(([k, v]) => objectsOf(req.children, k, v)).map(asLastApplied),
-        ...keptStatusConfigMap,
-      ],
-    };
+    return answer(status, [...keepAll(), ...keptStatusConfigMap]);
   }
   const observed = objectsOf<V1StatefulSet>(req.children, 'StatefulSet', 'apps/v1').find(
     (s) => s.metadata.name === workspaceName(name),
@@ -134,16 +173,8 @@ export function syncWorkspace(req: WorkspaceSyncRequest, ctx: WorkspaceSyncConte
   if (generation !== undefined) status.observedGeneration = generation;
   if (readiness.pulumiVersion) status.pulumiVersion = readiness.pulumiVersion;
   status.conditions = setConditions(ws.status?.conditions, conditionsOf(readiness), generation, ctx.now);
-  if (!desired)
-    return {
-      status,
-      children: [
-        ...CHILD_KINDS.flatMap(([k, v]) => objectsOf(req.children, k, v)).map(asLastApplied),
-        ...keptStatusConfigMap,
-      ],
-    };
-  return {
-    status,
-    children: [desired.statefulSet, desired.service, ...workspaceRbac(ws), workspaceStatusConfigMap(ws)],
-  };
+  if (!desired) return answer(status, [...keepAll(), ...keptStatusConfigMap]);
+  known.set(desired.statefulSet, desired.digests.statefulSet);
+  known.set(desired.service, desired.digests.service);
+  return answer(status, [desired.statefulSet, desired.service, ...workspaceRbac(ws), workspaceStatusConfigMap(ws)]);
 }
