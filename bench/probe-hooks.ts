@@ -5,11 +5,11 @@
  * each one instead of an API server.
  */
 import { configFromEnv } from '../hooks/src/config';
+import { MAX_MESSAGE_BYTES } from '../hooks/src/events/event';
 import type { EventBody } from '../hooks/src/events/recorder';
 import { GitResolver } from '../hooks/src/git/ls-remote';
 import { decryptSshKey } from '../hooks/src/git/ssh-key';
 import type { RefLookup, RefLookupRequest } from '../hooks/src/stack/source';
-import { MAX_MESSAGE_BYTES } from '../hooks/src/stack/events';
 import { buildServer, type HookServer } from '../hooks/src/server';
 import { hasControlCharacter } from '../hooks/test/answers';
 

@@ -8,9 +8,11 @@
  * Secrets of manifests/hooks-credentials.sh (its certificate also names 127.0.0.1), which the
  * controllers' caBundle and authorization name, as install.yaml's do.
  */
+import { execFile } from 'node:child_process';
 import { chownSync, existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
+import { promisify } from 'node:util';
 import { loadAll } from 'js-yaml';
 import * as k8s from '@kubernetes/client-node';
 import { Agent, request } from 'undici';
@@ -28,7 +30,7 @@ import { startNode, type RealNode } from './testbed/node';
 import { requireTestbedEnvironment } from './testbed/node/environment';
 import { ensureImages } from './testbed/images/containerd';
 import { IMAGE_REFS } from './testbed/images/refs';
-import { REPO_ROOT, requireToolchain } from './testbed/toolchain';
+import { REPO_ROOT, requireBinaries, requireToolchain } from './testbed/toolchain';
 import { eventually } from './testbed/eventually';
 
 export { eventually };
@@ -83,6 +85,47 @@ export interface Operator {
   /** Waits until the Stack is Ready for its current generation (and `after` holds, if given). */
   readyStack(namespace: string, name: string, after?: (stack: Stack) => boolean, timeoutMs?: number): Promise<Stack>;
   stop(): Promise<void>;
+}
+
+/** The real kubectl (e2e/toolchain), as the test bed's admin, in `namespace`: its stdout. */
+export async function kubectl(op: Pick<Operator, 'cp'>, namespace: string, ...args: string[]): Promise<string> {
+  const { kubectl: bin } = requireBinaries(['kubectl']);
+  const { stdout } = await promisify(execFile)(
+    bin,
+    ['--kubeconfig', op.cp.kubeconfigPath, '--namespace', namespace, ...args],
+    { timeout: 30_000 },
+  );
+  return stdout;
+}
+
+/** A row of the Events table of `kubectl describe`. */
+export interface DescribedEvent {
+  type: string;
+  reason: string;
+  age: string;
+  from: string;
+  message: string;
+}
+
+/** `kubectl describe <kind> <name>`, as a user runs it: the rows of its Events table. */
+export async function describedEvents(
+  op: Pick<Operator, 'cp'>,
+  namespace: string,
+  kind: string,
+  name: string,
+): Promise<DescribedEvent[]> {
+  const stdout = await kubectl(op, namespace, 'describe', kind, name);
+  const lines = stdout.split('\n');
+  const start = lines.findIndex((l) => l.startsWith('Events:'));
+  if (start < 0) throw new Error(`kubectl describe printed no Events section:\n${stdout}`);
+  // `Events:  <none>`, or a header, a dashes line and one row per event (columns: 2+ spaces apart).
+  return lines
+    .slice(start + 3)
+    .filter((l) => l.startsWith('  ') && l.trim() !== '')
+    .map((l) => {
+      const [type = '', reason = '', age = '', from = '', ...message] = l.trim().split(/\s{2,}/);
+      return { type, reason, age, from, message: message.join('  ') };
+    });
 }
 
 /** Whether an object exists: `read` is a typed client call; a 404 means no, any other error is thrown. */

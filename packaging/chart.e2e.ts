@@ -530,7 +530,10 @@ describe('helm template with every value changed (packaging/testdata/chart-value
     for (const [flag, rules] of [
       [
         'events.enabled=false',
-        [{ apiGroups: ['pulumi.com'], resources: ['stacks', 'programs'], verbs: ['list', 'watch'] }],
+        [
+          { apiGroups: ['pulumi.com'], resources: ['stacks', 'programs'], verbs: ['list', 'watch'] },
+          { apiGroups: ['auto.pulumi.com'], resources: ['workspaces', 'updates'], verbs: ['list', 'watch'] },
+        ],
       ],
       ['objectMetrics.enabled=false', [{ apiGroups: [''], resources: ['events'], verbs: ['create'] }]],
     ] as const) {

@@ -12,6 +12,9 @@ import { ObjectGauges } from '../hooks/src/objects/gauges';
 import type { ListWatch } from '../hooks/src/objects/reflector';
 import { Reasons } from '../hooks/src/stack/conditions';
 import { EventReasons } from '../hooks/src/stack/events';
+import { UpdateEventReasons } from '../hooks/src/update/events';
+import { WorkspaceEventReasons } from '../hooks/src/workspace/events';
+import { MULTIPLE_STACKS } from '../hooks/src/workspace/sync';
 import { IMAGE_NAMES, NODE_IMAGES } from '../e2e/testbed/images/refs';
 import { API_REFERENCE_FILE, renderApiReference } from './build-api-reference';
 import { INSTALL_FILE } from './build-install';
@@ -105,7 +108,10 @@ test.each(ALL_DOCS)('the links of %s resolve (files and anchors)', (doc) => {
 test('observability.md describes every metric the hook server exports', async () => {
   const metrics = new HookMetrics();
   const noApi: ListWatch = { list: () => new Promise(() => undefined), watch: () => new Promise(() => undefined) };
-  const fromObjects = new ObjectGauges({ stacks: noApi, programs: noApi }, { log: { warn: () => undefined } });
+  const fromObjects = new ObjectGauges(
+    { stacks: noApi, programs: noApi, workspaces: noApi, updates: noApi },
+    { log: { warn: () => undefined } },
+  );
   const names = [
     ...(await metrics.registry.getMetricsAsJSON()).map((m) => m.name),
     ...(await fromObjects.metricNames()),
@@ -153,8 +159,18 @@ test('troubleshooting.md explains every Reconciling and Stalled reason', () => {
 test('troubleshooting.md lists every event reason the hooks write', () => {
   const doc = readRepoFile('docs/troubleshooting.md');
   const events = doc.slice(doc.indexOf('## Events'), doc.indexOf('## Where things run'));
-  for (const r of Object.values(EventReasons))
+  for (const r of [EventReasons, WorkspaceEventReasons, UpdateEventReasons].flatMap((reasons) =>
+    Object.values(reasons),
+  ))
     expect({ r, documented: events.includes(`| \`${r}\` |`) }).toEqual({ r, documented: true });
+});
+
+test('the Stalled reason of a Workspace with more than one stack is in the docs that say what to do', () => {
+  for (const doc of ['workspaces-and-updates.md', 'migration.md', 'troubleshooting.md'])
+    expect({ doc, named: readRepoFile(`docs/${doc}`).includes(`\`${MULTIPLE_STACKS}\``) }).toEqual({
+      doc,
+      named: true,
+    });
 });
 
 test('image tags in the docs are the package version', () => {

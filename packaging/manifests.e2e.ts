@@ -342,7 +342,7 @@ describe('install.yaml RBAC, applied', () => {
     ]);
   });
 
-  test("the hook server's ServiceAccount may create Events in any namespace, list and watch Stacks and Programs, and nothing else", async () => {
+  test("the hook server's ServiceAccount may create Events in any namespace, list and watch Stacks, Programs, Workspaces and Updates, and nothing else", async () => {
     const user = 'system:serviceaccount:pulumi-system:pulumi-mc-hooks';
     const groups = ['system:serviceaccounts', 'system:serviceaccounts:pulumi-system', 'system:authenticated'];
     for (const namespace of ['default', 'team-a']) {
@@ -362,7 +362,8 @@ describe('install.yaml RBAC, applied', () => {
       { group: 'events.k8s.io', resource: 'events', verb: 'create', namespace: 'default' },
       { group: 'pulumi.com', resource: 'stacks', verb: 'get', namespace: 'default' },
       { group: 'pulumi.com', resource: 'stacks', verb: 'update', namespace: 'default' },
-      { group: 'auto.pulumi.com', resource: 'workspaces', verb: 'list' },
+      { group: 'auto.pulumi.com', resource: 'workspaces', verb: 'get', namespace: 'default' },
+      { group: 'auto.pulumi.com', resource: 'updates', verb: 'update', namespace: 'default' },
       { group: '', resource: 'secrets', verb: 'get', namespace: 'pulumi-system' },
       { group: '', resource: 'secrets', verb: 'list' },
       { group: 'apps', resource: 'statefulsets', verb: 'create', namespace: 'default' },
@@ -370,11 +371,14 @@ describe('install.yaml RBAC, applied', () => {
     for (const attrs of denied) {
       expect({ attrs, allowed: await api.can(user, groups, attrs) }).toEqual({ attrs, allowed: false });
     }
-    // The gauges of Stacks and Programs are read from the objects (docs/observability.md).
+    // The gauges of Stacks and Programs are read from the objects (docs/observability.md), and the
+    // events go only to Stacks, Workspaces and Updates the hooks watch (docs/security.md).
     for (const attrs of [
       { group: 'pulumi.com', resource: 'stacks', verb: 'list' },
       { group: 'pulumi.com', resource: 'stacks', verb: 'watch' },
       { group: 'pulumi.com', resource: 'programs', verb: 'list' },
+      { group: 'auto.pulumi.com', resource: 'workspaces', verb: 'watch' },
+      { group: 'auto.pulumi.com', resource: 'updates', verb: 'list' },
     ])
       expect({ attrs, allowed: await api.can(user, groups, attrs) }).toEqual({ attrs, allowed: true });
   }, 30_000);

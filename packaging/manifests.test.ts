@@ -226,6 +226,7 @@ describe('the hook server Deployment', () => {
     expect(findObject(install, 'ClusterRole', 'pulumi-operator:hooks').rules).toEqual([
       { apiGroups: [''], resources: ['events'], verbs: ['create'] },
       { apiGroups: ['pulumi.com'], resources: ['stacks', 'programs'], verbs: ['list', 'watch'] },
+      { apiGroups: ['auto.pulumi.com'], resources: ['workspaces', 'updates'], verbs: ['list', 'watch'] },
     ]);
   });
 

@@ -38,8 +38,9 @@ export interface HookConfig extends BoundedSettings {
   egress?: EgressRules;
   /**
    * Derive upstream's gauges (stacks_active, stacks_failing, programs_active) from the Stacks and
-   * Programs, listed and watched with the hooks' identity (OBJECT_METRICS=on, the default; off:
-   * no such gauges, and the ServiceAccount needs no access to Stacks and Programs).
+   * Programs, listed and watched with the hooks' identity, and write events only about the Stacks,
+   * Workspaces and Updates that watch holds (OBJECT_METRICS=on, the default; off: no such gauges,
+   * events about whatever a hook call names, and the ServiceAccount needs no access to those kinds).
    */
   objectMetrics?: boolean;
   /**

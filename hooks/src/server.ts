@@ -30,13 +30,13 @@ export interface ServerDeps {
   logger?: boolean;
   /** Where logs go (default stdout); tests capture them. */
   logStream?: NodeJS.WritableStream;
-  /** Kubernetes Events on Stacks: the API to write them with, or why they are off (the default). */
+  /** Kubernetes Events on Stacks, Workspaces and Updates: the API to write them with, or why they are off (the default). */
   events?: EventsAccess;
   /** Upstream's gauges of Stacks and Programs: the API to list and watch them with, or why they are off (the default). */
   objects?: ObjectsAccess;
   /** How often the TLS and token files are read again (default 30 s). */
   credentialsReloadMs?: number;
-  /** How long an event waits for its Stack to show in the Stack mirror (default 30 s). */
+  /** How long an event waits for its object to show in the mirror (default 30 s). */
   mirrorWaitMs?: number;
 }
 
@@ -46,7 +46,7 @@ export interface HookServer {
   metrics: HookMetrics;
   /** The gauges derived from Stacks and Programs; undefined when they are off. */
   objects: ObjectGauges | undefined;
-  /** Writes the Stacks' events; undefined when events are off. */
+  /** Writes the events of Stacks, Workspaces and Updates; undefined when events are off. */
   events: EventRecorder | undefined;
   /** The certificate served and the tokens the hook routes accept. */
   credentials: Credentials;
@@ -153,17 +153,17 @@ export function buildServer(config: HookConfig, deps: ServerDeps = {}): HookServ
   if ('api' in objectsAccess) app.log.info({ via: objectsAccess.via }, 'gauges of Stacks and Programs: on');
   else app.log.info({ why: objectsAccess.off }, 'gauges of Stacks and Programs: off');
   const access = deps.events ?? { off: 'no Kubernetes API access given' };
-  // With the Stacks mirrored, events go only to Stacks the mirror holds (events/recorder.ts).
+  // With the objects mirrored, events go only to objects the mirror holds (events/recorder.ts).
   const events =
     'api' in access
       ? new EventRecorder(access.api, {
           log: app.log,
-          ...(objects ? { mirror: objects.stackMirror } : {}),
+          ...(objects ? { mirror: objects.mirror } : {}),
           ...(deps.mirrorWaitMs !== undefined ? { mirrorWaitMs: deps.mirrorWaitMs } : {}),
         })
       : undefined;
   if ('api' in access)
-    app.log.info({ via: access.via, onlyWatchedStacks: objects !== undefined }, 'Kubernetes Events on Stacks: on');
+    app.log.info({ via: access.via, onlyWatchedObjects: objects !== undefined }, 'Kubernetes Events on Stacks: on');
   else app.log.info({ why: access.off }, 'Kubernetes Events on Stacks: off');
   const budget = new BodyBudget(limits.bodyBytesInFlight);
   metrics.watchBodies(budget);
@@ -185,8 +185,8 @@ export function buildServer(config: HookConfig, deps: ServerDeps = {}): HookServ
       cache,
       ...(events ? { events } : {}),
     });
-    hooks.register(workspaceHooks, { prefix: '/workspace', config, clock, cache });
-    hooks.register(updateHooks, { prefix: '/update', config, clock, cache });
+    hooks.register(workspaceHooks, { prefix: '/workspace', config, clock, cache, ...(events ? { events } : {}) });
+    hooks.register(updateHooks, { prefix: '/update', config, clock, cache, ...(events ? { events } : {}) });
     hooks.register(programHooks, { prefix: '/program', clock });
     done();
   });

@@ -53,6 +53,7 @@ const eventsOf = (stack: Stack, observed: KObject[], res: StackSyncResponse) =>
     status: res.status,
     children: res.children,
     finalizing: false,
+    now: NOW,
   });
 
 describe('drift detection', () => {

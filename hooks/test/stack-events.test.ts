@@ -1,6 +1,7 @@
 import type { Stack } from '../../schemas/generated/types';
 import type { KObject } from '../src/lib/k8s';
-import { MAX_MESSAGE_BYTES, stackEvents, truncateUtf8, type StackEvent } from '../src/stack/events';
+import { MAX_MESSAGE_BYTES, truncateUtf8, type HookEvent } from '../src/events/event';
+import { stackEvents } from '../src/stack/events';
 import { syncStack } from './controllers';
 import type { StackSyncResponse } from '../src/stack/sync';
 import {
@@ -9,6 +10,7 @@ import {
   jobFinishes,
   jobsOf,
   makeStack,
+  NOW,
   syncRequest,
   withStatus,
   workspaceBecomesReady,
@@ -18,23 +20,30 @@ import { ctx, syncStarting, toFirstJob } from './stories';
 import { hasControlCharacter } from './answers';
 
 /** The events of one sync: the request (observed Stack and children) and its answer. */
-function eventsOf(stack: Stack, observed: KObject[], res: StackSyncResponse, finalizing = false): StackEvent[] {
+function eventsOf(
+  stack: Stack,
+  observed: KObject[],
+  res: StackSyncResponse,
+  finalizing = false,
+  now = NOW,
+): HookEvent[] {
   return stackEvents({
     stack,
     observed: childrenMap(...observed),
     status: res.status,
     children: res.children,
     finalizing,
+    now,
   });
 }
 
 /** Syncs and returns the answer with the events it implies. */
-function sync(stack: Stack, observed: KObject[], now?: Date) {
+function sync(stack: Stack, observed: KObject[], now = NOW) {
   const res = syncStack(syncRequest(stack, observed), ctx(now));
-  return { res, events: eventsOf(stack, observed, res) };
+  return { res, events: eventsOf(stack, observed, res, false, now) };
 }
 
-const brief = (events: StackEvent[]) => events.map((e) => ({ type: e.type, reason: e.reason, message: e.message }));
+const brief = (events: HookEvent[]) => events.map((e) => ({ type: e.type, reason: e.reason, message: e.message }));
 
 describe('events of a Stack sync', () => {
   it('an update that starts: StackUpdateDetected with the reason, about its Job, once', () => {
@@ -75,6 +84,7 @@ describe('events of a Stack sync', () => {
           name: job.metadata.name,
           namespace: 'team-a',
         },
+        labels: { 'pulumi.com/stack-name': 'my-stack' },
       },
     ]);
     // Metacontroller calls again before it wrote anything: the same event, by name.
@@ -131,7 +141,7 @@ describe('events of a Stack sync', () => {
   it('the failure budget spent: StackUpdateFailure and Stalled UpdateFailed together', () => {
     let { stack, cluster, job } = toFirstJob();
     let t = Date.parse('2026-11-22T10:01:00Z');
-    let last: StackEvent[] = [];
+    let last: HookEvent[] = [];
     for (let attempt = 0; attempt < 4; attempt++) {
       const end = new Date(t).toISOString();
       const done = jobFinishes(cluster, job.metadata.name, { state: 'failed', message: 'boom', endTime: end });

@@ -265,6 +265,7 @@ describe('an up of a Stack with spec.outputsTo', () => {
         status: res.status ?? {},
         children: res.children,
         finalizing: false,
+        now: NOW,
       })
         .filter((e) => e.reason === 'OutputsConflict')
         .map((e) => ({ type: e.type, message: e.message }));

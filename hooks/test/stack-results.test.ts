@@ -17,6 +17,7 @@ import {
   jobFinishes,
   makeProgram,
   makeStack,
+  NOW,
   syncRequest,
   withStatus,
   workspaceBecomesReady,
@@ -58,6 +59,7 @@ describe('results a Stack takes', () => {
       status: res.status,
       children: res.children,
       finalizing: false,
+      now: NOW,
     });
     expect(events).toEqual([]);
   });

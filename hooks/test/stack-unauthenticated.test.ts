@@ -14,6 +14,7 @@ import {
   jobFinishes,
   jobsOf,
   makeStack,
+  NOW,
   syncRequest,
   withStatus,
   workspaceBecomesReady,
@@ -89,6 +90,7 @@ describe('a workspace that cannot verify its callers', () => {
       status: res.status,
       children: res.children,
       finalizing: false,
+      now: NOW,
     });
     expect(events.map((e) => [e.type, e.reason, e.message])).toEqual([
       ['Warning', 'Unauthenticated', `Unauthenticated: ${agentMessage}. ${fix}`],
@@ -103,6 +105,7 @@ describe('a workspace that cannot verify its callers', () => {
         status: again.status,
         children: again.children,
         finalizing: false,
+        now: NOW,
       }),
     ).toEqual([]);
   });

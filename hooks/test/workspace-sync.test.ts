@@ -3,6 +3,7 @@ import { Annotations, Env } from '../../contract';
 import { cloneJson } from '../src/lib/json';
 import { LAST_APPLIED_ANNOTATION, type KObject } from '../src/lib/k8s';
 import { recordDigests } from '../src/lib/kept-children';
+import { workspaceEvents } from '../src/workspace/events';
 import { syncWorkspace, WORKSPACE_HOLD, type WorkspaceSyncResponse } from '../src/workspace/sync';
 import { agentReports, applyChildren, condition, NOW, objectMap, testConfig, workspaceHashOf } from './builders';
 import { asChild, childOf, containerOf, envValue, fetchContainerOf, podSpecOf, templateOf } from './children';
@@ -14,7 +15,13 @@ function workspace(spec: Workspace['spec'] = {}): Workspace {
   return {
     apiVersion: 'auto.pulumi.com/v1alpha1',
     kind: 'Workspace',
-    metadata: { name: 'ws', namespace: 'team-a', generation: 3, labels: { team: 'a', 'controller-uid': 'x' } },
+    metadata: {
+      name: 'ws',
+      namespace: 'team-a',
+      uid: 'ws-uid',
+      generation: 3,
+      labels: { team: 'a', 'controller-uid': 'x' },
+    },
     spec: {
       git: { url: 'https://git.example/repo.git', ref: 'a'.repeat(40), dir: 'app' },
       stacks: [{ name: 'dev', config: [{ key: 'greeting', value: 'hi' }] }],
@@ -22,6 +29,9 @@ function workspace(spec: Workspace['spec'] = {}): Workspace {
     },
   };
 }
+
+/** The Workspace as Metacontroller leaves it after writing a sync's status. */
+const written = (ws: Workspace, res: WorkspaceSyncResponse): Workspace => ({ ...ws, status: res.status });
 
 /** The cluster after an answer was applied: the StatefulSet rolled out, its pod ready; no report yet. */
 function unreported(answer: { children: KObject[] }): KObject[] {
@@ -405,5 +415,129 @@ describe('a workspace of the release before the status ConfigMap', () => {
       ctx,
     );
     expect(condition(ready.status, 'Ready')).toMatchObject({ status: 'True', reason: 'Succeeded' });
+  });
+});
+
+describe('a Workspace with more than one stack', () => {
+  it('is Stalled MultipleStacksUnsupported, saying what to do, and what it has stays', () => {
+    const first = syncWorkspace({ parent: workspace() }, ctx);
+    const parent = written(workspace({ stacks: [{ name: 'dev' }, { name: 'prod' }] }), first);
+    const res = syncWorkspace({ parent, children: objectMap(...applyChildren([], first.children)) }, ctx);
+    const message =
+      'spec.stacks has 2 entries ("dev", "prod"); a workspace here serves one stack. Make one Workspace per ' +
+      "stack, each with this source and that stack alone in spec.stacks, and name it in the workspaceName of that stack's Updates";
+    expect(condition(res.status, 'Stalled')).toMatchObject({
+      status: 'True',
+      reason: 'MultipleStacksUnsupported',
+      message,
+    });
+    expect(condition(res.status, 'Ready')).toMatchObject({ status: 'False', reason: 'MultipleStacksUnsupported' });
+    // Nothing is built from it; its pod stays as last answered.
+    expect(res.children).toEqual(first.children);
+    // A Warning event of that reason, once.
+    const events = workspaceEvents({ workspace: parent, status: res.status });
+    expect(events.map((e) => [e.type, e.reason, e.message])).toEqual([
+      ['Warning', 'MultipleStacksUnsupported', message],
+    ]);
+    expect(workspaceEvents({ workspace: written(parent, res), status: res.status })).toEqual([]);
+  });
+
+  it('lists the first five names at most', () => {
+    const stacks = Array.from({ length: 7 }, (_, i) => ({ name: `s${i}` }));
+    const res = syncWorkspace({ parent: workspace({ stacks }) }, ctx);
+    expect(condition(res.status, 'Stalled')?.message).toMatch(
+      /^spec\.stacks has 7 entries \("s0", "s1", "s2", "s3", "s4", …\);/,
+    );
+  });
+});
+
+describe('events of a Workspace sync', () => {
+  /** Syncs and returns the answer with the events it implies. */
+  const sync = (parent: Workspace, children: KObject[] = [], now = NOW) => {
+    const res = syncWorkspace({ parent, children: objectMap(...children) }, { ...ctx, now });
+    return { res, events: workspaceEvents({ workspace: parent, status: res.status }) };
+  };
+
+  it('Initialized when the workspace pod is ready, once per pod, as upstream', () => {
+    const first = sync(workspace());
+    expect(first.events).toEqual([]);
+    const s1 = written(workspace(), first.res);
+    const ready = sync(s1, observed(first.res, 'Ready'));
+    expect(ready.events.map((e) => e.name)).toEqual([expect.stringMatching(/^ws\.[0-9a-f]{16}$/)]);
+    expect(ready.events.map((e) => ({ ...e, name: 'n' }))).toEqual([
+      {
+        name: 'n',
+        namespace: 'team-a',
+        type: 'Normal',
+        reason: 'Initialized',
+        action: 'Initialize',
+        message: 'Initialized workspace pod "ws-workspace-0"',
+        regarding: {
+          apiVersion: 'auto.pulumi.com/v1alpha1',
+          kind: 'Workspace',
+          name: 'ws',
+          namespace: 'team-a',
+          uid: 'ws-uid',
+        },
+        labels: { 'pulumi.com/stack-name': 'ws' },
+      },
+    ]);
+    // The same sync again (its status write was lost): the same event, by name.
+    expect(sync(s1, observed(first.res, 'Ready')).events).toEqual(ready.events);
+    // Resyncs once the status is written: nothing.
+    const s2 = written(s1, ready.res);
+    expect(sync(s2, observed(first.res, 'Ready'), new Date('2026-11-22T11:00:00Z')).events).toEqual([]);
+    // The pod restarts (installing again), then is ready again: a new event.
+    const installing = sync(s2, observed(first.res, 'Installing'), new Date('2026-11-22T11:05:00Z'));
+    expect(installing.events).toEqual([]);
+    const again = sync(written(s2, installing.res), observed(first.res, 'Ready'), new Date('2026-11-22T11:06:00Z'));
+    expect(again.events.map((e) => e.reason)).toEqual(['Initialized']);
+    expect(again.events[0]?.name).not.toBe(ready.events[0]?.name);
+  });
+
+  it.each([
+    ['InstallationFailed', 'InstallationFailure', 'Install', 'the message'],
+    [
+      'InitializationFailed',
+      'StackInitializationFailure',
+      'Initialize',
+      'Failed to initialize stack "dev": the message',
+    ],
+    ['IncompatibleConfiguration', 'StackInitializationFailure', 'Initialize', 'the message'],
+    [
+      'Unauthenticated',
+      'ConnectionFailure',
+      'Connect',
+      expect.stringMatching(/^the message\. To grant system:auth-delegator/) as unknown as string,
+    ],
+    ['SourceFetchFailed', 'SourceFetchFailed', 'Sync', 'the message'],
+  ])('Stalled %s: a Warning %s, once per stall', (agentReason, reason, action, message) => {
+    const first = sync(workspace());
+    const s1 = written(workspace(), first.res);
+    const failed = observed(first.res, 'Failed', agentReason);
+    const stalled = sync(s1, failed);
+    expect(stalled.events).toEqual([
+      expect.objectContaining({ type: 'Warning', reason, action, message, labels: { 'pulumi.com/stack-name': 'ws' } }),
+    ]);
+    // Two identical syncs name the same event; once the stall is written, nothing more.
+    expect(sync(s1, failed).events).toEqual(stalled.events);
+    const s2 = written(s1, stalled.res);
+    expect(sync(s2, failed, new Date('2026-11-22T11:00:00Z')).events).toEqual([]);
+    // Still stalled after an edit (a new generation): a new event.
+    const edited = { ...s2, metadata: { ...s2.metadata, generation: 4 } };
+    const after = sync(edited, failed);
+    expect(after.events.map((e) => e.reason)).toEqual([reason]);
+    expect(after.events[0]?.name).not.toBe(stalled.events[0]?.name);
+  });
+
+  it('names differ between Workspaces, and none without a uid', () => {
+    const first = sync(workspace());
+    const failed = observed(first.res, 'Failed', 'InstallationFailed');
+    const a = sync(written(workspace(), first.res), failed).events;
+    const other = { ...workspace(), metadata: { ...workspace().metadata, uid: 'other-uid' } };
+    const b = sync(written(other, first.res), failed).events;
+    expect(a[0]?.name).not.toBe(b[0]?.name);
+    const noUid = { ...workspace(), metadata: { ...workspace().metadata, uid: undefined } };
+    expect(sync(written(noUid, first.res), failed).events).toEqual([]);
   });
 });

@@ -2661,7 +2661,7 @@ export interface WorkspaceSpec {
    */
   pulumiLogLevel?: number;
   /**
-   * Stacks to select, create if asked, and configure when the workspace starts, keyed by name.
+   * Stacks to select, create if asked, and configure when the workspace starts, keyed by name. Here one at most: with more, the Workspace is Stalled (MultipleStacksUnsupported); make one Workspace per stack.
    */
   stacks?: WorkspaceSpecStack[];
 }

@@ -86,11 +86,6 @@ function childRules(workspace: string): ChildRule[] {
 }
 
 /**
- * Why a Workspace's spec cannot be built into a pod, if it cannot: nested deeper than any pod spec
- * (a hand-made one: the API server stores free-form values 10,000 levels deep, and the builder's
- * merge would overflow the stack), or holding a key the hook server refuses.
- */
-/**
  * A Stack's values (config, podTemplate) may nest MAX_NESTING levels; in its Workspace they sit a
  * few levels deeper (`stacks[0].config[n].value`), which must not stall a valid Stack.
  */
@@ -99,14 +94,30 @@ const MAX_WORKSPACE_NESTING = MAX_NESTING + 8;
 /** `<workspace>-workspace` names a StatefulSet, whose pods' revision label (name, `-`, 10 characters) has at most 63. */
 const MAX_NAME = 42;
 
-function specProblem(ws: Workspace): string | undefined {
+/** The Stalled reason of a Workspace with more than one entry in `spec.stacks` (ours: upstream initialises each). */
+export const MULTIPLE_STACKS = 'MultipleStacksUnsupported';
+
+/** How many of the stacks' names the message lists, and how much of each. */
+const LISTED_STACKS = 5;
+const LISTED_NAME = 100;
+
+/**
+ * Why a Workspace's spec cannot be built into a pod, if it cannot: nested deeper than any pod spec
+ * (a hand-made one: the API server stores free-form values 10,000 levels deep, and the builder's
+ * merge would overflow the stack), holding a key the hook server refuses, or naming more stacks
+ * than the agent serves (one: docs/workspaces-and-updates.md says why).
+ */
+function specProblem(ws: Workspace): { reason: string; message: string } | undefined {
+  const invalid = (message: string) => ({ reason: 'SpecInvalid', message });
   if (ws.metadata.name.length > MAX_NAME)
-    return `metadata.name is ${ws.metadata.name.length} characters long; a Workspace's may have at most ${MAX_NAME} (its StatefulSet is <name>-workspace)`;
+    return invalid(
+      `metadata.name is ${ws.metadata.name.length} characters long; a Workspace's may have at most ${MAX_NAME} (its StatefulSet is <name>-workspace)`,
+    );
   const tooDeep = pathNestedDeeperThan(ws.spec, MAX_WORKSPACE_NESTING, 'spec');
   if (tooDeep !== undefined)
-    return `${tooDeep} is nested more than ${MAX_WORKSPACE_NESTING} levels deep; no workspace needs that many`;
+    return invalid(`${tooDeep} is nested more than ${MAX_WORKSPACE_NESTING} levels deep; no workspace needs that many`);
   const key = prototypeKeyPath(ws.spec);
-  if (key !== undefined) return `${dottedPath('spec', key)}: ${PROTOTYPE_KEY_PROBLEM}`;
+  if (key !== undefined) return invalid(`${dottedPath('spec', key)}: ${PROTOTYPE_KEY_PROBLEM}`);
   // The CRD's schema, as the API server checks it: a request it did not come through is read the same.
   const schema = validateWorkspace({
     apiVersion: ws.apiVersion,
@@ -114,7 +125,22 @@ function specProblem(ws: Workspace): string | undefined {
     metadata: { name: ws.metadata.name },
     spec: ws.spec,
   });
-  return schema.ok ? undefined : schema.errors.map((e) => `${e.path} ${e.message}`).join('; ');
+  if (!schema.ok) return invalid(schema.errors.map((e) => `${e.path} ${e.message}`).join('; '));
+  const stacks = Array.isArray(ws.spec?.stacks) ? ws.spec.stacks : [];
+  if (stacks.length > 1) {
+    const names = stacks
+      .slice(0, LISTED_STACKS)
+      .map((s) => JSON.stringify(String(s?.name ?? '').slice(0, LISTED_NAME)))
+      .join(', ');
+    return {
+      reason: MULTIPLE_STACKS,
+      message:
+        `spec.stacks has ${stacks.length} entries (${names}${stacks.length > LISTED_STACKS ? ', …' : ''}); ` +
+        `a workspace here serves one stack. Make one Workspace per stack, each with this source and that stack ` +
+        `alone in spec.stacks, and name it in the workspaceName of that stack's Updates`,
+    };
+  }
+  return undefined;
 }
 
 export function syncWorkspace(req: WorkspaceSyncRequest, ctx: WorkspaceSyncContext): WorkspaceSyncResponse {
@@ -149,7 +175,7 @@ export function syncWorkspace(req: WorkspaceSyncRequest, ctx: WorkspaceSyncConte
     // Nothing is built from it; what the Workspace has stays as it is.
     const status: WorkspaceStatus = { address: workspaceAddress(name, namespace) };
     if (generation !== undefined) status.observedGeneration = generation;
-    const failed = { status: 'False', reason: 'SpecInvalid', message: problem } as const;
+    const failed = { status: 'False', ...problem } as const;
     status.conditions = setConditions(
       ws.status?.conditions,
       [
