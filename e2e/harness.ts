@@ -20,7 +20,8 @@ import type { Stack, StackCondition, StackSpec } from '../schemas/generated/type
 import { parseWorkspaceStatus, WORKSPACE_STATUS_KEY, type WorkspaceStatus } from '../contract';
 import { configFromEnv, type HookConfig } from '../hooks/src/config';
 import { kubeEventsApi } from '../hooks/src/events/kubernetes';
-import { kubeObjectsApi } from '../hooks/src/objects/kubernetes';
+import { kubeReviewApi, TokenReviewer } from '../hooks/src/kube/token-review';
+import { kubeObjectsApi, kubeProgramGetter } from '../hooks/src/objects/kubernetes';
 import type { EventRecorder } from '../hooks/src/events/recorder';
 import { startHookServer, type RunningServer } from '../hooks/src/main';
 import { makeHookCredentials, type HookCredentials } from '../hooks/test/credentials';
@@ -49,6 +50,8 @@ export interface Operator {
   hooksPort: number;
   /** Where the hook server is served: https://127.0.0.1:<hooksPort>. */
   hooksUrl: string;
+  /** Where workspace pods download Programs from it: https://<node address>:<hooksPort> (PROGRAM_SERVER_URL). */
+  programServerUrl: string;
   /**
    * A request to the hook server as Metacontroller makes it (HTTPS checked against the CA of the
    * hooks' Secret, with its bearer token), or with another Authorization header or none
@@ -249,18 +252,29 @@ export async function startOperator(options: OperatorOptions = {}): Promise<Oper
     const hookAccess = {
       events: { api: kubeEventsApi(hooksKc), via: 'pulumi-mc-hooks' },
       objects: { api: kubeObjectsApi(hooksKc), via: 'pulumi-mc-hooks' },
+      programs: {
+        api: { reviewer: new TokenReviewer(kubeReviewApi(hooksKc)), getProgram: kubeProgramGetter(hooksKc) },
+        via: 'pulumi-mc-hooks',
+      },
     };
     // The hook server's certificate and token, as the quickstart makes them; Metacontroller reads
     // the Secrets when it starts the controllers.
-    const credentials = makeHookCredentials(join(cp.dir, 'hooks-credentials'), { EXTRA_SANS: 'IP:127.0.0.1' });
+    // Metacontroller calls the hooks on 127.0.0.1; workspace pods download Programs from the node
+    // address (the hooks' Service address in a cluster), so the certificate names both.
+    const credentials = makeHookCredentials(join(cp.dir, 'hooks-credentials'), {
+      EXTRA_SANS: `IP:127.0.0.1,IP:${env.nodeIp}`,
+    });
     for (const secret of credentials.secrets) await objects.create(secret);
     const hooksPort = await freePort();
     const hooksUrl = `https://127.0.0.1:${hooksPort}`;
+    const programServerUrl = `https://${env.nodeIp}:${hooksPort}`;
     const hookConfig = {
       ...configFromEnv({}),
       ...credentials.serving,
       port: hooksPort,
-      host: '127.0.0.1',
+      // Every address of the test network: no packet leaves it.
+      host: '0.0.0.0',
+      programServer: { url: programServerUrl, ca: credentials.ca },
       agentImage: AGENT_IMAGE,
       logLevel: process.env.PKO_E2E_HOOK_LOGS ? 'info' : 'warn',
       ...options.hookConfig,
@@ -271,7 +285,7 @@ export async function startOperator(options: OperatorOptions = {}): Promise<Oper
       cp,
       node,
       objects,
-      { port: hooksPort, url: hooksUrl, credentials },
+      { port: hooksPort, url: hooksUrl, programServerUrl, credentials },
       {
         restartHooks: async () => {
           await hooks?.shutdown('test');
@@ -373,7 +387,7 @@ function operatorOf(
   cp: ControlPlane,
   node: RealNode,
   objects: k8s.KubernetesObjectApi,
-  hooks: { port: number; url: string; credentials: HookCredentials },
+  hooks: { port: number; url: string; programServerUrl: string; credentials: HookCredentials },
   lifecycle: Pick<Operator, 'restartHooks' | 'hookEvents' | 'hookEventsIdle' | 'stop'>,
 ): Operator {
   const kc = cp.kubeConfig;
@@ -438,6 +452,7 @@ function operatorOf(
     apps: kc.makeApiClient(k8s.AppsV1Api),
     node,
     hooksPort: hooks.port,
+    programServerUrl: hooks.programServerUrl,
     hooksUrl: hooks.url,
     hookRequest: client.hookRequest,
     ...lifecycle,

@@ -1,7 +1,8 @@
 import { configFromEnv, type HookConfig } from './config';
 import { kubeEventsApi } from './events/kubernetes';
 import { kubeAccessFromEnv } from './kube/access';
-import { kubeObjectsApi } from './objects/kubernetes';
+import { kubeReviewApi, TokenReviewer } from './kube/token-review';
+import { kubeObjectsApi, kubeProgramGetter } from './objects/kubernetes';
 import { buildServer, type HookServer, type ServerDeps } from './server';
 
 export interface RunningServer extends HookServer {
@@ -38,6 +39,13 @@ async function main(): Promise<void> {
         : 'kc' in access
           ? { api: kubeObjectsApi(access.kc), via: access.via }
           : access,
+    programs:
+      'kc' in access
+        ? {
+            api: { reviewer: new TokenReviewer(kubeReviewApi(access.kc)), getProgram: kubeProgramGetter(access.kc) },
+            via: access.via,
+          }
+        : access,
   });
   const onSignal = (signal: string) => {
     running.shutdown(signal).then(

@@ -30,6 +30,10 @@ export const testConfig: HookConfig = {
   logLevel: 'silent',
   gitTimeoutMs: 2000,
   gitCacheTtlMs: 20000,
+  programServer: {
+    url: 'https://pulumi-mc-hooks.pulumi-system.svc',
+    ca: '-----BEGIN CERTIFICATE-----\ntest CA\n-----END CERTIFICATE-----\n',
+  },
 };
 
 export function makeStack(

@@ -35,7 +35,7 @@ import {
   withStatus,
   workspaceBecomesReady,
 } from './builders';
-import { asChild, at } from './children';
+import { at } from './children';
 import { LAST_APPLIED_ANNOTATION, type KObject } from '../src/lib/k8s';
 
 const DIR = join(__dirname, '..', '..', 'examples', 'hooks');
@@ -278,7 +278,8 @@ const expectations: Record<string, { path: string; status: number; check: (body:
     check: (body) => {
       const b = programSyncAnswer(body);
       expect(b.status.artifact?.revision).toBe('1');
-      expect(asChild(b.attachments[0], 'ConfigMap').data?.['Pulumi.yaml']).toContain('name: my-program');
+      expect(b.status.artifact?.url).toBe('https://pulumi-mc-hooks.pulumi-system.svc/programs/team-a/my-program');
+      expect(b.attachments).toEqual([]);
     },
   },
   'malformed-no-parent.json': {

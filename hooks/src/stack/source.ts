@@ -39,11 +39,6 @@ const FULL_SHA = /^[0-9a-f]{40}$/;
 
 export const GROUP_VERSION = 'pulumi.com/v1';
 
-/** The ConfigMap the Program hook attaches to a Program, holding its rendered Pulumi.yaml. */
-export function programConfigMapName(program: string): string {
-  return `${program}-program`;
-}
-
 /** Git credentials as secretKeyRef env vars for the fetch container (upstream's precedence). */
 export function gitAuthEnv(spec: StackSpec): SecretEnv[] {
   const auth = spec.gitAuth;
@@ -162,6 +157,7 @@ export function resolveSource(
   related: ObjectMap | undefined,
   lookups: ReadonlyMap<string, RefLookup>,
   sourceLessDestroy: boolean,
+  programsServed: boolean,
 ): SourceResolution {
   const spec = stack.spec;
   const ns = stack.metadata?.namespace as string;
@@ -242,11 +238,14 @@ export function resolveSource(
       const why = invalid?.message ? `: ${invalid.message}` : '';
       return { ok: false, reason: Reasons.SourceUnavailable, message: `Program ${ns}/${name} has no artifact${why}` };
     }
-    return {
-      ok: true,
-      commit: artifact.revision,
-      source: { kind: 'program', configMap: programConfigMapName(name), digest: artifact.digest },
-    };
+    if (!programsServed)
+      return {
+        ok: false,
+        reason: Reasons.SourceUnavailable,
+        message: `Program ${ns}/${name}: the hook server does not serve Programs (PROGRAM_SERVER_URL is unset)`,
+      };
+    // Only the digest and revision come from the Program's status: the URL is this server's own.
+    return { ok: true, commit: artifact.revision, source: { kind: 'program', name, digest: artifact.digest } };
   }
   const local = spec.workspaceTemplate?.spec?.local?.dir;
   if (local) return { ok: true, commit: '', source: { kind: 'local', dir: localSourceDir(local) } };

@@ -479,7 +479,13 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
 
   // 4. Where the program comes from and which commit it is at.
   const sourceLessDestroy = deleting && spec.runProgram !== true && status.projectInfo !== undefined;
-  const source = resolveSource(stack, req.related, ctx.lookups, sourceLessDestroy);
+  const source = resolveSource(
+    stack,
+    req.related,
+    ctx.lookups,
+    sourceLessDestroy,
+    ctx.config.programServer !== undefined,
+  );
   if (!source.ok) {
     return respond({ kind: 'stalled', reason: source.reason, message: source.message }, keepAll(), {
       resyncAfterSeconds: SOURCE_RETRY_SECONDS,
