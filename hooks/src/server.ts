@@ -123,6 +123,8 @@ export function buildServer(config: HookConfig, deps: ServerDeps = {}): HookServ
             ...(logStream ? { stream: logStream } : {}),
           },
     bodyLimit: config.bodyLimit,
+    // A Program's name may be 253 characters (/programs/:namespace/:name); longer is a 400 from its schema.
+    routerOptions: { maxParamLength: 300 },
     genReqId: (req) => {
       const given = req.headers['x-request-id'];
       return typeof given === 'string' && given.length > 0 && given.length <= 128 ? given : randomUUID();

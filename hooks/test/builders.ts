@@ -67,7 +67,7 @@ export function makeProgram(name = 'my-program', generation = 1, digest = 'sha25
       observedGeneration: generation,
       artifact: {
         path: `programs/team-a/${name}/${generation}`,
-        url: `configmap://team-a/${name}-program/Pulumi.yaml`,
+        url: `https://pulumi-mc-hooks.pulumi-system.svc/programs/team-a/${name}`,
         revision: String(generation),
         digest,
         lastUpdateTime: '2026-11-22T09:00:00Z',
