@@ -204,10 +204,14 @@ function servingFromEnv(
   };
 }
 
-/** `knownHosts`: how the trusted host keys are read (render reads only the files SSH_KNOWN_HOSTS names). */
+/**
+ * `knownHosts`: how the trusted host keys are read (render reads only the files SSH_KNOWN_HOSTS
+ * names); `readFile`: how PROGRAM_SERVER_CA_FILE is read (tests of the manifests: a stand-in).
+ */
 export function configFromEnv(
   env: NodeJS.ProcessEnv = process.env,
   knownHosts: (env: NodeJS.ProcessEnv) => string = readKnownHosts,
+  readFile: (file: string) => string = (file) => readFileSync(file, 'utf8'),
 ): HookConfig {
   const bounded = boundedSettingsFromEnv(env);
   const image = (ref: string): string => withRegistry(ref, bounded.imageRegistry);
@@ -239,13 +243,13 @@ export function configFromEnv(
   const policy = pullPolicy(env.AGENT_IMAGE_PULL_POLICY);
   if (policy) config.agentImagePullPolicy = policy;
   if (env.FLUX_MAX_UNTAR_SIZE_BYTES) config.fluxMaxUntarSizeBytes = env.FLUX_MAX_UNTAR_SIZE_BYTES;
-  const programServer = programServerFromEnv(env);
+  const programServer = programServerFromEnv(env, readFile);
   if (programServer) config.programServer = programServer;
   return config;
 }
 
 /** PROGRAM_SERVER_URL and PROGRAM_SERVER_CA_FILE go together: an https URL without path, and a PEM file. */
-function programServerFromEnv(env: NodeJS.ProcessEnv): HookConfig['programServer'] {
+function programServerFromEnv(env: NodeJS.ProcessEnv, readFile: (file: string) => string): HookConfig['programServer'] {
   const url = env.PROGRAM_SERVER_URL ?? '';
   const caFile = env.PROGRAM_SERVER_CA_FILE ?? '';
   if (url === '' && caFile === '') return undefined;
@@ -261,7 +265,7 @@ function programServerFromEnv(env: NodeJS.ProcessEnv): HookConfig['programServer
     throw new Error(`PROGRAM_SERVER_URL must be https://<host>[:<port>], not ${JSON.stringify(url)}`);
   let ca: string;
   try {
-    ca = readFileSync(caFile, 'utf8');
+    ca = readFile(caFile);
   } catch (e) {
     throw new Error(`PROGRAM_SERVER_CA_FILE: cannot read ${caFile}: ${(e as Error).message}`, { cause: e });
   }
