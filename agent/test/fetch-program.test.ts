@@ -21,8 +21,9 @@ const digestOf = (text: string | Buffer) => `sha256:${crypto.createHash('sha256'
 let credentials: HookCredentials;
 let server: https.Server;
 let base: string;
-/** What the server answers next, and the Authorization headers it was sent. */
+/** What the server answers (the first of `answers` first, then `answer`), and the Authorization headers it was sent. */
 let answer: { status: number; body: string | Buffer } = { status: 200, body: PROJECT };
+let answers: { status: number; body: string }[] = [];
 const seen: (string | undefined)[] = [];
 let root: string;
 
@@ -31,8 +32,9 @@ beforeAll(async () => {
   credentials = makeHookCredentials(dir, { EXTRA_SANS: 'IP:127.0.0.1' });
   server = https.createServer({ cert: credentials.cert, key: credentials.key }, (req, res) => {
     seen.push(req.headers.authorization);
-    res.writeHead(answer.status, { 'content-type': 'application/yaml' });
-    res.end(answer.body);
+    const next = answers.shift() ?? answer;
+    res.writeHead(next.status, { 'content-type': 'application/yaml' });
+    res.end(next.body);
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   base = `https://127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -46,6 +48,7 @@ beforeEach(() => {
   fs.mkdirSync(path.dirname(token), { recursive: true });
   fs.writeFileSync(token, 'projected-token\n');
   answer = { status: 200, body: PROJECT };
+  answers = [];
   seen.length = 0;
 });
 afterEach(() => fs.rmSync(root, { recursive: true, force: true }));
@@ -96,17 +99,31 @@ describe('fetch program', () => {
     expect(fs.existsSync(written())).toBe(false);
   });
 
-  it("reports the server's refusal with its status", async () => {
+  it("reports the server's refusal with its status, after three attempts when it may change by itself", async () => {
     answer = { status: 403, body: '{"error":"Forbidden","message":"no Workspace of namespace team-a …"}' };
     const err = await refusal(env());
     expect(err.message).toMatch(/HTTP 403: \{"error":"Forbidden"/);
     expect(err.reason).toBe('SourceUnavailable');
+    expect(seen).toHaveLength(3);
+    // A 401 or 404 does not change by itself: one attempt.
+    seen.length = 0;
+    answer = { status: 404, body: '{"error":"Not Found"}' };
+    expect((await refusal(env())).message).toContain('HTTP 404');
+    expect(seen).toHaveLength(1);
+  });
+
+  it('gets the Program once the server can answer (503, then 200)', async () => {
+    answers = [{ status: 503, body: '{"error":"Service Unavailable"}' }];
+    await fetchProgram(env());
+    expect(fs.readFileSync(written(), 'utf8')).toBe(PROJECT);
+    expect(seen).toHaveLength(2);
   });
 
   it(`reads at most ${MAX_PROGRAM_BYTES} bytes`, async () => {
     answer = { status: 200, body: Buffer.alloc(MAX_PROGRAM_BYTES + 1, 'a') };
     const err = await refusal(env({ PROGRAM_DIGEST: digestOf(answer.body) }));
     expect(err.message).toContain(`the answer is larger than ${MAX_PROGRAM_BYTES} bytes`);
+    expect(seen).toHaveLength(1);
     expect(fs.existsSync(written())).toBe(false);
   });
 

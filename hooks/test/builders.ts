@@ -145,13 +145,6 @@ const byComposite: Marking = (child) => {
   child.metadata.labels = { ...child.metadata.labels, 'controller-uid': STAND_IN_CONTROLLER_UID };
 };
 
-/** A DecoratorController: the annotation naming it (github.com/metacontroller/metacontroller v4.17.2, pkg/controller/decorator/controller.go). */
-export const byDecorator =
-  (name: string): Marking =>
-  (child) => {
-    child.metadata.annotations = { ...child.metadata.annotations, 'metacontroller.k8s.io/decorator-controller': name };
-  };
-
 /** The top-level fields Metacontroller last applied to an observed child (its annotation), none if unreadable. */
 function lastAppliedOf(observed: KObject): Record<string, unknown> {
   const raw = observed.metadata.annotations?.[LAST_APPLIED_ANNOTATION];

@@ -7,6 +7,7 @@ import { Env, MAX_PROGRAM_BYTES, Paths } from '../../../contract';
 import { AgentError, errorMessage } from '../lib/errors';
 import { logger } from '../lib/log';
 import { hostPath } from '../lib/paths';
+import { sleep } from '../lib/sleep';
 import { fetchError, layout, replaceWithSymlink, type FetchLayout } from './common';
 import { fetchFlux, fluxSettingsFromEnv, parseDigest } from './flux';
 import { fetchGit, gitSettingsFromEnv } from './git';
@@ -46,11 +47,19 @@ export async function fetchProgram(env: NodeJS.ProcessEnv = process.env, l: Fetc
       `cannot read the ServiceAccount token (${(e as NodeJS.ErrnoException).code ?? errorMessage(e)})`,
     );
   }
-  let bytes: Buffer;
-  try {
-    bytes = await downloadProgram(url, ca, token);
-  } catch (e) {
-    throw fetchError('program', url, errorMessage(e));
+  let bytes: Buffer | undefined;
+  // Three attempts while the answer may change by itself: the hook server has not seen the
+  // Workspace yet (403), is busy (429) or cannot decide yet (503), or the connection failed.
+  for (let attempt = 1; bytes === undefined; attempt++) {
+    try {
+      bytes = await downloadProgram(url, ca, token);
+    } catch (e) {
+      // A failed connection is not an AgentError; an answer is, with its status (none: too large).
+      const transient = !(e instanceof AgentError) || [403, 429, 503].includes(e.status ?? 0);
+      if (!transient || attempt >= 3) throw fetchError('program', url, errorMessage(e));
+      logger.info('program download failed; retrying', { url, attempt, error: errorMessage(e) });
+      await sleep(1000 * attempt);
+    }
   }
   const actual = crypto.createHash(expected.algorithm).update(bytes).digest('hex');
   if (actual !== expected.hex) {
@@ -80,7 +89,7 @@ async function downloadProgram(url: string, ca: string, token: string): Promise<
     });
     if (res.statusCode !== 200) {
       const why = (await res.body.text().catch(() => '')).slice(0, 300);
-      throw new Error(`HTTP ${res.statusCode}${why ? `: ${why}` : ''}`);
+      throw new AgentError(`HTTP ${res.statusCode}${why ? `: ${why}` : ''}`, { status: res.statusCode });
     }
     const chunks: Buffer[] = [];
     let size = 0;
@@ -88,7 +97,7 @@ async function downloadProgram(url: string, ca: string, token: string): Promise<
       size += (chunk as Buffer).length;
       if (size > MAX_PROGRAM_BYTES) {
         res.body.destroy();
-        throw new Error(`the answer is larger than ${MAX_PROGRAM_BYTES} bytes`);
+        throw new AgentError(`the answer is larger than ${MAX_PROGRAM_BYTES} bytes`);
       }
       chunks.push(chunk as Buffer);
     }
