@@ -201,9 +201,13 @@ describe('helm template with the default values', () => {
     );
     expect(policy.spec?.ingress).toEqual([
       {
-        from: ['metacontroller', 'monitoring'].map((ns) => ({
-          namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': ns } },
-        })),
+        from: [
+          ...['metacontroller', 'monitoring'].map((ns) => ({
+            namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': ns } },
+          })),
+          // Workspace pods of any namespace, for their Program.
+          { namespaceSelector: {}, podSelector: { matchLabels: { 'auto.pulumi.com/component': 'workspace' } } },
+        ],
         ports: [{ port: 'https', protocol: 'TCP' }],
       },
     ]);
@@ -419,6 +423,7 @@ describe('helm template with every value changed (packaging/testdata/chart-value
         items: [
           { key: 'tls.crt', path: 'tls.crt' },
           { key: 'tls.key', path: 'tls.key' },
+          { key: 'ca.crt', path: 'ca.crt' },
         ],
       },
     });
@@ -449,6 +454,7 @@ describe('helm template with every value changed (packaging/testdata/chart-value
             namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'observability' } },
             podSelector: { matchLabels: { 'app.kubernetes.io/name': 'prometheus' } },
           },
+          { namespaceSelector: {}, podSelector: { matchLabels: { 'auto.pulumi.com/component': 'workspace' } } },
         ],
         ports: [{ port: 'https', protocol: 'TCP' }],
       },
@@ -531,7 +537,9 @@ describe('helm template with every value changed (packaging/testdata/chart-value
       [
         'events.enabled=false',
         [
-          { apiGroups: ['pulumi.com'], resources: ['stacks', 'programs'], verbs: ['list', 'watch'] },
+          { apiGroups: ['pulumi.com'], resources: ['stacks'], verbs: ['list', 'watch'] },
+          { apiGroups: ['pulumi.com'], resources: ['programs'], verbs: ['get', 'list', 'watch'] },
+          { apiGroups: ['authentication.k8s.io'], resources: ['tokenreviews'], verbs: ['create'] },
           { apiGroups: ['auto.pulumi.com'], resources: ['workspaces', 'updates'], verbs: ['list', 'watch'] },
         ],
       ],
