@@ -9,6 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { request as httpRequest } from 'undici';
 import { configFromEnv } from '../src/config';
+import { DEPLOYED_PROGRAM_SERVER } from './builders';
 import { buildServer, type HookServer } from '../src/server';
 
 const REQUESTS = join(__dirname, '..', '..', 'bench', 'requests');
@@ -49,7 +50,10 @@ async function cacheCounts(server: HookServer): Promise<Record<string, number>> 
 describe('cache metrics', () => {
   let server: HookServer;
   beforeAll(async () => {
-    server = buildServer({ ...configFromEnv({}), agentImage: stack.agentImage }, { logger: false });
+    server = buildServer(
+      { ...configFromEnv({}), agentImage: stack.agentImage, programServer: DEPLOYED_PROGRAM_SERVER },
+      { logger: false },
+    );
     await server.app.listen({ port: 0, host: '127.0.0.1' });
   });
   afterAll(() => server.app.close());
@@ -88,7 +92,11 @@ describe('the sync caches of Stacks with large specs', () => {
   it('hold at most SYNC_CACHE_MAX_BYTES, and /metrics says how much each holds', async () => {
     const budget = 64 * 1024 * 1024;
     const server = buildServer(
-      { ...configFromEnv({ SYNC_CACHE_MAX_BYTES: String(budget) }), agentImage: stack.agentImage },
+      {
+        ...configFromEnv({ SYNC_CACHE_MAX_BYTES: String(budget) }),
+        agentImage: stack.agentImage,
+        programServer: DEPLOYED_PROGRAM_SERVER,
+      },
       { logger: false },
     );
     await server.app.listen({ port: 0, host: '127.0.0.1' });
