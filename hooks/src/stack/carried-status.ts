@@ -1,7 +1,7 @@
 import type { StackStatus } from '../../../schemas/generated/types';
 import { isRecord, MAX_NESTING, nestedDeeperThan } from '../lib/json';
 import { carriedDriftCheck } from './drift';
-import { carriedPlan } from './approval';
+import { carriedPlan } from './plan';
 
 /**
  * What a sync carries over from the observed status (the previous answer, as written) before it

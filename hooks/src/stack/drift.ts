@@ -182,8 +182,13 @@ function driftCondition(check: DriftCheckState): Pick<StackCondition, 'status' |
   };
 }
 
-/** Records a finished check in `status.lastDriftCheck` and the Drifted condition. */
-export function recordDriftCheck(status: StackStatus, name: string, outcome: UpdateOutcome, generation: number): void {
+/** The status with a finished check recorded in `status.lastDriftCheck` and the Drifted condition. */
+export function recordDriftCheck(
+  status: StackStatus,
+  name: string,
+  outcome: UpdateOutcome,
+  generation: number,
+): StackStatus {
   const { result } = outcome;
   const check: DriftCheckState = {
     // The outcome's end is a known time (update.ts), or there is none.
@@ -197,7 +202,6 @@ export function recordDriftCheck(status: StackStatus, name: string, outcome: Upd
     check.changedResources = result.changedResources ?? 0;
     if (result.changedUrns?.length) check.urns = result.changedUrns.slice(0, MAX_CHANGED_URNS);
   }
-  status.lastDriftCheck = check;
   const conditions = (status.conditions ?? []).filter((c) => isRecord(c));
   const previous = conditions.find((c) => c.type === DRIFTED);
   const next = driftCondition(check);
@@ -209,7 +213,11 @@ export function recordDriftCheck(status: StackStatus, name: string, outcome: Upd
       previous?.status === next.status ? previous.lastTransitionTime : check.time || rfc3339(new Date(0)),
     observedGeneration: generation,
   };
-  status.conditions = [...conditions.filter((c) => c.type !== DRIFTED), condition];
+  return {
+    ...status,
+    lastDriftCheck: check,
+    conditions: [...conditions.filter((c) => c.type !== DRIFTED), condition],
+  };
 }
 
 /** The observed `status.lastDriftCheck`, carried over field by field (carried-status.ts). */

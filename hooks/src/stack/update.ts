@@ -97,8 +97,25 @@ export function operationFor(stack: Stack, type: OperationType, message: string)
   return op;
 }
 
+/** An Update as the Stack makes it: its spec is known, so no caller needs to cast it. */
+export type StackUpdate = KObject & Update & { spec: UpdateSpec };
+
+/** The plan fields only the approval gate sets (approval.ts). */
+type PlanFields = Pick<UpdateSpec, 'savePlan' | 'plan'>;
+
+/** An observed Update's spec, or nothing if it has none (read field by field by its callers). */
+export function updateSpecOf(update: KObject): Partial<UpdateSpec> {
+  return isRecord(update.spec) ? update.spec : {};
+}
+
 /** The Update that runs one operation of the Stack in its Workspace. */
-export function buildUpdate(stack: Stack, type: OperationType, message: string, id: UpdateIdentity): KObject {
+export function buildUpdate(
+  stack: Stack,
+  type: OperationType,
+  message: string,
+  id: UpdateIdentity,
+  plan: PlanFields = {},
+): StackUpdate {
   const name = stack.metadata.name;
   const namespace = stack.metadata.namespace ?? '';
   const op: Partial<OperationRequest> = operationFor(stack, type, message);
@@ -115,7 +132,8 @@ export function buildUpdate(stack: Stack, type: OperationType, message: string, 
   };
   const deadline = stack.spec.updateTemplate?.spec?.activeDeadlineSeconds;
   if (deadline !== undefined) spec.activeDeadlineSeconds = deadline;
-  let update: Update & KObject = {
+  Object.assign(spec, plan);
+  let update: StackUpdate = {
     apiVersion: WORKSPACE_API_VERSION,
     kind: 'Update',
     metadata: {

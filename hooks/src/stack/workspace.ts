@@ -169,7 +169,7 @@ export interface DesiredStackWorkspace {
 }
 
 /** The Workspace `<stack>` for a Stack and its resolved source. */
-export function desiredWorkspace(stack: Stack, source: FetchSource, config: HookConfig): DesiredStackWorkspace {
+export function stackWorkspace(stack: Stack, source: FetchSource, config: HookConfig): DesiredStackWorkspace {
   const spec = stack.spec;
   const name = stack.metadata.name;
   const namespace = stack.metadata.namespace ?? '';
@@ -216,7 +216,7 @@ export type StackWorkspaceReadiness =
  * controller for its current generation, and Ready; a Stalled Workspace is a failure, reported as
  * upstream's Stack does (`<reason>: <message>`).
  */
-export function workspaceReadiness(observed: Workspace | undefined, hash: string): StackWorkspaceReadiness {
+export function stackWorkspaceReadiness(observed: Workspace | undefined, hash: string): StackWorkspaceReadiness {
   const waiting = { state: 'waiting', message: 'waiting for workspace readiness' } as const;
   if (!observed || observed.metadata.annotations?.[WORKSPACE_SPEC_HASH] !== hash) return waiting;
   if (observed.status?.observedGeneration !== observed.metadata.generation) return waiting;

@@ -194,7 +194,7 @@ function workspaceIdentityEnv(statusName: string): V1EnvVar[] {
   ];
 }
 
-export interface DesiredWorkspace {
+export interface DesiredPod {
   statefulSet: KObject;
   service: KObject;
   /** Hash of the desired pod template; the workspace is ready for an operation once it runs this. */
@@ -246,7 +246,7 @@ function containerEnv(ws: Workspace): V1EnvVar[] {
  * (https://github.com/pulumi/pulumi-kubernetes-operator/blob/475dbc6c9d34ccab38ba1d3b16c924dd8a1c59b1/operator/internal/controller/auto/workspace_controller.go#L526),
  * with our agent (injected by the bootstrap init container) in place of upstream's.
  */
-export function desiredWorkspace(ws: Workspace, config: HookConfig): DesiredWorkspace {
+export function desiredPod(ws: Workspace, config: HookConfig): DesiredPod {
   const spec = ws.spec ?? {};
   const name = ws.metadata.name;
   const namespace = ws.metadata.namespace ?? '';
