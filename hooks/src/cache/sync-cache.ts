@@ -7,11 +7,11 @@ import type { KObject } from '../lib/k8s';
 import { deepFreeze, MAX_NESTING, nestedDeeperThan } from '../lib/json';
 import type { SyncSteps } from '../stack/sync';
 import { validateStackObject } from '../stack/validate';
-import { readUpdateResult } from '../stack/update-result';
 import { stackWorkspace, type DesiredStackWorkspace } from '../stack/workspace';
 import { desiredPod, type DesiredPod } from '../workspace/pod';
 import type { FetchSource } from '../workspace/source';
 import { contentTokens, type ContentTokens } from './snapshot';
+import { readUpdateResult } from '../lib/operation-result';
 
 /**
  * Answers of pure functions, remembered by content in a bounded LRU (lru-cache). Answers are frozen,

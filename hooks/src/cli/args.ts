@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util';
-import { refLookupKey, type RefLookup } from '../stack/source';
 import { UsageError } from './exit-codes';
+import { type RefLookup, refLookupKey } from '../git/ref-lookup';
 
 export type OutputFormat = 'yaml' | 'json';
 

@@ -1,13 +1,13 @@
 import { createHash } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import { Agent, interceptors, request, type Dispatcher } from 'undici';
-import type { RefLookup, RefLookupRequest } from '../stack/source';
 import { installationToken, type GitHubAppCredentials } from './github-app';
 import { decryptSshKey, SshKeyError, type SshIdentity } from './ssh-key';
 import { sshAdvertisement, SshLookupError } from './ssh-ls-remote';
 import { parseSshUrl, sshHostLabel, type SshRemote } from '../../../contract';
 import { egressDenied, EgressPolicy } from './egress';
 import { egressConnector } from './egress-connect';
+import type { RefLookup, RefLookupRequest } from './ref-lookup';
 
 /** Largest ref advertisement read (a repository with tens of thousands of tags fits easily). */
 const MAX_ADVERTISEMENT_BYTES = 16 * 1024 * 1024;

@@ -7,15 +7,16 @@ import type { StackStatus, StackUpdateState } from '../../../schemas/generated/t
 import { rfc3339 } from '../../../contract';
 import { ChildNotVerified } from '../lib/k8s';
 import { childField } from '../lib/kept-children';
-import { operationType } from '../update/job';
 import { absorbPlan } from './approval';
 import { checkToRecord, recordDriftCheck } from './drift';
 import type { ObservedUpdate, StackView } from './observed';
 import { recordOutputs } from './outputs';
 import { recordOutputsTo } from './outputs-to';
 import { retainUpdates, type RetainedUpdates } from './retention';
-import { typeInName, updateSpecOf, type UpdateOutcome } from './update';
-import { WORKSPACE_API_VERSION } from './workspace';
+import { updateSpecOf, type UpdateOutcome } from './update';
+import { operationType } from '../lib/operation-result';
+import { typeInName } from '../lib/stack-updates';
+import { AUTO_API_VERSION } from '../lib/api-versions';
 
 export interface Absorbed {
   status: StackStatus;
@@ -139,7 +140,7 @@ function recordResult(
 /** An Update of the Stack's that the hooks did not make as it is: answered with 409, its result never taken. */
 export function foreignUpdate(name: string, namespace: string, why: string): ChildNotVerified {
   return new ChildNotVerified(
-    childField('children', { kind: 'Update', apiVersion: WORKSPACE_API_VERSION, name, namespace }),
+    childField('children', { kind: 'Update', apiVersion: AUTO_API_VERSION, name, namespace }),
     `${why}; nothing is taken from it and nothing is applied until it is deleted: kubectl delete update ${name} -n ${namespace}`,
   );
 }

@@ -7,13 +7,15 @@ import type { StackStatus } from '../../../schemas/generated/types';
 import type { KObject } from '../lib/k8s';
 import { byIdentity, checkAnswer, keptChild, recordDigests, recordedDigests } from '../lib/kept-children';
 import { resyncAfter } from '../lib/time';
-import { applyMark, Reasons, type Mark } from './conditions';
+import { Reasons } from './conditions';
 import type { Absorbed } from './absorb';
 import type { Decided, NextStep, WorkspaceAnswer } from './decide';
 import { stackChildRules, type StackView } from './observed';
 import { withApprovalCondition } from './plan';
 import type { StackSyncResponse } from './sync';
-import { heldFor, WORKSPACE_API_VERSION } from './workspace';
+import { heldFor } from './workspace';
+import { AUTO_API_VERSION } from '../lib/api-versions';
+import { applyMark, type Mark } from '../lib/conditions';
 
 /** The Stack's children that Metacontroller updates in place: kept only as their digests in the status verify. */
 const IN_PLACE_KINDS: ReadonlySet<string> = new Set(['Workspace', 'ConfigMap']);
@@ -78,7 +80,7 @@ function childrenOf(
   const { namespace } = view;
   const known = new Map<KObject, string>();
   const keptUpdates = absorbed.retained.kept.map(({ update }) =>
-    byIdentity({ kind: 'Update', apiVersion: WORKSPACE_API_VERSION, name: update.metadata.name, namespace }),
+    byIdentity({ kind: 'Update', apiVersion: AUTO_API_VERSION, name: update.metadata.name, namespace }),
   );
   // Kept as last answered, if the status's digest says that is what the observed copy is (else 409).
   const recorded = recordedDigests(view.stack.status);
@@ -89,8 +91,7 @@ function childrenOf(
   };
   const workspace = (answer: WorkspaceAnswer): KObject[] => {
     if (answer === 'none') return [];
-    if (answer === 'as-observed')
-      return view.workspace ? [kept(view.workspace, 'Workspace', WORKSPACE_API_VERSION)] : [];
+    if (answer === 'as-observed') return view.workspace ? [kept(view.workspace, 'Workspace', AUTO_API_VERSION)] : [];
     known.set(answer.workspace, answer.digest);
     return [answer.workspace];
   };

@@ -16,9 +16,9 @@ import { PLAN_NOT_FOUND, rfc3339, type OperationType } from '../../../contract';
 import { parseDuration } from '../lib/duration';
 import type { KObject } from '../lib/k8s';
 import { observedDeadline, observedTime } from '../lib/time';
-import type { Mark } from './conditions';
 import { ApprovalAnnotations, PlanReasons, staleNote, summaryOf, type PlanState } from './plan';
 import { buildUpdate, updateSpecOf, type StackUpdate, type UpdateIdentity, type UpdateOutcome } from './update';
+import type { Mark } from '../lib/conditions';
 
 /** Whether the Stack's changes wait for approval. */
 function approvalRequired(stack: Stack): boolean {

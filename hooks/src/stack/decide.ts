@@ -9,11 +9,11 @@
 import type { V1Namespace } from '@kubernetes/client-node';
 import type { Stack, StackStatus, StackUpdateState, Workspace } from '../../../schemas/generated/types';
 import { WORKSPACE_UNAUTHENTICATED, type OperationType } from '../../../contract';
-import { observedCondition } from '../lib/conditions';
+import { type Mark, observedCondition } from '../lib/conditions';
 import { findObject, type KObject, type ObjectMap, type Typed } from '../lib/k8s';
 import { foreignUpdate, withPlan, type Absorbed } from './absorb';
 import { gateOperation } from './approval';
-import { Reasons, type Mark } from './conditions';
+import { Reasons } from './conditions';
 import { decideSync, MAX_UPDATE_FAILURES } from './decision';
 import { driftStep } from './drift-sync';
 import type { ObservedUpdate, StackView } from './observed';

@@ -9,13 +9,13 @@ import { Annotations } from '../../../contract';
 import { observedCondition } from '../lib/conditions';
 import { objectsOf, type KObject, type ObjectMap, type Typed } from '../lib/k8s';
 import type { ChildIdentity, ChildRule } from '../lib/kept-children';
-import { jobOutcome } from '../update/job';
 import { carriedStatus } from './carried-status';
 import { isDriftCheck } from './drift';
-import { isUpdateName, updateOutcome, type UpdateOutcome } from './update';
-import { checkUpdateResult } from './update-result';
+import { updateOutcome, type UpdateOutcome } from './update';
 import type { StackSyncRequest, SyncSteps } from './sync';
-import { WORKSPACE_API_VERSION } from './workspace';
+import { checkUpdateResult, jobOutcome } from '../lib/operation-result';
+import { isUpdateName } from '../lib/stack-updates';
+import { AUTO_API_VERSION } from '../lib/api-versions';
 
 /** An observed Update (or an earlier version's Job) and its result (undefined: running). */
 export interface ObservedUpdate {
@@ -75,8 +75,8 @@ function legacyKinds(stack: string): { kind: string; apiVersion: string; name: (
  */
 export function stackChildRules(stack: string): ChildRule[] {
   return [
-    { kind: 'Workspace', apiVersion: WORKSPACE_API_VERSION, name: (n) => n === stack },
-    { kind: 'Update', apiVersion: WORKSPACE_API_VERSION, name: (n) => isUpdateName(stack, n) },
+    { kind: 'Workspace', apiVersion: AUTO_API_VERSION, name: (n) => n === stack },
+    { kind: 'Update', apiVersion: AUTO_API_VERSION, name: (n) => isUpdateName(stack, n) },
     { kind: 'ConfigMap', apiVersion: 'v1', name: (n) => n.startsWith(`${stack}-refresh-`) },
     ...legacyKinds(stack).map((k) => ({ ...k, identityOnly: true as const })),
   ];
@@ -94,7 +94,7 @@ export function observe(req: StackSyncRequest, steps: SyncSteps, now: Date): Sta
   const started = carried.currentUpdate;
   const children = req.children;
 
-  const updates = objectsOf(children, 'Update', WORKSPACE_API_VERSION)
+  const updates = objectsOf(children, 'Update', AUTO_API_VERSION)
     .filter((update) => isUpdateName(name, update.metadata.name))
     .map((update) => ({ update, outcome: updateOutcome(update, checkUpdateResult, now) }));
   // An earlier version recorded its Job in status.currentUpdate before Metacontroller created it;
@@ -122,7 +122,7 @@ export function observe(req: StackSyncRequest, steps: SyncSteps, now: Date): Sta
     related: req.related,
     carried,
     started,
-    workspace: objectsOf<Workspace>(children, 'Workspace', WORKSPACE_API_VERSION).find((o) => o.metadata.name === name),
+    workspace: objectsOf<Workspace>(children, 'Workspace', AUTO_API_VERSION).find((o) => o.metadata.name === name),
     updates: updates.filter((o) => !isDriftCheck(o.update)),
     driftChecks: updates.filter((o) => isDriftCheck(o.update)),
     refreshRequests: objectsOf<V1ConfigMap>(children, 'ConfigMap', 'v1').filter((cm) =>

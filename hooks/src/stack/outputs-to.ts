@@ -19,7 +19,7 @@ import {
 } from '../../../contract';
 import { isRecord } from '../lib/json';
 import type { KObject } from '../lib/k8s';
-import type { Mark } from './conditions';
+import type { Mark } from '../lib/conditions';
 
 /** The Stalled reason while the object of spec.outputsTo is something else's. */
 export const OUTPUTS_CONFLICT = 'OutputsConflict';

@@ -6,11 +6,11 @@ import { absorb } from './absorb';
 import { answer } from './answer';
 import { decide } from './decide';
 import { observe } from './observed';
-import type { RefLookup } from './source';
-import { readUpdateResult } from './update-result';
 import { validateStackObject } from './validate';
 import { stackWorkspace, type DesiredStackWorkspace } from './workspace';
 import type { FetchSource } from '../workspace/source';
+import type { RefLookup } from '../git/ref-lookup';
+import { readUpdateResult } from '../lib/operation-result';
 
 export interface StackSyncRequest {
   parent: Stack;

@@ -1,7 +1,7 @@
 import type { ResourceRef, Stack, StackSpec } from '../../../schemas/generated/types';
 import { validateStack } from '../../../schemas';
 import { parseDuration } from '../lib/duration';
-import { MAX_NESTING, pathNestedDeeperThan } from '../lib/json';
+import { MAX_NESTING, pathNestedDeeperThan, tooDeepMessage } from '../lib/json';
 import { outputsToProblems } from './outputs-to';
 import { driftScheduleProblem } from './drift';
 import { approvalProblems } from './approval';
@@ -56,11 +56,6 @@ const NAMES_IF_SET = [
   ],
   ['spec.workspaceTemplate.spec.image', (spec: StackSpec) => spec.workspaceTemplate?.spec?.image],
 ] as const;
-
-/** The message for a value nested deeper than MAX_NESTING (`what`: Stack, program, Stack output). */
-export function tooDeepMessage(path: string, what: string): string {
-  return `${path} is nested more than ${MAX_NESTING} levels deep; no ${what} needs that many, so flatten that value`;
-}
 
 /**
  * Everything wrong with a Stack, each as one sentence naming the field and what to do.

@@ -15,8 +15,7 @@ import { strategicMerge } from '../lib/merge';
 import { stackLabels } from '../workspace/pod';
 import { WORKSPACE_HOLD } from '../workspace/sync';
 import type { FetchSource, SecretEnv } from '../workspace/source';
-
-export const WORKSPACE_API_VERSION = 'auto.pulumi.com/v1alpha1';
+import { AUTO_API_VERSION } from '../lib/api-versions';
 
 /**
  * On the Workspace: hash of what the Stack asked for (spec and labels: both shape the pod); the
@@ -195,7 +194,7 @@ export function stackWorkspace(stack: Stack, source: FetchSource, config: HookCo
   const labels = { ...template?.metadata?.labels, ...stackLabels(name, 'stack') };
   const hash = shortHash({ spec: ws, labels }, 16);
   const workspace: Workspace & KObject = {
-    apiVersion: WORKSPACE_API_VERSION,
+    apiVersion: AUTO_API_VERSION,
     kind: 'Workspace',
     metadata: {
       name,
