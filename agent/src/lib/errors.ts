@@ -40,3 +40,8 @@ export function truncate(s: string, max: number): string {
   if (s.length <= max) return s;
   return `${s.slice(0, max - 15)}… (truncated)`;
 }
+
+/** A caught system error's code (`ENOENT`), if it has one. */
+export function errorCode(e: unknown): string | undefined {
+  return e instanceof Error && 'code' in e && typeof e.code === 'string' ? e.code : undefined;
+}

@@ -16,6 +16,7 @@ import { isRecord, shortHash } from '../lib/json';
 import type { KObject } from '../lib/k8s';
 import { observedTime } from '../lib/time';
 import { buildUpdate, UpdateAnnotations, type UpdateOutcome } from './update';
+import { errorMessage } from '../lib/errors';
 
 /** On a drift check's Update: the time the check was due (what it runs for). */
 export const DRIFT_CHECK_ANNOTATION = 'pulumi.com/drift-check';
@@ -50,7 +51,7 @@ function parseSchedule(text: string): Schedule | string {
   try {
     CronExpressionParser.parse(text, { tz: 'UTC', strict: false });
   } catch (e) {
-    return `"${text}" is not a valid cron expression: ${(e as Error).message}`;
+    return `"${text}" is not a valid cron expression: ${errorMessage(e)}`;
   }
   return { cron: text.trim() };
 }
