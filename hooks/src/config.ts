@@ -5,6 +5,7 @@ import { version } from '../../package.json';
 import { boundedSettingsFromEnv, withRegistry, type BoundedSettings } from './bounded/settings';
 import { DEFAULT_SYNC_CACHE_MAX_BYTES } from './cache/sync-cache';
 import { egressRulesFromEnv, type EgressRules } from './git/egress';
+import { errorMessage, errorCode } from './lib/errors';
 
 /** Settings of the hook server, from its environment. Nothing here is per request. */
 export interface HookConfig extends BoundedSettings {
@@ -148,8 +149,8 @@ export function readKnownHosts(env: NodeJS.ProcessEnv): string {
     try {
       texts.push(readFileSync(file, 'utf8'));
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== 'ENOENT')
-        throw new Error(`SSH_KNOWN_HOSTS: cannot read ${file}: ${(e as Error).message}`, { cause: e });
+      if (errorCode(e) !== 'ENOENT')
+        throw new Error(`SSH_KNOWN_HOSTS: cannot read ${file}: ${errorMessage(e)}`, { cause: e });
     }
   }
   if (named.length > 0 && texts.length === 0) throw new Error(`SSH_KNOWN_HOSTS: none of ${named.join(', ')} exists`);

@@ -6,7 +6,7 @@ import { buildUpdate } from '../src/stack/update';
 import { validateStackObject } from '../src/stack/validate';
 import { buildJob, DEADLINE_ALLOWANCE_SECONDS } from '../src/update/job';
 import { syncUpdate } from '../src/update/sync';
-import { desiredWorkspace } from '../src/workspace/pod';
+import { desiredPod } from '../src/workspace/pod';
 import type { KObject } from '../src/lib/k8s';
 import { condition, makeStack, NOW, testConfig } from './builders';
 import { parseOutput, PROGRAM_STACK, RENDER_ENV, runRender } from './render/run';
@@ -206,7 +206,7 @@ describe('bounded operations: one registry for every image', () => {
   );
 
   it('rewrites the bootstrap, fetch and workspace images of the workspace pod, and the Job runner', () => {
-    const sts = desiredWorkspace(
+    const sts = desiredPod(
       {
         apiVersion: 'auto.pulumi.com/v1alpha1',
         kind: 'Workspace',

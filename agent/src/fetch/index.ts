@@ -3,7 +3,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as yaml from 'js-yaml';
 import { Env } from '../../../contract';
-import { AgentError, errorMessage } from '../lib/errors';
+import { AgentError, errorCode, errorMessage } from '../lib/errors';
 import { logger } from '../lib/log';
 import { hostPath } from '../lib/paths';
 import { fetchError, layout, replaceWithSymlink, type FetchLayout } from './common';
@@ -36,7 +36,7 @@ export function fetchProgram(env: NodeJS.ProcessEnv = process.env, l: FetchLayou
     throw fetchError(
       'program',
       fileEnv,
-      `cannot read the Program's rendered project (${(e as NodeJS.ErrnoException).code ?? errorMessage(e)}); the ConfigMap may not exist yet`,
+      `cannot read the Program's rendered project (${errorCode(e) ?? errorMessage(e)}); the ConfigMap may not exist yet`,
     );
   }
   const actual = crypto.createHash(expected.algorithm).update(bytes).digest('hex');
@@ -85,7 +85,7 @@ function resetDir(dir: string): void {
     const st = fs.lstatSync(dir);
     if (st.isSymbolicLink() || !st.isDirectory()) fs.unlinkSync(dir);
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+    if (errorCode(e) !== 'ENOENT') throw e;
   }
   fs.mkdirSync(dir, { recursive: true });
 }

@@ -9,8 +9,9 @@ import type { GitResolver } from '../git/ls-remote';
 import type { ObjectMap } from '../lib/k8s';
 import { customizeStack } from '../stack/customize';
 import { stackEvents } from '../stack/events';
-import { planRefLookup, refLookupKey, type RefLookup } from '../stack/source';
+import { planRefLookup } from '../stack/source';
 import { syncStack, type StackSyncRequest } from '../stack/sync';
+import { type RefLookup, refLookupKey } from '../git/ref-lookup';
 
 const JSON_TYPE = 'application/json; charset=utf-8';
 

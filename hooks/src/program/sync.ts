@@ -1,14 +1,13 @@
 import type { Program, ProgramStatus } from '../../../schemas/generated/types';
 import { Annotations, rfc3339 } from '../../../contract';
 import { formatErrors, validateProgram } from '../../../schemas';
-import { MAX_NESTING, pathNestedDeeperThan } from '../lib/json';
+import { MAX_NESTING, pathNestedDeeperThan, tooDeepMessage } from '../lib/json';
 import { objectsOf, type KObject, type ObjectMap } from '../lib/k8s';
 import { checkAnswer, childDigest, keptChild, recordedDigests, digestKey } from '../lib/kept-children';
-import { applyMark } from '../stack/conditions';
-import { programConfigMapName } from '../stack/source';
-import { tooDeepMessage } from '../stack/validate';
 import { renderProgram } from './render';
 import { configMapTooLarge } from './size';
+import { programConfigMapName } from '../lib/names';
+import { applyMark } from '../lib/conditions';
 
 export interface ProgramSyncRequest {
   object: Program;
