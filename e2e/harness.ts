@@ -22,6 +22,7 @@ import { configFromEnv, type HookConfig } from '../hooks/src/config';
 import { kubeEventsApi } from '../hooks/src/events/kubernetes';
 import { kubeObjectsApi } from '../hooks/src/objects/kubernetes';
 import type { EventRecorder } from '../hooks/src/events/recorder';
+import { kubeReviewApi, TokenReviewer } from '../hooks/src/kube/token-review';
 import { startHookServer, type RunningServer } from '../hooks/src/main';
 import { makeHookCredentials, type HookCredentials } from '../hooks/test/credentials';
 import { startControlPlane, freePort, type ControlPlane } from './testbed/control-plane';
@@ -249,6 +250,8 @@ export async function startOperator(options: OperatorOptions = {}): Promise<Oper
     const hookAccess = {
       events: { api: kubeEventsApi(hooksKc), via: 'pulumi-mc-hooks' },
       objects: { api: kubeObjectsApi(hooksKc), via: 'pulumi-mc-hooks' },
+      // Reviews the tokens of scrapers when a test turns METRICS_AUTH on (hookConfig.metricsAuth).
+      reviewer: new TokenReviewer(kubeReviewApi(hooksKc)),
     };
     // The hook server's certificate and token, as the quickstart makes them; Metacontroller reads
     // the Secrets when it starts the controllers.

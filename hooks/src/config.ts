@@ -57,6 +57,13 @@ export interface HookConfig extends BoundedSettings {
   authTokenFiles?: string[];
   /** Timeouts and the cap on request bodies in flight; DEFAULT_LIMITS when absent. */
   limits?: ServerLimits;
+  /**
+   * Only callers whose bearer token the API server authenticates (TokenReview) and who may `get`
+   * the non-resource URL /metrics (SubjectAccessReview) read /metrics (METRICS_AUTH=on; the
+   * default when the hook routes ask for a token, as upstream's `--metrics-secure`). Off: /metrics
+   * is open to whoever reaches the port (`npm start` on 127.0.0.1).
+   */
+  metricsAuth?: boolean;
 }
 
 /** What one caller can hold of the hook server: time and memory (docs/security.md, "The hook server"). */
@@ -161,7 +168,7 @@ export function readKnownHosts(env: NodeJS.ProcessEnv): string {
 function servingFromEnv(
   env: NodeJS.ProcessEnv,
   bodyLimit: number,
-): Pick<HookConfig, 'tls' | 'authTokenFiles' | 'limits'> {
+): Pick<HookConfig, 'tls' | 'authTokenFiles' | 'limits' | 'metricsAuth'> {
   const certFile = env.TLS_CERT_FILE ?? '';
   const keyFile = env.TLS_KEY_FILE ?? '';
   if ((certFile === '') !== (keyFile === ''))
@@ -196,6 +203,7 @@ function servingFromEnv(
     ...(certFile !== '' ? { tls: { certFile, keyFile } } : {}),
     ...(tokenFiles.length > 0 ? { authTokenFiles: tokenFiles } : {}),
     limits,
+    metricsAuth: onOff('METRICS_AUTH', env.METRICS_AUTH, tokenFiles.length > 0),
   };
 }
 

@@ -1,6 +1,7 @@
 import { configFromEnv, type HookConfig } from './config';
 import { kubeEventsApi } from './events/kubernetes';
 import { kubeAccessFromEnv } from './kube/access';
+import { kubeReviewApi, TokenReviewer } from './kube/token-review';
 import { kubeObjectsApi } from './objects/kubernetes';
 import { buildServer, type HookServer, type ServerDeps } from './server';
 
@@ -38,6 +39,7 @@ async function main(): Promise<void> {
         : 'kc' in access
           ? { api: kubeObjectsApi(access.kc), via: access.via }
           : access,
+    ...('kc' in access && config.metricsAuth ? { reviewer: new TokenReviewer(kubeReviewApi(access.kc)) } : {}),
   });
   const onSignal = (signal: string) => {
     running.shutdown(signal).then(

@@ -20,6 +20,7 @@ import { programHooks } from './http/program-routes';
 import { installRequestLog, OneLinePerRequest } from './http/request-log';
 import { stackHooks } from './http/stack-routes';
 import { updateHooks, workspaceHooks } from './http/workspace-routes';
+import type { Reviewer } from './kube/token-review';
 import { ObjectGauges, type ObjectsAccess } from './objects/gauges';
 
 export interface ServerDeps {
@@ -34,6 +35,8 @@ export interface ServerDeps {
   events?: EventsAccess;
   /** Upstream's gauges of Stacks and Programs: the API to list and watch them with, or why they are off (the default). */
   objects?: ObjectsAccess;
+  /** What reviews the bearer tokens of scrapers when METRICS_AUTH is on (kube/token-review.ts). */
+  reviewer?: Reviewer;
   /** How often the TLS and token files are read again (default 30 s). */
   credentialsReloadMs?: number;
   /** How long an event waits for its object to show in the mirror (default 30 s). */
@@ -168,7 +171,17 @@ export function buildServer(config: HookConfig, deps: ServerDeps = {}): HookServ
   const budget = new BodyBudget(limits.bodyBytesInFlight);
   metrics.watchBodies(budget);
   app.register(healthPlugin, { health });
-  app.register(metricsPlugin, { metrics, ...(objects ? { objects } : {}) });
+  if (config.metricsAuth && !deps.reviewer)
+    throw new Error(
+      'METRICS_AUTH=on: /metrics reviews bearer tokens with the Kubernetes API, and there is no access to it (set METRICS_AUTH=off to serve /metrics open)',
+    );
+  const reviewer = config.metricsAuth ? deps.reviewer : undefined;
+  app.log.info(
+    reviewer
+      ? '/metrics: for callers the API server authenticates (TokenReview) and allows to get /metrics (SubjectAccessReview)'
+      : '/metrics: open to whoever reaches the port (METRICS_AUTH=off)',
+  );
+  app.register(metricsPlugin, { metrics, ...(objects ? { objects } : {}), ...(reviewer ? { reviewer } : {}) });
   const cache = new SyncCache({
     ...(config.syncCacheMaxBytes !== undefined ? { maxBytes: config.syncCacheMaxBytes } : {}),
     counted: (name, hit) => metrics.countCacheLookup(name, hit),

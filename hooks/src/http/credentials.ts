@@ -77,6 +77,11 @@ const digest = (text: string): Buffer => createHash('sha256').update(text, 'utf8
 
 const BEARER = /^Bearer +(\S.*)$/i;
 
+/** The token of an `Authorization: Bearer <token>` header; undefined without one. */
+export function bearerToken(authorization: string | undefined): string | undefined {
+  return BEARER.exec(authorization ?? '')?.[1]?.trim();
+}
+
 export class Credentials {
   private tlsMaterial: TlsMaterial | undefined;
   private tokens: Buffer[] | undefined;
@@ -106,7 +111,7 @@ export class Credentials {
    */
   accepts(authorization: string | undefined): boolean {
     if (!this.tokens) return true;
-    const presented = BEARER.exec(authorization ?? '')?.[1]?.trim();
+    const presented = bearerToken(authorization);
     if (presented === undefined) return false;
     const given = digest(presented);
     let ok = false;
