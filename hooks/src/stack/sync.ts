@@ -64,6 +64,7 @@ import {
   type DesiredStackWorkspace,
 } from './workspace';
 import type { FetchSource } from '../workspace/source';
+import { queuedMark, type Turn } from '../budget/gate';
 
 export interface StackSyncRequest {
   parent: Stack;
@@ -104,6 +105,8 @@ export interface SyncContext {
   lookups: ReadonlyMap<string, RefLookup>;
   /** Where the costly steps' answers may be remembered; default: computed every time. */
   cache?: SyncSteps;
+  /** Whether the Stack may start an operation now (budget/gate.ts); absent: always. */
+  turn?: Turn;
 }
 
 /** Upstream requeues a Stack whose source is unavailable after 30 s. */
@@ -573,6 +576,9 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
       children,
     );
   }
+  // The operations budget: past it, the Stack waits its turn and no workspace pod starts for it.
+  const queued = queuedMark(ctx.turn?.(stack, now));
+  if (queued) return respond(queued.mark, observed.workspace ? children : keptUpdates, queued.extra);
   if (readiness.state === 'waiting') {
     if (deleting && namespaceTerminating(stack, req.related)) {
       // No workspace can be created in a namespace being deleted, so the destroy cannot run.
