@@ -329,6 +329,7 @@ describe('helm template with every value changed (packaging/testdata/chart-value
       logLevel: 'debug',
       gitTimeoutMs: 5000,
       gitCacheTtlMs: 60000,
+      operationsMax: 8,
       githubApiUrl: 'https://github.example/api/v3',
       bodyLimit: 16777216,
       fluxMaxUntarSizeBytes: '209715200',

@@ -125,6 +125,8 @@ test('observability.md describes every metric the hook server exports', async ()
     'pulumi_hook_objects_synced',
     'pulumi_hook_request_body_bytes_in_flight',
     'pulumi_hook_request_duration_seconds',
+    'pulumi_operations_queued',
+    'pulumi_operations_running',
     'stacks_active',
     'stacks_drifted',
     'stacks_failing',

@@ -45,6 +45,12 @@ export interface HookConfig extends BoundedSettings {
    */
   objectMetrics?: boolean;
   /**
+   * The operations budget (budget/operations.ts): Stacks in operation at once, cluster-wide
+   * (OPERATIONS_MAX, default {@link DEFAULT_OPERATIONS_MAX}; 0: no budget). Needs the mirror of
+   * Stacks (OBJECT_METRICS=on); without it every operation starts at once.
+   */
+  operationsMax?: number;
+  /**
    * The server's certificate chain and key, PEM files (TLS_CERT_FILE, TLS_KEY_FILE): HTTPS when set,
    * plain HTTP otherwise. Re-read when they change (a rotated Secret).
    */
@@ -96,6 +102,8 @@ export const DEFAULT_LIMITS: ServerLimits = {
   bodyBytesInFlight: 32 * 1024 * 1024,
 };
 
+export const DEFAULT_OPERATIONS_MAX = 20;
+
 export const DEFAULT_AGENT_IMAGE = `ghcr.io/pulumi-mc-operator/agent:v${version}`;
 
 /** The Pulumi CLI release this operator is built and tested with (the Dockerfile's PULUMI_VERSION). */
@@ -131,6 +139,13 @@ function positiveInt(name: string, v: string | undefined, fallback: number): num
   if (v === undefined || v === '') return fallback;
   const n = Number(v);
   if (!Number.isInteger(n) || n <= 0) throw new Error(`${name} must be a positive integer, not "${v}"`);
+  return n;
+}
+
+function nonNegativeInt(name: string, v: string | undefined, fallback: number): number {
+  if (v === undefined || v === '') return fallback;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 0) throw new Error(`${name} must be a whole number (0 or more), not "${v}"`);
   return n;
 }
 
@@ -236,6 +251,7 @@ export function configFromEnv(
     ...(env.GITHUB_API_URL ? { githubApiUrl: env.GITHUB_API_URL } : {}),
     egress: egressRulesFromEnv(env),
     objectMetrics: onOff('OBJECT_METRICS', env.OBJECT_METRICS, true),
+    operationsMax: nonNegativeInt('OPERATIONS_MAX', env.OPERATIONS_MAX, DEFAULT_OPERATIONS_MAX),
   };
   const trusted = knownHosts(env);
   if (trusted !== '') config.sshKnownHosts = trusted;

@@ -4,7 +4,7 @@ import * as http from 'node:http';
 import * as https from 'node:https';
 import { createAjv } from '../../schemas';
 import { SyncCache } from './cache/sync-cache';
-import { DEFAULT_LIMITS, type HookConfig, type ServerLimits } from './config';
+import { DEFAULT_LIMITS, DEFAULT_OPERATIONS_MAX, type HookConfig, type ServerLimits } from './config';
 import type { EventsAccess } from './events/kubernetes';
 import { EventRecorder } from './events/recorder';
 import { describeEgress, EgressPolicy } from './git/egress';
@@ -22,6 +22,7 @@ import { stackHooks } from './http/stack-routes';
 import { updateHooks, workspaceHooks } from './http/workspace-routes';
 import type { Reviewer } from './kube/token-review';
 import { ObjectGauges, type ObjectsAccess } from './objects/gauges';
+import { mirrorTurn } from './budget/gate';
 
 export interface ServerDeps {
   /** The hooks' only notion of time; tests pin it. */
@@ -168,6 +169,10 @@ export function buildServer(config: HookConfig, deps: ServerDeps = {}): HookServ
   if ('api' in access)
     app.log.info({ via: access.via, onlyWatchedObjects: objects !== undefined }, 'Kubernetes Events on Stacks: on');
   else app.log.info({ why: access.off }, 'Kubernetes Events on Stacks: off');
+  // The operations budget works from the mirror of Stacks: off with it (budget/gate.ts).
+  const turn = objects
+    ? mirrorTurn({ max: config.operationsMax ?? DEFAULT_OPERATIONS_MAX }, () => objects.budgetFacts())
+    : undefined;
   const budget = new BodyBudget(limits.bodyBytesInFlight);
   metrics.watchBodies(budget);
   app.register(healthPlugin, { health });
@@ -197,6 +202,7 @@ export function buildServer(config: HookConfig, deps: ServerDeps = {}): HookServ
       clock,
       cache,
       ...(events ? { events } : {}),
+      ...(turn ? { turn } : {}),
     });
     hooks.register(workspaceHooks, { prefix: '/workspace', config, clock, cache, ...(events ? { events } : {}) });
     hooks.register(updateHooks, { prefix: '/update', config, clock, cache, ...(events ? { events } : {}) });

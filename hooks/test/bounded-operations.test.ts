@@ -157,7 +157,7 @@ describe('bounded operations: ephemeral storage', () => {
     const pulumi = container(plain.statefulSet, 'pulumi');
     expect(pulumi.resources).toEqual({ requests: { cpu: '100m', memory: '64Mi' } });
     expect(runner(buildJob(update({}), 'up', testConfig)).resources).toEqual({
-      requests: { cpu: '10m', memory: '64Mi' },
+      requests: { memory: '64Mi' },
     });
   });
 
@@ -175,7 +175,7 @@ describe('bounded operations: ephemeral storage', () => {
     // A changed pod template: the workspace restarts onto it (a new hash).
     expect(ws.hash).not.toBe(stackWorkspacePod(stack, program, testConfig).hash);
     expect(runner(buildJob(update({}), 'up', config)).resources).toEqual({
-      requests: { cpu: '10m', memory: '64Mi', 'ephemeral-storage': '64Mi' },
+      requests: { memory: '64Mi', 'ephemeral-storage': '64Mi' },
       limits: { 'ephemeral-storage': '256Mi' },
     });
   });

@@ -11,6 +11,8 @@ export const Reasons = {
   PrerequisiteNotSatisfied: 'PrerequisiteNotSatisfied',
   RetryingAfterFailure: 'RetryingAfterFailure',
   PreviewFailed: 'PreviewFailed',
+  /** Waiting for a slot of the operations budget (budget/operations.ts); the message says its position. */
+  Queued: 'Queued',
   // Stalled
   SpecInvalid: 'SpecInvalid',
   SourceUnavailable: 'SourceUnavailable',

@@ -21,6 +21,7 @@ import { outputsToMark, outputsToRequest, withOutputsTo } from './outputs-to';
 import { checkPrerequisites, refreshRequestsFor } from './prerequisites';
 import { interruptedMark, interruptedRetryMessage } from './self-healing';
 import { resolveSource } from './source';
+import { queuedWait } from '../budget/gate';
 import type { SyncContext, SyncSteps } from './sync';
 import type { StackUpdate, UpdateIdentity } from './update';
 import { stackWorkspaceReadiness, WORKSPACE_SPEC_HASH, type DesiredStackWorkspace } from './workspace';
@@ -191,6 +192,10 @@ export function decide(view: StackView, absorbed: Absorbed, ctx: SyncContext, st
     // turns Ready (a new sync) once its ServiceAccount is granted system:auth-delegator.
     return stall(workspaceFailureReason(readiness.reason), readiness.message, workspace);
   }
+  // The operations budget (budget/gate.ts): past it, the Stack waits its turn before its workspace
+  // pod is made or used, so a burst never holds more pods than their Jobs can run beside.
+  const queued = queuedWait(ctx.turn?.(stack, now));
+  if (queued) return decided({ kind: 'wait', ...queued, workspace: view.workspace ? workspace : 'none' });
   if (readiness.state === 'waiting') {
     if (deleting && namespaceTerminating(stack, view.related)) {
       // No workspace can be created in a namespace being deleted, so the destroy cannot run.
@@ -205,9 +210,6 @@ export function decide(view: StackView, absorbed: Absorbed, ctx: SyncContext, st
     }
     return wait(Reasons.StackProcessing, readiness.message, workspace);
   }
-
-  // Here a step that holds a due operation back (none yet) would return its wait, before anything
-  // is recorded: the operation starts on a later sync, when it is let through.
 
   // Start the operation; under the approval gate an `up` may first preview, or wait (approval.ts).
   const type: OperationType = deleting ? 'destroy' : spec.preview ? 'preview' : 'up';

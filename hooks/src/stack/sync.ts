@@ -9,6 +9,7 @@ import { observe } from './observed';
 import { validateStackObject } from './validate';
 import { stackWorkspace, type DesiredStackWorkspace } from './workspace';
 import type { FetchSource } from '../workspace/source';
+import type { Turn } from '../budget/gate';
 import type { RefLookup } from '../git/ref-lookup';
 import { readUpdateResult } from '../lib/operation-result';
 
@@ -51,6 +52,8 @@ export interface SyncContext {
   lookups: ReadonlyMap<string, RefLookup>;
   /** Where the costly steps' answers may be remembered; default: computed every time. */
   cache?: SyncSteps;
+  /** Whether the Stack may start an operation now (budget/gate.ts); absent: always. */
+  turn?: Turn;
 }
 
 /**

@@ -82,7 +82,10 @@ export function buildJob(update: Update, type: OperationType, config: HookConfig
       ...outputsToEnv(update),
     ],
     volumeMounts: [{ name: 'workspace-token', mountPath: Paths.tokenDir, readOnly: true }],
-    resources: withEphemeralStorage({ requests: { cpu: '10m', memory: '64Mi' } }, config.jobEphemeralStorage),
+    // No CPU request: the runner only relays to its workspace, and a Job pod must be scheduled once
+    // its workspace runs, however full the node's CPU requests (else workspace pods wait for Jobs
+    // that wait for room: the deadlock of docs/benchmarks.md).
+    resources: withEphemeralStorage({ requests: { memory: '64Mi' } }, config.jobEphemeralStorage),
     securityContext: structuredClone(RESTRICTED_CONTAINER_SECURITY),
   };
   if (config.agentImagePullPolicy) runner.imagePullPolicy = config.agentImagePullPolicy;
