@@ -10,7 +10,6 @@ import (
 	kustomize "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/kustomize/v2"
 	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
 	rbacv1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/rbac/v1"
-	yaml "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/yaml/v2"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/config"
 )
@@ -38,9 +37,7 @@ func install(ctx *pulumi.Context) error {
 	}
 
 	// The operator: CRDs, the hook server and its Metacontroller controllers (the quickstart manifest).
-	operator, err := yaml.NewConfigFile(ctx, "pulumi-mc-operator", &yaml.ConfigFileArgs{
-		File: pulumi.String("../../manifests/install.yaml"),
-	}, pulumi.DependsOn(metacontroller))
+	operator, err := newConfigFile(ctx, "pulumi-mc-operator", "../../manifests/install.yaml", pulumi.DependsOn(metacontroller))
 	if err != nil {
 		return err
 	}
