@@ -26,9 +26,10 @@ import { Agent, request } from 'undici';
 import * as k8s from '@kubernetes/client-node';
 import { AGENT_IMAGE, startOperator, type Operator } from '../e2e/harness';
 import { REPO_ROOT } from '../e2e/testbed/toolchain';
-import { customizeStack, type RelatedResourceRule } from '../hooks/src/stack/customize';
+import { customizeStack } from '../hooks/src/stack/customize';
 import { customizeUpdate } from '../hooks/src/update/customize';
 import type { Stack, Update } from '../schemas/generated/types';
+import type { RelatedResourceRule } from '../hooks/src/lib/k8s';
 
 const REQUESTS_DIR = join(REPO_ROOT, 'bench', 'requests');
 const NS = 'team-a';

@@ -9,9 +9,9 @@ import { MAX_MESSAGE_BYTES } from '../hooks/src/events/event';
 import type { EventBody } from '../hooks/src/events/recorder';
 import { GitResolver } from '../hooks/src/git/ls-remote';
 import { decryptSshKey } from '../hooks/src/git/ssh-key';
-import type { RefLookup, RefLookupRequest } from '../hooks/src/stack/source';
 import { buildServer, type HookServer } from '../hooks/src/server';
 import { hasControlCharacter } from '../hooks/test/answers';
+import type { RefLookup, RefLookupRequest } from '../hooks/src/git/ref-lookup';
 
 /**
  * Stand-in for the git lookups: every branch unresolvable, and no network. An SSH key is

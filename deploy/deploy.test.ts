@@ -1,14 +1,15 @@
 /**
  * What `npm test` can check of the install programs without a cluster: the TypeScript one
- * type-checks against @pulumi/kubernetes and the typed classes and registers the expected resources
- * under Pulumi's mocks, the Python one byte-compiles, the
+ * type-checks against @pulumi/kubernetes and the typed classes, it and the Go one register the same
+ * resources under Pulumi's mocks (the Go one through `go test`), the Python one byte-compiles, the
  * YAML one refers only to what it declares and uses resource types Pulumi YAML supports. The YAML
  * one runs for real in e2e/install-with-pulumi.e2e.ts.
  */
-import { spawnSync } from 'child_process';
+import { execFile, spawnSync } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
+import { promisify } from 'util';
 import * as yaml from 'js-yaml';
 import * as ts from 'typescript';
 import { jest } from '@jest/globals';
@@ -52,8 +53,23 @@ describe('deploy/typescript', () => {
   }, 120_000);
 });
 
+/** The config the CLI would give the program in `dir`: Pulumi.yaml's defaults, then `overrides`, keyed `<project>:<key>`. */
+function programConfig(dir: string, overrides: Record<string, string>): Record<string, string> {
+  const project = loadProject(dir);
+  const name = String(project.name);
+  const config: Record<string, string> = {};
+  for (const [key, spec] of Object.entries(configOf(project)))
+    if (isObj(spec) && (typeof spec.default === 'string' || typeof spec.default === 'boolean'))
+      config[`${name}:${key}`] = String(spec.default);
+  for (const [key, value] of Object.entries(overrides)) config[`${name}:${key}`] = value;
+  return config;
+}
+
+/** What a program registered under Pulumi's mocks: the fields both languages' mocks report. */
+type Registered = Pick<MockResourceArgs, 'type' | 'name' | 'inputs'>;
+
 /** What deploy/typescript registers under Pulumi's mocks, with the config of Pulumi.yaml's defaults and `overrides`. */
-async function runTypeScriptProgram(overrides: Record<string, string>): Promise<MockResourceArgs[]> {
+async function runTypeScriptProgram(overrides: Record<string, string>): Promise<Registered[]> {
   const registered: MockResourceArgs[] = [];
   await jest.isolateModulesAsync(async () => {
     const pulumi = await import('@pulumi/pulumi');
@@ -74,69 +90,109 @@ async function runTypeScriptProgram(overrides: Record<string, string>): Promise<
       false,
     );
     // The CLI applies Pulumi.yaml's defaults; under mocks the test does.
-    const config: Record<string, string> = {};
-    for (const [key, spec] of Object.entries(configOf(project)))
-      if (isObj(spec) && (typeof spec.default === 'string' || typeof spec.default === 'boolean'))
-        config[`${name}:${key}`] = String(spec.default);
-    for (const [key, value] of Object.entries(overrides)) config[`${name}:${key}`] = value;
-    pulumi.runtime.setAllConfig(config, [`${name}:pulumiAccessToken`]);
+    pulumi.runtime.setAllConfig(programConfig('typescript', overrides), [`${name}:pulumiAccessToken`]);
     const program = (await import('./typescript/index')) as { stackName: import('@pulumi/pulumi').Output<string> };
     await new Promise<void>((resolve) => program.stackName.apply(() => resolve()));
   });
   return registered;
 }
 
-describe('deploy/typescript under Pulumi mocks', () => {
-  const ofType = (registered: MockResourceArgs[], type: string): MockResourceArgs[] =>
-    registered.filter((r) => r.type === type);
-
-  it('installs Metacontroller, the operator, the account, the token Secret and a Stack on the branch', async () => {
-    const registered = await runTypeScriptProgram({ pulumiAccessToken: 'token-value' });
-    expect(ofType(registered, 'kubernetes:kustomize/v2:Directory').map((r) => r.inputs as unknown)).toEqual([
-      { directory: '../metacontroller/true' },
-    ]);
-    expect(ofType(registered, 'kubernetes:yaml/v2:ConfigFile').map((r) => r.inputs as unknown)).toEqual([
-      { file: '../../manifests/install.yaml' },
-    ]);
-    const [binding] = ofType(registered, 'kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding');
-    expect(binding?.inputs).toMatchObject({
-      roleRef: { name: 'system:auth-delegator' },
-      subjects: [{ kind: 'ServiceAccount', name: 'pulumi-abc', namespace: 'default' }],
-    });
-    const [secret] = ofType(registered, 'kubernetes:core/v1:Secret');
-    expect(JSON.stringify(secret?.inputs)).toContain('token-value');
-    const [stack] = ofType(registered, 'kubernetes:pulumi.com/v1:Stack');
-    expect(stack?.inputs).toEqual({
-      apiVersion: 'pulumi.com/v1',
-      kind: 'Stack',
-      metadata: { namespace: 'default' },
-      spec: {
-        stack: 'dev',
-        projectRepo: 'https://github.com/pulumi/examples',
-        repoDir: 'random-yaml',
-        branch: 'refs/heads/master',
-        serviceAccountName: 'pulumi-abc',
-        envRefs: {
-          PULUMI_ACCESS_TOKEN: { type: 'Secret', secret: { name: 'pulumi-api-secret-abc', key: 'accessToken' } },
-        },
-        destroyOnFinalize: true,
+/**
+ * What deploy/go registers under Pulumi's mocks (`go test` of its main_test.go, which writes them to
+ * a file), with the config of Pulumi.yaml's defaults and `overrides`. Needs Go; the SDKs come from
+ * the Go module proxy into the module cache on the first run (docs/install-with-pulumi.md#go).
+ */
+async function runGoProgram(overrides: Record<string, string>): Promise<Registered[]> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'deploy-go-'));
+  try {
+    const out = path.join(dir, 'registered.json');
+    const name = String(loadProject('go').name);
+    await promisify(execFile)('go', ['test', '-count=1', '-run', '^TestInstallUnderMocks$', '.'], {
+      cwd: path.join(deploy, 'go'),
+      env: {
+        ...process.env,
+        REGISTERED_JSON: out,
+        PULUMI_CONFIG: JSON.stringify(programConfig('go', overrides)),
+        PULUMI_CONFIG_SECRET_KEYS: JSON.stringify([`${name}:pulumiAccessToken`]),
       },
+      maxBuffer: 16 * 1024 * 1024,
+    }).catch((e: NodeJS.ErrnoException & { stdout?: string; stderr?: string }) => {
+      if (e.code === 'ENOENT') throw new Error(`go is required to check deploy/go (${e.message}); install Go`);
+      throw new Error(`go test failed:\n${e.stdout ?? ''}\n${e.stderr ?? e.message}`);
     });
-  }, 120_000);
+    return JSON.parse(fs.readFileSync(out, 'utf8')) as Registered[];
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
 
-  it('installs no Metacontroller with installMetacontroller false, and pins a commit when set', async () => {
-    const registered = await runTypeScriptProgram({
-      pulumiAccessToken: 'token-value',
-      installMetacontroller: 'false',
-      commit: '0123456789abcdef0123456789abcdef01234567',
-    });
-    expect(ofType(registered, 'kubernetes:kustomize/v2:Directory')).toEqual([]);
-    expect(ofType(registered, 'kubernetes:yaml/v2:ConfigFile')).toHaveLength(1);
-    const [stack] = ofType(registered, 'kubernetes:pulumi.com/v1:Stack');
-    const spec = isObj(stack?.inputs) && isObj(stack.inputs.spec) ? stack.inputs.spec : {};
-    expect(spec.commit).toBe('0123456789abcdef0123456789abcdef01234567');
-    expect(spec).not.toHaveProperty('branch');
-  }, 120_000);
+/**
+ * A first `go test` downloads the SDKs and compiles them, the whole Kubernetes SDK included
+ * (yaml/v2 imports every API group): tens of minutes on 2 busy cores (docs/install-with-pulumi.md#go).
+ */
+const GO_COLD_TIMEOUT_MS = 45 * 60_000;
+
+describe.each([
+  ['deploy/typescript', runTypeScriptProgram],
+  ['deploy/go', runGoProgram],
+])('%s under Pulumi mocks', (_, runProgram) => {
+  const ofType = (registered: Registered[], type: string): Registered[] => registered.filter((r) => r.type === type);
+
+  it(
+    'installs Metacontroller, the operator, the account, the token Secret and a Stack on the branch',
+    async () => {
+      const registered = await runProgram({ pulumiAccessToken: 'token-value' });
+      expect(ofType(registered, 'kubernetes:kustomize/v2:Directory').map((r) => r.inputs as unknown)).toEqual([
+        { directory: '../metacontroller/true' },
+      ]);
+      expect(ofType(registered, 'kubernetes:yaml/v2:ConfigFile').map((r) => r.inputs as unknown)).toEqual([
+        { file: '../../manifests/install.yaml' },
+      ]);
+      const [binding] = ofType(registered, 'kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding');
+      expect(binding?.inputs).toMatchObject({
+        roleRef: { name: 'system:auth-delegator' },
+        subjects: [{ kind: 'ServiceAccount', name: 'pulumi-abc', namespace: 'default' }],
+      });
+      const [secret] = ofType(registered, 'kubernetes:core/v1:Secret');
+      expect(JSON.stringify(secret?.inputs)).toContain('token-value');
+      const [stack] = ofType(registered, 'kubernetes:pulumi.com/v1:Stack');
+      expect(stack?.inputs).toEqual({
+        apiVersion: 'pulumi.com/v1',
+        kind: 'Stack',
+        metadata: { namespace: 'default' },
+        spec: {
+          stack: 'dev',
+          projectRepo: 'https://github.com/pulumi/examples',
+          repoDir: 'random-yaml',
+          branch: 'refs/heads/master',
+          serviceAccountName: 'pulumi-abc',
+          envRefs: {
+            PULUMI_ACCESS_TOKEN: { type: 'Secret', secret: { name: 'pulumi-api-secret-abc', key: 'accessToken' } },
+          },
+          destroyOnFinalize: true,
+        },
+      });
+    },
+    GO_COLD_TIMEOUT_MS,
+  );
+
+  it(
+    'installs no Metacontroller with installMetacontroller false, and pins a commit when set',
+    async () => {
+      const registered = await runProgram({
+        pulumiAccessToken: 'token-value',
+        installMetacontroller: 'false',
+        commit: '0123456789abcdef0123456789abcdef01234567',
+      });
+      expect(ofType(registered, 'kubernetes:kustomize/v2:Directory')).toEqual([]);
+      expect(ofType(registered, 'kubernetes:yaml/v2:ConfigFile')).toHaveLength(1);
+      const [stack] = ofType(registered, 'kubernetes:pulumi.com/v1:Stack');
+      const spec = isObj(stack?.inputs) && isObj(stack.inputs.spec) ? stack.inputs.spec : {};
+      expect(spec.commit).toBe('0123456789abcdef0123456789abcdef01234567');
+      expect(spec).not.toHaveProperty('branch');
+    },
+    GO_COLD_TIMEOUT_MS,
+  );
 });
 
 describe('deploy/python', () => {
@@ -174,6 +230,18 @@ describe('deploy/python', () => {
     expect(fs.readFileSync(path.join(deploy, 'python', 'requirements.txt'), 'utf8')).toMatch(
       /^pulumi-kubernetes>=4\.13/m,
     );
+  });
+});
+
+describe('deploy/go', () => {
+  it('declares the same config as the TypeScript program, and the Go SDKs from the module proxy', () => {
+    expect(configOf(loadProject('go'))).toEqual(configOf(loadProject('typescript')));
+    expect(loadProject('go').runtime).toBe('go');
+    const goMod = fs.readFileSync(path.join(deploy, 'go', 'go.mod'), 'utf8');
+    expect(goMod).toMatch(/^\s+github\.com\/pulumi\/pulumi\/sdk\/v3 v3\.\d+\.\d+$/m);
+    expect(goMod).toMatch(/^\s+github\.com\/pulumi\/pulumi-kubernetes\/sdk\/v4 v4\.\d+\.\d+$/m);
+    // go.sum pins every module the build downloads.
+    expect(fs.existsSync(path.join(deploy, 'go', 'go.sum'))).toBe(true);
   });
 });
 

@@ -249,13 +249,14 @@ export async function startOperator(options: OperatorOptions = {}): Promise<Oper
     // ClusterRole and binding of manifests/install.yaml, through a token of that ServiceAccount.
     // Events go only to Stacks that watch holds, as in a cluster.
     const hooksKc = await hooksKubeConfig(kc);
+    // One reviewer for the workspaces' tokens and the scrapers', as hooks/src/main.ts.
+    const reviewer = new TokenReviewer(kubeReviewApi(hooksKc));
     const hookAccess = {
       events: { api: kubeEventsApi(hooksKc), via: 'pulumi-mc-hooks' },
       objects: { api: kubeObjectsApi(hooksKc), via: 'pulumi-mc-hooks' },
-      programs: {
-        api: { reviewer: new TokenReviewer(kubeReviewApi(hooksKc)), getProgram: kubeProgramGetter(hooksKc) },
-        via: 'pulumi-mc-hooks',
-      },
+      programs: { api: { reviewer, getProgram: kubeProgramGetter(hooksKc) }, via: 'pulumi-mc-hooks' },
+      // Reviews the tokens of scrapers when a test turns METRICS_AUTH on (hookConfig.metricsAuth).
+      reviewer,
     };
     // The hook server's certificate and token, as the quickstart makes them; Metacontroller reads
     // the Secrets when it starts the controllers.

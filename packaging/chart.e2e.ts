@@ -333,6 +333,7 @@ describe('helm template with every value changed (packaging/testdata/chart-value
       logLevel: 'debug',
       gitTimeoutMs: 5000,
       gitCacheTtlMs: 60000,
+      operationsMax: 8,
       githubApiUrl: 'https://github.example/api/v3',
       bodyLimit: 16777216,
       fluxMaxUntarSizeBytes: '209715200',
@@ -500,8 +501,24 @@ describe('helm template with every value changed (packaging/testdata/chart-value
       path: '/metrics',
       interval: '15s',
       scrapeTimeout: '5s',
+      // metricsAuth: the token of serviceMonitor.bearerTokenSecret.
+      authorization: { type: 'Bearer', credentials: { name: 'prometheus-scrape-token', key: 'token' } },
     });
     expect(sm.spec?.endpoints?.[0]?.metricRelabelings?.[0]?.action).toBe('drop');
+  });
+
+  test('metricsAuth.readers are bound to the metrics-reader ClusterRole, which may get /metrics only', () => {
+    expect(findObject(objects, 'ClusterRole', 'platform-pulumi-operator:metrics-reader').rules).toEqual([
+      { nonResourceURLs: ['/metrics'], verbs: ['get'] },
+    ]);
+    const binding = findObject(objects, 'ClusterRoleBinding', 'platform-pulumi-operator:metrics-reader');
+    expect(binding.roleRef).toEqual({
+      apiGroup: 'rbac.authorization.k8s.io',
+      kind: 'ClusterRole',
+      name: 'platform-pulumi-operator:metrics-reader',
+    });
+    expect(binding.subjects).toEqual([{ kind: 'ServiceAccount', name: 'prometheus-k8s', namespace: 'monitoring' }]);
+    expect(envOf(d).METRICS_AUTH).toBe('on');
   });
 
   test('controllers, user roles, events, the gauges from objects, the workspace role, the ServiceAccount and the NetworkPolicy can each be turned off', async () => {
@@ -510,6 +527,8 @@ describe('helm template with every value changed (packaging/testdata/chart-value
       'events.enabled=false',
       '--set',
       'objectMetrics.enabled=false',
+      '--set',
+      'metricsAuth.enabled=false',
       '--set',
       'controllers.create=false',
       '--set',
@@ -527,25 +546,35 @@ describe('helm template with every value changed (packaging/testdata/chart-value
     expect(none.map((o) => o.kind).sort()).toEqual(['Deployment', 'Secret', 'Secret', 'Service']);
     const pod = findObject(none, 'Deployment', 'x-pulumi-operator').spec?.template.spec;
     expect(pod?.serviceAccountName).toBe('default');
-    // Events and the gauges from objects off: no token, as before the hooks wrote any.
+    // Events, the gauges from objects and metricsAuth off: no token, as before the hooks wrote any.
     expect(pod?.automountServiceAccountToken).toBe(false);
     expect(pod?.containers[0]?.env).toContainEqual({ name: 'OBJECT_METRICS', value: 'off' });
+    expect(pod?.containers[0]?.env).toContainEqual({ name: 'METRICS_AUTH', value: 'off' });
   }, 60_000);
 
-  test('each of events and the gauges from objects grants only its own rules', async () => {
-    for (const [flag, rules] of [
-      [
-        'events.enabled=false',
-        [
-          { apiGroups: ['pulumi.com'], resources: ['stacks'], verbs: ['list', 'watch'] },
-          { apiGroups: ['pulumi.com'], resources: ['programs'], verbs: ['get', 'list', 'watch'] },
-          { apiGroups: ['authentication.k8s.io'], resources: ['tokenreviews'], verbs: ['create'] },
-          { apiGroups: ['auto.pulumi.com'], resources: ['workspaces', 'updates'], verbs: ['list', 'watch'] },
-        ],
-      ],
-      ['objectMetrics.enabled=false', [{ apiGroups: [''], resources: ['events'], verbs: ['create'] }]],
+  test('each of events, the gauges from objects (with the program server) and metricsAuth grants only its own rules', async () => {
+    const reviews = [
+      { apiGroups: ['authentication.k8s.io'], resources: ['tokenreviews'], verbs: ['create'] },
+      { apiGroups: ['authorization.k8s.io'], resources: ['subjectaccessreviews'], verbs: ['create'] },
+    ];
+    // The program server gets the Program it serves, after reviewing the workspace's token.
+    const watches = [
+      { apiGroups: ['pulumi.com'], resources: ['stacks'], verbs: ['list', 'watch'] },
+      { apiGroups: ['pulumi.com'], resources: ['programs'], verbs: ['get', 'list', 'watch'] },
+      { apiGroups: ['auto.pulumi.com'], resources: ['workspaces', 'updates'], verbs: ['list', 'watch'] },
+      { apiGroups: ['authentication.k8s.io'], resources: ['tokenreviews'], verbs: ['create'] },
+    ];
+    const events = [{ apiGroups: [''], resources: ['events'], verbs: ['create'] }];
+    for (const [flags, rules] of [
+      [['events.enabled=false', 'metricsAuth.enabled=false'], watches],
+      [['objectMetrics.enabled=false', 'metricsAuth.enabled=false'], events],
+      [['events.enabled=false', 'objectMetrics.enabled=false'], reviews],
     ] as const) {
-      const { objects: rendered } = await helmTemplate('x', 'ns', ['--set', flag]);
+      const { objects: rendered } = await helmTemplate(
+        'x',
+        'ns',
+        flags.flatMap((f) => ['--set', f]),
+      );
       expect(findObject(rendered, 'ClusterRole', 'x-pulumi-operator:hooks').rules).toEqual(rules);
       const pod = findObject(rendered, 'Deployment', 'x-pulumi-operator').spec?.template.spec;
       expect(pod?.automountServiceAccountToken).toBe(true);
@@ -594,9 +623,6 @@ async function ourHookPod(release: string, namespace: string): Promise<V1PodSpec
   return required(findObject(objects, 'Deployment', `${release}-pulumi-operator`).spec?.template.spec, 'a pod spec');
 }
 
-/** Objects without the data of Secrets: the chart generates the hooks' certificate and token anew on each rendering. */
-const withoutSecretData = (objects: K8sObject[]) =>
-  objects.map((o) => (o.kind === 'Secret' ? { ...o, data: undefined } : o));
 const keysOfRows = (treatment: Treatment) =>
   helmValuesRows.filter((r) => r.treatment === treatment).flatMap((r) => r.keys);
 
@@ -703,15 +729,33 @@ describe("upstream's values.yaml, unchanged", () => {
     expect(oursViewer.rules?.map((r) => r.apiGroups)).toEqual([['pulumi.com']]);
   }, 60_000);
 
-  test('controller.metricsSecure (accepted, no effect): true and false render the same objects', async () => {
+  test("controller.metricsSecure: true (upstream's default) secures /metrics, false serves it open", async () => {
     const { objects: plain } = await helmTemplate('pko', 'pulumi-kubernetes-operator', [
       '-f',
       UPSTREAM_VALUES,
       '--set',
       'controller.metricsSecure=false',
     ]);
-    expect(withoutSecretData(plain)).toEqual(withoutSecretData(objects));
-    expect(keysOfRows('accepted, no effect')).toEqual(['controller.metricsSecure']);
+    const metricsAuthOf = (rendered: K8sObject[]) =>
+      findObject(rendered, 'Deployment', 'pko-pulumi-operator').spec?.template.spec?.containers[0]?.env?.find(
+        (e) => e.name === 'METRICS_AUTH',
+      )?.value;
+    expect(metricsAuthOf(objects)).toBe('on');
+    expect(metricsAuthOf(plain)).toBe('off');
+    const reviews = (rendered: K8sObject[]) =>
+      findObject(rendered, 'ClusterRole', 'pko-pulumi-operator:hooks').rules?.filter((r) =>
+        r.apiGroups?.some((g) => g.endsWith('.k8s.io')),
+      );
+    expect(reviews(objects)).toEqual([
+      { apiGroups: ['authentication.k8s.io'], resources: ['tokenreviews'], verbs: ['create'] },
+      { apiGroups: ['authorization.k8s.io'], resources: ['subjectaccessreviews'], verbs: ['create'] },
+    ]);
+    expect(reviews(plain)).toEqual([]);
+    expect(findObject(objects, 'ClusterRole', 'pko-pulumi-operator:metrics-reader').rules).toEqual([
+      { nonResourceURLs: ['/metrics'], verbs: ['get'] },
+    ]);
+    expect(plain.filter((o) => o.metadata.name.endsWith(':metrics-reader'))).toEqual([]);
+    expect(keysOfRows('accepted, no effect')).toEqual([]);
   }, 60_000);
 });
 
@@ -837,6 +881,10 @@ describe('every upstream value ours honours, changed (packaging/testdata/upstrea
     expect(sm.spec?.endpoints?.[0]).toMatchObject({ path: '/metrics', interval: '15s', scrapeTimeout: '5s' });
     expect(sm.spec?.endpoints?.[0]?.metricRelabelings?.[0]?.action).toBe('drop');
     expect(sm.spec?.targetLabels).toEqual(['team']);
+    // controller.metricsSecure false: /metrics is open, Prometheus sends no token.
+    expect(sm.spec?.endpoints?.[0]).not.toHaveProperty('bearerTokenFile');
+    expect(sm.spec?.endpoints?.[0]).not.toHaveProperty('authorization');
+    expect(envOf(d).METRICS_AUTH).toBe('off');
   });
 
   test('rbac.create false: no ClusterRole, Role or binding at all, the ServiceAccounts of Stacks still made', async () => {

@@ -14,6 +14,7 @@ import * as yaml from 'js-yaml';
 import { Agent, request } from 'undici';
 import { Annotations } from '../contract';
 import { configFromEnv, DEFAULT_AGENT_IMAGE } from '../hooks/src/config';
+import { TokenReviewer } from '../hooks/src/kube/token-review';
 import { buildServer } from '../hooks/src/server';
 import { RESTRICTED_CONTAINER_SECURITY } from '../hooks/src/workspace/pod';
 import { stackJob, stackWorkspacePod } from '../hooks/test/controllers';
@@ -86,6 +87,7 @@ describe('manifests/install.yaml', () => {
       'ClusterRole/pulumi-operator:hooks',
       'ClusterRole/pulumi-operator:stacks-editor',
       'ClusterRole/pulumi-operator:stacks-viewer',
+      'ClusterRole/pulumi-operator:metrics-reader',
       'ClusterRoleBinding/pulumi-operator:hooks',
       'Service/pulumi-system/pulumi-mc-hooks',
       'Deployment/pulumi-system/pulumi-mc-hooks',
@@ -202,7 +204,12 @@ describe('the hook server Deployment', () => {
       const env = Object.fromEntries(
         Object.entries(envOf(container.env)).map(([k, v]) => [k, v.replaceAll('/etc/pulumi-operator', dir)]),
       );
-      const { app } = buildServer({ ...configFromEnv(env), logLevel: 'silent' }, { logger: false });
+      // An API server that authenticates no token: /metrics answers no one.
+      const reviewer = new TokenReviewer({
+        tokenReview: () => Promise.resolve({ authenticated: false }),
+        subjectAccessReview: () => Promise.resolve({ allowed: false }),
+      });
+      const { app } = buildServer({ ...configFromEnv(env), logLevel: 'silent' }, { logger: false, reviewer });
       await app.listen({ port: 0, host: '127.0.0.1' });
       const agent = new Agent({
         connect: { ca: creds.ca, servername: `${service.metadata.name}.${service.metadata.namespace}` },
@@ -216,6 +223,10 @@ describe('the hook server Deployment', () => {
           await status('/stack/sync', { authorization: `Bearer ${creds.token}`, 'content-type': 'application/json' }),
         ).toBe(400);
         expect((await request(`${base}/readyz`, { dispatcher: agent })).statusCode).toBe(200);
+        const scrape = (authorization?: string) =>
+          request(`${base}/metrics`, { dispatcher: agent, headers: authorization ? { authorization } : {} });
+        expect((await scrape()).statusCode).toBe(401);
+        expect((await scrape(`Bearer ${creds.token}`)).statusCode).toBe(401);
       } finally {
         await agent.close();
         await app.close();
@@ -240,10 +251,19 @@ describe('the hook server Deployment', () => {
     expect(findObject(install, 'ClusterRole', 'pulumi-operator:hooks').rules).toEqual([
       { apiGroups: [''], resources: ['events'], verbs: ['create'] },
       { apiGroups: ['pulumi.com'], resources: ['stacks'], verbs: ['list', 'watch'] },
-      // The program server: the Program it serves, and whose token a workspace sent.
+      // The program server gets the Program it serves.
       { apiGroups: ['pulumi.com'], resources: ['programs'], verbs: ['get', 'list', 'watch'] },
-      { apiGroups: ['authentication.k8s.io'], resources: ['tokenreviews'], verbs: ['create'] },
       { apiGroups: ['auto.pulumi.com'], resources: ['workspaces', 'updates'], verbs: ['list', 'watch'] },
+      // Whose token a workspace or a scraper sent; whether a scraper may get /metrics.
+      { apiGroups: ['authentication.k8s.io'], resources: ['tokenreviews'], verbs: ['create'] },
+      { apiGroups: ['authorization.k8s.io'], resources: ['subjectaccessreviews'], verbs: ['create'] },
+    ]);
+  });
+
+  test('/metrics is for scrapers allowed to get it: METRICS_AUTH on, and a metrics-reader role to bind', () => {
+    expect(envOf(container.env).METRICS_AUTH).toBe('on');
+    expect(findObject(install, 'ClusterRole', 'pulumi-operator:metrics-reader').rules).toEqual([
+      { nonResourceURLs: ['/metrics'], verbs: ['get'] },
     ]);
   });
 
@@ -260,12 +280,13 @@ describe('the hook server Deployment', () => {
     const defaults = configFromEnv({});
     expect(container.ports).toEqual([{ name: 'https', containerPort: defaults.port, protocol: 'TCP' }]);
     const env = envOf(container.env);
-    const { tls, authTokenFiles, programServer, ...rest } = deployedConfig(env);
+    const { tls, authTokenFiles, programServer, metricsAuth, ...rest } = deployedConfig(env);
     expect(tls).toBeDefined();
     expect(authTokenFiles).toBeDefined();
     expect(programServer).toBeDefined();
+    expect(metricsAuth).toBe(true);
     // With a token to ask for, the server listens on every interface (127.0.0.1 without).
-    expect(rest).toEqual({ ...defaults, host: '0.0.0.0', logLevel: 'info' });
+    expect(rest).toEqual({ ...defaults, host: '0.0.0.0', logLevel: 'info', metricsAuth: undefined });
     expect(env.AGENT_IMAGE).toBe(DEFAULT_AGENT_IMAGE);
     expect(container.image).toBe(`ghcr.io/pulumi-mc-operator/hooks:v${pkg.version}`);
   });

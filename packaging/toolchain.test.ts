@@ -140,3 +140,55 @@ describe('e2e toolchain: build.sh and toolchain.ts agree', () => {
     expect(minor(v.crictl)).toBe(minor(v.kubernetes));
   });
 });
+
+describe('e2e phases: .ci/run builds the older CLIs beside the suite and runs the files that need them last', () => {
+  const listTests = (phase: string | undefined): string[] => {
+    const env: NodeJS.ProcessEnv = { ...process.env };
+    if (phase === undefined) delete env.PKO_E2E_PHASE;
+    else env.PKO_E2E_PHASE = phase;
+    const jest = path.join(REPO_ROOT, 'node_modules', 'jest', 'bin', 'jest.js');
+    const r = spawnSync(process.execPath, [jest, '--config', 'e2e/jest.config.js', '--listTests'], {
+      cwd: REPO_ROOT,
+      encoding: 'utf8',
+      env,
+    });
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+    return r.stdout
+      .trim()
+      .split('\n')
+      .map((f) => path.relative(REPO_ROOT, f))
+      .sort();
+  };
+
+  test('the late phase holds the files that use the older CLIs, the early one every other file', () => {
+    const all = listTests(undefined);
+    const early = listTests('early');
+    const late = listTests('late');
+    expect(late).toEqual(
+      expect.arrayContaining([
+        'agent/test/pulumi-version.e2e.ts',
+        'e2e/pulumi-version.e2e.ts',
+        'e2e/testbed/images.e2e.ts',
+      ]),
+    );
+    // Flux's controllers: testbed/<name>-controller.ts for the component <name>-controller.
+    for (const f of late)
+      expect(fs.readFileSync(path.join(REPO_ROOT, f), 'utf8')).toMatch(/\/(older-clis|[\w-]+-controller)';/);
+    expect(early).toEqual(all.filter((f) => !late.includes(f)));
+    expect(early).toContain('e2e/program-stack.e2e.ts');
+  }, 60_000);
+
+  test('an unknown phase is refused', () => {
+    const bad = spawnSync(
+      process.execPath,
+      [
+        '-e',
+        `process.env.PKO_E2E_PHASE = 'middle'; require(${JSON.stringify(path.join(REPO_ROOT, 'e2e', 'jest.config.js'))})`,
+      ],
+      { encoding: 'utf8' },
+    );
+    expect(bad.status).not.toBe(0);
+    expect(bad.stderr).toContain("PKO_E2E_PHASE is 'middle', expected early or late");
+  });
+});

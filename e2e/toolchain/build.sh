@@ -46,6 +46,11 @@ KUBERNETES_BINARIES="kube-apiserver kube-controller-manager kube-scheduler kube-
 
 export GOTOOLCHAIN=local
 export CGO_ENABLED=0
+# No DWARF from the compiler: -ldflags -s -w drops it from the binaries anyway, and not generating it
+# costs less CPU and build cache (docs/testbed.md, Build times). Binaries built before keep their
+# stamp: they differ only in the build info and a few compiler-generated functions. Added to the
+# GOFLAGS in effect, which may come from go's own env file.
+if command -v go >/dev/null; then GOFLAGS="$(go env GOFLAGS)" && export GOFLAGS="${GOFLAGS:+$GOFLAGS }-gcflags=all=-dwarf=false"; fi
 # The checksum database that this machine's proxy serves has no entry for pulumi/pkg/v3 (404): the
 # module's hash is taken from the proxy and recorded in the wrapper's go.sum instead.
 export GONOSUMDB="${GONOSUMDB:+$GONOSUMDB,}github.com/pulumi/pulumi/pkg"

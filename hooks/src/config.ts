@@ -5,6 +5,7 @@ import { version } from '../../package.json';
 import { boundedSettingsFromEnv, withRegistry, type BoundedSettings } from './bounded/settings';
 import { DEFAULT_SYNC_CACHE_MAX_BYTES } from './cache/sync-cache';
 import { egressRulesFromEnv, type EgressRules } from './git/egress';
+import { errorMessage, errorCode } from './lib/errors';
 
 /** Settings of the hook server, from its environment. Nothing here is per request. */
 export interface HookConfig extends BoundedSettings {
@@ -44,6 +45,12 @@ export interface HookConfig extends BoundedSettings {
    */
   objectMetrics?: boolean;
   /**
+   * The operations budget (budget/operations.ts): Stacks in operation at once, cluster-wide
+   * (OPERATIONS_MAX, default {@link DEFAULT_OPERATIONS_MAX}; 0: no budget). Needs the mirror of
+   * Stacks (OBJECT_METRICS=on); without it every operation starts at once.
+   */
+  operationsMax?: number;
+  /**
    * The server's certificate chain and key, PEM files (TLS_CERT_FILE, TLS_KEY_FILE): HTTPS when set,
    * plain HTTP otherwise. Re-read when they change (a rotated Secret).
    */
@@ -56,6 +63,13 @@ export interface HookConfig extends BoundedSettings {
   authTokenFiles?: string[];
   /** Timeouts and the cap on request bodies in flight; DEFAULT_LIMITS when absent. */
   limits?: ServerLimits;
+  /**
+   * Only callers whose bearer token the API server authenticates (TokenReview) and who may `get`
+   * the non-resource URL /metrics (SubjectAccessReview) read /metrics (METRICS_AUTH=on; the
+   * default when the hook routes ask for a token, as upstream's `--metrics-secure`). Off: /metrics
+   * is open to whoever reaches the port (`npm start` on 127.0.0.1).
+   */
+  metricsAuth?: boolean;
   /**
    * Where workspace pods download Programs from this server (PROGRAM_SERVER_URL, e.g.
    * https://pulumi-mc-hooks.pulumi-system.svc:443) and the PEM of the CA its certificate is checked
@@ -93,6 +107,8 @@ export const DEFAULT_LIMITS: ServerLimits = {
   connectionTimeoutMs: 90_000,
   bodyBytesInFlight: 32 * 1024 * 1024,
 };
+
+export const DEFAULT_OPERATIONS_MAX = 20;
 
 export const DEFAULT_AGENT_IMAGE = `ghcr.io/pulumi-mc-operator/agent:v${version}`;
 
@@ -132,6 +148,13 @@ function positiveInt(name: string, v: string | undefined, fallback: number): num
   return n;
 }
 
+function nonNegativeInt(name: string, v: string | undefined, fallback: number): number {
+  if (v === undefined || v === '') return fallback;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 0) throw new Error(`${name} must be a whole number (0 or more), not "${v}"`);
+  return n;
+}
+
 function onOff(name: string, v: string | undefined, fallback: boolean): boolean {
   if (v === undefined || v === '') return fallback;
   const lower = v.toLowerCase();
@@ -154,8 +177,8 @@ export function readKnownHosts(env: NodeJS.ProcessEnv): string {
     try {
       texts.push(readFileSync(file, 'utf8'));
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== 'ENOENT')
-        throw new Error(`SSH_KNOWN_HOSTS: cannot read ${file}: ${(e as Error).message}`, { cause: e });
+      if (errorCode(e) !== 'ENOENT')
+        throw new Error(`SSH_KNOWN_HOSTS: cannot read ${file}: ${errorMessage(e)}`, { cause: e });
     }
   }
   if (named.length > 0 && texts.length === 0) throw new Error(`SSH_KNOWN_HOSTS: none of ${named.join(', ')} exists`);
@@ -166,7 +189,7 @@ export function readKnownHosts(env: NodeJS.ProcessEnv): string {
 function servingFromEnv(
   env: NodeJS.ProcessEnv,
   bodyLimit: number,
-): Pick<HookConfig, 'tls' | 'authTokenFiles' | 'limits'> {
+): Pick<HookConfig, 'tls' | 'authTokenFiles' | 'limits' | 'metricsAuth'> {
   const certFile = env.TLS_CERT_FILE ?? '';
   const keyFile = env.TLS_KEY_FILE ?? '';
   if ((certFile === '') !== (keyFile === ''))
@@ -201,6 +224,7 @@ function servingFromEnv(
     ...(certFile !== '' ? { tls: { certFile, keyFile } } : {}),
     ...(tokenFiles.length > 0 ? { authTokenFiles: tokenFiles } : {}),
     limits,
+    metricsAuth: onOff('METRICS_AUTH', env.METRICS_AUTH, tokenFiles.length > 0),
   };
 }
 
@@ -237,6 +261,7 @@ export function configFromEnv(
     ...(env.GITHUB_API_URL ? { githubApiUrl: env.GITHUB_API_URL } : {}),
     egress: egressRulesFromEnv(env),
     objectMetrics: onOff('OBJECT_METRICS', env.OBJECT_METRICS, true),
+    operationsMax: nonNegativeInt('OPERATIONS_MAX', env.OPERATIONS_MAX, DEFAULT_OPERATIONS_MAX),
   };
   const trusted = knownHosts(env);
   if (trusted !== '') config.sshKnownHosts = trusted;
@@ -267,7 +292,7 @@ function programServerFromEnv(env: NodeJS.ProcessEnv, readFile: (file: string) =
   try {
     ca = readFile(caFile);
   } catch (e) {
-    throw new Error(`PROGRAM_SERVER_CA_FILE: cannot read ${caFile}: ${(e as Error).message}`, { cause: e });
+    throw new Error(`PROGRAM_SERVER_CA_FILE: cannot read ${caFile}: ${errorMessage(e)}`, { cause: e });
   }
   if (!ca.includes('-----BEGIN CERTIFICATE-----'))
     throw new Error(`PROGRAM_SERVER_CA_FILE: ${caFile} holds no PEM certificate`);

@@ -31,6 +31,9 @@ export async function startHookServer(config: HookConfig, deps: ServerDeps = {})
 async function main(): Promise<void> {
   const config = configFromEnv();
   const access = kubeAccessFromEnv();
+  // One reviewer, so one cache of answers and one bound on reviews in flight, for both /metrics's
+  // scrapers and the workspace pods downloading Programs.
+  const reviewed = 'kc' in access ? { ...access, reviewer: new TokenReviewer(kubeReviewApi(access.kc)) } : access;
   const running = await startHookServer(config, {
     events: 'kc' in access ? { api: kubeEventsApi(access.kc), via: access.via } : access,
     objects:
@@ -40,12 +43,10 @@ async function main(): Promise<void> {
           ? { api: kubeObjectsApi(access.kc), via: access.via }
           : access,
     programs:
-      'kc' in access
-        ? {
-            api: { reviewer: new TokenReviewer(kubeReviewApi(access.kc)), getProgram: kubeProgramGetter(access.kc) },
-            via: access.via,
-          }
-        : access,
+      'reviewer' in reviewed
+        ? { api: { reviewer: reviewed.reviewer, getProgram: kubeProgramGetter(reviewed.kc) }, via: reviewed.via }
+        : reviewed,
+    ...('reviewer' in reviewed && config.metricsAuth ? { reviewer: reviewed.reviewer } : {}),
   });
   const onSignal = (signal: string) => {
     running.shutdown(signal).then(

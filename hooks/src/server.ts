@@ -4,7 +4,7 @@ import * as http from 'node:http';
 import * as https from 'node:https';
 import { createAjv } from '../../schemas';
 import { SyncCache } from './cache/sync-cache';
-import { DEFAULT_LIMITS, type HookConfig, type ServerLimits } from './config';
+import { DEFAULT_LIMITS, DEFAULT_OPERATIONS_MAX, type HookConfig, type ServerLimits } from './config';
 import type { EventsAccess } from './events/kubernetes';
 import { EventRecorder } from './events/recorder';
 import { describeEgress, EgressPolicy } from './git/egress';
@@ -20,7 +20,9 @@ import { programHooks, programServer, type ProgramServerAccess } from './http/pr
 import { installRequestLog, OneLinePerRequest } from './http/request-log';
 import { stackHooks } from './http/stack-routes';
 import { updateHooks, workspaceHooks } from './http/workspace-routes';
+import type { Reviewer } from './kube/token-review';
 import { ObjectGauges, type ObjectsAccess } from './objects/gauges';
+import { mirrorTurn } from './budget/gate';
 import type { ProgramServerApi } from './program/serve';
 
 export interface ServerDeps {
@@ -37,6 +39,8 @@ export interface ServerDeps {
   objects?: ObjectsAccess;
   /** The program server's TokenReviews and reads of Programs (program/serve.ts), or why it has none (the default). */
   programs?: { api: ProgramServerApi; via: string } | { off: string };
+  /** What reviews the bearer tokens of scrapers when METRICS_AUTH is on (kube/token-review.ts). */
+  reviewer?: Reviewer;
   /** How often the TLS and token files are read again (default 30 s). */
   credentialsReloadMs?: number;
   /** How long an event waits for its object to show in the mirror (default 30 s). */
@@ -170,10 +174,24 @@ export function buildServer(config: HookConfig, deps: ServerDeps = {}): HookServ
   if ('api' in access)
     app.log.info({ via: access.via, onlyWatchedObjects: objects !== undefined }, 'Kubernetes Events on Stacks: on');
   else app.log.info({ why: access.off }, 'Kubernetes Events on Stacks: off');
+  // The operations budget works from the mirror of Stacks: off with it (budget/gate.ts).
+  const turn = objects
+    ? mirrorTurn({ max: config.operationsMax ?? DEFAULT_OPERATIONS_MAX }, () => objects.budgetFacts())
+    : undefined;
   const budget = new BodyBudget(limits.bodyBytesInFlight);
   metrics.watchBodies(budget);
   app.register(healthPlugin, { health });
-  app.register(metricsPlugin, { metrics, ...(objects ? { objects } : {}) });
+  if (config.metricsAuth && !deps.reviewer)
+    throw new Error(
+      'METRICS_AUTH=on: /metrics reviews bearer tokens with the Kubernetes API, and there is no access to it (set METRICS_AUTH=off to serve /metrics open)',
+    );
+  const reviewer = config.metricsAuth ? deps.reviewer : undefined;
+  app.log.info(
+    reviewer
+      ? '/metrics: for callers the API server authenticates (TokenReview) and allows to get /metrics (SubjectAccessReview)'
+      : '/metrics: open to whoever reaches the port (METRICS_AUTH=off)',
+  );
+  app.register(metricsPlugin, { metrics, ...(objects ? { objects } : {}), ...(reviewer ? { reviewer } : {}) });
   const cache = new SyncCache({
     ...(config.syncCacheMaxBytes !== undefined ? { maxBytes: config.syncCacheMaxBytes } : {}),
     counted: (name, hit) => metrics.countCacheLookup(name, hit),
@@ -189,6 +207,7 @@ export function buildServer(config: HookConfig, deps: ServerDeps = {}): HookServ
       clock,
       cache,
       ...(events ? { events } : {}),
+      ...(turn ? { turn } : {}),
     });
     hooks.register(workspaceHooks, { prefix: '/workspace', config, clock, cache, ...(events ? { events } : {}) });
     hooks.register(updateHooks, { prefix: '/update', config, clock, cache, ...(events ? { events } : {}) });

@@ -6,7 +6,7 @@ import { buildUpdate } from '../src/stack/update';
 import { validateStackObject } from '../src/stack/validate';
 import { buildJob, DEADLINE_ALLOWANCE_SECONDS } from '../src/update/job';
 import { syncUpdate } from '../src/update/sync';
-import { desiredWorkspace } from '../src/workspace/pod';
+import { desiredPod } from '../src/workspace/pod';
 import type { KObject } from '../src/lib/k8s';
 import { condition, makeStack, NOW, testConfig } from './builders';
 import { parseOutput, PROGRAM_STACK, RENDER_ENV, runRender } from './render/run';
@@ -157,7 +157,7 @@ describe('bounded operations: ephemeral storage', () => {
     const pulumi = container(plain.statefulSet, 'pulumi');
     expect(pulumi.resources).toEqual({ requests: { cpu: '100m', memory: '64Mi' } });
     expect(runner(buildJob(update({}), 'up', testConfig)).resources).toEqual({
-      requests: { cpu: '10m', memory: '64Mi' },
+      requests: { memory: '64Mi' },
     });
   });
 
@@ -175,7 +175,7 @@ describe('bounded operations: ephemeral storage', () => {
     // A changed pod template: the workspace restarts onto it (a new hash).
     expect(ws.hash).not.toBe(stackWorkspacePod(stack, program, testConfig).hash);
     expect(runner(buildJob(update({}), 'up', config)).resources).toEqual({
-      requests: { cpu: '10m', memory: '64Mi', 'ephemeral-storage': '64Mi' },
+      requests: { memory: '64Mi', 'ephemeral-storage': '64Mi' },
       limits: { 'ephemeral-storage': '256Mi' },
     });
   });
@@ -206,7 +206,7 @@ describe('bounded operations: one registry for every image', () => {
   );
 
   it('rewrites the bootstrap, fetch and workspace images of the workspace pod, and the Job runner', () => {
-    const sts = desiredWorkspace(
+    const sts = desiredPod(
       {
         apiVersion: 'auto.pulumi.com/v1alpha1',
         kind: 'Workspace',

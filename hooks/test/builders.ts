@@ -14,10 +14,10 @@ import {
 import type { HookConfig } from '../src/config';
 import { cloneJson, isRecord } from '../src/lib/json';
 import { LAST_APPLIED_ANNOTATION, mapKey, type KObject, type ObjectMap } from '../src/lib/k8s';
-import type { RefLookup } from '../src/stack/source';
 import type { StackSyncRequest, StackSyncResponse } from '../src/stack/sync';
 import { asChild, childrenOf, templateOf, type Child } from './children';
 import { answeredStatusOf, isStackChild, withCluster, withControllerStatus } from './controllers';
+import type { RefLookup } from '../src/git/ref-lookup';
 
 export const NOW = new Date('2026-11-22T10:00:00Z');
 

@@ -125,7 +125,9 @@ describe('sync requests recorded from a real cluster, a Stack at rest', () => {
       expect(condition(response.status, 'Failed')).toMatchObject({ status: 'False', reason: 'UpdateSucceeded' });
       expect(response.status.conditions).toEqual(update.request.parent.status?.conditions);
       expect(response.resyncAfterSeconds).toBeUndefined();
-      expectAsLastApplied(response.children, objects(update.request.children), update.request.parent);
+      // Jobs are OnDelete (update-controller.yaml): a finished Update's Job stays as the version that
+      // made it built it (these recordings' asked for 10m CPU; Jobs now ask for none), by name only.
+      expectAsLastApplied(response.children, objects(update.request.children), update.request.parent, ['Job']);
     },
   );
 

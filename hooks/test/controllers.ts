@@ -12,12 +12,8 @@ import type { OperationType } from '../../contract';
 import type { HookConfig } from '../src/config';
 import { buildUpdate, type UpdateIdentity } from '../src/stack/update';
 import { buildJob } from '../src/update/job';
-import { desiredWorkspace as desiredStackWorkspace } from '../src/stack/workspace';
-import {
-  desiredWorkspace as desiredWorkspacePod,
-  workspaceStatusName,
-  type DesiredWorkspace,
-} from '../src/workspace/pod';
+import { stackWorkspace as desiredStackWorkspace } from '../src/stack/workspace';
+import { desiredPod, workspaceStatusName, type DesiredPod } from '../src/workspace/pod';
 import type { FetchSource } from '../src/workspace/source';
 import type { KObject, ObjectMap } from '../src/lib/k8s';
 import {
@@ -185,9 +181,9 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
 }
 
 /** The StatefulSet, Service and pod hash the Workspace controller makes of a Stack's Workspace for `source`. */
-export function stackWorkspacePod(stack: Stack, source: FetchSource, config: HookConfig): DesiredWorkspace {
+export function stackWorkspacePod(stack: Stack, source: FetchSource, config: HookConfig): DesiredPod {
   const { workspace } = desiredStackWorkspace(stack, source, config);
-  return desiredWorkspacePod({ ...workspace, metadata: { ...workspace.metadata, generation: 1 } }, config);
+  return desiredPod({ ...workspace, metadata: { ...workspace.metadata, generation: 1 } }, config);
 }
 
 /** The Job the Update controller makes of the Update a Stack creates for one operation. */

@@ -5,8 +5,8 @@ import { FrozenCache, SyncCache } from '../src/cache/sync-cache';
 import { responseJson } from '../src/http/stack-routes';
 import { syncStack } from '../src/stack/sync';
 import type { Workspace } from '../../schemas/generated/types';
-import { desiredWorkspace } from '../src/stack/workspace';
-import { desiredWorkspace as desiredWorkspacePod } from '../src/workspace/pod';
+import { stackWorkspace } from '../src/stack/workspace';
+import { desiredPod } from '../src/workspace/pod';
 import { makeStack, noLookups, NOW, syncRequest, testConfig } from './builders';
 
 const programSource = {
@@ -314,8 +314,8 @@ describe('the cached workspace', () => {
         const s2 = makeStack(specWith(t2));
         const w1 = cache.workspace(s1, programSource, testConfig);
         const w2 = cache.workspace(s2, programSource, testConfig);
-        expect(w1).toEqual(desiredWorkspace(structuredClone(s1), programSource, testConfig));
-        expect(w2).toEqual(desiredWorkspace(structuredClone(s2), programSource, testConfig));
+        expect(w1).toEqual(stackWorkspace(structuredClone(s1), programSource, testConfig));
+        expect(w2).toEqual(stackWorkspace(structuredClone(s2), programSource, testConfig));
         if (JSON.stringify(t1) !== JSON.stringify(t2) && w1.hash === w2.hash) {
           // Different templates may build the same Workspace (e.g. a null that deletes nothing), never a different one under the same hash.
           expect(w1.workspace.spec).toEqual(w2.workspace.spec);
@@ -339,7 +339,7 @@ describe('the cached workspace', () => {
     ).toBe('team-b');
     const ws = { ...base.workspace, metadata: { ...base.workspace.metadata, generation: 1 } } as Workspace;
     const pod = cache.workspacePod(ws, testConfig);
-    expect(pod).toEqual(desiredWorkspacePod(structuredClone(ws), testConfig));
+    expect(pod).toEqual(desiredPod(structuredClone(ws), testConfig));
     expect(cache.workspacePod(ws, { ...testConfig, agentImage: 'example.test/other:1' }).hash).not.toBe(pod.hash);
   });
 });
@@ -362,7 +362,7 @@ describe('a SyncCache bounded by bytes', () => {
     // The last Stack's workspace is still there; the first one's was forgotten, and is the same again.
     cache.workspace(large(39), programSource, testConfig);
     expect(cache.workspace(large(0), programSource, testConfig)).toEqual(
-      desiredWorkspace(large(0), programSource, testConfig),
+      stackWorkspace(large(0), programSource, testConfig),
     );
     expect(lookups).toEqual(['stack_workspace hit', 'stack_workspace miss']);
     expect(Object.values(cache.bytes()).reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(maxBytes);
@@ -373,7 +373,7 @@ describe('a SyncCache bounded by bytes', () => {
     const cache = new SyncCache({ maxBytes: 1024 * 1024, counted: (name, hit) => lookups.push(`${name} ${hit}`) });
     for (let n = 0; n < 2; n++)
       expect(cache.workspace(large(1), programSource, testConfig)).toEqual(
-        desiredWorkspace(large(1), programSource, testConfig),
+        stackWorkspace(large(1), programSource, testConfig),
       );
     expect(lookups).toEqual([]);
     expect(Object.values(cache.bytes()).reduce((a, b) => a + b, 0)).toBe(0);

@@ -225,6 +225,41 @@ describe('upstream gauges from the objects', () => {
   });
 });
 
+describe('the operations budget from the mirror', () => {
+  it('pulumi_operations_queued and _running count the Stacks waiting and in operation, as every replica sees them', async () => {
+    const cluster = new FakeCluster();
+    const reconciling = (name: string, uid: string, reason: string) => {
+      const stack = stackObject('team-a', name, 'succeeded');
+      stack.metadata = { ...stack.metadata, uid, generation: 1 };
+      stack.status = {
+        observedGeneration: 1,
+        conditions: [{ type: 'Reconciling', status: 'True', reason, lastTransitionTime: '2026-11-22T09:00:00Z' }],
+      };
+      return stack;
+    };
+    cluster.put('stacks', reconciling('a', 'u-a', 'StackProcessing'));
+    cluster.put('stacks', reconciling('b', 'u-b', 'Queued'));
+    cluster.put('stacks', reconciling('c', 'u-c', 'Queued'));
+    cluster.put('stacks', reconciling('d', 'u-d', 'RetryingAfterFailure'));
+    const gauges = gaugesOn(cluster);
+    expect(gauges.budgetFacts()).toBeUndefined();
+    await gauges.whenSynced();
+    const text = await gauges.metrics();
+    expect(text).toMatch(/^pulumi_operations_queued 2$/m);
+    expect(text).toMatch(/^pulumi_operations_running 1$/m);
+    expect([...(gauges.budgetFacts() ?? [])].map((f) => `${f.uid}:${f.phase}`).sort()).toEqual([
+      'u-a:operating',
+      'u-b:waiting',
+      'u-c:waiting',
+      'u-d:idle',
+    ]);
+    cluster.put('stacks', reconciling('b', 'u-b', 'StackProcessing'));
+    await until('the admission to reach the gauges', async () =>
+      /^pulumi_operations_running 2$/m.test(await gauges.metrics()),
+    );
+  });
+});
+
 describe('the mirror the events consult', () => {
   it('holds each Stack, Workspace and Update by kind, namespace, name and uid, until it is deleted', async () => {
     const cluster = new FakeCluster();

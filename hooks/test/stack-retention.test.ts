@@ -1,9 +1,9 @@
 import { syncStack, withControllerStatus } from './controllers';
 import { stackEvents } from '../src/stack/events';
-import { updateExpiry } from '../src/stack/update';
 import type { KObject } from '../src/lib/k8s';
 import { applyChildren, childrenMap, find, jobFinishes, makeStack, NOW, syncRequest, withStatus } from './builders';
 import { ctx, toFirstJob } from './stories';
+import { updateExpiry } from '../src/lib/stack-updates';
 
 const ENDED = '2026-11-22T10:01:00Z';
 const at = (iso: string) => ctx(new Date(iso));

@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { AgentError } from '../lib/errors';
+import { AgentError, errorCode } from '../lib/errors';
 import { hostPath, safeSubdir } from '../lib/paths';
 import { Paths } from '../../../contract';
 
@@ -33,7 +33,7 @@ export function replaceWithSymlink(target: string, link: string): void {
     if (st.isDirectory()) fs.rmSync(link, { recursive: true, force: true });
     else fs.unlinkSync(link);
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+    if (errorCode(e) !== 'ENOENT') throw e;
   }
   fs.symlinkSync(target, link);
 }

@@ -4,7 +4,7 @@ import * as path from 'node:path';
 import * as yaml from 'js-yaml';
 import { Agent, request } from 'undici';
 import { Env, MAX_PROGRAM_BYTES, Paths } from '../../../contract';
-import { AgentError, errorMessage } from '../lib/errors';
+import { AgentError, errorCode, errorMessage } from '../lib/errors';
 import { logger } from '../lib/log';
 import { hostPath } from '../lib/paths';
 import { sleep } from '../lib/sleep';
@@ -44,7 +44,7 @@ export async function fetchProgram(env: NodeJS.ProcessEnv = process.env, l: Fetc
     throw fetchError(
       'program',
       url,
-      `cannot read the ServiceAccount token (${(e as NodeJS.ErrnoException).code ?? errorMessage(e)})`,
+      `cannot read the ServiceAccount token (${errorCode(e) ?? errorMessage(e)})`,
     );
   }
   let bytes: Buffer | undefined;
@@ -139,7 +139,7 @@ function resetDir(dir: string): void {
     const st = fs.lstatSync(dir);
     if (st.isSymbolicLink() || !st.isDirectory()) fs.unlinkSync(dir);
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+    if (errorCode(e) !== 'ENOENT') throw e;
   }
   fs.mkdirSync(dir, { recursive: true });
 }

@@ -1,4 +1,5 @@
 import * as fs from 'node:fs';
+import { errorCode } from './errors';
 
 /**
  * Parses a dotenv file the way upstream's godotenv does for the cases that matter: `KEY=VALUE`
@@ -58,7 +59,7 @@ export function readEnvFile(file: string): Record<string, string> {
   try {
     text = fs.readFileSync(file, 'utf8');
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return {};
+    if (errorCode(e) === 'ENOENT') return {};
     throw e;
   }
   return parseEnvFile(text);

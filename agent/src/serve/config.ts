@@ -1,6 +1,6 @@
 import * as fs from 'node:fs';
 import type { ConfigItem } from '../../../contract';
-import { AgentError } from '../lib/errors';
+import { AgentError, errorCode } from '../lib/errors';
 import { hostPath } from '../lib/paths';
 
 /** A config item with its value read and its key qualified. */
@@ -50,7 +50,7 @@ export function resolveConfig(
           raw = fs.readFileSync(hostPath(item.valueFrom.path, env), 'utf8');
         } catch (e) {
           throw new AgentError(
-            `config "${item.key}": cannot read ${item.valueFrom.path} (${(e as NodeJS.ErrnoException).code ?? 'error'})`,
+            `config "${item.key}": cannot read ${item.valueFrom.path} (${errorCode(e) ?? 'error'})`,
             { reason: 'InitializationFailed' },
           );
         }

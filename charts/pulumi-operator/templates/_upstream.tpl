@@ -36,6 +36,9 @@ values". Values only upstream has are read with `index`, as this chart's values.
 {{- if and .Values.rbac.create .Values.rbac.createRole (not .Values.rbac.createClusterRole) .Values.objectMetrics.enabled -}}
 {{- fail "rbac.createClusterRole=false with rbac.createRole=true: the gauges of objectMetrics list Stacks and Programs in every namespace, which a Role cannot grant. Keep rbac.createClusterRole, or set objectMetrics.enabled=false." -}}
 {{- end -}}
+{{- if and .Values.rbac.create .Values.rbac.createRole (not .Values.rbac.createClusterRole) (include "pulumi-operator.metricsAuth" .) -}}
+{{- fail "rbac.createClusterRole=false with rbac.createRole=true: metricsAuth reviews the tokens of scrapers (TokenReview, SubjectAccessReview), which a Role cannot grant. Keep rbac.createClusterRole, or set metricsAuth.enabled=false." -}}
+{{- end -}}
 {{- end -}}
 
 {{/*
@@ -81,6 +84,15 @@ error are pino's; panic is fatal; a verbosity 1 is debug, more is trace).
 {{- $given = printf "%d" (int64 $given) -}}
 {{- end -}}
 {{- include "pulumi-operator.eitherName" (dict "ours" .Values.hooks.fluxMaxUntarSizeBytes "oursName" "hooks.fluxMaxUntarSizeBytes" "upstream" $given "upstreamName" "flux.maxUntarSizeBytes" "default" "") -}}
+{{- end -}}
+
+{{/*
+METRICS_AUTH: "true" when metricsAuth.enabled and upstream's controller.metricsSecure (when given)
+are both true; empty otherwise. Either false turns it off.
+*/}}
+{{- define "pulumi-operator.metricsAuth" -}}
+{{- $upstream := index (index .Values "controller" | default dict) "metricsSecure" -}}
+{{- if and .Values.metricsAuth.enabled (or (kindIs "invalid" $upstream) $upstream) -}}true{{- end -}}
 {{- end -}}
 
 {{/* The ServiceMonitor's scrapeTimeout: ours, or upstream's serviceMonitor.timeout. */}}

@@ -7,11 +7,11 @@ import type { KObject } from '../lib/k8s';
 import { deepFreeze, MAX_NESTING, nestedDeeperThan } from '../lib/json';
 import type { SyncSteps } from '../stack/sync';
 import { validateStackObject } from '../stack/validate';
-import { readUpdateResult } from '../stack/update-result';
-import { desiredWorkspace, type DesiredStackWorkspace } from '../stack/workspace';
-import { desiredWorkspace as desiredWorkspacePod, type DesiredWorkspace } from '../workspace/pod';
+import { stackWorkspace, type DesiredStackWorkspace } from '../stack/workspace';
+import { desiredPod, type DesiredPod } from '../workspace/pod';
 import type { FetchSource } from '../workspace/source';
 import { contentTokens, type ContentTokens } from './snapshot';
+import { readUpdateResult } from '../lib/operation-result';
 
 /**
  * Answers of pure functions, remembered by content in a bounded LRU (lru-cache). Answers are frozen,
@@ -111,7 +111,7 @@ export class SyncCache implements SyncSteps {
   private readonly workspaces: FrozenCache<DesiredStackWorkspace>;
   /** A Workspace's spec and labels, as a content token per Workspace (what its pod is built from). */
   private readonly workspaceTokens: ContentTokens;
-  private readonly pods: FrozenCache<DesiredWorkspace>;
+  private readonly pods: FrozenCache<DesiredPod>;
   private readonly results: FrozenCache<UpdateResult | undefined>;
   /** JSON of the frozen answers above (they cannot change, so neither can their JSON); see jsonOf. */
   private readonly json = new WeakMap<object, string>();
@@ -138,10 +138,7 @@ export class SyncCache implements SyncSteps {
       (hit) => counted('stack_workspace', hit),
     );
     this.pods = new FrozenCache(
-      bytesBound(
-        share('workspace_pod'),
-        (p: DesiredWorkspace, key) => jsonBytes(p.statefulSet, p.service) + key.length,
-      ),
+      bytesBound(share('workspace_pod'), (p: DesiredPod, key) => jsonBytes(p.statefulSet, p.service) + key.length),
       (hit) => counted('workspace_pod', hit),
     );
     // Keyed by the result's text itself: the text and the parsed result.
@@ -175,18 +172,18 @@ export class SyncCache implements SyncSteps {
 
   workspace(stack: Stack, source: FetchSource, config: HookConfig): DesiredStackWorkspace {
     const token = this.specToken(stack);
-    if (token === undefined) return desiredWorkspace(stack, source, config);
+    if (token === undefined) return stackWorkspace(stack, source, config);
     const key = `${JSON.stringify([stack.metadata.name, stack.metadata.namespace, source])}\n${this.configKey(config)}\n${token}`;
-    return this.workspaces.get(key, () => desiredWorkspace(stack, source, config));
+    return this.workspaces.get(key, () => stackWorkspace(stack, source, config));
   }
 
   /** The Workspace controller's StatefulSet and Service for a Workspace (workspace/pod.ts). */
-  workspacePod = (ws: Workspace, config: HookConfig): DesiredWorkspace => {
+  workspacePod = (ws: Workspace, config: HookConfig): DesiredPod => {
     const { name, namespace, labels } = ws.metadata;
     const token = this.workspaceTokens(`${namespace}/${name}`, { spec: ws.spec ?? null, labels: labels ?? null });
-    if (token === undefined) return desiredWorkspacePod(ws, config);
+    if (token === undefined) return desiredPod(ws, config);
     const key = `${JSON.stringify([name, namespace])}\n${this.configKey(config)}\n${token}`;
-    return this.pods.get(key, () => desiredWorkspacePod(ws, config));
+    return this.pods.get(key, () => desiredPod(ws, config));
   };
 
   updateResult = (text: string | undefined): UpdateResult | undefined => {

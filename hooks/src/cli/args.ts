@@ -1,6 +1,7 @@
 import { parseArgs } from 'node:util';
-import { refLookupKey, type RefLookup } from '../stack/source';
 import { UsageError } from './exit-codes';
+import { type RefLookup, refLookupKey } from '../git/ref-lookup';
+import { errorMessage } from '../lib/errors';
 
 export type OutputFormat = 'yaml' | 'json';
 
@@ -64,7 +65,7 @@ export function parseRenderArgs(args: readonly string[]): RenderOptions {
       },
     });
   } catch (err) {
-    throw new UsageError((err as Error).message);
+    throw new UsageError(errorMessage(err));
   }
   const { values, positionals } = parsed;
   const output = values.output ?? 'yaml';

@@ -4,6 +4,7 @@ import { isRecord, MAX_NESTING, PROTOTYPE_KEY_PROBLEM, prototypeKeyPath, dottedP
 import type { KObject } from '../lib/k8s';
 import { readYaml, YamlBudgetError, type YamlBudget } from '../lib/yaml';
 import { InputError } from './exit-codes';
+import { errorMessage } from '../lib/errors';
 
 /** One input text: a file's content, or stdin's. */
 export interface InputText {
@@ -47,7 +48,7 @@ export function parseDocuments(input: InputText, namespace: string, budget?: Yam
   } catch (err) {
     if (err instanceof YamlBudgetError) throw new InputError(`${input.name}: refused: ${err.message}`);
     // js-yaml's message starts with the problem and names the line; a stack overflow is too deep a document.
-    const why = err instanceof RangeError ? 'nested too deeply to read' : (err as Error).message;
+    const why = err instanceof RangeError ? 'nested too deeply to read' : errorMessage(err);
     throw new InputError(`${input.name}: not valid YAML: ${why}`);
   }
   const objects: KObject[] = [];

@@ -2,6 +2,7 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { InputText } from './documents';
 import { InputError } from './exit-codes';
+import { errorMessage } from '../lib/errors';
 
 const MANIFEST_FILE = /\.(ya?ml|json)$/;
 
@@ -24,7 +25,7 @@ export function readInputs(paths: readonly string[], readStdin: () => string): I
       const files = statSync(path).isDirectory() ? manifestFiles(path) : [path];
       return files.map((file) => ({ name: file, text: readFileSync(file, 'utf8') }));
     } catch (err) {
-      throw new InputError(`${path}: cannot read: ${(err as Error).message}`);
+      throw new InputError(`${path}: cannot read: ${errorMessage(err)}`);
     }
   });
 }

@@ -7,6 +7,7 @@ import { ExitCode, InputError, UsageError } from './exit-codes';
 import { readInputs } from './inputs';
 import { formatResult } from './output';
 import { render } from './render';
+import { errorMessage } from '../lib/errors';
 
 /** What the command reads and writes, so tests run it in-process. */
 export interface CliIo {
@@ -40,7 +41,7 @@ function renderConfig(env: NodeJS.ProcessEnv): HookConfig {
   try {
     return configFromEnv(picked, (e) => (e.SSH_KNOWN_HOSTS ? readKnownHosts(e) : ''));
   } catch (err) {
-    throw new UsageError((err as Error).message);
+    throw new UsageError(errorMessage(err));
   }
 }
 

@@ -1,6 +1,5 @@
 import { isRecord, stableStringify } from '../lib/json';
-import { mapKey, type KObject, type ObjectMap } from '../lib/k8s';
-import type { RelatedResourceRule } from '../stack/customize';
+import { type KObject, mapKey, type ObjectMap, type RelatedResourceRule } from '../lib/k8s';
 import { FLUX_KINDS } from '../stack/validate';
 import { InputError } from './exit-codes';
 

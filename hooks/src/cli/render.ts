@@ -5,11 +5,13 @@ import { ChildNotVerified, MalformedRequest, type KObject } from '../lib/k8s';
 import { syncProgram, type ProgramSyncResponse } from '../program/sync';
 import { Reasons } from '../stack/conditions';
 import { customizeStack } from '../stack/customize';
-import { GROUP_VERSION, planRefLookup, refLookupKey, type RefLookup } from '../stack/source';
+import { planRefLookup } from '../stack/source';
 import { syncStack, type StackSyncRequest, type StackSyncResponse } from '../stack/sync';
 import { isFluxKind } from '../stack/validate';
 import { InputError } from './exit-codes';
 import { appliedOver, identity, isRelatedKind, objectMap, ownedBy, refuseDuplicates, selectRelated } from './objects';
+import { PULUMI_API_VERSION } from '../lib/api-versions';
+import { type RefLookup, refLookupKey } from '../git/ref-lookup';
 
 export interface RenderInput {
   /** The desired objects (a GitOps repository's manifests): Stacks, Programs, Flux sources, Secrets, … */
@@ -44,8 +46,8 @@ export interface RenderResult {
   notes: string[];
 }
 
-const isStack = (o: KObject): boolean => o.kind === 'Stack' && o.apiVersion === GROUP_VERSION;
-const isProgram = (o: KObject): boolean => o.kind === 'Program' && o.apiVersion === GROUP_VERSION;
+const isStack = (o: KObject): boolean => o.kind === 'Stack' && o.apiVersion === PULUMI_API_VERSION;
+const isProgram = (o: KObject): boolean => o.kind === 'Program' && o.apiVersion === PULUMI_API_VERSION;
 const nameOf = (o: KObject): string => `${o.metadata.namespace ?? ''}/${o.metadata.name}`;
 const byName = (a: KObject, b: KObject): number => (nameOf(a) < nameOf(b) ? -1 : nameOf(a) > nameOf(b) ? 1 : 0);
 

@@ -1,13 +1,14 @@
 import { createHash } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import { Agent, interceptors, request, type Dispatcher } from 'undici';
-import type { RefLookup, RefLookupRequest } from '../stack/source';
 import { installationToken, type GitHubAppCredentials } from './github-app';
 import { decryptSshKey, SshKeyError, type SshIdentity } from './ssh-key';
 import { sshAdvertisement, SshLookupError } from './ssh-ls-remote';
 import { parseSshUrl, sshHostLabel, type SshRemote } from '../../../contract';
 import { egressDenied, EgressPolicy } from './egress';
 import { egressConnector } from './egress-connect';
+import type { RefLookup, RefLookupRequest } from './ref-lookup';
+import { errorMessage } from '../lib/errors';
 
 /** Largest ref advertisement read (a repository with tens of thousands of tags fits easily). */
 const MAX_ADVERTISEMENT_BYTES = 16 * 1024 * 1024;
@@ -235,7 +236,7 @@ export class GitResolver {
       try {
         refs = parseAdvertisement(Buffer.concat(chunks));
       } catch (err) {
-        return { error: `${shown} did not answer as a git smart-HTTP server: ${(err as Error).message}` };
+        return { error: `${shown} did not answer as a git smart-HTTP server: ${errorMessage(err)}` };
       }
       const sha = matchRef(refs, req.ref);
       if (!sha) return { error: `no commits found for ref "${req.ref}" in ${shown}` };
@@ -289,9 +290,7 @@ export class GitResolver {
       });
     } catch (err) {
       const why =
-        err instanceof SshLookupError || err instanceof SshKeyError
-          ? err.message
-          : `SSH failed (${(err as Error).message})`;
+        err instanceof SshLookupError || err instanceof SshKeyError ? err.message : `SSH failed (${errorMessage(err)})`;
       return { error: `cannot resolve "${req.ref}" in ${shown}: ${why}` };
     }
     let refs: Map<string, string>;
@@ -299,7 +298,7 @@ export class GitResolver {
       refs = parseAdvertisement(advertisement);
     } catch (err) {
       return {
-        error: `${sshHostLabel(remote)} did not answer as git-upload-pack for ${shown}: ${(err as Error).message}`,
+        error: `${sshHostLabel(remote)} did not answer as git-upload-pack for ${shown}: ${errorMessage(err)}`,
       };
     }
     const sha = matchRef(refs, req.ref);

@@ -11,6 +11,7 @@ import { createPrivateKey, sign, type KeyObject } from 'node:crypto';
 import { Worker } from 'node:worker_threads';
 import { BaseAgent, utils, type IdentityCallback, type ParsedKey, type SignCallback } from 'ssh2';
 import { sshKeyRoundsProblem } from '../../../contract';
+import { errorMessage } from '../lib/errors';
 
 /** How long one key may take to decrypt. At MAX_SSH_KEY_ROUNDS it takes about 1.5 to 3.5 s. */
 const DECRYPT_TIMEOUT_MS = 5000;
@@ -147,7 +148,7 @@ export async function decryptSshKey(
   try {
     return { publicKey, privateKey: createPrivateKey(answer.privatePem), type: answer.type };
   } catch (e) {
-    throw cannotUse((e as Error).message);
+    throw cannotUse(errorMessage(e));
   }
 }
 

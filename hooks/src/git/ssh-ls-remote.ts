@@ -5,6 +5,7 @@ import { sshHostLabel, uploadPackCommand, type SshRemote } from '../../../contra
 import { egressDenied, type EgressPolicy } from './egress';
 import { egressSocket } from './egress-connect';
 import { KeyAgent, type SshIdentity } from './ssh-key';
+import { errorMessage } from '../lib/errors';
 
 /** Host key algorithms ssh2 can verify; others in known_hosts (security keys, certificates) are not offered. */
 const SSH2_HOST_KEY_ALGORITHMS = new Set<string>([
@@ -199,7 +200,7 @@ export function sshAdvertisement(req: SshAdvertisementRequest): Promise<Buffer> 
         try {
           connectOver(socket);
         } catch (e) {
-          finish(new SshLookupError(`cannot connect to ${server}: ${(e as Error).message}`));
+          finish(new SshLookupError(`cannot connect to ${server}: ${errorMessage(e)}`));
         }
       },
       (err: Error & { code?: string }) => {

@@ -9,6 +9,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createSecureContext } from 'node:tls';
 import type { HookConfig } from '../config';
+import { errorMessage, errorCode } from '../lib/errors';
 
 /** The certificate chain and key, PEM. */
 export interface TlsMaterial {
@@ -28,7 +29,7 @@ function readOptional(file: string): string | undefined {
   try {
     return readFileSync(file, 'utf8');
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    if (errorCode(e) === 'ENOENT') return undefined;
     throw e;
   }
 }
@@ -39,13 +40,13 @@ function loadTls(files: { certFile: string; keyFile: string }): TlsMaterial {
   try {
     material = { cert: readFileSync(files.certFile, 'utf8'), key: readFileSync(files.keyFile, 'utf8') };
   } catch (e) {
-    throw new Error(`TLS_CERT_FILE, TLS_KEY_FILE: cannot read ${(e as Error).message}`, { cause: e });
+    throw new Error(`TLS_CERT_FILE, TLS_KEY_FILE: cannot read ${errorMessage(e)}`, { cause: e });
   }
   try {
     createSecureContext(material);
   } catch (e) {
     throw new Error(
-      `TLS_CERT_FILE ${files.certFile}, TLS_KEY_FILE ${files.keyFile}: not a certificate and its key (${(e as Error).message})`,
+      `TLS_CERT_FILE ${files.certFile}, TLS_KEY_FILE ${files.keyFile}: not a certificate and its key (${errorMessage(e)})`,
       { cause: e },
     );
   }
@@ -60,7 +61,7 @@ function loadTokens(files: readonly string[]): Buffer[] {
     try {
       text = readOptional(file);
     } catch (e) {
-      throw new Error(`AUTH_TOKEN_FILES: cannot read ${file}: ${(e as Error).message}`, { cause: e });
+      throw new Error(`AUTH_TOKEN_FILES: cannot read ${file}: ${errorMessage(e)}`, { cause: e });
     }
     const token = text?.trim() ?? '';
     if (token === '') continue;
@@ -75,6 +76,11 @@ function loadTokens(files: readonly string[]): Buffer[] {
 const digest = (text: string): Buffer => createHash('sha256').update(text, 'utf8').digest();
 
 const BEARER = /^Bearer +(\S.*)$/i;
+
+/** The token of an `Authorization: Bearer <token>` header; undefined without one. */
+export function bearerToken(authorization: string | undefined): string | undefined {
+  return BEARER.exec(authorization ?? '')?.[1]?.trim();
+}
 
 export class Credentials {
   private tlsMaterial: TlsMaterial | undefined;
@@ -105,7 +111,7 @@ export class Credentials {
    */
   accepts(authorization: string | undefined): boolean {
     if (!this.tokens) return true;
-    const presented = BEARER.exec(authorization ?? '')?.[1]?.trim();
+    const presented = bearerToken(authorization);
     if (presented === undefined) return false;
     const given = digest(presented);
     let ok = false;
@@ -128,7 +134,7 @@ export class Credentials {
           this.log.info({ certFile: this.config.tls.certFile }, 'TLS certificate reloaded');
         }
       } catch (e) {
-        this.log.warn({ err: (e as Error).message }, 'TLS certificate not reloaded: kept the previous one');
+        this.log.warn({ err: errorMessage(e) }, 'TLS certificate not reloaded: kept the previous one');
       }
     }
     if (this.config.authTokenFiles && this.tokens) {
@@ -140,7 +146,7 @@ export class Credentials {
           this.log.info({ tokens: fresh.length }, 'bearer tokens reloaded');
         }
       } catch (e) {
-        this.log.warn({ err: (e as Error).message }, 'bearer tokens not reloaded: kept the previous ones');
+        this.log.warn({ err: errorMessage(e) }, 'bearer tokens not reloaded: kept the previous ones');
       }
     }
     return changedTls;

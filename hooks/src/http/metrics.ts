@@ -1,7 +1,9 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { SyncCacheBytesName, SyncCacheName } from '../cache/sync-cache';
+import { type AccessAttributes, type Reviewer, ReviewUnavailable } from '../kube/token-review';
 import type { ObjectGauges } from '../objects/gauges';
+import { bearerToken } from './credentials';
 
 /** The caches counted in pulumi_hook_cache_requests_total: the sync's and the git lookups'. */
 export type CacheName = SyncCacheName | 'git_lookup';
@@ -117,16 +119,23 @@ const HOOK_BY_URL: Record<string, HookName> = {
   '/update/sync': 'update_sync',
 };
 
+/** What a scraper must be allowed to do, as upstream's metrics-reader ClusterRole grants it. */
+export const METRICS_ACCESS: AccessAttributes = { nonResourceURL: '/metrics', verb: 'get' };
+
 /**
  * Serves /metrics: the hooks' own metrics, then the gauges derived from Stacks and Programs when
  * they are on. Both are the same text format; a failure of the latter never hides the former.
+ * With a `reviewer` (METRICS_AUTH=on), only a caller whose bearer token the API server
+ * authenticates, and who may `get` the non-resource URL /metrics, reads them: 401 otherwise, 403
+ * without the permission, as upstream's controller-runtime answers.
  */
 export function metricsPlugin(
   app: FastifyInstance,
-  opts: { metrics: HookMetrics; objects?: Pick<ObjectGauges, 'metrics'> },
+  opts: { metrics: HookMetrics; objects?: Pick<ObjectGauges, 'metrics'>; reviewer?: Reviewer },
   done: () => void,
 ): void {
-  const { metrics, objects } = opts;
+  const { metrics, objects, reviewer } = opts;
+  if (reviewer) app.addHook('onRequest', (request, reply) => checkScraper(reviewer, request, reply));
   app.get('/metrics', { logLevel: 'warn' }, async (request, reply) => {
     reply.type(metrics.registry.contentType);
     const own = await metrics.registry.metrics();
@@ -139,6 +148,46 @@ export function metricsPlugin(
     }
   });
   done();
+}
+
+/** Answers 401, 403 or 503 unless the caller may read /metrics; the token is never logged. */
+async function checkScraper(
+  reviewer: Reviewer,
+  request: FastifyRequest,
+  reply: FastifyReply,
+): Promise<FastifyReply | undefined> {
+  const unauthorized = () =>
+    reply
+      .code(401)
+      .header('www-authenticate', 'Bearer realm="pulumi-mc-hooks metrics"')
+      .send({ error: 'Unauthorized', message: 'send a bearer token the Kubernetes API server accepts' });
+  const token = bearerToken(request.headers.authorization);
+  if (!token) return unauthorized();
+  try {
+    const user = await reviewer.authenticate(token);
+    if (!user) return unauthorized();
+    if (await reviewer.authorize(user, METRICS_ACCESS)) return undefined;
+    request.hookLog = {
+      message: 'refused a scrape: may not get /metrics',
+      fields: { user: user.username },
+      level: 'warn',
+    };
+    return reply.code(403).send({
+      error: 'Forbidden',
+      message: `${user.username} may not get the non-resource URL /metrics (grant it with a ClusterRole)`,
+    });
+  } catch (err) {
+    if (!(err instanceof ReviewUnavailable)) throw err;
+    request.hookLog = {
+      message: 'refused a scrape: cannot review its token',
+      fields: { why: err.message },
+      level: 'warn',
+    };
+    return reply
+      .code(503)
+      .header('retry-after', '1')
+      .send({ error: 'Service Unavailable', message: `cannot review the token: ${err.message}` });
+  }
 }
 
 /** The `reason` of pulumi_hook_errors_total for the statuses the hook server answers on purpose. */

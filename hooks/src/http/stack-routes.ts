@@ -5,12 +5,14 @@ import type { HookConfig } from '../config';
 import type { SyncCache } from '../cache/sync-cache';
 import type { HookEvent } from '../events/event';
 import type { EventRecorder } from '../events/recorder';
+import type { Turn } from '../budget/gate';
 import type { GitResolver } from '../git/ls-remote';
 import type { ObjectMap } from '../lib/k8s';
 import { customizeStack } from '../stack/customize';
 import { stackEvents } from '../stack/events';
-import { planRefLookup, refLookupKey, type RefLookup } from '../stack/source';
+import { planRefLookup } from '../stack/source';
 import { syncStack, type StackSyncRequest } from '../stack/sync';
+import { type RefLookup, refLookupKey } from '../git/ref-lookup';
 
 const JSON_TYPE = 'application/json; charset=utf-8';
 
@@ -22,6 +24,8 @@ export interface StackHooksOptions {
   cache: SyncCache;
   /** Writes the events a sync implies, in the background; absent when events are off. */
   events?: EventRecorder;
+  /** The operations budget's answer for a Stack about to start an operation; absent: no budget. */
+  turn?: Turn;
 }
 
 interface SyncBody {
@@ -51,7 +55,13 @@ export function stackHooks(app: FastifyInstance, opts: StackHooksOptions, done: 
     if (body.children) req.children = body.children;
     if (body.related) req.related = body.related;
     const now = opts.clock();
-    const response = syncStack(req, { config: opts.config, now, lookups, cache: opts.cache });
+    const response = syncStack(req, {
+      config: opts.config,
+      now,
+      lookups,
+      cache: opts.cache,
+      ...(opts.turn ? { turn: opts.turn } : {}),
+    });
     recordEvents(opts.events, request, 'Stack', () =>
       stackEvents({
         stack: body.parent,

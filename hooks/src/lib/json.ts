@@ -206,3 +206,8 @@ export function dottedPath(root: string, steps: readonly (string | number)[]): s
     root,
   );
 }
+
+/** The message for a value nested deeper than MAX_NESTING (`what`: Stack, program, Stack output). */
+export function tooDeepMessage(path: string, what: string): string {
+  return `${path} is nested more than ${MAX_NESTING} levels deep; no ${what} needs that many, so flatten that value`;
+}

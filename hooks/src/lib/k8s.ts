@@ -110,3 +110,12 @@ export function conditionOf(obj: KObject | undefined, type: string): ObservedCon
   }
   return condition;
 }
+
+/** A related resource rule of a customize hook's answer (Metacontroller's). */
+export interface RelatedResourceRule {
+  apiVersion: string;
+  resource: string;
+  namespace?: string;
+  names?: string[];
+  labelSelector?: { matchLabels: Record<string, string> };
+}

@@ -11,6 +11,7 @@
 import { Counter, Gauge, Registry } from 'prom-client';
 import type { ProgramReader } from '../program/serve';
 import { Reflector, type ListWatch, type Operation, type ReflectorOptions } from './reflector';
+import { budgetFacts, queueLengths, type BudgetFacts } from '../budget/operations';
 
 export type WatchedResource = 'stacks' | 'programs' | 'workspaces' | 'updates';
 
@@ -64,11 +65,12 @@ export function driftProjection(object: unknown): DriftOutcome {
   return drifted === true ? 1 : drifted === false ? 0 : -1;
 }
 
-/** What the mirror keeps of a Stack: what the gauges need, and its uid (for the events). */
+/** What the mirror keeps of a Stack: what the gauges need, its uid (for the events), its place in the operations budget. */
 interface StackFacts {
   outcome: LastOutcome;
   drifted: DriftOutcome;
   uid: string | undefined;
+  budget: BudgetFacts | undefined;
 }
 
 function uidOf(object: unknown): string | undefined {
@@ -81,7 +83,12 @@ function stackFacts(object: unknown): { key: string; value: StackFacts } | undef
   return (
     projected && {
       key: projected.key,
-      value: { outcome: projected.value, drifted: driftProjection(object), uid: uidOf(object) },
+      value: {
+        outcome: projected.value,
+        drifted: driftProjection(object),
+        uid: uidOf(object),
+        budget: budgetFacts(object),
+      },
     }
   );
 }
@@ -259,12 +266,34 @@ export class ObjectGauges {
         }
       },
     });
+    const queue = () => queueLengths(this.allBudgetFacts());
+    const queued: Gauge = new Gauge({
+      name: 'pulumi_operations_queued',
+      help: 'Stacks waiting for a slot of the operations budget (Reconciling, reason Queued) or for their first sync, as this replica mirrors them.',
+      registers: [this.stackGauges],
+      collect: () => queued.set(queue().queued),
+    });
+    const running: Gauge = new Gauge({
+      name: 'pulumi_operations_running',
+      help: 'Stacks in operation (an operation recorded or being processed), as this replica mirrors them.',
+      registers: [this.stackGauges],
+      collect: () => running.set(queue().running),
+    });
     const programsActive: Gauge = new Gauge({
       name: 'programs_active',
       help: 'Number of Programs in the cluster.',
       registers: [this.programGauges],
       collect: () => programsActive.set(this.programs.entries.size),
     });
+  }
+
+  private *allBudgetFacts(): Iterable<BudgetFacts> {
+    for (const { budget } of this.stacks.entries.values()) if (budget) yield budget;
+  }
+
+  /** Every Stack's place in the operations budget (budget/gate.ts); undefined until the Stacks are listed. */
+  budgetFacts(): Iterable<BudgetFacts> | undefined {
+    return this.stacks.isSynced ? this.allBudgetFacts() : undefined;
   }
 
   /** The mirror the events consult: only the objects it holds get any (a forged request names others). */

@@ -1,10 +1,9 @@
 import type { Program, ProgramStatus } from '../../../schemas/generated/types';
 import { MAX_PROGRAM_BYTES, programPath, rfc3339 } from '../../../contract';
 import { formatErrors, validateProgram } from '../../../schemas';
-import { MAX_NESTING, pathNestedDeeperThan } from '../lib/json';
+import { applyMark } from '../lib/conditions';
+import { MAX_NESTING, pathNestedDeeperThan, tooDeepMessage } from '../lib/json';
 import type { KObject, ObjectMap } from '../lib/k8s';
-import { applyMark } from '../stack/conditions';
-import { tooDeepMessage } from '../stack/validate';
 import { renderProgram } from './render';
 
 export interface ProgramSyncRequest {

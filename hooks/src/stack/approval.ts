@@ -6,153 +6,114 @@
  * it. The plan's id is the preview Update's name, a function of what it previews (generation,
  * reconcile request, commit, lastUpdate), so an approval of an older plan never matches a newer
  * one. Everything the gate decides is a function of the Stack, its status and its Updates.
+ *
+ * The Stack's sync enters here twice: {@link absorbPlan} when it absorbs what finished, and
+ * {@link gateOperation} when it decides what runs next. How `status.plan` is read back and
+ * reported is plan.ts.
  */
-import type { Stack, StackPlan, StackPlanSummary, StackStatus, UpdateSpec } from '../../../schemas/generated/types';
-import { PLAN_NOT_FOUND, rfc3339 } from '../../../contract';
+import type { Stack, StackPlan, UpdateSpec } from '../../../schemas/generated/types';
+import { PLAN_NOT_FOUND, rfc3339, type OperationType } from '../../../contract';
 import { parseDuration } from '../lib/duration';
-import { isRecord } from '../lib/json';
 import type { KObject } from '../lib/k8s';
 import { observedDeadline, observedTime } from '../lib/time';
-import type { Condition, Mark } from './conditions';
-import { buildUpdate, type UpdateIdentity, type UpdateOutcome } from './update';
-
-export const ApprovalAnnotations = {
-  /** `kubectl annotate stack <name> pulumi.com/approve=<plan id>`: apply that plan. */
-  approve: 'pulumi.com/approve',
-  /** `kubectl annotate stack <name> pulumi.com/reject=<plan id>`: discard that plan. */
-  reject: 'pulumi.com/reject',
-} as const;
-
-export const AWAITING_APPROVAL = 'AwaitingApproval';
-
-export const PlanReasons = {
-  AwaitingApproval: 'AwaitingApproval',
-  Previewing: 'Previewing',
-  Approved: 'Approved',
-  PlanApplied: 'PlanApplied',
-  PlanFailed: 'PlanFailed',
-  PlanRejected: 'PlanRejected',
-  PlanExpired: 'PlanExpired',
-  PlanSuperseded: 'PlanSuperseded',
-  PlanLost: 'PlanLost',
-} as const;
-
-type PlanState =
-  | 'Previewing'
-  | 'AwaitingApproval'
-  | 'Approved'
-  | 'Applied'
-  | 'Failed'
-  | 'Rejected'
-  | 'Expired'
-  | 'Superseded'
-  | 'Lost';
+import { ApprovalAnnotations, PlanReasons, staleNote, summaryOf, type PlanState } from './plan';
+import { updateSpecOf } from '../lib/stack-updates';
+import { buildUpdate, type StackUpdate, type UpdateIdentity, type UpdateOutcome } from './update';
+import type { Mark } from '../lib/conditions';
 
 /** Whether the Stack's changes wait for approval. */
-export function approvalRequired(stack: Stack): boolean {
+function approvalRequired(stack: Stack): boolean {
   return stack.spec?.approval?.required === true;
 }
 
-/** Semantic checks of `spec.approval` (the schema checks the types and the duration's form). */
-export function approvalProblems(stack: Stack): string[] {
-  const after = stack.spec?.approval?.expiresAfter;
-  if (after === undefined) return [];
-  const ms = parseDuration(after);
-  if (ms === undefined || ms <= 0)
-    return [`spec.approval.expiresAfter: "${after}" is not a positive duration like "24h"`];
-  return [];
-}
-
 /** Whether an Update is a preview that saves a plan (the gate's, or a hand-made one). */
-export function isPlanPreview(update: KObject): boolean {
-  const spec = update.spec as UpdateSpec | undefined;
-  return isRecord(spec) && spec.type === 'preview' && spec.savePlan === true;
+function isPlanPreview(spec: Partial<UpdateSpec>): boolean {
+  return spec.type === 'preview' && spec.savePlan === true;
 }
 
 /** The plan an `up` applies (`spec.plan`), if any. */
-function appliedPlan(update: KObject): string | undefined {
-  const spec = update.spec as UpdateSpec | undefined;
-  return isRecord(spec) && spec.type === 'up' && typeof spec.plan === 'string' ? spec.plan : undefined;
+function appliedPlan(spec: Partial<UpdateSpec>): string | undefined {
+  return spec.type === 'up' && typeof spec.plan === 'string' ? spec.plan : undefined;
 }
 
-/** Whether a finished Update must be kept because the plan in the status still refers to it. */
-export function heldByPlan(status: StackStatus, name: string): boolean {
-  const plan = status.plan;
+/** Whether the plan still refers to the Update of that name (awaiting approval of it, or applying it). */
+function heldByPlan(plan: StackPlan | undefined, name: string): boolean {
   return plan?.id === name && (plan.state === 'AwaitingApproval' || plan.state === 'Approved');
 }
 
-const STATES: readonly string[] = [
-  'Previewing',
-  'AwaitingApproval',
-  'Approved',
-  'Applied',
-  'Failed',
-  'Rejected',
-  'Expired',
-  'Superseded',
-  'Lost',
-];
-const SUMMARY_KEYS = ['create', 'update', 'delete', 'replace', 'same'] as const;
-
-/** The observed `status.plan`, field by field (carried-status.ts); undefined when it cannot be the hooks'. */
-export function carriedPlan(observed: unknown): StackPlan | undefined {
-  if (!isRecord(observed) || typeof observed.id !== 'string' || !STATES.includes(String(observed.state)))
-    return undefined;
-  const plan: StackPlan = { id: observed.id, state: observed.state as string };
-  if (typeof observed.generation === 'number') plan.generation = observed.generation;
-  for (const key of [
-    'reconcileRequest',
-    'commit',
-    'previous',
-    'message',
-    'createdAt',
-    'expiresAt',
-    'decidedAt',
-  ] as const) {
-    const v = observed[key];
-    if (typeof v === 'string') plan[key] = v;
-  }
-  if (isRecord(observed.summary)) plan.summary = summaryOf(observed.summary);
-  return plan;
-}
-
-function summaryOf(changes: Record<string, unknown>): StackPlanSummary {
-  const summary: StackPlanSummary = {};
-  for (const key of SUMMARY_KEYS) {
-    const n = changes[key];
-    summary[key] = typeof n === 'number' && Number.isSafeInteger(n) && n >= 0 ? n : 0;
-  }
-  // Pulumi counts a replacement's parts separately; a plan's reader wants "replace".
-  const parts = changes['create-replacement'];
-  if (summary.replace === 0 && typeof parts === 'number' && parts > 0) summary.replace = parts;
-  return summary;
-}
-
-function setState(plan: StackPlan, state: PlanState, now: Date, message?: string): void {
-  plan.state = state;
-  plan.decidedAt = rfc3339(now);
-  if (message !== undefined) plan.message = message;
+function withState(plan: StackPlan, state: PlanState, now: Date, message?: string): StackPlan {
+  return { ...plan, state, decidedAt: rfc3339(now), ...(message !== undefined ? { message } : {}) };
 }
 
 /**
- * A finished preview that saved a plan, the Update the status follows (its plan is `status.plan`,
- * recorded when it started): a success becomes the plan awaiting approval (true: nothing to absorb
- * into lastUpdate); a failure is absorbed as any failed operation (false), so the Stack's backoff
- * retries it.
+ * Whether the plan fields of the Update `status.currentUpdate` names are the ones the gate gave it:
+ * a preview saves a plan exactly when `status.plan` is its plan, and an `up` applies exactly the
+ * plan that was approved.
  */
-export function recordPlan(
+function planAsRecorded(plan: StackPlan | undefined, update: KObject): boolean {
+  const spec = updateSpecOf(update);
+  if (isPlanPreview(spec)) return plan?.id === update.metadata.name;
+  const applied = appliedPlan(spec);
+  if (applied !== undefined) return plan?.id === applied && plan.state === 'Approved';
+  return plan?.id !== update.metadata.name;
+}
+
+/** What absorbing the Update `status.currentUpdate` names does to the plan. */
+export interface PlanAbsorbed {
+  /** The Update's plan fields are not the ones the gate gave it: it is not the operator's. */
+  foreign: boolean;
+  /** The finished Update the observed plan still refers to: kept whatever its TTL. */
+  held: string | undefined;
+  /** `status.plan` from now on (none while the gate is off). */
+  plan: StackPlan | undefined;
+  /** Whether the result goes into `lastUpdate` as any operation's does. */
+  recordResult: boolean;
+}
+
+/**
+ * The absorb phase's entry: what the finished Update `current` (the one `status.currentUpdate`
+ * names, if any) does to the plan. A preview that saved the plan becomes the plan awaiting
+ * approval (its result is not an operation's); a failed one fails the plan and is absorbed as any
+ * failed operation, so the Stack's backoff retries it. Under the gate, a succeeded `up` counts
+ * only if it applied the approved plan (one started before the gate was turned on does not);
+ * the plan it applied becomes Applied, Lost or Failed.
+ */
+export function absorbPlan(
   stack: Stack,
-  status: StackStatus,
-  update: KObject,
-  outcome: UpdateOutcome,
+  observed: StackPlan | undefined,
+  current: { update: KObject; outcome: UpdateOutcome | undefined; legacy?: true } | undefined,
   now: Date,
-): boolean {
-  const recorded = status.plan;
-  if (!isPlanPreview(update) || recorded?.id !== update.metadata.name) return false;
-  if (outcome.result.state !== 'succeeded') {
-    status.plan = { ...recorded, state: 'Failed', message: outcome.result.message, decidedAt: rfc3339(now) };
-    return false;
+): PlanAbsorbed {
+  const held = observed && heldByPlan(observed, observed.id ?? '') ? observed.id : undefined;
+  const gated = (plan: StackPlan | undefined, recordResult: boolean): PlanAbsorbed => ({
+    foreign: false,
+    held,
+    plan: approvalRequired(stack) ? plan : undefined,
+    recordResult,
+  });
+  if (!current) return gated(observed, false);
+  const { update, outcome } = current;
+  if (!current.legacy && !planAsRecorded(observed, update)) return { ...gated(observed, false), foreign: true };
+  if (!outcome) return gated(observed, false);
+  const spec = updateSpecOf(update);
+  if (isPlanPreview(spec) && observed?.id === update.metadata.name) {
+    if (outcome.result.state !== 'succeeded')
+      return gated({ ...observed, state: 'Failed', message: outcome.result.message, decidedAt: rfc3339(now) }, true);
+    return gated(awaitingApproval(stack, observed, outcome, now), false);
   }
+  const { result } = outcome;
+  const applied = appliedPlan(spec);
+  if (approvalRequired(stack) && result.type === 'up' && result.state === 'succeeded') {
+    if (observed?.state !== 'Approved' || applied !== observed.id) return gated(observed, false);
+  }
+  if (!observed || applied === undefined || applied !== observed.id) return gated(observed, true);
+  if (result.state === 'succeeded') return gated(withState(observed, 'Applied', now, result.message), true);
+  if (result.reason === PLAN_NOT_FOUND) return gated(withState(observed, 'Lost', now, result.message), true);
+  return gated(withState(observed, 'Failed', now, result.message), true);
+}
+
+/** The plan a succeeded preview saved, awaiting approval until it expires. */
+function awaitingApproval(stack: Stack, recorded: StackPlan, outcome: UpdateOutcome, now: Date): StackPlan {
   const createdAt = outcome.endTime ?? rfc3339(now);
   const plan: StackPlan = {
     ...recorded,
@@ -167,43 +128,7 @@ export function recordPlan(
   const ms = after !== undefined ? parseDuration(after) : undefined;
   const created = observedTime(createdAt, now);
   if (ms !== undefined && ms > 0 && created !== undefined) plan.expiresAt = rfc3339(new Date(created + ms));
-  status.plan = plan;
-  delete status.currentUpdate;
-  return true;
-}
-
-/**
- * Whether the plan fields of the Update `status.currentUpdate` names are the ones the gate gave it:
- * a preview saves a plan exactly when `status.plan` is its plan, and an `up` applies exactly the
- * plan that was approved.
- */
-export function planAsRecorded(status: StackStatus, update: KObject): boolean {
-  const plan = status.plan;
-  if (isPlanPreview(update)) return plan?.id === update.metadata.name;
-  const applied = appliedPlan(update);
-  if (applied !== undefined) return plan?.id === applied && plan.state === 'Approved';
-  return plan?.id !== update.metadata.name;
-}
-
-/**
- * Under the gate, a result may make the Stack's last update a succeeded `up` only if that `up`
- * applied the approved plan (one started before the gate was turned on does not count).
- */
-export function mayRecordSuccess(stack: Stack, status: StackStatus, update: KObject, outcome: UpdateOutcome): boolean {
-  if (!approvalRequired(stack) || outcome.result.type !== 'up' || outcome.result.state !== 'succeeded') return true;
-  const plan = status.plan;
-  return plan?.state === 'Approved' && appliedPlan(update) === plan.id;
-}
-
-/** After an `up` that applied the plan in the status was absorbed: what became of the plan. */
-export function recordApply(status: StackStatus, update: KObject, outcome: UpdateOutcome, now: Date): void {
-  const plan = status.plan;
-  const applied = appliedPlan(update);
-  if (!plan || applied === undefined || applied !== plan.id) return;
-  const { result } = outcome;
-  if (result.state === 'succeeded') setState(plan, 'Applied', now, result.message);
-  else if (result.reason === PLAN_NOT_FOUND) setState(plan, 'Lost', now, result.message);
-  else setState(plan, 'Failed', now, result.message);
+  return plan;
 }
 
 function planOf(name: string, id: UpdateIdentity): StackPlan {
@@ -227,90 +152,89 @@ function isFor(plan: StackPlan, id: UpdateIdentity): boolean {
 }
 
 /** A plan still open (previewing, awaiting or approved) is superseded: the Stack no longer needs it. */
-export function supersedePlan(status: StackStatus, now: Date, why: string): void {
-  const plan = status.plan;
+function superseded(plan: StackPlan | undefined, now: Date, why: string): StackPlan | undefined {
   if (plan && (plan.state === 'Previewing' || plan.state === 'AwaitingApproval' || plan.state === 'Approved'))
-    setState(plan, 'Superseded', now, why);
+    return withState(plan, 'Superseded', now, why);
+  return plan;
 }
 
-export interface GateInput {
-  stack: Stack;
-  status: StackStatus;
-  /** What the `up` would run for. */
+/** An operation the Stack would start. */
+export interface Run {
+  type: OperationType;
   id: UpdateIdentity;
   /** Why the Stack is out of sync (the operation's message). */
   message: string;
-  now: Date;
 }
 
-/** What the gate does instead of starting a plain `up`. */
-export type GateAnswer =
-  /** Start this Update (a preview saving a plan, or the `up` applying the approved plan). */
-  | { start: KObject }
-  /** Start nothing; report this. */
-  | { mark: Mark; resyncAfterSeconds?: number };
-
-function kubectl(stack: Stack, key: string, id: string): string {
-  const ns = stack.metadata.namespace ? ` -n ${stack.metadata.namespace}` : '';
-  return `kubectl annotate stack ${stack.metadata.name}${ns} ${key}=${id} --overwrite`;
+/** The Update to start, and whether the gate made it (a preview saving a plan, or the `up` applying it). */
+export interface Started {
+  plan: StackPlan | undefined;
+  start: StackUpdate;
+  gated: boolean;
 }
 
-function describeSummary(summary: StackPlanSummary | undefined): string {
-  if (!summary) return 'no summary';
-  return SUMMARY_KEYS.map((k) => `${summary[k] ?? 0} to ${k === 'same' ? 'leave unchanged' : k}`).join(', ');
-}
-
-/** A note on an approval or rejection that names another plan: ignored, and said so. */
-function staleNote(stack: Stack, id: string): string {
-  const notes: string[] = [];
-  for (const key of [ApprovalAnnotations.approve, ApprovalAnnotations.reject]) {
-    const value = stack.metadata.annotations?.[key];
-    if (value !== undefined && value !== '' && value !== id)
-      notes.push(`${key}=${JSON.stringify(value).slice(0, 80)} names another plan and was ignored`);
-  }
-  return notes.length > 0 ? `; ${notes.join('; ')}` : '';
+/** Start nothing; report this. */
+export interface Held {
+  plan: StackPlan | undefined;
+  mark: Exclude<Mark, { kind: 'ready' }>;
+  resyncAfterSeconds?: number;
 }
 
 /**
- * The gate, where the Stack would start an `up` (its workspace ready): preview the change when no
- * plan is for it yet, apply the plan once approved, else wait, or stay stopped after a rejection
- * or an expiry until the next change or reconciliation request.
+ * The decide phase's entry. In sync (no `run`), an open plan is superseded. An `up` under the
+ * gate previews the change when no plan is for it yet, applies the plan once approved, else waits,
+ * or stays stopped after a rejection or an expiry until the next change or reconciliation request.
+ * Any other operation, or any operation without the gate, starts as asked.
  */
-export function approvalGate(input: GateInput): GateAnswer {
-  const { stack, status, id, message, now } = input;
-  let plan = status.plan;
+export function gateOperation(input: { stack: Stack; plan: StackPlan | undefined; now: Date }): {
+  plan: StackPlan | undefined;
+};
+export function gateOperation(input: {
+  stack: Stack;
+  plan: StackPlan | undefined;
+  now: Date;
+  run: Run;
+}): Started | Held;
+export function gateOperation(input: {
+  stack: Stack;
+  plan: StackPlan | undefined;
+  now: Date;
+  run?: Run;
+}): Started | Held | { plan: StackPlan | undefined } {
+  const { stack, now, run } = input;
+  if (!run) return { plan: superseded(input.plan, now, 'the stack is in sync without it') };
+  if (run.type !== 'up' || !approvalRequired(stack))
+    return { plan: input.plan, start: buildUpdate(stack, run.type, run.message, run.id), gated: false };
+  return gateUp(stack, input.plan, run, now);
+}
+
+function gateUp(stack: Stack, observed: StackPlan | undefined, run: Run, now: Date): Started | Held {
+  const { id, message } = run;
+  let plan = observed;
   if (!plan || !isFor(plan, id) || !OPEN_OR_STOPPED.includes(plan.state ?? '')) {
-    supersedePlan(status, now, 'a newer change replaced this plan');
-    const preview = buildUpdate(stack, 'preview', message, id);
-    (preview.spec as UpdateSpec).savePlan = true;
-    const name = preview.metadata.name;
-    status.plan = { ...planOf(name, id), message: `previewing: ${message}` };
-    status.currentUpdate = { ...currentOf(id), name };
-    return { start: preview };
+    const preview = buildUpdate(stack, 'preview', message, id, { savePlan: true });
+    const previewing = { ...planOf(preview.metadata.name, id), message: `previewing: ${message}` };
+    return { plan: previewing, start: preview, gated: true };
   }
-  plan = status.plan!;
   const approved = stack.metadata.annotations?.[ApprovalAnnotations.approve] === plan.id;
   const rejected = stack.metadata.annotations?.[ApprovalAnnotations.reject] === plan.id;
   if (plan.state === 'Previewing') {
-    // Recorded (sync.ts makes the Update on the next call), or its Update is gone: the same Update again.
-    const preview = buildUpdate(stack, 'preview', message, id);
-    (preview.spec as UpdateSpec).savePlan = true;
-    status.currentUpdate = { ...currentOf(id), name: preview.metadata.name };
-    return { start: preview };
+    // Recorded (the sync makes the Update on the next call), or its Update is gone: the same Update again.
+    return { plan, start: buildUpdate(stack, 'preview', message, id, { savePlan: true }), gated: true };
   }
   if (plan.state === 'AwaitingApproval') {
     const expires = observedDeadline(plan.expiresAt);
     if (rejected) {
-      setState(
+      plan = withState(
         plan,
         'Rejected',
         now,
         `plan ${plan.id} was rejected (${ApprovalAnnotations.reject}); nothing was applied`,
       );
     } else if (approved) {
-      setState(plan, 'Approved', now, `plan ${plan.id} was approved; applying it`);
+      plan = withState(plan, 'Approved', now, `plan ${plan.id} was approved; applying it`);
     } else if (expires !== undefined && now.getTime() >= expires) {
-      setState(
+      plan = withState(
         plan,
         'Expired',
         now,
@@ -319,6 +243,7 @@ export function approvalGate(input: GateInput): GateAnswer {
     } else {
       const wait = expires === undefined ? undefined : (expires - now.getTime()) / 1000;
       return {
+        plan,
         mark: {
           kind: 'reconciling',
           reason: PlanReasons.AwaitingApproval,
@@ -329,14 +254,12 @@ export function approvalGate(input: GateInput): GateAnswer {
     }
   }
   if (plan.state === 'Approved') {
-    const up = buildUpdate(stack, 'up', message, id);
-    (up.spec as UpdateSpec).plan = plan.id;
-    status.currentUpdate = { ...currentOf(id), name: up.metadata.name };
-    return { start: up };
+    return { plan, start: buildUpdate(stack, 'up', message, id, { plan: plan.id }), gated: true };
   }
   // Rejected or Expired: stopped until something changes.
   const reason = plan.state === 'Rejected' ? PlanReasons.PlanRejected : PlanReasons.PlanExpired;
   return {
+    plan,
     mark: {
       kind: 'stalled',
       reason,
@@ -349,73 +272,3 @@ export function approvalGate(input: GateInput): GateAnswer {
 
 /** The states in which a plan for the same change is still the one to act on. */
 const OPEN_OR_STOPPED: readonly string[] = ['Previewing', 'AwaitingApproval', 'Approved', 'Rejected', 'Expired'];
-
-function currentOf(id: UpdateIdentity): NonNullable<StackStatus['currentUpdate']> {
-  return { generation: id.generation, reconcileRequest: id.reconcileRequest, commit: id.commit };
-}
-
-/** The AwaitingApproval condition from `status.plan` (none without a plan). */
-export function approvalCondition(
-  stack: Stack,
-  plan: StackPlan | undefined,
-): Omit<Condition, 'lastTransitionTime'> | undefined {
-  if (!plan) return undefined;
-  const id = plan.id ?? '';
-  const of = (reason: string, message: string) => ({
-    type: AWAITING_APPROVAL,
-    status: 'False' as const,
-    reason,
-    message,
-  });
-  switch (plan.state as PlanState) {
-    case 'AwaitingApproval':
-      return {
-        type: AWAITING_APPROVAL,
-        status: 'True',
-        reason: PlanReasons.AwaitingApproval,
-        message:
-          `plan ${id} (${describeSummary(plan.summary)})${plan.expiresAt ? `, expires ${plan.expiresAt}` : ''}. ` +
-          `Approve: ${kubectl(stack, ApprovalAnnotations.approve, id)}; reject: ${kubectl(stack, ApprovalAnnotations.reject, id)}` +
-          staleNote(stack, id),
-      };
-    case 'Previewing':
-      return of(PlanReasons.Previewing, `previewing the change; its plan will be ${id}`);
-    case 'Approved':
-      return of(PlanReasons.Approved, `plan ${id} was approved; applying it`);
-    case 'Applied':
-      return of(PlanReasons.PlanApplied, `plan ${id} was applied`);
-    case 'Failed':
-      return of(PlanReasons.PlanFailed, plan.message ?? `plan ${id} failed`);
-    case 'Rejected':
-      return of(PlanReasons.PlanRejected, plan.message ?? `plan ${id} was rejected`);
-    case 'Expired':
-      return of(PlanReasons.PlanExpired, plan.message ?? `plan ${id} expired`);
-    case 'Superseded':
-      return of(PlanReasons.PlanSuperseded, plan.message ?? `plan ${id} was replaced`);
-    case 'Lost':
-      return of(
-        PlanReasons.PlanLost,
-        `the plan of ${id} was gone from the workspace (its pod was replaced since the preview); nothing was applied, and a new preview follows`,
-      );
-  }
-}
-
-/** The conditions with AwaitingApproval set from the plan (kept transition time when its status holds), or removed. */
-export function withApprovalCondition(
-  conditions: Condition[],
-  stack: Stack,
-  plan: StackPlan | undefined,
-  generation: number | undefined,
-  now: Date,
-): Condition[] {
-  const desired = approvalCondition(stack, plan);
-  const existing = conditions.find((c) => c.type === AWAITING_APPROVAL);
-  const rest = conditions.filter((c) => c.type !== AWAITING_APPROVAL);
-  if (!desired) return rest;
-  const next: Condition = {
-    ...desired,
-    lastTransitionTime: existing && existing.status === desired.status ? existing.lastTransitionTime : rfc3339(now),
-  };
-  if (generation !== undefined) next.observedGeneration = generation;
-  return existing ? conditions.map((c) => (c.type === AWAITING_APPROVAL ? next : c)) : [...rest, next];
-}

@@ -1,16 +1,10 @@
 import type { Stack } from '../../../schemas/generated/types';
 import { validateStack } from '../../../schemas';
 import { FLUX_GROUP, FLUX_KINDS, hasGitSource, isFluxKind } from './validate';
-import { GROUP_VERSION, secretsForLookup } from './source';
+import { secretsForLookup } from './source';
 import { REFRESH_LABEL } from './prerequisites';
-
-export interface RelatedResourceRule {
-  apiVersion: string;
-  resource: string;
-  namespace?: string;
-  names?: string[];
-  labelSelector?: { matchLabels: Record<string, string> };
-}
+import { PULUMI_API_VERSION } from '../lib/api-versions';
+import type { RelatedResourceRule } from '../lib/k8s';
 
 /**
  * The objects a Stack's sync needs to see (Metacontroller watches them and re-syncs the Stack when
@@ -39,13 +33,13 @@ export function customizeStack(stack: Stack): { relatedResources: RelatedResourc
       rules.push({ apiVersion: ref.apiVersion, resource, namespace: ns, names: [ref.name] });
     }
   } else if (!hasGitSource(spec) && spec.programRef?.name) {
-    rules.push({ apiVersion: GROUP_VERSION, resource: 'programs', namespace: ns, names: [spec.programRef.name] });
+    rules.push({ apiVersion: PULUMI_API_VERSION, resource: 'programs', namespace: ns, names: [spec.programRef.name] });
   }
   const prerequisites = [
     ...new Set((spec.prerequisites ?? []).map((p) => p?.name).filter((n): n is string => !!n)),
   ].sort();
   if (prerequisites.length)
-    rules.push({ apiVersion: GROUP_VERSION, resource: 'stacks', namespace: ns, names: prerequisites });
+    rules.push({ apiVersion: PULUMI_API_VERSION, resource: 'stacks', namespace: ns, names: prerequisites });
   const secrets = hasGitSource(spec) ? secretsForLookup(spec) : [];
   if (secrets.length) rules.push({ apiVersion: 'v1', resource: 'secrets', namespace: ns, names: secrets });
   // A destroy on deletion needs a workspace; seeing the namespace lets sync say why none can start

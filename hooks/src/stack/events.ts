@@ -23,7 +23,7 @@ import { objectsOf, type KObject, type ObjectMap } from '../lib/k8s';
 import { expiredUpdateEvents } from '../update/events';
 import { Reasons } from './conditions';
 import { driftCheckEvent, isDriftCheck } from './drift';
-import { WORKSPACE_API_VERSION } from './workspace';
+import { AUTO_API_VERSION, PULUMI_API_VERSION } from '../lib/api-versions';
 
 /** Upstream's event reasons on Stacks (upstream's constant names differ for two of them). */
 export const EventReasons = {
@@ -60,13 +60,13 @@ export interface StackEventsInput {
  */
 export function stackEvents(input: StackEventsInput): HookEvent[] {
   const { stack, status } = input;
-  const regarding = referenceTo(stack, 'pulumi.com/v1', 'Stack');
+  const regarding = referenceTo(stack, PULUMI_API_VERSION, 'Stack');
   if (!regarding) return [];
   const { name, namespace } = regarding;
   const previous: Record<string, unknown> = isRecord(stack.status) ? stack.status : {};
   const event = eventsAbout(regarding, stackLabel(name));
   const updateRef = (update: string): ObjectReference => ({
-    apiVersion: WORKSPACE_API_VERSION,
+    apiVersion: AUTO_API_VERSION,
     kind: 'Update',
     name: update,
     namespace,
@@ -94,9 +94,7 @@ export function stackEvents(input: StackEventsInput): HookEvent[] {
 
   // An update starts: the answer adds an Update. Its message is the sync's reason (upstream's isSynced).
   // Event names keep the key `job`, so they are the ones earlier versions wrote for the same operation.
-  const observedUpdates = new Set(
-    objectsOf(input.observed, 'Update', WORKSPACE_API_VERSION).map((j) => j.metadata.name),
-  );
+  const observedUpdates = new Set(objectsOf(input.observed, 'Update', AUTO_API_VERSION).map((j) => j.metadata.name));
   for (const job of input.children) {
     // A drift check is reported when it ends (below), not when it starts.
     if (job.kind !== 'Update' || observedUpdates.has(job.metadata.name) || isDriftCheck(job)) continue;
@@ -139,9 +137,7 @@ export function stackEvents(input: StackEventsInput): HookEvent[] {
   }
 
   // The workspace is reclaimed after a success (upstream's WorkspaceDeleted).
-  const hadWorkspace = objectsOf(input.observed, 'Workspace', WORKSPACE_API_VERSION).some(
-    (s) => s.metadata.name === name,
-  );
+  const hadWorkspace = objectsOf(input.observed, 'Workspace', AUTO_API_VERSION).some((s) => s.metadata.name === name);
   const keepsWorkspace = input.children.some((c) => c.kind === 'Workspace' && c.metadata.name === name);
   if (
     hadWorkspace &&

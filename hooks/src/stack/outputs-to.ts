@@ -19,7 +19,7 @@ import {
 } from '../../../contract';
 import { isRecord } from '../lib/json';
 import type { KObject } from '../lib/k8s';
-import type { Mark } from './conditions';
+import type { Mark } from '../lib/conditions';
 
 /** The Stalled reason while the object of spec.outputsTo is something else's. */
 export const OUTPUTS_CONFLICT = 'OutputsConflict';
@@ -88,7 +88,7 @@ export function outputsToRequest(stack: Stack, status: StackStatus): OutputsToRe
  * An Update with the request of its `up` as an annotation, or without one (an annotation of that
  * key from `updateTemplate.metadata` is dropped: only the hooks say what the runner writes).
  */
-export function withOutputsTo(update: KObject, request: OutputsToRequest | undefined): KObject {
+export function withOutputsTo<U extends KObject>(update: U, request: OutputsToRequest | undefined): U {
   const annotations = { ...update.metadata.annotations };
   delete annotations[OutputsToKeys.annotation];
   if (request) annotations[OutputsToKeys.annotation] = JSON.stringify(request);
@@ -123,12 +123,18 @@ function skippedReason(skipped: OutputsToSkipped): string {
  * `time`): status.outputsTo, and the OutputsSkipped condition when outputs were left out (removed
  * otherwise). A result without a report (no spec.outputsTo) removes both.
  */
-export function recordOutputsTo(status: StackStatus, result: UpdateResult, generation: number, time: string): void {
+export function recordOutputsTo(
+  status: StackStatus,
+  result: UpdateResult,
+  generation: number,
+  time: string,
+): StackStatus {
   const report = result.outputsTo;
   if (report) {
     const recorded: OutputsToStatus = { kind: report.kind, name: report.name, state: report.state };
-    status.outputsTo = recorded;
+    status = { ...status, outputsTo: recorded };
   } else {
+    status = { ...status };
     delete status.outputsTo;
   }
   // The observed status is not validated: skip anything that is not an object.
@@ -136,8 +142,7 @@ export function recordOutputsTo(status: StackStatus, result: UpdateResult, gener
   const others = conditions.filter((c) => c.type !== OUTPUTS_SKIPPED);
   const skipped = report?.state === 'written' ? report.skipped : undefined;
   if (!report || !skipped) {
-    if (others.length !== conditions.length) status.conditions = others;
-    return;
+    return others.length !== conditions.length ? { ...status, conditions: others } : status;
   }
   const previous = conditions.find((c) => c.type === OUTPUTS_SKIPPED && c.status === 'True');
   const condition: StackCondition = {
@@ -148,7 +153,7 @@ export function recordOutputsTo(status: StackStatus, result: UpdateResult, gener
     lastTransitionTime: previous?.lastTransitionTime ?? time,
     observedGeneration: generation,
   };
-  status.conditions = [...others, condition];
+  return { ...status, conditions: [...others, condition] };
 }
 
 /** Stalled while the last successful `up` found the object of spec.outputsTo held by something else. */

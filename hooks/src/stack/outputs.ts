@@ -42,17 +42,16 @@ export function recordOutputs(
   job: string,
   generation: number,
   time: string,
-): void {
-  if (result.outputs === undefined && result.outputsOmitted !== true) return;
+): StackStatus {
+  if (result.outputs === undefined && result.outputsOmitted !== true) return status;
   const outputs = result.outputs ?? {};
   const names = Object.keys(outputs).sort();
-  status.outputs = Object.fromEntries(names.map((k) => [k, outputs[k]]));
+  status = { ...status, outputs: Object.fromEntries(names.map((k) => [k, outputs[k]])) };
   // The observed status is not validated: skip anything that is not an object.
   const conditions = (status.conditions ?? []).filter((c) => isRecord(c));
   const others = conditions.filter((c) => c.type !== OUTPUTS_TRUNCATED);
   if (result.outputsOmitted !== true) {
-    if (conditions.some((c) => c.type === OUTPUTS_TRUNCATED)) status.conditions = others;
-    return;
+    return conditions.some((c) => c.type === OUTPUTS_TRUNCATED) ? { ...status, conditions: others } : status;
   }
   const previous = conditions.find((c) => c.type === OUTPUTS_TRUNCATED && c.status === 'True');
   const condition: StackCondition = {
@@ -64,5 +63,5 @@ export function recordOutputs(
     lastTransitionTime: previous?.lastTransitionTime ?? time,
     observedGeneration: generation,
   };
-  status.conditions = [...others, condition];
+  return { ...status, conditions: [...others, condition] };
 }

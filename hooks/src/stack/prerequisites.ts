@@ -4,7 +4,7 @@ import { Annotations, Labels } from '../../../contract';
 import { parseDuration } from '../lib/duration';
 import { findObject, objectsOf, type KObject, type ObjectMap } from '../lib/k8s';
 import { observedTime } from '../lib/time';
-import { GROUP_VERSION } from './source';
+import { PULUMI_API_VERSION } from '../lib/api-versions';
 
 /**
  * Upstream re-runs an out-of-date prerequisite by patching its reconciliation-request annotation.
@@ -34,7 +34,7 @@ export function checkPrerequisites(stack: Stack, related: ObjectMap | undefined,
   const failures: { name: string; error: string }[] = [];
   const refreshRequests: KObject[] = [];
   for (const p of stack.spec.prerequisites ?? []) {
-    const pre = findObject<Stack>(related, 'Stack', GROUP_VERSION, ns, p.name);
+    const pre = findObject<Stack>(related, 'Stack', PULUMI_API_VERSION, ns, p.name);
     if (!pre) {
       failures.push({ name: p.name, error: `stacks.pulumi.com "${p.name}" not found` });
       continue;

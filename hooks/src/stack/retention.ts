@@ -6,7 +6,7 @@
  * whatever the TTL, and stateless (the TTL is the Update's spec, the end its status).
  */
 import type { KObject } from '../lib/k8s';
-import { updateExpiry } from './update';
+import { updateExpiry } from '../lib/stack-updates';
 
 export interface RetainedUpdates<U> {
   /** The Updates to keep returning. */

@@ -9,8 +9,9 @@
  */
 import type { Stack, StackUpdateState } from '../../../schemas/generated/types';
 import { formatDuration } from '../lib/duration';
-import { Reasons, type Mark } from './conditions';
+import { Reasons } from './conditions';
 import { cooldownMs, MAX_UPDATE_FAILURES } from './decision';
+import type { Mark } from '../lib/conditions';
 
 /** The Update failure reasons that mean the operation was cut off rather than failed by Pulumi. */
 const INTERRUPTED_REASONS = new Set(['Aborted', 'WorkspaceUnavailable', 'JobFailed']);

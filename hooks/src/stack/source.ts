@@ -6,6 +6,8 @@ import { hasGitSource } from './validate';
 import { Reasons } from './conditions';
 import { parseSshUrl } from '../../../contract';
 import { localSourceDir, type FetchSource, type SecretEnv } from '../workspace/source';
+import { PULUMI_API_VERSION } from '../lib/api-versions';
+import { type RefLookup, type RefLookupRequest, refLookupKey } from '../git/ref-lookup';
 
 /** The source a Stack's Workspace fetches (workspace/source.ts). */
 export type WorkspaceSource = FetchSource;
@@ -13,31 +15,7 @@ export type WorkspaceSource = FetchSource;
 export type SourceResolution =
   { ok: true; commit: string; source: WorkspaceSource } | { ok: false; reason: string; message: string };
 
-/** The result of resolving a git ref, produced by the (I/O) lookup phase before the pure sync. */
-export type RefLookup = { sha: string } | { error: string };
-
-/** What a branch resolution needs: the repository, the ref and the credentials (from related Secrets). */
-export interface RefLookupRequest {
-  url: string;
-  ref: string;
-  /** HTTP basic credentials, when the repository is private. */
-  username?: string;
-  password?: string;
-  /** GitHub App credentials: exchanged for an installation token, used like an access token. */
-  githubApp?: { appId: string; installationId: string; privateKey: string };
-  /** An SSH key (gitAuth.sshAuth, or a legacy gitAuthSecret's sshPrivateKey), for SSH URLs. */
-  ssh?: { privateKey: string; passphrase?: string };
-  /** Set when the hooks cannot resolve this ref themselves; the message says why. */
-  unsupported?: string;
-}
-
-export function refLookupKey(url: string, ref: string): string {
-  return `${url}#${ref}`;
-}
-
 const FULL_SHA = /^[0-9a-f]{40}$/;
-
-export const GROUP_VERSION = 'pulumi.com/v1';
 
 /** Git credentials as secretKeyRef env vars for the fetch container (upstream's precedence). */
 export function gitAuthEnv(spec: StackSpec): SecretEnv[] {
@@ -223,7 +201,7 @@ export function resolveSource(
   }
   if (spec.programRef) {
     const name = spec.programRef.name;
-    const program = findObject(related, 'Program', GROUP_VERSION, ns, name);
+    const program = findObject(related, 'Program', PULUMI_API_VERSION, ns, name);
     if (!program) {
       return {
         ok: false,

@@ -13,14 +13,14 @@ import {
   type OperationType,
   type UpdateResult,
 } from '../../../contract';
-import { parseDuration } from '../lib/duration';
 import { observedCondition } from '../lib/conditions';
 import { isRecord, shortHash } from '../lib/json';
 import type { KObject } from '../lib/k8s';
 import { strategicMerge } from '../lib/merge';
-import { knownTime, observedTime } from '../lib/time';
-import { operationType } from '../update/job';
-import { WORKSPACE_API_VERSION } from './workspace';
+import { knownTime } from '../lib/time';
+import { operationType } from '../lib/operation-result';
+import { AUTO_API_VERSION } from '../lib/api-versions';
+import { DEFAULT_TTL } from '../lib/stack-updates';
 
 /**
  * Annotations on each Update: what it runs for, for whoever reads the Update. The Stack reads
@@ -34,9 +34,6 @@ export const UpdateAnnotations = {
   /** `lastUpdate.name` when the Update was created: the Update that follows it in the Stack's history. */
   previous: 'pulumi.com/update-previous',
 } as const;
-
-/** Upstream's TTL for Stack-created Updates. */
-export const DEFAULT_TTL = '24h';
 
 /** What an Update runs for: the fields of upstream's `status.currentUpdate`. */
 export interface UpdateIdentity {
@@ -53,18 +50,6 @@ export interface UpdateIdentity {
 export function updateName(stack: Stack, type: OperationType, id: UpdateIdentity): string {
   const uid = stack.metadata.uid ?? '';
   return `${stack.metadata.name}-${type}-${shortHash({ uid, type, ...id }, 8)}`;
-}
-
-/** `<stack>-<type>-<8 hex>`: the names the hooks give a Stack's Updates (drift checks too), and earlier versions its Jobs. */
-export function isUpdateName(stack: string, name: string): boolean {
-  return typeInName(stack, name) !== undefined;
-}
-
-/** The operation type an Update's name says it runs (the hash after it is of what it runs for). */
-export function typeInName(stack: string, name: string): OperationType | undefined {
-  if (!name.startsWith(`${stack}-`)) return undefined;
-  const match = /^(up|preview|refresh|destroy)-[0-9a-f]{8}$/.exec(name.slice(stack.length + 1));
-  return match ? (match[1] as OperationType) : undefined;
 }
 
 /**
@@ -97,8 +82,20 @@ export function operationFor(stack: Stack, type: OperationType, message: string)
   return op;
 }
 
+/** An Update as the Stack makes it: its spec is known, so no caller needs to cast it. */
+export type StackUpdate = KObject & Update & { spec: UpdateSpec };
+
+/** The plan fields only the approval gate sets (approval.ts). */
+type PlanFields = Pick<UpdateSpec, 'savePlan' | 'plan'>;
+
 /** The Update that runs one operation of the Stack in its Workspace. */
-export function buildUpdate(stack: Stack, type: OperationType, message: string, id: UpdateIdentity): KObject {
+export function buildUpdate(
+  stack: Stack,
+  type: OperationType,
+  message: string,
+  id: UpdateIdentity,
+  plan: PlanFields = {},
+): StackUpdate {
   const name = stack.metadata.name;
   const namespace = stack.metadata.namespace ?? '';
   const op: Partial<OperationRequest> = operationFor(stack, type, message);
@@ -115,8 +112,9 @@ export function buildUpdate(stack: Stack, type: OperationType, message: string, 
   };
   const deadline = stack.spec.updateTemplate?.spec?.activeDeadlineSeconds;
   if (deadline !== undefined) spec.activeDeadlineSeconds = deadline;
-  let update: Update & KObject = {
-    apiVersion: WORKSPACE_API_VERSION,
+  Object.assign(spec, plan);
+  let update: StackUpdate = {
+    apiVersion: AUTO_API_VERSION,
     kind: 'Update',
     metadata: {
       name: updateName(stack, type, id),
@@ -158,12 +156,21 @@ export interface UpdateOutcome {
 
 const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
 
+/** Each observed Update with its outcome (undefined while it runs): the observe phase's one call. */
+export function withOutcomes(
+  updates: readonly KObject[],
+  check: (result: UpdateResult) => UpdateResult,
+  now: Date,
+): { update: KObject; outcome: UpdateOutcome | undefined }[] {
+  return updates.map((update) => ({ update, outcome: updateOutcome(update, check, now) }));
+}
+
 /**
  * A finished Update's result as the Update controller recorded it (Complete=True), or undefined
  * while it runs. The status is read field by field: it is the hooks' own, but any status writer
  * may have touched it, and the outputs go through the same checks as a Job's result (`check`).
  */
-export function updateOutcome(
+function updateOutcome(
   update: KObject,
   check: (result: UpdateResult) => UpdateResult,
   now: Date,
@@ -204,17 +211,4 @@ export function updateOutcome(
   const changes = parseResourceChanges(status.resourceChanges);
   if (changes) result.resourceChanges = changes;
   return { result: check(result), endTime: result.endTime ?? knownTime(complete.lastTransitionTime, now) };
-}
-
-/** When a finished Update may go (ms since the epoch): its end plus `ttlAfterCompleted`; undefined while it runs. */
-export function updateExpiry(update: KObject, now: Date): number | undefined {
-  const complete = observedCondition(update.status, 'Complete');
-  if (complete?.status !== 'True') return undefined;
-  const end =
-    observedTime(isRecord(update.status) ? update.status.endTime : undefined, now) ??
-    observedTime(complete.lastTransitionTime, now);
-  if (end === undefined) return undefined;
-  const ttl = isRecord(update.spec) ? str(update.spec.ttlAfterCompleted) : undefined;
-  const ms = parseDuration(ttl ?? DEFAULT_TTL);
-  return ms === undefined ? undefined : end + ms;
 }

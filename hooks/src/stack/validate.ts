@@ -1,10 +1,9 @@
 import type { ResourceRef, Stack, StackSpec } from '../../../schemas/generated/types';
 import { validateStack } from '../../../schemas';
 import { parseDuration } from '../lib/duration';
-import { MAX_NESTING, pathNestedDeeperThan } from '../lib/json';
+import { MAX_NESTING, pathNestedDeeperThan, tooDeepMessage } from '../lib/json';
 import { outputsToProblems } from './outputs-to';
 import { driftScheduleProblem } from './drift';
-import { approvalProblems } from './approval';
 import { templateFieldProblems } from './template-fields';
 
 /** Flux source kinds a Stack may reference, with their resource names (customize needs the plural). */
@@ -56,11 +55,6 @@ const NAMES_IF_SET = [
   ],
   ['spec.workspaceTemplate.spec.image', (spec: StackSpec) => spec.workspaceTemplate?.spec?.image],
 ] as const;
-
-/** The message for a value nested deeper than MAX_NESTING (`what`: Stack, program, Stack output). */
-export function tooDeepMessage(path: string, what: string): string {
-  return `${path} is nested more than ${MAX_NESTING} levels deep; no ${what} needs that many, so flatten that value`;
-}
 
 /**
  * Everything wrong with a Stack, each as one sentence naming the field and what to do.
@@ -208,4 +202,14 @@ function checkStack(stack: Stack): string[] {
     );
   }
   return problems;
+}
+
+/** Semantic checks of `spec.approval` (the schema checks the types and the duration's form). */
+function approvalProblems(stack: Stack): string[] {
+  const after = stack.spec?.approval?.expiresAfter;
+  if (after === undefined) return [];
+  const ms = parseDuration(after);
+  if (ms === undefined || ms <= 0)
+    return [`spec.approval.expiresAfter: "${after}" is not a positive duration like "24h"`];
+  return [];
 }

@@ -15,8 +15,7 @@ import { strategicMerge } from '../lib/merge';
 import { stackLabels } from '../workspace/pod';
 import { WORKSPACE_HOLD } from '../workspace/sync';
 import { programUrl, type FetchSource, type SecretEnv } from '../workspace/source';
-
-export const WORKSPACE_API_VERSION = 'auto.pulumi.com/v1alpha1';
+import { AUTO_API_VERSION } from '../lib/api-versions';
 
 /**
  * On the Workspace: hash of what the Stack asked for (spec and labels: both shape the pod); the
@@ -171,7 +170,7 @@ export interface DesiredStackWorkspace {
 }
 
 /** The Workspace `<stack>` for a Stack and its resolved source. */
-export function desiredWorkspace(stack: Stack, source: FetchSource, config: HookConfig): DesiredStackWorkspace {
+export function stackWorkspace(stack: Stack, source: FetchSource, config: HookConfig): DesiredStackWorkspace {
   const spec = stack.spec;
   const name = stack.metadata.name;
   const namespace = stack.metadata.namespace ?? '';
@@ -197,7 +196,7 @@ export function desiredWorkspace(stack: Stack, source: FetchSource, config: Hook
   const labels = { ...template?.metadata?.labels, ...stackLabels(name, 'stack') };
   const hash = shortHash({ spec: ws, labels }, 16);
   const workspace: Workspace & KObject = {
-    apiVersion: WORKSPACE_API_VERSION,
+    apiVersion: AUTO_API_VERSION,
     kind: 'Workspace',
     metadata: {
       name,
@@ -218,7 +217,7 @@ export type StackWorkspaceReadiness =
  * controller for its current generation, and Ready; a Stalled Workspace is a failure, reported as
  * upstream's Stack does (`<reason>: <message>`).
  */
-export function workspaceReadiness(observed: Workspace | undefined, hash: string): StackWorkspaceReadiness {
+export function stackWorkspaceReadiness(observed: Workspace | undefined, hash: string): StackWorkspaceReadiness {
   const waiting = { state: 'waiting', message: 'waiting for workspace readiness' } as const;
   if (!observed || observed.metadata.annotations?.[WORKSPACE_SPEC_HASH] !== hash) return waiting;
   if (observed.status?.observedGeneration !== observed.metadata.generation) return waiting;

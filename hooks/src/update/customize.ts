@@ -1,7 +1,6 @@
 import type { Update } from '../../../schemas/generated/types';
-import type { RelatedResourceRule } from '../stack/customize';
-
-export const AUTO_GROUP_VERSION = 'auto.pulumi.com/v1alpha1';
+import type { RelatedResourceRule } from '../lib/k8s';
+import { AUTO_API_VERSION } from '../lib/api-versions';
 
 /**
  * An Update needs to see its Workspace (in its own namespace): to wait until it is ready before
@@ -13,6 +12,6 @@ export function customizeUpdate(update: Update): { relatedResources: RelatedReso
   const namespace = update.metadata.namespace;
   if (typeof workspace !== 'string' || workspace === '' || !namespace) return { relatedResources: [] };
   return {
-    relatedResources: [{ apiVersion: AUTO_GROUP_VERSION, resource: 'workspaces', namespace, names: [workspace] }],
+    relatedResources: [{ apiVersion: AUTO_API_VERSION, resource: 'workspaces', namespace, names: [workspace] }],
   };
 }

@@ -19,9 +19,10 @@ import {
 } from '../events/event';
 import { observedCondition } from '../lib/conditions';
 import { findObject, objectsOf, type KObject, type ObjectMap } from '../lib/k8s';
-import { isUpdateName, updateExpiry } from '../stack/update';
-import { AUTO_GROUP_VERSION } from './customize';
-import { operationType, updateLabels } from './job';
+import { updateLabels } from './job';
+import { isUpdateName, updateExpiry } from '../lib/stack-updates';
+import { AUTO_API_VERSION } from '../lib/api-versions';
+import { operationType } from '../lib/operation-result';
 
 /** Upstream's event reasons on Updates, and on the Workspace an Update could not reach. */
 export const UpdateEventReasons = {
@@ -62,7 +63,7 @@ export interface UpdateEventsInput {
  */
 export function updateEvents(input: UpdateEventsInput): HookEvent[] {
   const { update, status } = input;
-  const regarding = referenceTo(update, AUTO_GROUP_VERSION, 'Update');
+  const regarding = referenceTo(update, AUTO_API_VERSION, 'Update');
   if (!regarding) return [];
   const wasComplete = observedCondition(update.status, 'Complete')?.status === 'True';
   if (wasComplete || trueCondition(status.conditions, 'Complete') === undefined) return [];
@@ -96,9 +97,9 @@ export function updateEvents(input: UpdateEventsInput): HookEvent[] {
   const workspaceName = update.spec?.workspaceName ?? '';
   const workspace =
     failure?.reason === WORKSPACE_UNAVAILABLE && workspaceName !== ''
-      ? findObject<Workspace>(input.related, 'Workspace', AUTO_GROUP_VERSION, regarding.namespace, workspaceName)
+      ? findObject<Workspace>(input.related, 'Workspace', AUTO_API_VERSION, regarding.namespace, workspaceName)
       : undefined;
-  const workspaceRef = workspace && referenceTo(workspace, AUTO_GROUP_VERSION, 'Workspace');
+  const workspaceRef = workspace && referenceTo(workspace, AUTO_API_VERSION, 'Workspace');
   if (workspaceRef) {
     events.push(
       eventsAbout(workspaceRef, labels)(
@@ -128,11 +129,11 @@ export function expiredUpdateEvents(
   now: Date,
 ): HookEvent[] {
   const kept = new Set(answered.filter((c) => c.kind === 'Update').map((c) => c.metadata.name));
-  return objectsOf<Update>(observed, 'Update', AUTO_GROUP_VERSION).flatMap((update) => {
+  return objectsOf<Update>(observed, 'Update', AUTO_API_VERSION).flatMap((update) => {
     const name = update.metadata.name;
     if (kept.has(name) || !isUpdateName(stack, name)) return [];
     const expiry = updateExpiry(update, now);
-    const regarding = referenceTo(update, AUTO_GROUP_VERSION, 'Update');
+    const regarding = referenceTo(update, AUTO_API_VERSION, 'Update');
     if (expiry === undefined || expiry > now.getTime() || !regarding) return [];
     return [
       eventsAbout(regarding, stackLabel(stack))(

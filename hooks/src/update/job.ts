@@ -1,19 +1,10 @@
 import type { V1Container, V1Job, V1PodTemplateSpec } from '@kubernetes/client-node';
 import type { Update, UpdateSpec } from '../../../schemas/generated/types';
-import {
-  AGENT_COMMAND,
-  Env,
-  Labels,
-  Paths,
-  type OperationRequest,
-  type OperationType,
-  type UpdateResult,
-} from '../../../contract';
+import { AGENT_COMMAND, Env, Labels, Paths, type OperationRequest, type OperationType } from '../../../contract';
 import { withEphemeralStorage } from '../bounded/resources';
 import type { HookConfig } from '../config';
 import { stableStringify } from '../lib/json';
-import { conditionOf, type Json, type KObject, type Typed } from '../lib/k8s';
-import { knownTime } from '../lib/time';
+import type { Json, KObject, Typed } from '../lib/k8s';
 import {
   RESTRICTED_CONTAINER_SECURITY,
   RESTRICTED_POD_SECURITY,
@@ -22,15 +13,6 @@ import {
 } from '../workspace/pod';
 import { outputsToEnv } from './outputs-to';
 import { updateServiceAccountName } from './rbac';
-
-/** The operation types an Update may name (upstream's UpdateType). */
-export function operationType(value: unknown): OperationType | undefined {
-  return value === 'up' || value === 'preview' || value === 'refresh' || value === 'destroy' ? value : undefined;
-}
-
-function jobType(job: KObject): OperationType | undefined {
-  return operationType(job.metadata.labels?.[Labels.updateType]);
-}
 
 /** The operation an Update asks for, as the runner sends it to the workspace (`stackName` is its stack). */
 export function operationOf(spec: UpdateSpec, type: OperationType, name?: string): OperationRequest {
@@ -100,7 +82,10 @@ export function buildJob(update: Update, type: OperationType, config: HookConfig
       ...outputsToEnv(update),
     ],
     volumeMounts: [{ name: 'workspace-token', mountPath: Paths.tokenDir, readOnly: true }],
-    resources: withEphemeralStorage({ requests: { cpu: '10m', memory: '64Mi' } }, config.jobEphemeralStorage),
+    // No CPU request: the runner only relays to its workspace, and a Job pod must be scheduled once
+    // its workspace runs, however full the node's CPU requests (else workspace pods wait for Jobs
+    // that wait for room: the deadlock of docs/benchmarks.md).
+    resources: withEphemeralStorage({ requests: { memory: '64Mi' } }, config.jobEphemeralStorage),
     securityContext: structuredClone(RESTRICTED_CONTAINER_SECURITY),
   };
   if (config.agentImagePullPolicy) runner.imagePullPolicy = config.agentImagePullPolicy;
@@ -152,65 +137,4 @@ export function buildJob(update: Update, type: OperationType, config: HookConfig
     },
   };
   return job;
-}
-
-/** The result with only the start and end times that are known (lib/time.ts): the same object when both are. */
-function withKnownTimes(result: UpdateResult, now: Date): UpdateResult {
-  const start = knownTime(result.startTime, now);
-  const end = knownTime(result.endTime, now);
-  if (start === result.startTime && end === result.endTime) return result;
-  const known: UpdateResult = { ...result };
-  delete known.startTime;
-  delete known.endTime;
-  if (start !== undefined) known.startTime = start;
-  if (end !== undefined) known.endTime = end;
-  return known;
-}
-
-export interface JobOutcome {
-  result: UpdateResult;
-  /** When the operation ended: the result's end time, else the Job's; lastResyncTime. */
-  endTime: string | undefined;
-}
-
-/**
- * A finished Job's result, or undefined while it runs. `result` is the Job's
- * `pulumi.com/update-result` annotation, parsed; a pod that died without reporting is a failure.
- */
-export function jobOutcome(job: Typed<V1Job>, result: UpdateResult | undefined, now: Date): JobOutcome | undefined {
-  const type = jobType(job) ?? 'up';
-  const failed = conditionOf(job, 'Failed');
-  const complete = conditionOf(job, 'Complete');
-  const jobEnd =
-    knownTime(job.status?.completionTime, now) ??
-    knownTime(failed?.lastTransitionTime, now) ??
-    knownTime(complete?.lastTransitionTime, now);
-  if (result) {
-    const known = withKnownTimes(result, now);
-    return { result: known, endTime: known.endTime ?? jobEnd };
-  }
-  if (failed?.status === 'True') {
-    const why = [failed.reason, failed.message].filter(Boolean).join(': ');
-    return {
-      result: {
-        state: 'failed',
-        type,
-        reason: 'JobFailed',
-        message: `the ${type} Job failed before reporting a result${why ? ` (${why})` : ''}`,
-      },
-      endTime: jobEnd,
-    };
-  }
-  if (complete?.status === 'True') {
-    return {
-      result: {
-        state: 'failed',
-        type,
-        reason: 'NoResult',
-        message: `the ${type} Job completed without reporting a result`,
-      },
-      endTime: jobEnd,
-    };
-  }
-  return undefined;
 }

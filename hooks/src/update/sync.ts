@@ -14,12 +14,12 @@ import { dottedPath, MAX_NESTING, pathNestedDeeperThan, PROTOTYPE_KEY_PROBLEM, p
 import { findObject, objectsOf, type KObject, type ObjectMap } from '../lib/k8s';
 import { checkAnswer, type ChildRule } from '../lib/kept-children';
 import { knownTime, resyncAfter } from '../lib/time';
-import { readUpdateResult } from '../stack/update-result';
-import { AUTO_GROUP_VERSION } from './customize';
-import { buildJob, jobOutcome, operationType, updateLabels, type JobOutcome } from './job';
+import { buildJob, updateLabels } from './job';
 import { outputsToProblem } from './outputs-to';
 import { planProblem } from './plan';
 import { updateRbac } from './rbac';
+import { type JobOutcome, jobOutcome, operationType, readUpdateResult } from '../lib/operation-result';
+import { AUTO_API_VERSION } from '../lib/api-versions';
 
 export interface UpdateSyncRequest {
   parent: Update;
@@ -203,7 +203,7 @@ export function syncUpdate(req: UpdateSyncRequest, ctx: UpdateSyncContext): Upda
   // (a pod naming a ServiceAccount that does not exist yet is refused, and retried only after a backoff).
   const workspaceName = spec.workspaceName ?? '';
   const ws = workspaceName
-    ? findObject<Workspace>(req.related, 'Workspace', AUTO_GROUP_VERSION, namespace, workspaceName)
+    ? findObject<Workspace>(req.related, 'Workspace', AUTO_API_VERSION, namespace, workspaceName)
     : undefined;
   if (!ws) {
     const message = workspaceName ? `workspace ${workspaceName} not found` : 'spec.workspaceName is empty';

@@ -20,6 +20,7 @@ import {
 } from '../events/event';
 import { isRecord } from '../lib/json';
 import { workspaceName } from './pod';
+import { AUTO_API_VERSION } from '../lib/api-versions';
 
 /** Upstream's event reasons on Workspaces. */
 export const WorkspaceEventReasons = {
@@ -56,7 +57,7 @@ export interface WorkspaceEventsInput {
  */
 export function workspaceEvents(input: WorkspaceEventsInput): HookEvent[] {
   const { workspace, status } = input;
-  const regarding = referenceTo(workspace, 'auto.pulumi.com/v1alpha1', 'Workspace');
+  const regarding = referenceTo(workspace, AUTO_API_VERSION, 'Workspace');
   if (!regarding) return [];
   const previous = isRecord(workspace.status) ? workspace.status.conditions : undefined;
   const event = eventsAbout(regarding, stackLabel(regarding.name));

@@ -209,7 +209,10 @@ function workspaceIdentityEnv(statusName: string): V1EnvVar[] {
   ];
 }
 
-export interface DesiredWorkspace {
+/** A pod template whose spec is there (the one the StatefulSet runs). */
+type PodTemplate = Json<V1PodTemplateSpec> & { spec: NonNullable<Json<V1PodTemplateSpec>['spec']> };
+
+export interface DesiredPod {
   statefulSet: KObject;
   service: KObject;
   /** Hash of the desired pod template; the workspace is ready for an operation once it runs this. */
@@ -261,7 +264,7 @@ function containerEnv(ws: Workspace): V1EnvVar[] {
  * (https://github.com/pulumi/pulumi-kubernetes-operator/blob/475dbc6c9d34ccab38ba1d3b16c924dd8a1c59b1/operator/internal/controller/auto/workspace_controller.go#L526),
  * with our agent (injected by the bootstrap init container) in place of upstream's.
  */
-export function desiredWorkspace(ws: Workspace, config: HookConfig): DesiredWorkspace {
+export function desiredPod(ws: Workspace, config: HookConfig): DesiredPod {
   const spec = ws.spec ?? {};
   const name = ws.metadata.name;
   const namespace = ws.metadata.namespace ?? '';
@@ -290,39 +293,36 @@ export function desiredWorkspace(ws: Workspace, config: HookConfig): DesiredWork
   if (spec.imagePullPolicy) pulumi.imagePullPolicy = spec.imagePullPolicy;
   if (spec.envFrom?.length) pulumi.envFrom = [...(spec.envFrom as V1EnvFromSource[])];
 
-  let pod: Json<V1PodTemplateSpec> = {
+  const initContainers = [bootstrapContainer(config), ...(fetch.container ? [fetch.container] : [])];
+  let pod: PodTemplate = {
     metadata: { labels: { ...labels, ...podSelector(name) } },
     spec: {
       serviceAccountName: spec.serviceAccountName || 'default',
       terminationGracePeriodSeconds: 600,
-      initContainers: [bootstrapContainer(config), ...(fetch.container ? [fetch.container] : [])],
+      initContainers,
       containers: [pulumi],
       volumes: [{ name: 'share', emptyDir: {} }, ...fetch.volumes],
     },
   };
   if (restricted) {
-    pod.spec!.securityContext = { ...RESTRICTED_POD_SECURITY };
-    for (const c of [...pod.spec!.initContainers!, ...pod.spec!.containers])
-      c.securityContext = structuredClone(RESTRICTED_CONTAINER_SECURITY);
+    pod.spec.securityContext = { ...RESTRICTED_POD_SECURITY };
+    for (const c of [...initContainers, pulumi]) c.securityContext = structuredClone(RESTRICTED_CONTAINER_SECURITY);
   }
   const userPod = spec.podTemplate as Json<V1PodTemplateSpec> | undefined;
   if (userPod) {
     // The user's init containers run after ours (upstream enforces the order): fetch must come first.
-    const { initContainers: userInit, ...userSpec } = (userPod.spec ?? {}) as NonNullable<
-      Json<V1PodTemplateSpec>['spec']
-    >;
-    const ours = pod.spec!.initContainers!;
+    const { initContainers: userInit, ...userSpec } = (userPod.spec ?? {}) as PodTemplate['spec'];
     pod = strategicMerge(pod, { ...userPod, spec: userSpec });
-    const merged = strategicMerge({ initContainers: ours }, { initContainers: userInit ?? [] }).initContainers;
-    pod.spec!.initContainers = merged;
+    const merged = strategicMerge({ initContainers }, { initContainers: userInit ?? [] }).initContainers;
+    pod.spec.initContainers = merged;
   }
   // The configured ephemeral storage, where the Workspace's resources and podTemplate set none.
   const storage = config.workspaceEphemeralStorage;
   if (storage)
-    for (const c of pod.spec!.containers)
+    for (const c of pod.spec.containers)
       if (c.name === 'pulumi') c.resources = withEphemeralStorage(c.resources ?? {}, storage);
   // Upstream's dynamic env: every container sees PULUMI_ENV, so an init container can add variables.
-  for (const c of [...(pod.spec!.initContainers ?? []), ...pod.spec!.containers]) {
+  for (const c of [...(pod.spec.initContainers ?? []), ...pod.spec.containers]) {
     c.env = [...(c.env ?? []).filter((e) => e.name !== Env.pulumiEnv), { name: Env.pulumiEnv, value: Paths.envFile }];
   }
   pod.metadata = { ...pod.metadata, labels: { ...pod.metadata?.labels, ...podSelector(name) } };

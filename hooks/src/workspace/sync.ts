@@ -14,7 +14,7 @@ import { setConditions, type DesiredCondition } from '../lib/conditions';
 import { MAX_NESTING, pathNestedDeeperThan, PROTOTYPE_KEY_PROBLEM, prototypeKeyPath, dottedPath } from '../lib/json';
 import { objectsOf, type KObject, type ObjectMap } from '../lib/k8s';
 import { checkAnswer, keptChild, recordDigests, recordedDigests, type ChildRule } from '../lib/kept-children';
-import { desiredWorkspace, workspaceAddress, workspaceName, workspaceStatusName, type DesiredWorkspace } from './pod';
+import { desiredPod, workspaceAddress, workspaceName, workspaceStatusName, type DesiredPod } from './pod';
 import { workspaceRbac } from './rbac';
 import { workspaceReadiness, type WorkspaceReadiness } from './readiness';
 import { agentReport, observedStatusConfigMap, workspaceStatusConfigMap } from './status-configmap';
@@ -33,7 +33,7 @@ export interface WorkspaceSyncContext {
   config: HookConfig;
   now: Date;
   /** Where the pod builder's answers may be remembered; default: computed every time. */
-  build?: (ws: Workspace, config: HookConfig) => DesiredWorkspace;
+  build?: (ws: Workspace, config: HookConfig) => DesiredPod;
 }
 
 /** Upstream's Ready and Stalled conditions for a readiness. */
@@ -191,7 +191,7 @@ export function syncWorkspace(req: WorkspaceSyncRequest, ctx: WorkspaceSyncConte
     (s) => s.metadata.name === workspaceName(name),
   );
   const held = ws.metadata.annotations?.[WORKSPACE_HOLD] !== undefined && observed !== undefined;
-  const desired = held ? undefined : (ctx.build ?? desiredWorkspace)(ws, ctx.config);
+  const desired = held ? undefined : (ctx.build ?? desiredPod)(ws, ctx.config);
   // Held, the workspace is what runs: its readiness is the observed pod template's.
   const hash = desired?.hash ?? observed?.spec?.template?.metadata?.annotations?.[Annotations.workspaceHash] ?? '';
   const readiness = workspaceReadiness(observed, agentReport(observed, statusConfigMap), hash);

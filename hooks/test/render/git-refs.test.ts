@@ -2,10 +2,10 @@ import dns from 'node:dns';
 import net from 'node:net';
 import { jest } from '@jest/globals';
 import { GitResolver } from '../../src/git/ls-remote';
-import { refLookupKey } from '../../src/stack/source';
 import { syncStack } from '../../src/stack/sync';
 import { makeStack, NOW, testConfig } from '../builders';
 import { conditionIn, GIT_STACK, parseOutput, runRender, SHA, SSH_STACK } from './run';
+import { refLookupKey } from '../../src/git/ref-lookup';
 
 afterEach(() => jest.restoreAllMocks());
 

@@ -4,11 +4,11 @@ import { join } from 'node:path';
 import { dump } from 'js-yaml';
 import { configFromEnv } from '../../src/config';
 import type { KObject } from '../../src/lib/k8s';
-import { refLookupKey } from '../../src/stack/source';
 import { syncStack } from '../../src/stack/sync';
 import type { Stack } from '../../../schemas/generated/types';
 import { GIT_STACK, parseOutput, RENDER_ENV, runRender, SHA } from './run';
 import { applyChildren } from '../builders';
+import { refLookupKey } from '../../src/git/ref-lookup';
 
 const NOW = '2026-11-22T10:00:00Z';
 const UID = '6d1c2b3a-0000-4000-8000-000000000001';

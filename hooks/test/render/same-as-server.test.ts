@@ -6,9 +6,9 @@ import type { AddressInfo } from 'node:net';
 import { configFromEnv } from '../../src/config';
 import type { GitResolver } from '../../src/git/ls-remote';
 import { buildServer } from '../../src/server';
-import type { RefLookupRequest } from '../../src/stack/source';
 import { postJson } from '../answers';
 import { GIT_STACK, parseOutput, PROGRAM_STACK, RENDER_ENV, runRender, SHA } from './run';
+import type { RefLookupRequest } from '../../src/git/ref-lookup';
 
 const NOW = '2026-11-22T10:00:00Z';
 
