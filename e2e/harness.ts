@@ -50,8 +50,11 @@ export interface Operator {
   hooksPort: number;
   /** Where the hook server is served: https://127.0.0.1:<hooksPort>. */
   hooksUrl: string;
-  /** Where workspace pods download Programs from it: https://<node address>:<hooksPort> (PROGRAM_SERVER_URL). */
-  programServerUrl: string;
+  /**
+   * Where workspace pods download Programs from it, https://<node address>:<hooksPort>
+   * (PROGRAM_SERVER_URL), and the CA they check it against: the hooks' config.programServer.
+   */
+  programServer: { url: string; ca: string };
   /**
    * A request to the hook server as Metacontroller makes it (HTTPS checked against the CA of the
    * hooks' Secret, with its bearer token), or with another Authorization header or none
@@ -268,14 +271,14 @@ export async function startOperator(options: OperatorOptions = {}): Promise<Oper
     for (const secret of credentials.secrets) await objects.create(secret);
     const hooksPort = await freePort();
     const hooksUrl = `https://127.0.0.1:${hooksPort}`;
-    const programServerUrl = `https://${env.nodeIp}:${hooksPort}`;
+    const programServer = { url: `https://${env.nodeIp}:${hooksPort}`, ca: credentials.ca };
     const hookConfig = {
       ...configFromEnv({}),
       ...credentials.serving,
       port: hooksPort,
       // Every address of the test network: no packet leaves it.
       host: '0.0.0.0',
-      programServer: { url: programServerUrl, ca: credentials.ca },
+      programServer,
       agentImage: AGENT_IMAGE,
       logLevel: process.env.PKO_E2E_HOOK_LOGS ? 'info' : 'warn',
       ...options.hookConfig,
@@ -286,7 +289,7 @@ export async function startOperator(options: OperatorOptions = {}): Promise<Oper
       cp,
       node,
       objects,
-      { port: hooksPort, url: hooksUrl, programServerUrl, credentials },
+      { port: hooksPort, url: hooksUrl, programServer, credentials },
       {
         restartHooks: async () => {
           await hooks?.shutdown('test');
@@ -388,7 +391,7 @@ function operatorOf(
   cp: ControlPlane,
   node: RealNode,
   objects: k8s.KubernetesObjectApi,
-  hooks: { port: number; url: string; programServerUrl: string; credentials: HookCredentials },
+  hooks: { port: number; url: string; programServer: Operator['programServer']; credentials: HookCredentials },
   lifecycle: Pick<Operator, 'restartHooks' | 'hookEvents' | 'hookEventsIdle' | 'stop'>,
 ): Operator {
   const kc = cp.kubeConfig;
@@ -453,7 +456,7 @@ function operatorOf(
     apps: kc.makeApiClient(k8s.AppsV1Api),
     node,
     hooksPort: hooks.port,
-    programServerUrl: hooks.programServerUrl,
+    programServer: hooks.programServer,
     hooksUrl: hooks.url,
     hookRequest: client.hookRequest,
     ...lifecycle,

@@ -270,7 +270,7 @@ describe('a Program of about 1 MiB, served by the hook server', () => {
       return stackCondition(p, 'Ready')?.status === 'True' ? p : undefined;
     });
     expect(program.status?.artifact?.size).toBeGreaterThan(1024 * 1024);
-    expect(program.status?.artifact?.url).toBe(`${op.programServerUrl}/programs/${ns}/large`);
+    expect(program.status?.artifact?.url).toBe(`${op.programServer.url}/programs/${ns}/large`);
     const stack = await readyStack(ns, 'large');
     expect(stack.status?.outputs).toEqual({ size: 'counted' });
     expect(await exists(() => op.core.readNamespacedConfigMap({ namespace: ns, name: 'large-program' }))).toBe(false);
@@ -279,7 +279,7 @@ describe('a Program of about 1 MiB, served by the hook server', () => {
   it('is refused by the workspace when the answer is not the digest the Stack handed over', async () => {
     // A Workspace of the namespace that downloads the Program, as a Stack's does, but expecting
     // other content: what a tampered answer looks like to the fetch container.
-    const url = `${op.programServerUrl}/programs/${ns}/large`;
+    const url = `${op.programServer.url}/programs/${ns}/large`;
     const forged = `sha256:${'0'.repeat(64)}`;
     await op.objects.create({
       apiVersion: 'auto.pulumi.com/v1alpha1',
