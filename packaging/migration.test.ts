@@ -222,7 +222,8 @@ const ROWS: Record<string, { differs: boolean; evidence: string; check: () => bo
   },
   Programs: {
     differs: false,
-    evidence: 'the Program controller attaches the rendered Pulumi.yaml (a ConfigMap) instead of the hooks serving it over HTTP',
+    evidence:
+      'the Program controller attaches the rendered Pulumi.yaml (a ConfigMap) instead of the hooks serving it over HTTP',
     check: () =>
       children('programs').length > 0 ||
       !readRepoFile('hooks/src/http/program-routes.ts').includes("'/programs/:namespace/:name'"),

@@ -41,11 +41,7 @@ export async function fetchProgram(env: NodeJS.ProcessEnv = process.env, l: Fetc
   try {
     token = fs.readFileSync(hostPath(Paths.programToken, env), 'utf8').trim();
   } catch (e) {
-    throw fetchError(
-      'program',
-      url,
-      `cannot read the ServiceAccount token (${errorCode(e) ?? errorMessage(e)})`,
-    );
+    throw fetchError('program', url, `cannot read the ServiceAccount token (${errorCode(e) ?? errorMessage(e)})`);
   }
   let bytes: Buffer | undefined;
   // Three attempts while the answer may change by itself: the hook server has not seen the
