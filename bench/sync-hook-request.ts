@@ -29,7 +29,6 @@ import {
 } from '../hooks/test/builders';
 import { syncStack as syncStackAndItsControllers } from '../hooks/test/controllers';
 import { step } from '../hooks/test/stories';
-import { DEPLOYED_PROGRAM_SERVER } from '../hooks/test/builders';
 import type { KObject } from '../hooks/src/lib/k8s';
 import { recording, restingClock, type Recording } from './recordings';
 
@@ -157,7 +156,7 @@ export function benchHookServer(kind: RequestKind, deps: Pick<ServerDeps, 'logge
 const capturedRecording = () => recording<StackSyncRequest>('steady-state-sync.json', validateStack);
 
 const capturedHook = (file: Recording<StackSyncRequest>): BenchHook => ({
-  config: { ...configFromEnv({}), agentImage: file.agentImage, programServer: DEPLOYED_PROGRAM_SERVER },
+  config: { ...configFromEnv({}), agentImage: file.agentImage, programServer: file.programServer },
   now: restingClock(file.request),
 });
 

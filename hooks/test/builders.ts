@@ -21,12 +21,6 @@ import type { RefLookup } from '../src/git/ref-lookup';
 
 export const NOW = new Date('2026-11-22T10:00:00Z');
 
-/** The program server as manifests/install.yaml deploys it (PROGRAM_SERVER_URL), with a stand-in CA. */
-export const DEPLOYED_PROGRAM_SERVER = {
-  url: 'https://pulumi-mc-hooks.pulumi-system.svc',
-  ca: '-----BEGIN CERTIFICATE-----\ntest CA\n-----END CERTIFICATE-----\n',
-};
-
 export const testConfig: HookConfig = {
   port: 0,
   host: '127.0.0.1',

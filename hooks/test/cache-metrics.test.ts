@@ -9,13 +9,15 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { request as httpRequest } from 'undici';
 import { configFromEnv } from '../src/config';
-import { DEPLOYED_PROGRAM_SERVER } from './builders';
 import { buildServer, type HookServer } from '../src/server';
 
 const REQUESTS = join(__dirname, '..', '..', 'bench', 'requests');
 
-function recorded(file: string): { request: unknown; agentImage: string } {
-  return JSON.parse(readFileSync(join(REQUESTS, file), 'utf8')) as { request: unknown; agentImage: string };
+/** A recording and what the hooks that answered it were configured with (bench/recordings.ts). */
+type Recorded = { request: unknown; agentImage: string; programServer: { url: string; ca: string } };
+
+function recorded(file: string): Recorded {
+  return JSON.parse(readFileSync(join(REQUESTS, file), 'utf8')) as Recorded;
 }
 
 const stack = recorded('steady-state-sync.json');
@@ -51,7 +53,7 @@ describe('cache metrics', () => {
   let server: HookServer;
   beforeAll(async () => {
     server = buildServer(
-      { ...configFromEnv({}), agentImage: stack.agentImage, programServer: DEPLOYED_PROGRAM_SERVER },
+      { ...configFromEnv({}), agentImage: stack.agentImage, programServer: stack.programServer },
       { logger: false },
     );
     await server.app.listen({ port: 0, host: '127.0.0.1' });
@@ -95,7 +97,7 @@ describe('the sync caches of Stacks with large specs', () => {
       {
         ...configFromEnv({ SYNC_CACHE_MAX_BYTES: String(budget) }),
         agentImage: stack.agentImage,
-        programServer: DEPLOYED_PROGRAM_SERVER,
+        programServer: stack.programServer,
       },
       { logger: false },
     );

@@ -14,7 +14,6 @@ import { recording, restingClock } from '../../bench/recordings';
 import { validateStack, validateUpdate, validateWorkspace } from '../../schemas';
 import type { Update, Workspace } from '../../schemas/generated/types';
 import { configFromEnv } from '../src/config';
-import { DEPLOYED_PROGRAM_SERVER } from './builders';
 import { buildServer } from '../src/server';
 import { syncStack, type StackSyncRequest } from '../src/stack/sync';
 import { syncUpdate, type UpdateSyncRequest } from '../src/update/sync';
@@ -32,7 +31,7 @@ const workspace = recording<WorkspaceSyncRequest & { parent: Workspace }>(
 const updates = [1, 2, 3].map((n) =>
   recording<UpdateSyncRequest & { parent: Update }>(`steady-state-update-sync-${n}.json`, validateUpdate),
 );
-const config = { ...configFromEnv({}), agentImage: stack.agentImage, programServer: DEPLOYED_PROGRAM_SERVER };
+const config = { ...configFromEnv({}), agentImage: stack.agentImage, programServer: stack.programServer };
 // The answers depend on the clock: the one the benches answer these requests at too.
 const NOW = restingClock(stack.request);
 
