@@ -47,6 +47,10 @@ const envOf = (d: KindOf<'Deployment'>) =>
     required(d.spec?.template.spec?.containers[0]?.env, `${d.metadata.name} has env`).map((e) => [e.name, e.value]),
   );
 
+/** The hooks' config from a Deployment's env, its PROGRAM_SERVER_CA_FILE (the Secret's ca.crt) read as a stand-in PEM. */
+const deployedConfig = (env: NodeJS.ProcessEnv) =>
+  configFromEnv(env, undefined, () => '-----BEGIN CERTIFICATE-----\nthe Secret ca.crt\n-----END CERTIFICATE-----\n');
+
 describe('chart metadata', () => {
   test('helm lint --strict passes with the default values and with every value changed', async () => {
     for (const args of [[], ['-f', VALUES]]) {
@@ -82,6 +86,7 @@ describe('helm template with the default values', () => {
         'Secret/pulumi-system/pulumi-operator-auth',
         'Secret/pulumi-system/pulumi-operator-tls',
         'ClusterRole/pulumi-operator:hooks',
+        'ClusterRole/pulumi-operator:metrics-reader',
         'ClusterRole/pulumi-operator:stacks-editor',
         'ClusterRole/pulumi-operator:stacks-viewer',
         'ClusterRoleBinding/pulumi-operator:hooks',
@@ -103,7 +108,7 @@ describe('helm template with the default values', () => {
     expect(envOf(d).AGENT_IMAGE).toBe(DEFAULT_AGENT_IMAGE);
     // No workspace image settings: the hooks default to pulumi/pulumi:<supported version>-nonroot.
     expect(envOf(d).WORKSPACE_IMAGE).toBeUndefined();
-    expect(configFromEnv(envOf(d)).workspaceImage).toEqual(DEFAULT_WORKSPACE_IMAGE);
+    expect(deployedConfig(envOf(d)).workspaceImage).toEqual(DEFAULT_WORKSPACE_IMAGE);
     // No bounded-operation settings: no deadline, no ephemeral storage, the images' own registries.
     for (const name of [
       'IMAGE_REGISTRY',
@@ -172,6 +177,8 @@ describe('helm template with the default values', () => {
     const { app } = buildServer(
       {
         ...configFromEnv({ TLS_CERT_FILE: files.cert, TLS_KEY_FILE: files.key, AUTH_TOKEN_FILES: files.token }),
+        // Only the certificate and the token are under test: /metrics open, no API to review scrapers with.
+        metricsAuth: false,
         logLevel: 'silent',
       },
       { logger: false },
@@ -231,6 +238,7 @@ describe('helm template with the default values', () => {
       ['ClusterRole', 'pulumi-mc-hooks:stacks-editor', 'pulumi-operator:stacks-editor'],
       ['ClusterRole', 'pulumi-mc-hooks:stacks-viewer', 'pulumi-operator:stacks-viewer'],
       ['ClusterRole', 'pulumi-mc-hooks:hooks', 'pulumi-operator:hooks'],
+      ['ClusterRole', 'pulumi-mc-hooks:metrics-reader', 'pulumi-operator:metrics-reader'],
     ];
     const strip = (o: K8sObject) => {
       const { metadata, ...rest } = o;
@@ -323,7 +331,7 @@ describe('helm template with every value changed (packaging/testdata/chart-value
       knownHosts,
       findObject(objects, 'ConfigMap', 'platform-pulumi-operator-ssh-known-hosts').data?.known_hosts ?? '',
     );
-    const config = configFromEnv({ ...envOf(d), SSH_KNOWN_HOSTS: knownHosts });
+    const config = deployedConfig({ ...envOf(d), SSH_KNOWN_HOSTS: knownHosts });
     fs.rmSync(dir, { recursive: true, force: true });
     expect(config.sshKnownHosts).toMatch(/^git\.example\.com ssh-ed25519 AAAA/);
     const egress = describeEgress(config.egress);
@@ -645,6 +653,7 @@ describe("upstream's values.yaml, unchanged", () => {
     expect(objects.map(objectKey).sort()).toEqual(
       [
         'ClusterRole/pko-pulumi-operator:hooks',
+        'ClusterRole/pko-pulumi-operator:metrics-reader',
         'ClusterRole/pko-pulumi-operator:stacks-editor',
         'ClusterRole/pko-pulumi-operator:stacks-viewer',
         'ClusterRoleBinding/pko-pulumi-operator:hooks',
@@ -676,7 +685,7 @@ describe("upstream's values.yaml, unchanged", () => {
   test('controller.logLevel and controller.logFormat become LOG_LEVEL and LOG_FORMAT, which the hook server reads', () => {
     expect(envOf(d)).toMatchObject({ LOG_LEVEL: 'info', LOG_FORMAT: 'console' });
     expect(envOf(d).FLUX_MAX_UNTAR_SIZE_BYTES).toBeUndefined(); // flux.maxUntarSizeBytes ""
-    expect(configFromEnv(envOf(d))).toMatchObject({ logLevel: 'info', logFormat: 'console' });
+    expect(deployedConfig(envOf(d))).toMatchObject({ logLevel: 'info', logFormat: 'console' });
   });
 
   test('the strategy, grace period, resources and security contexts are upstream’s, over this chart’s', async () => {
@@ -750,7 +759,10 @@ describe("upstream's values.yaml, unchanged", () => {
       { apiGroups: ['authentication.k8s.io'], resources: ['tokenreviews'], verbs: ['create'] },
       { apiGroups: ['authorization.k8s.io'], resources: ['subjectaccessreviews'], verbs: ['create'] },
     ]);
-    expect(reviews(plain)).toEqual([]);
+    // The program server's TokenReviews stay (objectMetrics.enabled): no SubjectAccessReview.
+    expect(reviews(plain)).toEqual([
+      { apiGroups: ['authentication.k8s.io'], resources: ['tokenreviews'], verbs: ['create'] },
+    ]);
     expect(findObject(objects, 'ClusterRole', 'pko-pulumi-operator:metrics-reader').rules).toEqual([
       { nonResourceURLs: ['/metrics'], verbs: ['get'] },
     ]);
