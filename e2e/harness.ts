@@ -16,24 +16,26 @@ import { promisify } from 'node:util';
 import { loadAll } from 'js-yaml';
 import * as k8s from '@kubernetes/client-node';
 import { Agent, request } from 'undici';
-import type { Stack, StackCondition, StackSpec } from '../schemas/generated/types';
+import type { Stack, StackSpec } from '../schemas/generated/types';
 import { parseWorkspaceStatus, WORKSPACE_STATUS_KEY, type WorkspaceStatus } from '../contract';
 import { configFromEnv, type HookConfig } from '../hooks/src/config';
 import { kubeEventsApi } from '../hooks/src/events/kubernetes';
 import { kubeObjectsApi } from '../hooks/src/objects/kubernetes';
 import type { EventRecorder } from '../hooks/src/events/recorder';
 import { startHookServer, type RunningServer } from '../hooks/src/main';
+import { condition } from '../hooks/test/builders';
 import { makeHookCredentials, type HookCredentials } from '../hooks/test/credentials';
-import { startControlPlane, freePort, type ControlPlane } from './testbed/control-plane';
+import { startControlPlane, type ControlPlane } from './testbed/control-plane';
 import { startControllers } from './testbed/metacontroller-harness';
 import { startNode, type RealNode } from './testbed/node';
 import { requireTestbedEnvironment } from './testbed/node/environment';
 import { ensureImages } from './testbed/images/containerd';
 import { IMAGE_REFS } from './testbed/images/refs';
 import { REPO_ROOT, requireBinaries, requireToolchain } from './testbed/toolchain';
-import { eventually } from './testbed/eventually';
+import { eventually, freePort } from './testbed/helpers';
 
-export { eventually };
+// `stackCondition`: the name before hooks/test/builders.ts's `condition` served the e2e tests too.
+export { condition, condition as stackCondition, eventually };
 
 /** The agent image built from our Dockerfile (e2e/testbed/images), in the node's containerd. */
 export const AGENT_IMAGE = IMAGE_REFS.agent;
@@ -178,14 +180,6 @@ export async function workspaceReport(
   const read = () => op.core.readNamespacedConfigMap({ namespace, name: `${workspace}-workspace-status` });
   if (!(await exists(read))) return undefined;
   return parseWorkspaceStatus((await read()).data?.[WORKSPACE_STATUS_KEY]);
-}
-
-/** A condition of a Stack's (or a Program's) status, by type. */
-export function stackCondition<C extends { type: string } = StackCondition>(
-  object: { status?: { conditions?: C[] } } | undefined,
-  type: string,
-): C | undefined {
-  return (object?.status?.conditions ?? []).find((c) => c.type === type);
 }
 
 /** What the hook server answered. */
@@ -424,7 +418,7 @@ function operatorOf(
         async () => {
           const s = await getStack(namespace, name);
           const ready =
-            stackCondition(s, 'Ready')?.status === 'True' && s.status?.observedGeneration === s.metadata.generation;
+            condition(s, 'Ready')?.status === 'True' && s.status?.observedGeneration === s.metadata.generation;
           return ready && (!after || after(s)) ? s : undefined;
         },
         timeoutMs,

@@ -17,7 +17,7 @@ import { Agent, request } from 'undici';
 import { configFromEnv, DEFAULT_AGENT_IMAGE, DEFAULT_WORKSPACE_IMAGE } from '../hooks/src/config';
 import { describeEgress } from '../hooks/src/git/egress';
 import { buildServer } from '../hooks/src/server';
-import { eventually } from '../e2e/testbed/eventually';
+import { eventually } from '../e2e/testbed/helpers';
 import { IMAGE_REFS } from '../e2e/testbed/images/refs';
 import { type PodBed, startPodBed } from '../e2e/testbed/pod-bed';
 import { ApiClient } from './lib/apply';

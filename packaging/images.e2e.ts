@@ -10,7 +10,7 @@ import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import { Agent, request } from 'undici';
 import { AGENT_COMMAND, Env, WORKSPACE_PORT } from '../contract';
-import { eventually } from '../e2e/testbed/eventually';
+import { eventually } from '../e2e/testbed/helpers';
 import { IMAGE_REFS } from '../e2e/testbed/images/refs';
 import { versions } from '../e2e/testbed/toolchain';
 import { configFromEnv } from '../hooks/src/config';

@@ -11,7 +11,7 @@ import * as readline from 'node:readline';
 import * as k8s from '@kubernetes/client-node';
 import { type ControlPlane, startControlPlane } from './control-plane';
 import { requireToolchain, resolveToolchain, versions } from './toolchain';
-import { eventually, sleep } from './eventually';
+import { eventually, sleep } from './helpers';
 
 let cp: ControlPlane;
 let core: k8s.CoreV1Api;

@@ -8,7 +8,6 @@
  */
 import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { AddressInfo } from 'node:net';
 import { request } from 'undici';
 import { Annotations, SECRET_MASK } from '../../contract';
 import { syncStack, withControllerStatus } from './controllers';
@@ -20,6 +19,7 @@ import {
   stackSyncAnswer,
   updateSyncAnswer,
   workspaceSyncAnswer,
+  listenOnLoopback,
 } from './answers';
 import {
   applyChildren,
@@ -28,8 +28,6 @@ import {
   jobsOf,
   makeProgram,
   makeStack,
-  noLookups,
-  NOW,
   syncRequest,
   testConfig,
   withStatus,
@@ -37,9 +35,9 @@ import {
 } from './builders';
 import { asChild, at } from './children';
 import { LAST_APPLIED_ANNOTATION, type KObject } from '../src/lib/k8s';
+import { ctx } from './stories';
 
 const DIR = join(__dirname, '..', '..', 'examples', 'hooks');
-const ctx = { config: testConfig, now: NOW, lookups: noLookups };
 
 function buildExamples(): Record<string, unknown> {
   const controller = {
@@ -51,14 +49,14 @@ function buildExamples(): Record<string, unknown> {
     envRefs: { PULUMI_CONFIG_PASSPHRASE: { type: 'Literal', literal: { value: 'example' } } },
     backend: 'file:///state',
   });
-  const r1 = syncStack(syncRequest(stack), ctx);
+  const r1 = syncStack(syncRequest(stack), ctx());
   const s1 = withStatus(stack, r1);
   const ready = workspaceBecomesReady(applyChildren([], r1.children));
   // The up is recorded first (status.currentUpdate); the call on that status write makes its Update.
-  const recorded = syncStack(syncRequest(s1, ready), ctx);
+  const recorded = syncStack(syncRequest(s1, ready), ctx());
   const sRecorded = withStatus(s1, recorded);
   const readyRecorded = applyChildren(ready, recorded.children);
-  const r2 = syncStack(syncRequest(sRecorded, readyRecorded), ctx);
+  const r2 = syncStack(syncRequest(sRecorded, readyRecorded), ctx());
   const s2 = withStatus(sRecorded, r2);
   const running = applyChildren(readyRecorded, r2.children);
   const job = at(jobsOf(r2), 0, 'Job');
@@ -117,7 +115,7 @@ function buildExamples(): Record<string, unknown> {
       children: byKind(
         running.filter((o) => o.metadata.name === update.metadata.name && o.kind !== 'Update' && o.kind !== 'Job'),
       ),
-      related: byKind(withControllerStatus(ready, ctx).filter((o) => o.kind === 'Workspace')),
+      related: byKind(withControllerStatus(ready, ctx()).filter((o) => o.kind === 'Workspace')),
     },
     'stack-sync-workspace-ready.json': { controller, ...syncRequest(s1, ready) },
     'stack-sync-start.json': { controller, ...syncRequest(sRecorded, readyRecorded) },
@@ -318,8 +316,7 @@ describe('examples/hooks', () => {
     let close: () => Promise<void>;
     beforeAll(async () => {
       const { app } = buildServer(testConfig, { logger: false });
-      await app.listen({ port: 0, host: '127.0.0.1' });
-      base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+      base = await listenOnLoopback(app);
       close = () => app.close();
     });
     afterAll(() => close());

@@ -10,7 +10,7 @@ import type {
   V1CustomResourceDefinition,
   V1SubjectAccessReview,
 } from '@kubernetes/client-node';
-import { eventually } from '../../e2e/testbed/eventually';
+import { eventually } from '../../e2e/testbed/helpers';
 import type { K8sObject } from './repo';
 
 export interface ApiResult {
