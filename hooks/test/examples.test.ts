@@ -154,142 +154,158 @@ function buildExamples(): Record<string, unknown> {
   };
 }
 
-/** What each example must produce; `check` reads the answer through the reader of its hook's schema. */
-const expectations: Record<string, { path: string; status: number; check: (body: unknown) => void }> = {
-  'stack-customize.json': {
-    path: '/stack/customize',
-    status: 200,
-    check: (body) =>
-      expect(customizeAnswer(body).relatedResources.map((r) => r.resource)).toEqual(['programs', 'configmaps']),
-  },
-  'stack-sync-new.json': {
-    path: '/stack/sync',
-    status: 200,
-    check: (body) => {
-      const b = stackSyncAnswer(body);
-      // The Stack's Workspace; the Workspace controller makes its StatefulSet (workspace-sync.json).
-      expect(b.children.map((c) => `${c.kind}/${c.metadata.name}`)).toEqual(['Workspace/my-stack']);
-      expect(condition(b.status, 'Reconciling')?.message).toBe('waiting for workspace readiness');
+/**
+ * What each example must produce; `check` reads the answer through the reader of its hook's
+ * schema. `readme`: the README's words for it in the curl walkthrough (the comment above its curl),
+ * which `check` holds it to.
+ */
+const expectations: Record<string, { path: string; status: number; readme?: string; check: (body: unknown) => void }> =
+  {
+    'stack-customize.json': {
+      path: '/stack/customize',
+      status: 200,
+      check: (body) =>
+        expect(customizeAnswer(body).relatedResources.map((r) => r.resource)).toEqual(['programs', 'configmaps']),
     },
-  },
-  'workspace-sync.json': {
-    path: '/workspace/sync',
-    status: 200,
-    check: (body) => {
-      const b = workspaceSyncAnswer(body);
-      expect(b.children.map((c) => `${c.kind}/${c.metadata.name}`)).toEqual([
-        'StatefulSet/my-stack-workspace',
-        'Service/my-stack-workspace',
-        'Role/my-stack-workspace',
-        'RoleBinding/my-stack-workspace',
-        'ConfigMap/my-stack-workspace-status',
-      ]);
-      expect(condition(b.status, 'Ready')).toMatchObject({ status: 'False', reason: 'WaitingForReplicas' });
+    'stack-sync-new.json': {
+      path: '/stack/sync',
+      status: 200,
+      readme: 'A new Stack: the hooks ask for its Workspace and wait for it to be ready.',
+      check: (body) => {
+        const b = stackSyncAnswer(body);
+        // The Stack's Workspace; the Workspace controller makes its StatefulSet (workspace-sync.json).
+        expect(b.children.map((c) => `${c.kind}/${c.metadata.name}`)).toEqual(['Workspace/my-stack']);
+        expect(condition(b.status, 'Reconciling')?.message).toBe('waiting for workspace readiness');
+      },
     },
-  },
-  'update-sync.json': {
-    path: '/update/sync',
-    status: 200,
-    check: (body) => {
-      const b = updateSyncAnswer(body);
-      expect(b.children.map((c) => c.kind)).toEqual(['Job', 'ServiceAccount', 'Role', 'RoleBinding']);
-      expect(condition(b.status, 'Progressing')).toMatchObject({ status: 'True' });
+    'workspace-sync.json': {
+      path: '/workspace/sync',
+      status: 200,
+      check: (body) => {
+        const b = workspaceSyncAnswer(body);
+        expect(b.children.map((c) => `${c.kind}/${c.metadata.name}`)).toEqual([
+          'StatefulSet/my-stack-workspace',
+          'Service/my-stack-workspace',
+          'Role/my-stack-workspace',
+          'RoleBinding/my-stack-workspace',
+          'ConfigMap/my-stack-workspace-status',
+        ]);
+        expect(condition(b.status, 'Ready')).toMatchObject({ status: 'False', reason: 'WaitingForReplicas' });
+      },
     },
-  },
-  'stack-sync-workspace-ready.json': {
-    path: '/stack/sync',
-    status: 200,
-    check: (body) => {
-      const b = stackSyncAnswer(body);
-      // Recorded, not made yet: the next call (on this status write) makes the Update.
-      expect(b.children.filter((c) => c.kind === 'Update')).toHaveLength(0);
-      expect(b.status.currentUpdate?.name).toMatch(/^my-stack-up-/);
+    'update-sync.json': {
+      path: '/update/sync',
+      status: 200,
+      check: (body) => {
+        const b = updateSyncAnswer(body);
+        expect(b.children.map((c) => c.kind)).toEqual(['Job', 'ServiceAccount', 'Role', 'RoleBinding']);
+        expect(condition(b.status, 'Progressing')).toMatchObject({ status: 'True' });
+      },
     },
-  },
-  'stack-sync-start.json': {
-    path: '/stack/sync',
-    status: 200,
-    check: (body) => {
-      const b = stackSyncAnswer(body);
-      // The Update the status records; the Update controller runs it as a Job (update-sync.json).
-      expect(b.children.filter((c) => c.kind === 'Update').map((c) => c.metadata.name)).toEqual([
-        b.status.currentUpdate?.name,
-      ]);
+    'stack-sync-workspace-ready.json': {
+      path: '/stack/sync',
+      status: 200,
+      readme:
+        'The workspace is ready: the hooks record the `up` as currentUpdate, and on the next call (to that status write) make its Update, which the Update controller runs as a Job.',
+      check: (body) => {
+        const b = stackSyncAnswer(body);
+        // Recorded, not made yet: the next call (on this status write) makes the Update.
+        expect(b.children.filter((c) => c.kind === 'Update')).toHaveLength(0);
+        expect(b.status.currentUpdate?.name).toMatch(/^my-stack-up-/);
+      },
     },
-  },
-  'stack-sync-running.json': {
-    path: '/stack/sync',
-    status: 200,
-    check: (body) =>
-      expect(condition(stackSyncAnswer(body).status, 'Reconciling')?.message).toBe('stack is being processed'),
-  },
-  'stack-sync-succeeded.json': {
-    path: '/stack/sync',
-    status: 200,
-    check: (body) => {
-      const b = stackSyncAnswer(body);
-      expect(b.status.lastUpdate?.state).toBe('succeeded');
-      expect(b.status.outputs).toEqual({ dbPassword: '[secret]', url: 'https://example.test' });
-      expect(condition(b.status, 'Ready')?.status).toBe('True');
+    'stack-sync-start.json': {
+      path: '/stack/sync',
+      status: 200,
+      readme:
+        'The workspace is ready: the hooks record the `up` as currentUpdate, and on the next call (to that status write) make its Update, which the Update controller runs as a Job.',
+      check: (body) => {
+        const b = stackSyncAnswer(body);
+        // The Update the status records; the Update controller runs it as a Job (update-sync.json).
+        expect(b.children.filter((c) => c.kind === 'Update').map((c) => c.metadata.name)).toEqual([
+          b.status.currentUpdate?.name,
+        ]);
+      },
     },
-  },
-  'stack-sync-invalid.json': {
-    path: '/stack/sync',
-    status: 200,
-    check: (body) => {
-      const b = stackSyncAnswer(body);
-      expect(condition(b.status, 'Stalled')).toMatchObject({
-        reason: 'SpecInvalid',
-        message: 'spec.commit, spec.branch: missing "commit" or "branch"; set one of them',
-      });
-      // Everything it had is kept: its Workspace and its Update.
-      expect(b.children.map((c) => c.kind)).toEqual(['Workspace', 'Update']);
+    'stack-sync-running.json': {
+      path: '/stack/sync',
+      status: 200,
+      check: (body) =>
+        expect(condition(stackSyncAnswer(body).status, 'Reconciling')?.message).toBe('stack is being processed'),
     },
-  },
-  'stack-sync-changed-child.json': {
-    path: '/stack/sync',
-    status: 409,
-    check: (body) =>
-      expect(errorAnswer(body)).toMatchObject({
-        error: 'Conflict',
-        field: '/children/Workspace.auto.pulumi.com~1v1alpha1/team-a~1my-stack',
-        message: expect.stringContaining('is not what the operator last applied') as string,
-      }),
-  },
-  'stack-sync-program-missing.json': {
-    path: '/stack/sync',
-    status: 200,
-    check: (body) => {
-      const b = stackSyncAnswer(body);
-      expect(condition(b.status, 'Stalled')?.reason).toBe('SourceUnavailable');
-      expect(b.resyncAfterSeconds).toBe(30);
+    'stack-sync-succeeded.json': {
+      path: '/stack/sync',
+      status: 200,
+      readme: 'The Job reported success: lastUpdate, outputs (secrets masked as "[secret]"), Ready=True.',
+      check: (body) => {
+        const b = stackSyncAnswer(body);
+        expect(b.status.lastUpdate?.state).toBe('succeeded');
+        expect(b.status.outputs).toEqual({ dbPassword: '[secret]', url: 'https://example.test' });
+        expect(condition(b.status, 'Ready')?.status).toBe('True');
+      },
     },
-  },
-  'stack-finalize.json': {
-    path: '/stack/finalize',
-    status: 200,
-    check: (body) => expect(stackSyncAnswer(body).finalized).toBe(true),
-  },
-  'program-sync.json': {
-    path: '/program/sync',
-    status: 200,
-    check: (body) => {
-      const b = programSyncAnswer(body);
-      expect(b.status.artifact?.revision).toBe('1');
-      expect(asChild(b.attachments[0], 'ConfigMap').data?.['Pulumi.yaml']).toContain('name: my-program');
+    'stack-sync-invalid.json': {
+      path: '/stack/sync',
+      status: 200,
+      readme: 'A typo in the spec: Stalled/SpecInvalid says what to fix, and every child is kept as it was.',
+      check: (body) => {
+        const b = stackSyncAnswer(body);
+        expect(condition(b.status, 'Stalled')).toMatchObject({
+          reason: 'SpecInvalid',
+          message: 'spec.commit, spec.branch: missing "commit" or "branch"; set one of them',
+        });
+        // Everything it had is kept: its Workspace and its Update.
+        expect(b.children.map((c) => c.kind)).toEqual(['Workspace', 'Update']);
+      },
     },
-  },
-  'malformed-no-parent.json': {
-    path: '/stack/sync',
-    status: 400,
-    check: (body) =>
-      expect(errorAnswer(body)).toMatchObject({
-        error: 'Bad Request',
-        field: '/parent',
-        message: '/parent is required',
-      }),
-  },
-};
+    'stack-sync-changed-child.json': {
+      path: '/stack/sync',
+      status: 409,
+      readme:
+        "The same, but someone rewrote the Workspace's last-applied copy: HTTP 409 naming the child, nothing kept.",
+      check: (body) =>
+        expect(errorAnswer(body)).toMatchObject({
+          error: 'Conflict',
+          field: '/children/Workspace.auto.pulumi.com~1v1alpha1/team-a~1my-stack',
+          message: expect.stringContaining('is not what the operator last applied') as string,
+        }),
+    },
+    'stack-sync-program-missing.json': {
+      path: '/stack/sync',
+      status: 200,
+      check: (body) => {
+        const b = stackSyncAnswer(body);
+        expect(condition(b.status, 'Stalled')?.reason).toBe('SourceUnavailable');
+        expect(b.resyncAfterSeconds).toBe(30);
+      },
+    },
+    'stack-finalize.json': {
+      path: '/stack/finalize',
+      status: 200,
+      check: (body) => expect(stackSyncAnswer(body).finalized).toBe(true),
+    },
+    'program-sync.json': {
+      path: '/program/sync',
+      status: 200,
+      check: (body) => {
+        const b = programSyncAnswer(body);
+        expect(b.status.artifact?.revision).toBe('1');
+        expect(asChild(b.attachments[0], 'ConfigMap').data?.['Pulumi.yaml']).toContain('name: my-program');
+      },
+    },
+    'malformed-no-parent.json': {
+      path: '/stack/sync',
+      status: 400,
+      readme:
+        'A malformed request: HTTP 400 naming the field as a JSON Pointer: {"error":"Bad Request","field":"/parent","message":"/parent is required"}',
+      check: (body) =>
+        expect(errorAnswer(body)).toMatchObject({
+          error: 'Bad Request',
+          field: '/parent',
+          message: '/parent is required',
+        }),
+    },
+  };
 
 describe('examples/hooks', () => {
   const examples = buildExamples();
@@ -309,6 +325,51 @@ describe('examples/hooks', () => {
 
   it('each has an expectation', () => {
     expect(Object.keys(expectations).sort()).toEqual(Object.keys(examples).sort());
+  });
+
+  describe("the README's curl walkthrough", () => {
+    const walkthrough = readmeWalkthrough();
+
+    it('posts each example to the path its hook serves, with the words its expectation holds it to', () => {
+      expect(walkthrough.curls.length).toBeGreaterThan(0);
+      for (const c of walkthrough.curls) {
+        const e = expectations[c.file];
+        expect({ file: c.file, path: e?.path, readme: e?.readme }).toEqual({
+          file: c.file,
+          path: c.path,
+          readme: c.claim,
+        });
+      }
+      // Every example with README words is in the walkthrough.
+      const walked = new Set(walkthrough.curls.map((c) => c.file));
+      for (const [file, e] of Object.entries(expectations)) if (e.readme !== undefined) expect(walked).toContain(file);
+    });
+
+    it('names every other example, with the path it is posted to', () => {
+      const walked = new Set(walkthrough.curls.map((c) => c.file));
+      const others = Object.keys(expectations).filter((f) => !walked.has(f));
+      expect(Object.keys(walkthrough.alsoThere).sort()).toEqual(others.sort());
+      for (const [file, path] of Object.entries(walkthrough.alsoThere)) expect(path).toBe(expectations[file]?.path);
+    });
+
+    it('shows the exact answer where it prints one', async () => {
+      const shown = walkthrough.curls.filter((c) => /\{.*\}/.test(c.claim));
+      expect(shown.map((c) => c.file)).toEqual(['malformed-no-parent.json']);
+      const { app } = buildServer(testConfig, { logger: false });
+      try {
+        const base = await listenOnLoopback(app);
+        for (const c of shown) {
+          const res = await request(`${base}${c.path}`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json' },
+            body: readFileSync(join(DIR, c.file)),
+          });
+          expect(await res.body.json()).toEqual(JSON.parse(/\{.*\}/.exec(c.claim)![0]));
+        }
+      } finally {
+        await app.close();
+      }
+    });
   });
 
   describe('posted to a real server (as the README does with curl)', () => {
@@ -335,6 +396,37 @@ describe('examples/hooks', () => {
 });
 
 export { Annotations };
+
+/**
+ * The README's section "Try the hooks with curl": each curl of its code block (the example file,
+ * the path, and the comment above it, the claim), and the examples its "Also there:" sentence
+ * names (file -> path).
+ */
+function readmeWalkthrough(): {
+  curls: { file: string; path: string; claim: string }[];
+  alsoThere: Record<string, string | undefined>;
+} {
+  const readme = readFileSync(join(__dirname, '..', '..', 'README.md'), 'utf8');
+  const section = readme.split('\n## Try the hooks with curl\n')[1]?.split('\n## ')[0] ?? '';
+  const block = /```sh\n([\s\S]*?)```/.exec(section)?.[1] ?? '';
+  const curls: { file: string; path: string; claim: string }[] = [];
+  let comment: string[] = [];
+  let claim = '';
+  for (const line of block.split('\n')) {
+    const c = /^# ?(.*)$/.exec(line.trim());
+    if (c) {
+      comment.push(c[1]!);
+      continue;
+    }
+    if (comment.length > 0) [claim, comment] = [comment.join(' '), []];
+    const curl = /^curl .*localhost:8080(\/\S+) .*-d @examples\/hooks\/(\S+\.json)/.exec(line.trim());
+    if (curl) curls.push({ file: curl[2]!, path: curl[1]!, claim });
+  }
+  const also = /\nAlso there: ([\s\S]*?)\.\n/.exec(section)?.[1] ?? '';
+  const alsoThere: Record<string, string | undefined> = {};
+  for (const m of also.matchAll(/`([\w-]+\.json)`(?: \(`(\/[\w/]+)`)?/g)) alsoThere[m[1]!] = m[2];
+  return { curls, alsoThere };
+}
 
 function withoutProgramRef<T extends { programRef?: unknown }>(spec: T): Omit<T, 'programRef'> {
   const rest: T = { ...spec };
