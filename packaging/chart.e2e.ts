@@ -25,7 +25,7 @@ import { CHART_DIR, helm, helmTemplate, removeHelmHome } from './lib/helm';
 import {
   findObject,
   isKind,
-  type K8sObject,
+  type KObject,
   type KindOf,
   type KnownKinds,
   loadObjects,
@@ -70,7 +70,7 @@ describe('chart metadata', () => {
 });
 
 describe('helm template with the default values', () => {
-  let objects: K8sObject[];
+  let objects: KObject[];
   beforeAll(async () => {
     ({ objects } = await helmTemplate('pulumi-operator', 'pulumi-system'));
   }, 60_000);
@@ -228,7 +228,7 @@ describe('helm template with the default values', () => {
       ['ClusterRole', 'pulumi-mc-hooks:stacks-viewer', 'pulumi-operator:stacks-viewer'],
       ['ClusterRole', 'pulumi-mc-hooks:hooks', 'pulumi-operator:hooks'],
     ];
-    const strip = (o: K8sObject) => {
+    const strip = (o: KObject) => {
       const { metadata, ...rest } = o;
       return {
         ...rest,
@@ -275,7 +275,7 @@ describe('helm template with the default values', () => {
 });
 
 describe('helm template with every value changed (packaging/testdata/chart-values.yaml)', () => {
-  let objects: K8sObject[];
+  let objects: KObject[];
   let d: KindOf<'Deployment'>;
   let pod: V1PodSpec;
   beforeAll(async () => {
@@ -587,13 +587,13 @@ async function ourHookPod(release: string, namespace: string): Promise<V1PodSpec
 }
 
 /** Objects without the data of Secrets: the chart generates the hooks' certificate and token anew on each rendering. */
-const withoutSecretData = (objects: K8sObject[]) =>
+const withoutSecretData = (objects: KObject[]) =>
   objects.map((o) => (o.kind === 'Secret' ? { ...o, data: undefined } : o));
 const keysOfRows = (treatment: Treatment) =>
   helmValuesRows.filter((r) => r.treatment === treatment).flatMap((r) => r.keys);
 
 describe("upstream's values.yaml, unchanged", () => {
-  let objects: K8sObject[];
+  let objects: KObject[];
   let d: KindOf<'Deployment'>;
   let pod: V1PodSpec;
   beforeAll(async () => {
@@ -708,7 +708,7 @@ describe("upstream's values.yaml, unchanged", () => {
 });
 
 describe('every upstream value ours honours, changed (packaging/testdata/upstream-values-changed.yaml)', () => {
-  let objects: K8sObject[];
+  let objects: KObject[];
   let d: KindOf<'Deployment'>;
   let pod: V1PodSpec;
   let hooks: V1Container;
@@ -975,7 +975,7 @@ describe("helm install of upstream's values.yaml on the test bed", () => {
 
   beforeAll(async () => {
     bed = await startPodBed('pulumi-kubernetes-operator');
-    api = new ApiClient(bed.cp.server, bed.cp.adminToken, bed.cp.caData);
+    api = new ApiClient(bed.cp.kubeConfig);
     const standIns = loadObjects(
       readRepoFile('packaging/testdata/metacontroller-crds.yaml'),
       'metacontroller-crds.yaml',
@@ -985,6 +985,7 @@ describe("helm install of upstream's values.yaml on the test bed", () => {
   }, 300_000);
 
   afterAll(async () => {
+    await api?.close();
     await bed?.stop();
   });
 
