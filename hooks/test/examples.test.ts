@@ -159,153 +159,157 @@ function buildExamples(): Record<string, unknown> {
  * schema. `readme`: the README's words for it in the curl walkthrough (the comment above its curl),
  * which `check` holds it to.
  */
-const expectations: Record<string, { path: string; status: number; readme?: string; check: (body: unknown) => void }> =
-  {
-    'stack-customize.json': {
-      path: '/stack/customize',
-      status: 200,
-      check: (body) =>
-        expect(customizeAnswer(body).relatedResources.map((r) => r.resource)).toEqual(['programs', 'configmaps']),
+interface Expectation {
+  path: string;
+  status: number;
+  readme?: string;
+  check: (body: unknown) => void;
+}
+const expectations: Record<string, Expectation> = {
+  'stack-customize.json': {
+    path: '/stack/customize',
+    status: 200,
+    check: (body) =>
+      expect(customizeAnswer(body).relatedResources.map((r) => r.resource)).toEqual(['programs', 'configmaps']),
+  },
+  'stack-sync-new.json': {
+    path: '/stack/sync',
+    status: 200,
+    readme: 'A new Stack: the hooks ask for its Workspace and wait for it to be ready.',
+    check: (body) => {
+      const b = stackSyncAnswer(body);
+      // The Stack's Workspace; the Workspace controller makes its StatefulSet (workspace-sync.json).
+      expect(b.children.map((c) => `${c.kind}/${c.metadata.name}`)).toEqual(['Workspace/my-stack']);
+      expect(condition(b.status, 'Reconciling')?.message).toBe('waiting for workspace readiness');
     },
-    'stack-sync-new.json': {
-      path: '/stack/sync',
-      status: 200,
-      readme: 'A new Stack: the hooks ask for its Workspace and wait for it to be ready.',
-      check: (body) => {
-        const b = stackSyncAnswer(body);
-        // The Stack's Workspace; the Workspace controller makes its StatefulSet (workspace-sync.json).
-        expect(b.children.map((c) => `${c.kind}/${c.metadata.name}`)).toEqual(['Workspace/my-stack']);
-        expect(condition(b.status, 'Reconciling')?.message).toBe('waiting for workspace readiness');
-      },
+  },
+  'workspace-sync.json': {
+    path: '/workspace/sync',
+    status: 200,
+    check: (body) => {
+      const b = workspaceSyncAnswer(body);
+      expect(b.children.map((c) => `${c.kind}/${c.metadata.name}`)).toEqual([
+        'StatefulSet/my-stack-workspace',
+        'Service/my-stack-workspace',
+        'Role/my-stack-workspace',
+        'RoleBinding/my-stack-workspace',
+        'ConfigMap/my-stack-workspace-status',
+      ]);
+      expect(condition(b.status, 'Ready')).toMatchObject({ status: 'False', reason: 'WaitingForReplicas' });
     },
-    'workspace-sync.json': {
-      path: '/workspace/sync',
-      status: 200,
-      check: (body) => {
-        const b = workspaceSyncAnswer(body);
-        expect(b.children.map((c) => `${c.kind}/${c.metadata.name}`)).toEqual([
-          'StatefulSet/my-stack-workspace',
-          'Service/my-stack-workspace',
-          'Role/my-stack-workspace',
-          'RoleBinding/my-stack-workspace',
-          'ConfigMap/my-stack-workspace-status',
-        ]);
-        expect(condition(b.status, 'Ready')).toMatchObject({ status: 'False', reason: 'WaitingForReplicas' });
-      },
+  },
+  'update-sync.json': {
+    path: '/update/sync',
+    status: 200,
+    check: (body) => {
+      const b = updateSyncAnswer(body);
+      expect(b.children.map((c) => c.kind)).toEqual(['Job', 'ServiceAccount', 'Role', 'RoleBinding']);
+      expect(condition(b.status, 'Progressing')).toMatchObject({ status: 'True' });
     },
-    'update-sync.json': {
-      path: '/update/sync',
-      status: 200,
-      check: (body) => {
-        const b = updateSyncAnswer(body);
-        expect(b.children.map((c) => c.kind)).toEqual(['Job', 'ServiceAccount', 'Role', 'RoleBinding']);
-        expect(condition(b.status, 'Progressing')).toMatchObject({ status: 'True' });
-      },
+  },
+  'stack-sync-workspace-ready.json': {
+    path: '/stack/sync',
+    status: 200,
+    readme:
+      'The workspace is ready: the hooks record the `up` as currentUpdate, and on the next call (to that status write) make its Update, which the Update controller runs as a Job.',
+    check: (body) => {
+      const b = stackSyncAnswer(body);
+      // Recorded, not made yet: the next call (on this status write) makes the Update.
+      expect(b.children.filter((c) => c.kind === 'Update')).toHaveLength(0);
+      expect(b.status.currentUpdate?.name).toMatch(/^my-stack-up-/);
     },
-    'stack-sync-workspace-ready.json': {
-      path: '/stack/sync',
-      status: 200,
-      readme:
-        'The workspace is ready: the hooks record the `up` as currentUpdate, and on the next call (to that status write) make its Update, which the Update controller runs as a Job.',
-      check: (body) => {
-        const b = stackSyncAnswer(body);
-        // Recorded, not made yet: the next call (on this status write) makes the Update.
-        expect(b.children.filter((c) => c.kind === 'Update')).toHaveLength(0);
-        expect(b.status.currentUpdate?.name).toMatch(/^my-stack-up-/);
-      },
+  },
+  'stack-sync-start.json': {
+    path: '/stack/sync',
+    status: 200,
+    readme:
+      'The workspace is ready: the hooks record the `up` as currentUpdate, and on the next call (to that status write) make its Update, which the Update controller runs as a Job.',
+    check: (body) => {
+      const b = stackSyncAnswer(body);
+      // The Update the status records; the Update controller runs it as a Job (update-sync.json).
+      expect(b.children.filter((c) => c.kind === 'Update').map((c) => c.metadata.name)).toEqual([
+        b.status.currentUpdate?.name,
+      ]);
     },
-    'stack-sync-start.json': {
-      path: '/stack/sync',
-      status: 200,
-      readme:
-        'The workspace is ready: the hooks record the `up` as currentUpdate, and on the next call (to that status write) make its Update, which the Update controller runs as a Job.',
-      check: (body) => {
-        const b = stackSyncAnswer(body);
-        // The Update the status records; the Update controller runs it as a Job (update-sync.json).
-        expect(b.children.filter((c) => c.kind === 'Update').map((c) => c.metadata.name)).toEqual([
-          b.status.currentUpdate?.name,
-        ]);
-      },
+  },
+  'stack-sync-running.json': {
+    path: '/stack/sync',
+    status: 200,
+    check: (body) =>
+      expect(condition(stackSyncAnswer(body).status, 'Reconciling')?.message).toBe('stack is being processed'),
+  },
+  'stack-sync-succeeded.json': {
+    path: '/stack/sync',
+    status: 200,
+    readme: 'The Job reported success: lastUpdate, outputs (secrets masked as "[secret]"), Ready=True.',
+    check: (body) => {
+      const b = stackSyncAnswer(body);
+      expect(b.status.lastUpdate?.state).toBe('succeeded');
+      expect(b.status.outputs).toEqual({ dbPassword: '[secret]', url: 'https://example.test' });
+      expect(condition(b.status, 'Ready')?.status).toBe('True');
     },
-    'stack-sync-running.json': {
-      path: '/stack/sync',
-      status: 200,
-      check: (body) =>
-        expect(condition(stackSyncAnswer(body).status, 'Reconciling')?.message).toBe('stack is being processed'),
+  },
+  'stack-sync-invalid.json': {
+    path: '/stack/sync',
+    status: 200,
+    readme: 'A typo in the spec: Stalled/SpecInvalid says what to fix, and every child is kept as it was.',
+    check: (body) => {
+      const b = stackSyncAnswer(body);
+      expect(condition(b.status, 'Stalled')).toMatchObject({
+        reason: 'SpecInvalid',
+        message: 'spec.commit, spec.branch: missing "commit" or "branch"; set one of them',
+      });
+      // Everything it had is kept: its Workspace and its Update.
+      expect(b.children.map((c) => c.kind)).toEqual(['Workspace', 'Update']);
     },
-    'stack-sync-succeeded.json': {
-      path: '/stack/sync',
-      status: 200,
-      readme: 'The Job reported success: lastUpdate, outputs (secrets masked as "[secret]"), Ready=True.',
-      check: (body) => {
-        const b = stackSyncAnswer(body);
-        expect(b.status.lastUpdate?.state).toBe('succeeded');
-        expect(b.status.outputs).toEqual({ dbPassword: '[secret]', url: 'https://example.test' });
-        expect(condition(b.status, 'Ready')?.status).toBe('True');
-      },
+  },
+  'stack-sync-changed-child.json': {
+    path: '/stack/sync',
+    status: 409,
+    readme: "The same, but someone rewrote the Workspace's last-applied copy: HTTP 409 naming the child, nothing kept.",
+    check: (body) =>
+      expect(errorAnswer(body)).toMatchObject({
+        error: 'Conflict',
+        field: '/children/Workspace.auto.pulumi.com~1v1alpha1/team-a~1my-stack',
+        message: expect.stringContaining('is not what the operator last applied') as string,
+      }),
+  },
+  'stack-sync-program-missing.json': {
+    path: '/stack/sync',
+    status: 200,
+    check: (body) => {
+      const b = stackSyncAnswer(body);
+      expect(condition(b.status, 'Stalled')?.reason).toBe('SourceUnavailable');
+      expect(b.resyncAfterSeconds).toBe(30);
     },
-    'stack-sync-invalid.json': {
-      path: '/stack/sync',
-      status: 200,
-      readme: 'A typo in the spec: Stalled/SpecInvalid says what to fix, and every child is kept as it was.',
-      check: (body) => {
-        const b = stackSyncAnswer(body);
-        expect(condition(b.status, 'Stalled')).toMatchObject({
-          reason: 'SpecInvalid',
-          message: 'spec.commit, spec.branch: missing "commit" or "branch"; set one of them',
-        });
-        // Everything it had is kept: its Workspace and its Update.
-        expect(b.children.map((c) => c.kind)).toEqual(['Workspace', 'Update']);
-      },
+  },
+  'stack-finalize.json': {
+    path: '/stack/finalize',
+    status: 200,
+    check: (body) => expect(stackSyncAnswer(body).finalized).toBe(true),
+  },
+  'program-sync.json': {
+    path: '/program/sync',
+    status: 200,
+    check: (body) => {
+      const b = programSyncAnswer(body);
+      expect(b.status.artifact?.revision).toBe('1');
+      expect(asChild(b.attachments[0], 'ConfigMap').data?.['Pulumi.yaml']).toContain('name: my-program');
     },
-    'stack-sync-changed-child.json': {
-      path: '/stack/sync',
-      status: 409,
-      readme:
-        "The same, but someone rewrote the Workspace's last-applied copy: HTTP 409 naming the child, nothing kept.",
-      check: (body) =>
-        expect(errorAnswer(body)).toMatchObject({
-          error: 'Conflict',
-          field: '/children/Workspace.auto.pulumi.com~1v1alpha1/team-a~1my-stack',
-          message: expect.stringContaining('is not what the operator last applied') as string,
-        }),
-    },
-    'stack-sync-program-missing.json': {
-      path: '/stack/sync',
-      status: 200,
-      check: (body) => {
-        const b = stackSyncAnswer(body);
-        expect(condition(b.status, 'Stalled')?.reason).toBe('SourceUnavailable');
-        expect(b.resyncAfterSeconds).toBe(30);
-      },
-    },
-    'stack-finalize.json': {
-      path: '/stack/finalize',
-      status: 200,
-      check: (body) => expect(stackSyncAnswer(body).finalized).toBe(true),
-    },
-    'program-sync.json': {
-      path: '/program/sync',
-      status: 200,
-      check: (body) => {
-        const b = programSyncAnswer(body);
-        expect(b.status.artifact?.revision).toBe('1');
-        expect(asChild(b.attachments[0], 'ConfigMap').data?.['Pulumi.yaml']).toContain('name: my-program');
-      },
-    },
-    'malformed-no-parent.json': {
-      path: '/stack/sync',
-      status: 400,
-      readme:
-        'A malformed request: HTTP 400 naming the field as a JSON Pointer: {"error":"Bad Request","field":"/parent","message":"/parent is required"}',
-      check: (body) =>
-        expect(errorAnswer(body)).toMatchObject({
-          error: 'Bad Request',
-          field: '/parent',
-          message: '/parent is required',
-        }),
-    },
-  };
+  },
+  'malformed-no-parent.json': {
+    path: '/stack/sync',
+    status: 400,
+    readme:
+      'A malformed request: HTTP 400 naming the field as a JSON Pointer: {"error":"Bad Request","field":"/parent","message":"/parent is required"}',
+    check: (body) =>
+      expect(errorAnswer(body)).toMatchObject({
+        error: 'Bad Request',
+        field: '/parent',
+        message: '/parent is required',
+      }),
+  },
+};
 
 describe('examples/hooks', () => {
   const examples = buildExamples();
