@@ -19,7 +19,6 @@ import { RESTRICTED_POD_SECURITY } from '../hooks/src/workspace/pod';
 import { stackJob, stackWorkspacePod } from '../hooks/test/controllers';
 import { makeHookCredentials } from '../hooks/test/credentials';
 import type { CompositeSyncResponse, Stack } from '../schemas';
-import { httpRequest } from './lib/http';
 import {
   deleteAndWatchEnd,
   imageConfigOf,
@@ -233,9 +232,10 @@ describe('agent image', () => {
     await bed.core.createNamespacedPod({ namespace: bed.ns, body });
     const ip = await runningWithIp(bed, 'agent-serve');
     const health = await eventually('GET /healthz of the workspace server', async () => {
-      const r = await httpRequest(`http://${ip}:${WORKSPACE_PORT}/healthz`);
-      return r.status === 200 ? r : undefined;
+      const r = await request(`http://${ip}:${WORKSPACE_PORT}/healthz`, { headersTimeout: 5000, bodyTimeout: 5000 });
+      await r.body.dump();
+      return r.statusCode === 200 ? r : undefined;
     });
-    expect(health.status).toBe(200);
+    expect(health.statusCode).toBe(200);
   });
 });
