@@ -3,8 +3,7 @@
  * helpers (testbed/cluster.ts), fixtures (testbed/fixtures.ts) and the shared waits and conditions.
  * The set-up with jest's hooks is suite.ts.
  */
-// stackCondition: the old name, kept for scenario files written before the move (one name after the merge).
-export { condition, condition as stackCondition } from '../hooks/test/builders';
+export { condition } from '../hooks/test/builders';
 export * from './testbed/cluster';
 export * from './testbed/fixtures';
 export { eventually } from './testbed/helpers';
