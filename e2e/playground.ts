@@ -25,7 +25,8 @@ async function main(): Promise<void> {
   const started = Date.now();
   console.log('playground: starting the control plane, the node, Metacontroller and the hooks…');
   const op = await startOperator();
-  const dir = mkdtempSync(join(tmpdir(), 'pko-playground-'));
+  // In the run's directory, which run-in-testbed.sh removes however this ends.
+  const dir = mkdtempSync(join(process.env.PKO_TESTBED_DIR ?? tmpdir(), 'playground-'));
   let stopping: Promise<void> | undefined;
   const stop = (signal: string): Promise<void> =>
     (stopping ??= (async () => {
