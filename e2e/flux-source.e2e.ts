@@ -16,14 +16,13 @@ import * as k8s from '@kubernetes/client-node';
 import { expect } from '@jest/globals';
 import * as tar from 'tar';
 import type { Stack } from '../schemas/generated/types';
-import { e2eStackSpec, eventually, type Operator, stackCondition } from './harness';
+import { e2eStackSpec, eventually, type Operator, condition } from './harness';
 import { e2eSuite } from './suite';
 import { testServerHost } from './testbed/node/environment';
 
 let op: Operator;
 const getStack = (ns: string, name: string) => op.getStack(ns, name);
 const readyStack = (...args: Parameters<Operator['readyStack']>) => op.readyStack(...args);
-const condition = stackCondition;
 let artifacts: ArtifactServer;
 
 const FLUX_GROUP = 'source.toolkit.fluxcd.io';

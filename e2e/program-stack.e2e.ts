@@ -11,7 +11,7 @@ import { Agent, request } from 'undici';
 import { MAX_OUTPUTS_ANNOTATION_BYTES } from '../contract';
 import { syncProgram } from '../hooks/src/program/sync';
 import type { Program } from '../schemas/generated/types';
-import { defined, e2eStackSpec, eventually, exists, stackCondition, type Operator, greetingProgram } from './harness';
+import { defined, e2eStackSpec, eventually, exists, condition, type Operator, greetingProgram } from './harness';
 import { e2eSuite } from './suite';
 
 let op: Operator;
@@ -85,7 +85,7 @@ describe('a Program Stack', () => {
     // Plain HTTP on the hook port gets no answer at all: it is a TLS port.
     await expect(request(`http://127.0.0.1:${op.hooksPort}/healthz`)).rejects.toThrow();
     // And the Stack is still Ready, its status untouched by the refused calls.
-    expect(stackCondition(await getStack(ns, 'hello'), 'Ready')?.status).toBe('True');
+    expect(condition(await getStack(ns, 'hello'), 'Ready')?.status).toBe('True');
   });
 
   it('shows upstream printer columns', async () => {
@@ -161,7 +161,7 @@ describe('a Program Stack', () => {
     // "huge" alone is over the budget: the other two are shown, the secret one still masked.
     expect(after.status?.outputs).toEqual({ greeting: 'bonjour', secretWord: '[secret]' });
     const job = defined(after.status?.lastUpdate?.name, 'lastUpdate.name');
-    const truncated = stackCondition(after, 'OutputsTruncated');
+    const truncated = condition(after, 'OutputsTruncated');
     expect(truncated).toMatchObject({ status: 'True', reason: 'OutputsTooLarge' });
     expect(truncated?.message).toContain("status.outputs holds 2 of the stack's 3 outputs");
     expect(truncated?.message).toContain(`Secret ${job}-stack-outputs`);
@@ -200,7 +200,7 @@ describe('a Program Stack', () => {
     const later = await getStack(ns, 'hello');
     expect(later.status?.lastUpdate).toEqual(after.status?.lastUpdate);
     expect(later.status?.outputs).toEqual({ greeting: 'bonjour', secretWord: '[secret]' });
-    expect(stackCondition(later, 'Ready')?.status).toBe('True');
+    expect(condition(later, 'Ready')?.status).toBe('True');
   });
 
   it('shows all outputs again, and drops the condition, once they fit', async () => {
@@ -208,7 +208,7 @@ describe('a Program Stack', () => {
     await patch('programs', { program: { outputs: { huge: null, small: 'fits' } } });
     const after = await readyStack(ns, 'hello', (s) => s.status?.lastUpdate?.name !== before.status?.lastUpdate?.name);
     expect(after.status?.outputs).toEqual({ greeting: 'bonjour', secretWord: '[secret]', small: 'fits' });
-    expect(stackCondition(after, 'OutputsTruncated')).toBeUndefined();
+    expect(condition(after, 'OutputsTruncated')).toBeUndefined();
   });
 
   it('is destroyed and removed on delete with destroyOnFinalize', async () => {
@@ -247,7 +247,7 @@ describe('a Program larger than its ConfigMap may carry', () => {
     program: { variables: { blob: text }, outputs: { size: 'counted' } },
   });
   const programCondition = async (name: string, type: string) =>
-    stackCondition(
+    condition(
       (await op.custom.getNamespacedCustomObject({
         group: 'pulumi.com',
         version: 'v1',
@@ -277,10 +277,10 @@ describe('a Program larger than its ConfigMap may carry', () => {
     expect(stalled.message).toContain('262144 bytes (256 KiB) of annotations');
     const stack = await eventually('the Stack to stall', async () => {
       const s = await op.getStack(ns, 'toolarge');
-      return stackCondition(s, 'Stalled')?.status === 'True' ? s : undefined;
+      return condition(s, 'Stalled')?.status === 'True' ? s : undefined;
     });
-    expect(stackCondition(stack, 'Stalled')?.reason).toBe('SourceUnavailable');
-    expect(stackCondition(stack, 'Stalled')?.message).toContain('renders to a Pulumi.yaml of');
+    expect(condition(stack, 'Stalled')?.reason).toBe('SourceUnavailable');
+    expect(condition(stack, 'Stalled')?.message).toContain('renders to a Pulumi.yaml of');
     expect(await configMapExists('toolarge')).toBe(false);
   });
 

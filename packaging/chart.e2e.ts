@@ -17,7 +17,7 @@ import { Agent, request } from 'undici';
 import { configFromEnv, DEFAULT_AGENT_IMAGE, DEFAULT_WORKSPACE_IMAGE } from '../hooks/src/config';
 import { describeEgress } from '../hooks/src/git/egress';
 import { buildServer } from '../hooks/src/server';
-import { eventually } from '../e2e/testbed/eventually';
+import { eventually } from '../e2e/testbed/helpers';
 import { IMAGE_REFS } from '../e2e/testbed/images/refs';
 import { type PodBed, startPodBed } from '../e2e/testbed/pod-bed';
 import { ApiClient } from './lib/apply';
@@ -25,7 +25,7 @@ import { CHART_DIR, helm, helmTemplate, removeHelmHome } from './lib/helm';
 import {
   findObject,
   isKind,
-  type K8sObject,
+  type KObject,
   type KindOf,
   type KnownKinds,
   loadObjects,
@@ -70,7 +70,7 @@ describe('chart metadata', () => {
 });
 
 describe('helm template with the default values', () => {
-  let objects: K8sObject[];
+  let objects: KObject[];
   beforeAll(async () => {
     ({ objects } = await helmTemplate('pulumi-operator', 'pulumi-system'));
   }, 60_000);
@@ -228,7 +228,7 @@ describe('helm template with the default values', () => {
       ['ClusterRole', 'pulumi-mc-hooks:stacks-viewer', 'pulumi-operator:stacks-viewer'],
       ['ClusterRole', 'pulumi-mc-hooks:hooks', 'pulumi-operator:hooks'],
     ];
-    const strip = (o: K8sObject) => {
+    const strip = (o: KObject) => {
       const { metadata, ...rest } = o;
       return {
         ...rest,
@@ -275,7 +275,7 @@ describe('helm template with the default values', () => {
 });
 
 describe('helm template with every value changed (packaging/testdata/chart-values.yaml)', () => {
-  let objects: K8sObject[];
+  let objects: KObject[];
   let d: KindOf<'Deployment'>;
   let pod: V1PodSpec;
   beforeAll(async () => {
@@ -618,7 +618,7 @@ const keysOfRows = (treatment: Treatment) =>
   helmValuesRows.filter((r) => r.treatment === treatment).flatMap((r) => r.keys);
 
 describe("upstream's values.yaml, unchanged", () => {
-  let objects: K8sObject[];
+  let objects: KObject[];
   let d: KindOf<'Deployment'>;
   let pod: V1PodSpec;
   beforeAll(async () => {
@@ -727,13 +727,13 @@ describe("upstream's values.yaml, unchanged", () => {
       '--set',
       'controller.metricsSecure=false',
     ]);
-    const metricsAuthOf = (rendered: K8sObject[]) =>
+    const metricsAuthOf = (rendered: KObject[]) =>
       findObject(rendered, 'Deployment', 'pko-pulumi-operator').spec?.template.spec?.containers[0]?.env?.find(
         (e) => e.name === 'METRICS_AUTH',
       )?.value;
     expect(metricsAuthOf(objects)).toBe('on');
     expect(metricsAuthOf(plain)).toBe('off');
-    const reviews = (rendered: K8sObject[]) =>
+    const reviews = (rendered: KObject[]) =>
       findObject(rendered, 'ClusterRole', 'pko-pulumi-operator:hooks').rules?.filter((r) =>
         r.apiGroups?.some((g) => g.endsWith('.k8s.io')),
       );
@@ -751,7 +751,7 @@ describe("upstream's values.yaml, unchanged", () => {
 });
 
 describe('every upstream value ours honours, changed (packaging/testdata/upstream-values-changed.yaml)', () => {
-  let objects: K8sObject[];
+  let objects: KObject[];
   let d: KindOf<'Deployment'>;
   let pod: V1PodSpec;
   let hooks: V1Container;
@@ -1022,7 +1022,7 @@ describe("helm install of upstream's values.yaml on the test bed", () => {
 
   beforeAll(async () => {
     bed = await startPodBed('pulumi-kubernetes-operator');
-    api = new ApiClient(bed.cp.server, bed.cp.adminToken, bed.cp.caData);
+    api = new ApiClient(bed.cp.kubeConfig);
     const standIns = loadObjects(
       readRepoFile('packaging/testdata/metacontroller-crds.yaml'),
       'metacontroller-crds.yaml',
@@ -1032,6 +1032,7 @@ describe("helm install of upstream's values.yaml on the test bed", () => {
   }, 300_000);
 
   afterAll(async () => {
+    await api?.close();
     await bed?.stop();
   });
 

@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { request as httpRequest } from 'undici';
 import { configFromEnv } from '../src/config';
 import { buildServer, type HookServer } from '../src/server';
+import { listenOnLoopback } from './answers';
 
 const REQUESTS = join(__dirname, '..', '..', 'bench', 'requests');
 
@@ -50,7 +51,7 @@ describe('cache metrics', () => {
   let server: HookServer;
   beforeAll(async () => {
     server = buildServer({ ...configFromEnv({}), agentImage: stack.agentImage }, { logger: false });
-    await server.app.listen({ port: 0, host: '127.0.0.1' });
+    await listenOnLoopback(server.app);
   });
   afterAll(() => server.app.close());
 
@@ -91,7 +92,7 @@ describe('the sync caches of Stacks with large specs', () => {
       { ...configFromEnv({ SYNC_CACHE_MAX_BYTES: String(budget) }), agentImage: stack.agentImage },
       { logger: false },
     );
-    await server.app.listen({ port: 0, host: '127.0.0.1' });
+    await listenOnLoopback(server.app);
     try {
       expect(await cacheBytes(server)).toEqual({
         stack_spec: 0,
