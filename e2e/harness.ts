@@ -48,6 +48,11 @@ export interface Operator {
   followLogs(namespace: string, pod: string, container: string): Promise<FollowedLog>;
   /** Stops the hook server and starts a new one on the same port (the hooks hold no state). */
   restartHooks(): Promise<void>;
+  /**
+   * Stops the hook server: Metacontroller's calls fail (nothing a Stack owns changes, its status
+   * stays) until the returned function starts a new one on the same port.
+   */
+  stopHooks(): Promise<() => Promise<void>>;
   /** What the running hook server's event writer did so far (it starts from zero on a restart). */
   hookEvents(): EventRecorder['counts'];
   /** A namespace enforcing the restricted Pod Security profile, with the Stack RBAC and a state PVC. */
@@ -180,11 +185,16 @@ export async function startOperator(options: OperatorOptions = {}): Promise<Oper
       kubeconfigPath: cp.kubeconfigPath,
       hooksBaseUrl: `http://127.0.0.1:${hooksPort}`,
     });
-    return operatorOf(cp, node, objects, hooksPort, {
-      restartHooks: async () => {
-        await hooks?.shutdown('test');
+    const stopHooks = async (): Promise<() => Promise<void>> => {
+      await hooks?.shutdown('test');
+      hooks = undefined;
+      return async () => {
         hooks = await startHookServer(hookConfig, hookEvents);
-      },
+      };
+    };
+    return operatorOf(cp, node, objects, hooksPort, {
+      restartHooks: async () => (await stopHooks())(),
+      stopHooks,
       hookEvents: () => ({ ...defined(hooks?.events, 'the hook server writes events').counts }),
       stop: stopAll,
     });
@@ -208,18 +218,27 @@ export async function hooksKubeConfig(admin: k8s.KubeConfig): Promise<k8s.KubeCo
     'ClusterRoleBinding/pulumi-operator:hooks',
   ]);
   for (const o of install.filter((x) => x && wanted.has(`${x.kind}/${x.metadata?.name}`))) await objects.create(o);
+  return serviceAccountKubeConfig(admin, 'pulumi-system', 'pulumi-mc-hooks');
+}
+
+/** A kubeconfig of an existing ServiceAccount, with a token from the TokenRequest API (12 hours). */
+export async function serviceAccountKubeConfig(
+  admin: k8s.KubeConfig,
+  namespace: string,
+  name: string,
+): Promise<k8s.KubeConfig> {
   const { status } = await admin.makeApiClient(k8s.CoreV1Api).createNamespacedServiceAccountToken({
-    name: 'pulumi-mc-hooks',
-    namespace: 'pulumi-system',
+    name,
+    namespace,
     body: { spec: { audiences: [], expirationSeconds: 12 * 3600 } },
   });
   const cluster = defined(admin.getCurrentCluster(), 'the admin kubeconfig names its cluster');
   const kc = new k8s.KubeConfig();
   kc.loadFromOptions({
     clusters: [{ ...cluster, name: 'testbed' }],
-    users: [{ name: 'pulumi-mc-hooks', token: defined(status?.token, 'the TokenRequest returns a token') }],
-    contexts: [{ name: 'hooks', cluster: 'testbed', user: 'pulumi-mc-hooks' }],
-    currentContext: 'hooks',
+    users: [{ name, token: defined(status?.token, 'the TokenRequest returns a token') }],
+    contexts: [{ name, cluster: 'testbed', user: name }],
+    currentContext: name,
   });
   return kc;
 }
@@ -229,7 +248,7 @@ function operatorOf(
   node: RealNode,
   objects: k8s.KubernetesObjectApi,
   hooksPort: number,
-  lifecycle: Pick<Operator, 'restartHooks' | 'hookEvents' | 'stop'>,
+  lifecycle: Pick<Operator, 'restartHooks' | 'stopHooks' | 'hookEvents' | 'stop'>,
 ): Operator {
   const kc = cp.kubeConfig;
   const core = kc.makeApiClient(k8s.CoreV1Api);
