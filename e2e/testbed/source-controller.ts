@@ -10,14 +10,18 @@
  * pods reach it through cluster DNS and kube-proxy, as they reach the `kubernetes` Service.
  * Why a process rather than a pod: docs/testbed.md ("Flux's source-controller").
  */
+import { execFile } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { promisify } from 'node:util';
 import * as k8s from '@kubernetes/client-node';
 import { loadAll } from 'js-yaml';
 import { eventually, serviceAccountKubeConfig, type Operator } from '../harness';
 import { freePort, request, tail } from './control-plane/helpers';
 import { installHooks, launchProcess, type Running, running, stopProcesses } from './control-plane/processes';
 import { binDirOf, requireToolchain } from './toolchain';
+
+const execFileAsync = promisify(execFile);
 
 export const FLUX_SOURCE_GROUP = 'source.toolkit.fluxcd.io';
 export const GIT_REPOSITORIES = { group: FLUX_SOURCE_GROUP, version: 'v1', plural: 'gitrepositories' } as const;
@@ -32,6 +36,8 @@ export interface SourceControllerOptions {
   artifactRetentionTtl?: string;
   /** `--artifact-retention-records`: how many artifacts of a source are kept at most (Flux: 2). */
   artifactRetentionRecords?: number;
+  /** `--artifact-digest-algo`: sha256 (Flux's default), sha384, sha512 or blake3. */
+  artifactDigestAlgo?: string;
 }
 
 export interface SourceController {
@@ -41,9 +47,11 @@ export interface SourceController {
   stop(): Promise<void>;
 }
 
-/** The CRDs and the ClusterRole that build.sh took from the module zip. */
+/** Where build.sh put the CRDs and the ClusterRole it took from the module zip. */
+const moduleDir = (file: 'crds' | 'rbac'): string => path.join(path.dirname(binDirOf('source-controller')), file);
+
 function moduleManifests(file: 'crds' | 'rbac'): k8s.KubernetesObject[] {
-  const dir = path.join(path.dirname(binDirOf('source-controller')), file);
+  const dir = moduleDir(file);
   return fs
     .readdirSync(dir)
     .filter((f) => f.endsWith('.yaml'))
@@ -61,10 +69,18 @@ export async function startSourceController(
   op: Operator,
   options: SourceControllerOptions = {},
 ): Promise<SourceController> {
-  const tc = requireToolchain(['source-controller']);
+  const tc = requireToolchain(['kubernetes', 'source-controller']);
   const nodeIp = op.node.address;
   const { objects } = op;
-  await createAll(objects, moduleManifests('crds'));
+  // kubectl, as Flux's install applies them: @kubernetes/client-node's typed serialization drops
+  // a schema's `default` (its model calls the field `_default`), and source-controller relies on
+  // the defaults (a GitRepository without `timeout` makes it panic).
+  await execFileAsync(tc.binaries.kubectl, [
+    `--kubeconfig=${op.cp.kubeconfigPath}`,
+    'apply',
+    '--server-side',
+    `--filename=${moduleDir('crds')}`,
+  ]);
   await eventually('the Flux source CRDs to be served', async () => {
     await op.custom.listClusterCustomObject({ ...GIT_REPOSITORIES });
     return true;
@@ -141,6 +157,7 @@ export async function startSourceController(
       ...(options.artifactRetentionRecords !== undefined
         ? [`--artifact-retention-records=${options.artifactRetentionRecords}`]
         : []),
+      ...(options.artifactDigestAlgo ? [`--artifact-digest-algo=${options.artifactDigestAlgo}`] : []),
     ],
     { KUBECONFIG: kubeconfig, RUNTIME_NAMESPACE: NAMESPACE, TMPDIR: dir, HOME: dir },
   );
