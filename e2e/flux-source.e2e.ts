@@ -6,6 +6,7 @@
  * behind Metacontroller, the agent's fetch init container downloading and verifying the artifact
  * from source-controller's artifact server, the Pulumi CLI.
  */
+import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { appendFileSync, existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -167,6 +168,8 @@ describe('a Stack from a GitRepository of the test git server', () => {
 
   it('waits for the source, then is Ready at the revision Flux advertises, from `dir`, without the ignored file', async () => {
     url = git.createRepo('app');
+    // main is its default branch (HEAD), as a hosted repository's: a semver ref clones HEAD first.
+    execFileSync('git', ['symbolic-ref', 'HEAD', 'refs/heads/main'], { cwd: join(git.root, 'repos', 'app.git') });
     commits.push(git.commit('app', 'main', project('first'), 'first'));
     await op.objects.create(fluxStack(stack, 'app'));
     const waiting = await stackSays(stack, /not found/, 60_000);
