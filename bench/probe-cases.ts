@@ -1,10 +1,16 @@
 /**
  * The hostile-input probe's requests: real request bodies (examples/hooks/*.json and the captured
- * steady-state sync) mutated with knowledge of their structure. Case `i` of seed `s` is built from
- * a PRNG seeded with (s, i) alone, so any case is rebuilt from the two numbers the report prints.
+ * steady-state sync) mutated with knowledge of their structure, and the classes of attack issue 34
+ * found, sent on purpose (CLASSES): forged last-applied annotations on every kind of child,
+ * far-future times, control characters, SSH keys asking for days of key derivation, bodies sent
+ * slowly; and YAML alias bombs for `render`. Case `i` of seed `s` is built from a PRNG seeded with
+ * (s, i) alone, so any case is rebuilt from the two numbers the report prints.
  */
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { MAX_SSH_KEY_ROUNDS } from '../contract';
+import { LAST_APPLIED_ANNOTATION } from '../hooks/src/lib/k8s';
+import { withKeyRounds } from '../hooks/test/ssh-git-server';
 
 export interface ProbeCase {
   method: 'GET' | 'POST' | 'PUT' | 'DELETE';
@@ -18,6 +24,12 @@ export interface ProbeCase {
    * still being sent, so the client can see a reset instead of the answer.
    */
   oversized?: true;
+  /** The class of hostile input it is sent for (CLASSES), if any. */
+  class?: (typeof CLASSES)[number];
+  /** Sent in this many pieces, this long apart (a slow client). */
+  slow?: { pieces: number; gapMs: number };
+  /** What a 2xx answer to this case must say, besides what every answer must (./probe-checks.ts); the problem if it does not. */
+  expect?: (answer: Record<string, unknown>) => string | undefined;
 }
 
 export const HOOK_ROUTES = [
@@ -267,6 +279,351 @@ function textMutation(rand: Rand, text: string): { body: Buffer; what: string } 
   }
 }
 
+/** The classes of hostile input sent on purpose (a seventh of the fuzz cases), each named in the report. */
+export const CLASSES = [
+  'forged last-applied',
+  'far-future times',
+  'control characters',
+  'key-derivation rounds',
+  'slow body',
+] as const;
+
+type Json = Record<string, unknown>;
+const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** The parent of a hook request: a CompositeController's `parent`, a DecoratorController's `object`. */
+function parentOf(body: Json): Json | undefined {
+  const parent = body.parent ?? body.object;
+  return isObject(parent) ? parent : undefined;
+}
+
+/** Objects a forged last-applied annotation may claim to be: other kinds, other namespaces, the cluster. */
+const FORGED: [apiVersion: string, kind: string, extra: Json][] = [
+  [
+    'rbac.authorization.k8s.io/v1',
+    'ClusterRoleBinding',
+    {
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'cluster-admin' },
+      subjects: [{ kind: 'Group', name: 'system:authenticated', apiGroup: 'rbac.authorization.k8s.io' }],
+    },
+  ],
+  ['v1', 'Secret', { stringData: { token: 'forged' } }],
+  ['v1', 'Namespace', {}],
+  ['v1', 'Pod', { spec: { containers: [{ name: 'x', image: 'busybox', securityContext: { privileged: true } }] } }],
+  ['admissionregistration.k8s.io/v1', 'MutatingWebhookConfiguration', { webhooks: [] }],
+];
+
+/** Observed children of every kind the seed's controller has, added to what the seed observes. */
+const EXTRA_CHILDREN: Record<string, [apiVersion: string, kind: string][]> = {
+  '/stack/sync': [
+    ['auto.pulumi.com/v1alpha1', 'Workspace'],
+    ['v1', 'ConfigMap'],
+    ['apps/v1', 'StatefulSet'],
+    ['v1', 'Service'],
+    ['batch/v1', 'Job'],
+    ['v1', 'ServiceAccount'],
+    ['rbac.authorization.k8s.io/v1', 'Role'],
+    ['rbac.authorization.k8s.io/v1', 'RoleBinding'],
+  ],
+  '/workspace/sync': [
+    ['apps/v1', 'StatefulSet'],
+    ['v1', 'Service'],
+    ['rbac.authorization.k8s.io/v1', 'Role'],
+    ['rbac.authorization.k8s.io/v1', 'RoleBinding'],
+  ],
+  '/update/sync': [
+    ['batch/v1', 'Job'],
+    ['v1', 'ServiceAccount'],
+    ['rbac.authorization.k8s.io/v1', 'Role'],
+    ['rbac.authorization.k8s.io/v1', 'RoleBinding'],
+  ],
+  '/program/sync': [['v1', 'ConfigMap']],
+};
+EXTRA_CHILDREN['/stack/finalize'] = EXTRA_CHILDREN['/stack/sync']!;
+
+/**
+ * Every child the request observes, and one of each kind its controller has (named as the hooks
+ * name theirs, so that each is kept: a Job still running, which keeps an earlier version's children),
+ * with a last-applied annotation claiming another kind or namespace. Whatever the hooks keep, an
+ * answer may hold only children of the kinds the controller's manifest declares, in the parent's
+ * namespace (./probe-checks.ts).
+ */
+function forgedChildrenCase(rand: Rand, seeds: readonly SeedBody[]): ProbeCase {
+  const seed = pick(
+    rand,
+    seeds.filter((s) => Object.hasOwn(EXTRA_CHILDREN, s.route)),
+  );
+  const body = structuredClone(seed.value) as Json;
+  const parent = parentOf(body);
+  const parentMeta = isObject(parent?.metadata) ? parent.metadata : {};
+  const name = typeof parentMeta.name === 'string' ? parentMeta.name : 'probe';
+  const ns = typeof parentMeta.namespace === 'string' ? parentMeta.namespace : 'default';
+  const mapKey = seed.route === '/program/sync' ? 'attachments' : 'children';
+  const map = (isObject(body[mapKey]) ? body[mapKey] : (body[mapKey] = {})) as Record<string, Json>;
+  for (const [apiVersion, kind] of EXTRA_CHILDREN[seed.route]!) {
+    const childName =
+      kind === 'Workspace' ? name : seed.route === '/workspace/sync' ? `${name}-workspace` : `${name}-probe`;
+    const child: Json = { apiVersion, kind, metadata: { name: childName, namespace: ns } };
+    // A Job with no Complete or Failed condition runs: its Stack keeps an earlier version's children.
+    if (kind === 'Job') child.status = { active: 1 };
+    const group = (map[`${kind}.${apiVersion}`] ??= {});
+    group[`${ns}/${childName}`] ??= child;
+  }
+  if (seed.route === '/workspace/sync' && rand() < 0.5) {
+    // A Workspace being deleted keeps its children as they were applied.
+    (parent!.metadata as Json).deletionTimestamp = '2026-11-22T10:00:00Z';
+  }
+  const forged: string[] = [];
+  for (const group of Object.values(map)) {
+    if (!isObject(group)) continue;
+    for (const child of Object.values(group)) {
+      if (!isObject(child) || !isObject(child.metadata)) continue;
+      const [apiVersion, kind, extra] =
+        rand() < 0.2 ? [child.apiVersion as string, child.kind as string, {}] : pick(rand, FORGED);
+      const namespace = pick(rand, ['kube-system', 'other-team', ns]);
+      const claim = { apiVersion, kind, metadata: { name: child.metadata.name, namespace }, ...extra };
+      child.metadata.annotations = {
+        ...(isObject(child.metadata.annotations) ? child.metadata.annotations : {}),
+        [LAST_APPLIED_ANNOTATION]: JSON.stringify(claim),
+      };
+      forged.push(`${String(child.kind)} as ${kind} in ${namespace}`);
+    }
+  }
+  return {
+    method: 'POST',
+    path: seed.route,
+    contentType: 'application/json',
+    body: Buffer.from(JSON.stringify(body)),
+    mutation: `forged last-applied in ${seed.name}: ${forged.join(', ')}`,
+  };
+}
+
+const FAR_FUTURE = ['9999-12-31T23:59:59Z', '+275760-09-13T00:00:00Z', '2999-01-01T00:00:00Z', '0001-01-01T00:00:00Z'];
+
+/**
+ * Every time in a real body (statuses, conditions, a Job's result in its annotation) put at the
+ * far ends of what JSON and JavaScript allow, a Stack given drift checks on a cron schedule and an
+ * approval gate to schedule from them. Answers must come, and ask to be called again within a day.
+ */
+function farFutureCase(rand: Rand, seeds: readonly SeedBody[]): ProbeCase {
+  const seed = pick(
+    rand,
+    seeds.filter((s) => s.route !== '/stack/customize'),
+  );
+  const body = structuredClone(seed.value) as Json;
+  const parent = parentOf(body);
+  if (seed.route.startsWith('/stack/') && isObject(parent?.spec)) {
+    parent.spec.driftDetection = { schedule: pick(rand, ['5m', '0 0 29 2 *', '*/5 * * * *', '0 0 31 * 1']) };
+    if (rand() < 0.5) parent.spec.approval = { required: true, expiresAfter: pick(rand, ['2562047h', '1h', '87600h']) };
+  }
+  let replaced = 0;
+  const text = JSON.stringify(body).replace(/\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z/g, (time) => {
+    if (rand() < 0.2) return time;
+    replaced++;
+    return pick(rand, FAR_FUTURE);
+  });
+  return {
+    method: 'POST',
+    path: seed.route,
+    contentType: 'application/json',
+    body: Buffer.from(text),
+    mutation: `far-future times in ${seed.name}: ${replaced} replaced`,
+  };
+}
+
+const CONTROL_TEXT = [
+  '\u001b[31mred\u0007',
+  'a\nWarning  Forged  1s  hooks  forged line',
+  '\u009b2J\u001b]0;title\u0007',
+  '\r\n\t',
+  '\u0000\u007f',
+];
+
+/**
+ * ESC, BEL, newlines and other control characters in spec keys the hooks quote in a Stalled
+ * condition (and its Event), and in the messages of observed conditions and results they carry.
+ */
+function controlCharactersCase(rand: Rand, seeds: readonly SeedBody[]): ProbeCase {
+  const seed = pick(
+    rand,
+    seeds.filter((s) => s.route !== '/stack/customize' && s.route !== '/program/sync'),
+  );
+  const text = pick(rand, CONTROL_TEXT);
+  const body = structuredClone(seed.value) as Json;
+  const parent = parentOf(body);
+  if (seed.route.startsWith('/stack/') && isObject(parent?.spec)) {
+    const field = pick(rand, ['secretsRef', 'envRefs', 'config'] as const);
+    const refs: Json = isObject(parent.spec[field]) ? parent.spec[field] : (parent.spec[field] = {});
+    refs[`key${text}`] = field === 'config' ? { value: text } : { type: 'Env', env: { name: text } };
+  }
+  // And in every message the request carries (conditions, results in annotations).
+  const withText = JSON.stringify(body).replace(/"message":"/g, `"message":${JSON.stringify(text).slice(0, -1)}`);
+  return {
+    method: 'POST',
+    path: seed.route,
+    contentType: 'application/json',
+    body: Buffer.from(withText),
+    mutation: `control characters ${JSON.stringify(text)} in ${seed.name}`,
+  };
+}
+
+/** An ed25519 key in OpenSSH format, encrypted with the passphrase `probe` in 4 bcrypt rounds. */
+const PROBE_KEY = `-----BEGIN OPENSSH PRIVATE KEY-----
+b3BlbnNzaC1rZXktdjEAAAAACmFlczI1Ni1jdHIAAAAGYmNyeXB0AAAAGAAAABAv
+WWlQptfHUsoXe4iczUIGAAAABAAAAAEAAAAzAAAAC3NzaC1lZDI1NTE5AAAAID5L
+RItuVq4dPfJU0koAw6sHRWsY6o35ynF8DxF9CACJAAAAkBHea6lM7/w4fDHmx0yL
+Cr0DnfHx36c1zMEHGz5pfHXqR1b+W1jswuQaCF/gYlPpGelOOs+3/9FQ/iLJTcyn
+7b+Sm6Nxk0MeiY2Zk3z+QqoFmIZfhsWmEyULKkRiSBzHiWFJxDFNNN0/3A6IyJs6
+yGmn+ShgOe/XFGKKkz82UBH3ox77/L/4vpmGEO9G8uTVGw==
+-----END OPENSSH PRIVATE KEY-----
+`;
+
+/**
+ * A Stack tracking a branch of an SSH repository with gitAuth.sshAuth, whose key (in a related
+ * Secret) claims as many bcrypt rounds as the format allows, a few more than the hooks decrypt, or
+ * its real 4. The answer must come at once (the key is never decrypted past the limit) and say why.
+ */
+function costlyKeyCase(rand: Rand, seeds: readonly SeedBody[]): ProbeCase {
+  const seed = pick(
+    rand,
+    // Not one whose Update runs or whose spec is invalid: those answer before the source.
+    seeds.filter(
+      (s) => s.route === '/stack/sync' && !/running|invalid/.test(s.name) && isObject(parentOf(s.value as Json)?.spec),
+    ),
+  );
+  const body = structuredClone(seed.value) as Json;
+  const parent = parentOf(body)!;
+  const namespace = (parent.metadata as Json).namespace;
+  const ns = typeof namespace === 'string' ? namespace : 'default';
+  const spec = parent.spec as Json;
+  delete spec.programRef;
+  delete spec.fluxSource;
+  delete spec.commit;
+  Object.assign(spec, {
+    projectRepo: 'ssh://git@git.probe.invalid/org/app.git',
+    branch: 'main',
+    gitAuth: {
+      sshAuth: {
+        sshPrivateKey: { type: 'Secret', secret: { name: 'probe-key', key: 'id' } },
+        password: { type: 'Secret', secret: { name: 'probe-key', key: 'passphrase' } },
+      },
+    },
+  });
+  const rounds = pick(rand, [2 ** 32 - 1, 400, MAX_SSH_KEY_ROUNDS + 1, 4]);
+  const key = rounds === 4 ? PROBE_KEY : withKeyRounds(PROBE_KEY, rounds);
+  const related = (isObject(body.related) ? body.related : (body.related = {})) as Record<string, Json>;
+  related['Secret.v1'] = {
+    [`${ns}/probe-key`]: {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: 'probe-key', namespace: ns },
+      data: { id: Buffer.from(key).toString('base64'), passphrase: Buffer.from('probe').toString('base64') },
+    },
+  };
+  return {
+    method: 'POST',
+    path: seed.route,
+    contentType: 'application/json',
+    body: Buffer.from(JSON.stringify(body)),
+    mutation: `an SSH key of ${rounds} bcrypt rounds in ${seed.name}`,
+    expect: (answer) => {
+      const why = `${rounds > MAX_SSH_KEY_ROUNDS ? `encrypted with ${rounds} bcrypt rounds` : 'the probe makes no git lookups'}`;
+      const status = isObject(answer.status) ? answer.status : {};
+      const conditions = Array.isArray(status.conditions) ? (status.conditions as Json[]) : [];
+      const stalled = conditions.find((c) => c.type === 'Stalled' && c.status === 'True');
+      return typeof stalled?.message === 'string' && stalled.message.includes(why)
+        ? undefined
+        : `not Stalled saying "${why}" (${JSON.stringify(stalled?.message ?? 'no Stalled condition').slice(0, 200)})`;
+    },
+  };
+}
+
+/** A real body sent in pieces, a while apart, as a slow client (or a slowloris) sends it. */
+function slowBodyCase(rand: Rand, seeds: readonly SeedBody[]): ProbeCase {
+  const seed = pick(rand, seeds);
+  const pieces = intIn(rand, 2, 10);
+  const gapMs = intIn(rand, 10, 100);
+  return {
+    method: 'POST',
+    path: seed.route,
+    contentType: 'application/json',
+    body: Buffer.from(JSON.stringify(seed.value)),
+    mutation: `${seed.name} in ${pieces} pieces ${gapMs} ms apart`,
+    slow: { pieces, gapMs },
+  };
+}
+
+const CLASS_CASES: Record<(typeof CLASSES)[number], (rand: Rand, seeds: readonly SeedBody[]) => ProbeCase> = {
+  'forged last-applied': forgedChildrenCase,
+  'far-future times': farFutureCase,
+  'control characters': controlCharactersCase,
+  'key-derivation rounds': costlyKeyCase,
+  'slow body': slowBodyCase,
+};
+
+/** A case of one of the CLASSES. */
+function classCase(rand: Rand, seeds: readonly SeedBody[]): ProbeCase {
+  const name = pick(rand, CLASSES);
+  return { ...CLASS_CASES[name](rand, seeds), class: name };
+}
+
+/** A YAML text for `render`: a Stack whose spec holds anchors and aliases, within the budgets or far past them. */
+export interface RenderCase {
+  text: string;
+  what: string;
+  /** Past the YAML budgets: refused (exit 3) rather than rendered. */
+  bomb: boolean;
+}
+
+const STACK_HEAD =
+  'apiVersion: pulumi.com/v1\nkind: Stack\nmetadata: {name: boom, namespace: probe}\nspec:\n  stack: dev\n  programRef: {name: p}\n  config:\n';
+
+/** Case `index` of the YAML cases for `render`: billion laughs of objects and of strings, cycles, alias chains, or modest anchors. */
+export function renderCase(seed: number, index: number): RenderCase {
+  const rand = prng(seed, 0x7a3100 + index);
+  const width = intIn(rand, 2, 9);
+  switch (intIn(rand, 0, 4)) {
+    case 0: {
+      const levels = intIn(rand, 20, 40);
+      const lines = [`    a0: &a0 [${Array(width).fill('"lol"').join(', ')}]`];
+      for (let i = 1; i <= levels; i++)
+        lines.push(
+          `    a${i}: &a${i} [${Array(width)
+            .fill(`*a${i - 1}`)
+            .join(', ')}]`,
+        );
+      return { text: STACK_HEAD + lines.join('\n') + '\n', what: `${width}^${levels} strings as a tree`, bomb: true };
+    }
+    case 1: {
+      const size = intIn(rand, 1, 4) * 1024 * 1024;
+      const aliases = Array.from({ length: 40 }, (_, i) => `    k${i}: *big`).join('\n');
+      return {
+        text: `${STACK_HEAD}    big: &big "${'x'.repeat(size)}"\n${aliases}\n`,
+        what: `40 aliases to a string of ${size} bytes`,
+        bomb: true,
+      };
+    }
+    case 2:
+      return {
+        text: `${STACK_HEAD}    loop: &loop {self: *loop, list: [*loop]}\n`,
+        what: 'an anchor holding its own alias',
+        bomb: true,
+      };
+    case 3: {
+      const chain = Array.from({ length: 3000 }, (_, i) => `    c${i + 1}: &c${i + 1} [*c${i}]`).join('\n');
+      return { text: `${STACK_HEAD}    c0: &c0 [1]\n${chain}\n`, what: 'aliases nested 3,000 levels deep', bomb: true };
+    }
+    default: {
+      const lines = [
+        `    a0: &a0 {x: "lol"}`,
+        `    a1: &a1 [${Array(width).fill('*a0').join(', ')}]`,
+        `    a2: [*a1, *a1]`,
+      ];
+      return { text: STACK_HEAD + lines.join('\n') + '\n', what: 'a few anchors', bomb: false };
+    }
+  }
+}
+
 /** A body nested `depth` levels deep at a random place of a real body (or as the body itself). */
 export function nestingCase(rand: Rand, seeds: readonly SeedBody[], depth: number): ProbeCase {
   const seed = pick(rand, seeds);
@@ -337,6 +694,7 @@ export function probeCase(seed: number, index: number, seeds: readonly SeedBody[
       mutation: `method ${method}`,
     };
   }
+  if (kind < 0.22) return classCase(rand, seeds);
   let value = base.value;
   const whats: string[] = [];
   // One to three structural mutations, then maybe damage to the text.

@@ -1,10 +1,15 @@
 /**
  * Sends the probe's cases (./probe-cases.ts) to a hook server on 127.0.0.1 and counts what came
- * back: status classes, connection errors, crashes, latency, the server's memory. Every phase is
- * bounded by a count and by wall time and stops by itself.
+ * back: status classes, connection errors, crashes, answers that break what every answer must be
+ * (./probe-checks.ts), Events the server wrote, latency, the server's memory; then renders YAML
+ * alias bombs with `render`, in this process. Every phase is bounded by a count and by wall time
+ * and stops by itself.
  */
+import { Readable } from 'node:stream';
 import { Agent, request } from 'undici';
-import { nestingCase, prng, probeCase, soakCase, type ProbeCase, type SeedBody } from './probe-cases';
+import { runCli } from '../hooks/src/cli/main';
+import { answerProblems } from './probe-checks';
+import { nestingCase, prng, probeCase, renderCase, soakCase, type ProbeCase, type SeedBody } from './probe-cases';
 
 /** The server under probe: where it listens now, and what it can say about itself. */
 export interface ProbeTarget {
@@ -14,6 +19,8 @@ export interface ProbeTarget {
   /** Called after a connection error: restarts a crashed server; false while it is still up. */
   recover(): Promise<boolean>;
   crashes(): number;
+  /** What was wrong with the Events the server wrote (./probe-hooks.ts), and how many it wrote. */
+  events(): Promise<{ problems: string[]; written: number }>;
 }
 
 export interface ProbeOptions {
@@ -27,6 +34,10 @@ export interface ProbeOptions {
   soakSeconds: number;
   soakRate: number;
   concurrency: number;
+  /** YAML texts rendered with `render`, in this process (renderCase). */
+  renderCases: number;
+  /** How many failures the report lists (default 20). */
+  failuresKept?: number;
 }
 
 export interface Failure {
@@ -44,17 +55,21 @@ export interface ProbeReport {
   byPhase: Record<string, number>;
   status: { '2xx': number; '4xx': number; '5xx': number; other: number };
   connectionErrors: number;
+  /** Answers that break what every answer must be, or what their case expects; Events with problems; renders that failed. */
+  violations: number;
+  /** Cases of each class sent on purpose (probe-cases.ts CLASSES), and Events the server wrote. */
+  byClass: Record<string, number>;
+  eventsWritten: number;
   /** Oversized bodies whose connection the server closed before the client read its 413 (not errors). */
   oversizedClosed: number;
   crashes: number;
   rssMiB: { start: number; end: number; peak: number } | undefined;
   latencyMs: { p50: number; p99: number; max: number };
   wallSeconds: number;
-  /** The first failures (5xx, connection errors), each rebuilt from the seed and its index. */
+  /** The first failures (5xx, connection errors, broken checks), each rebuilt from the seed and its index. */
   failures: Failure[];
 }
 
-const MAX_FAILURES_KEPT = 20;
 const REQUEST_TIMEOUT_MS = 30_000;
 
 export async function runProbe(
@@ -75,6 +90,9 @@ export async function runProbe(
     byPhase: {},
     status: { '2xx': 0, '4xx': 0, '5xx': 0, other: 0 },
     connectionErrors: 0,
+    violations: 0,
+    byClass: {},
+    eventsWritten: 0,
     oversizedClosed: 0,
     crashes: 0,
     rssMiB: undefined,
@@ -85,22 +103,38 @@ export async function runProbe(
   const rssStart = target.rss();
   let rssPeak = rssStart?.peak ?? 0;
   const fail = (f: Failure) => {
-    if (report.failures.length < MAX_FAILURES_KEPT) report.failures.push(f);
+    if (report.failures.length < (opts.failuresKept ?? 20)) report.failures.push(f);
+  };
+  const violation = (
+    phase: string,
+    index: number,
+    c: { method: string; path: string; mutation: string },
+    outcome: string,
+  ) => {
+    report.violations++;
+    fail({ phase, index, method: c.method, path: c.path, mutation: c.mutation, outcome });
   };
 
   async function send(phase: string, index: number, c: ProbeCase): Promise<void> {
     const t0 = performance.now();
     report.requests++;
     report.byPhase[phase] = (report.byPhase[phase] ?? 0) + 1;
+    if (c.class) report.byClass[c.class] = (report.byClass[c.class] ?? 0) + 1;
     try {
       const res = await request(`http://127.0.0.1:${target.port()}${c.path}`, {
         method: c.method,
         headers: c.contentType === undefined ? {} : { 'content-type': c.contentType },
-        body: c.body,
+        body: c.slow && c.body ? Readable.from(slowly(c.body, c.slow.pieces, c.slow.gapMs)) : c.body,
         dispatcher,
       });
-      await res.body.dump({ limit: 64 * 1024 * 1024 });
+      const answered = res.statusCode >= 200 && res.statusCode < 300;
+      const text = answered ? await res.body.text() : (await res.body.dump({ limit: 64 * 1024 * 1024 }), '');
       latencies.push(performance.now() - t0);
+      if (answered) {
+        for (const problem of answerProblems(c.path, c.body, text)) violation(phase, index, c, problem);
+        const expected = c.expect?.(JSON.parse(text) as Record<string, unknown>);
+        if (expected) violation(phase, index, c, expected);
+      }
       const cls = Math.floor(res.statusCode / 100);
       if (cls === 2) report.status['2xx']++;
       else if (cls === 4) report.status['4xx']++;
@@ -175,6 +209,34 @@ export async function runProbe(
     await Promise.all(inFlight);
   }
 
+  // The Events the server wrote for all of the above.
+  const events = await target.events();
+  report.eventsWritten = events.written;
+  for (const problem of events.problems)
+    violation('events', 0, { method: '-', path: '-', mutation: 'an Event' }, problem);
+
+  // render, in this process: YAML with anchors and aliases, alias bombs among them.
+  for (let i = 0; i < opts.renderCases; i++) {
+    report.byPhase.render = (report.byPhase.render ?? 0) + 1;
+    const c = renderCase(opts.seed, i);
+    const what = { method: 'render', path: '-', mutation: c.what };
+    let stderr = '';
+    let code: number;
+    try {
+      code = runCli(['render', '-'], {
+        stdout: () => undefined,
+        stderr: (t) => (stderr += t),
+        readStdin: () => c.text,
+        env: {},
+      });
+    } catch (err) {
+      violation('render', i, what, `threw ${String(err)}`);
+      continue;
+    }
+    if (c.bomb ? code !== 3 || !stderr.includes('refused') : code > 1)
+      violation('render', i, what, `exit ${code}: ${stderr.trim().slice(0, 200)}`);
+  }
+
   await dispatcher.close();
   const rssEnd = target.rss();
   if (rssStart && rssEnd)
@@ -194,9 +256,18 @@ function latencySummary(xs: number[]): ProbeReport['latencyMs'] {
   return { p50: at(0.5), p99: at(0.99), max: Math.round(s.at(-1)! * 100) / 100 };
 }
 
-/** True when the run found nothing: no 5xx, no crash, no connection error. */
+/** A body sent in `pieces`, `gapMs` apart. */
+async function* slowly(body: Buffer, pieces: number, gapMs: number): AsyncGenerator<Buffer> {
+  const size = Math.ceil(body.length / pieces);
+  for (let at = 0; at < body.length; at += size) {
+    if (at > 0) await new Promise((r) => setTimeout(r, gapMs));
+    yield body.subarray(at, at + size);
+  }
+}
+
+/** True when the run found nothing: no 5xx, no crash, no connection error, no answer breaking the checks. */
 export function probePassed(r: ProbeReport): boolean {
-  return r.status['5xx'] === 0 && r.crashes === 0 && r.connectionErrors === 0;
+  return r.status['5xx'] === 0 && r.crashes === 0 && r.connectionErrors === 0 && r.violations === 0;
 }
 
 export function formatReport(r: ProbeReport): string {
@@ -209,8 +280,16 @@ export function formatReport(r: ProbeReport): string {
         .join(', ')})`,
     ],
     ['2xx / 4xx / 5xx / other', `${r.status['2xx']} / ${r.status['4xx']} / ${r.status['5xx']} / ${r.status.other}`],
+    [
+      'classes sent',
+      Object.entries(r.byClass)
+        .map(([k, n]) => `${k} ${n}`)
+        .join(', ') || 'none',
+    ],
     ['crashes (restarts)', String(r.crashes)],
     ['connection errors', String(r.connectionErrors)],
+    ['answers, events, renders breaking the checks', String(r.violations)],
+    ['events written', String(r.eventsWritten)],
     ['oversized, closed before 413 read', String(r.oversizedClosed)],
     [
       'RSS start / end / peak',

@@ -1,10 +1,11 @@
 /**
  * The hostile-input probe, long form: the real hook server in a child process on 127.0.0.1,
  * restarted if it dies (each restart counted as a crash), attacked with mutated real requests
- * (./probe-cases.ts), deep nesting, then a soak. Exits non-zero on any 5xx, crash or connection
- * error. Cases are rebuilt from the printed seed and a case's index.
+ * (./probe-cases.ts) and the classes of issue 34, deep nesting, then a soak, and YAML alias bombs
+ * for `render` in this process. Exits non-zero on any 5xx, crash, connection error, or answer,
+ * Event or render breaking the checks. Cases are rebuilt from the printed seed and a case's index.
  * Run: npm run bench:probe -- --requests 50000 --seconds 300 --seed 7 [--soak-seconds 60]
- *      [--soak-rate 200] [--concurrency 4] [--json]
+ *      [--soak-rate 200] [--concurrency 4] [--render-cases 100] [--failures 20] [--json]
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -78,6 +79,17 @@ class ChildServer implements ProbeTarget {
     return this.exits;
   }
 
+  /** Asks the server (./probe-server.ts) what was wrong with the Events it wrote. */
+  events(): Promise<{ problems: string[]; written: number }> {
+    return new Promise((resolve) => {
+      this.child.once('message', (m) => {
+        const r = m as { eventProblems: string[]; eventsWritten: number };
+        resolve({ problems: r.eventProblems, written: r.eventsWritten });
+      });
+      this.child.send({ events: true });
+    });
+  }
+
   stop(): void {
     this.child.removeAllListeners('exit');
     this.child.kill('SIGTERM');
@@ -93,6 +105,8 @@ async function main(): Promise<void> {
       'soak-seconds': { type: 'string', default: '60' },
       'soak-rate': { type: 'string', default: '200' },
       concurrency: { type: 'string', default: '4' },
+      'render-cases': { type: 'string', default: '100' },
+      failures: { type: 'string', default: '20' },
       json: { type: 'boolean', default: false },
     },
   });
@@ -108,6 +122,8 @@ async function main(): Promise<void> {
     soakSeconds: Number(values['soak-seconds']),
     soakRate: Number(values['soak-rate']),
     concurrency: Number(values.concurrency),
+    renderCases: Number(values['render-cases']),
+    failuresKept: Number(values.failures),
   });
   server.stop();
   process.stdout.write(`${values.json ? JSON.stringify(report, null, 2) : formatReport(report)}\n`);

@@ -19,6 +19,7 @@ import { execFileSync, fork, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { request as httpRequest } from 'undici';
+import { restingClock, type RecordedStack } from './recordings';
 import { cpuOf as cpuOfMessage, portOf, WARMUP_REQUESTS } from './sync-hook-request';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 5);
@@ -102,15 +103,11 @@ function bareTwins(list: Target[]): Target[] {
     }));
 }
 
-/** The recorded request's body, and the hook clock that makes it at rest: an hour after its Stack's last update. */
+/** The recorded request's body, and the hook clock that makes it at rest (its Stack's recording's). */
 function recorded(target: Target, stackFile: string): { body: string; now: string } {
   const file = JSON.parse(readFileSync(target.file, 'utf8')) as { request: unknown };
-  const stack = JSON.parse(readFileSync(stackFile, 'utf8')) as {
-    request: { parent: { status?: { lastUpdate?: { lastResyncTime?: string } } } };
-  };
-  const last = Date.parse(stack.request.parent.status?.lastUpdate?.lastResyncTime ?? '');
-  if (Number.isNaN(last)) throw new Error(`${stackFile}: no lastUpdate.lastResyncTime`);
-  return { body: JSON.stringify(file.request), now: new Date(last + 3600_000).toISOString() };
+  const stack = JSON.parse(readFileSync(stackFile, 'utf8')) as { request: RecordedStack };
+  return { body: JSON.stringify(file.request), now: restingClock(stack.request).toISOString() };
 }
 
 function start(target: Target, now: string, bytes: number): Promise<{ child: ChildProcess; port: number }> {

@@ -17,7 +17,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Annotations } from '../contract';
+import { Annotations, WORKSPACE_STATUS_KEY } from '../contract';
 import { commitOf } from './scale-fakes';
 
 export type SourceKind = 'program' | 'git-commit' | 'git-branch' | 'flux';
@@ -144,13 +144,20 @@ function applied(stored: Json, desired: Json): Json {
   return next;
 }
 
-/** The agent's report on a rolled-out StatefulSet (its workspace-status annotation), for its new template's hash. */
-function agentReports(statefulSet: Json): void {
-  const spec = statefulSet.spec as { template?: { metadata?: { annotations?: Record<string, string> } } };
-  const hash = spec.template?.metadata?.annotations?.[Annotations.workspaceHash];
-  const annotations = (statefulSet.metadata as { annotations?: Record<string, string> }).annotations ?? {};
-  const report = JSON.parse(annotations[Annotations.workspaceStatus] ?? '{}') as Json;
-  annotations[Annotations.workspaceStatus] = JSON.stringify({ ...report, hash });
+/**
+ * The agent's report in each workspace's status ConfigMap (`<statefulset>-status`), for the new
+ * template of its rolled-out StatefulSet.
+ */
+function agentReports(children: SyncRequest['children']): void {
+  for (const [name, statefulSet] of Object.entries(children['StatefulSet.apps/v1'] ?? {})) {
+    const spec = statefulSet.spec as { template?: { metadata?: { annotations?: Record<string, string> } } };
+    const hash = spec.template?.metadata?.annotations?.[Annotations.workspaceHash];
+    const configMap = children['ConfigMap.v1']?.[`${name}-status`];
+    if (!configMap) continue;
+    const data = (configMap.data ?? {}) as Record<string, string>;
+    const report = JSON.parse(data[WORKSPACE_STATUS_KEY] ?? '{}') as Json;
+    configMap.data = { ...data, [WORKSPACE_STATUS_KEY]: JSON.stringify({ ...report, hash }) };
+  }
 }
 
 /** JSON with keys sorted: equal for values Metacontroller takes as equal. */
@@ -285,10 +292,9 @@ export async function scaleStacks(opts: {
       const { group, name } = keyOf(child);
       const stored = workspace.children[group]?.[name];
       if (!stored) continue;
-      const next = applied(stored, child);
-      if (child.kind === 'StatefulSet') agentReports(next);
-      workspace.children[group]![name] = next;
+      workspace.children[group]![name] = applied(stored, child);
     }
+    agentReports(workspace.children);
     const wsAtRest = (await opts.ask('/workspace/sync', workspace)) as Answer;
     if (!conditionTrue(wsAtRest, 'Ready')) throw new Error(`${label}: Workspace not Ready: ${describe(wsAtRest)}`);
 

@@ -25,7 +25,9 @@ import { join } from 'node:path';
 import { Pool } from 'undici';
 import {
   benchRequest,
+  expectAnsweredAtRest,
   portOf,
+  type BenchRequest,
   requestKindFromEnv,
   ROUTE_NAMES,
   forkServer,
@@ -90,16 +92,17 @@ function dumpedInstructions(dir: string, base: string): number {
   return Number(totals[1]);
 }
 
-async function instructionsPerRequest(mode: string, body: string, bytes: number, dir: string): Promise<number> {
+async function instructionsPerRequest(mode: string, request: BenchRequest, dir: string): Promise<number> {
   const base = `callgrind-${mode}`;
-  const { child, port } = await startUnderCallgrind(mode, bytes, join(dir, base));
+  const { child, port } = await startUnderCallgrind(mode, Buffer.byteLength(request.response), join(dir, base));
   const pool = new Pool(`http://127.0.0.1:${port}`, { connections: 1 });
   try {
-    await send(pool, body, WARMUP);
+    if (mode === 'hooks') await expectAnsweredAtRest(port, request);
+    await send(pool, request.body, WARMUP);
     const control = (flag: string) => execFileSync('callgrind_control', [flag, String(child.pid)], { stdio: 'ignore' });
     control('--instr=on');
     control('--zero');
-    await send(pool, body, REQUESTS);
+    await send(pool, request.body, REQUESTS);
     control('--dump');
     return dumpedInstructions(dir, base) / REQUESTS;
   } finally {
@@ -109,13 +112,14 @@ async function instructionsPerRequest(mode: string, body: string, bytes: number,
 }
 
 async function main(): Promise<void> {
-  const { body, response } = benchRequest(REQUEST);
+  const request = benchRequest(REQUEST);
+  const { body, response } = request;
   const bytes = Buffer.byteLength(response);
   const dir = mkdtempSync(join(tmpdir(), 'bench-callgrind-'));
   const perRequest: Record<string, number> = {};
   try {
     for (const mode of MODES) {
-      perRequest[mode] = await instructionsPerRequest(mode, body, bytes, dir);
+      perRequest[mode] = await instructionsPerRequest(mode, request, dir);
       console.error(`${ROUTE_NAMES[mode]}: ${(perRequest[mode] / 1e6).toFixed(3)} M instructions per request`);
     }
   } finally {

@@ -9,9 +9,11 @@
  *   is half the size; kept to compare with earlier figures.
  */
 import { fork, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { request as httpRequest } from 'undici';
+import { validateStack } from '../schemas';
 import { configFromEnv, type HookConfig } from '../hooks/src/config';
+import { buildServer, type HookServer, type ServerDeps } from '../hooks/src/server';
 import { syncStack, type StackSyncRequest, type StackSyncResponse } from '../hooks/src/stack/sync';
 import {
   applyChildren,
@@ -26,7 +28,9 @@ import {
   workspaceBecomesReady,
 } from '../hooks/test/builders';
 import { syncStack as syncStackAndItsControllers } from '../hooks/test/controllers';
+import { step } from '../hooks/test/stories';
 import type { KObject } from '../hooks/src/lib/k8s';
+import { recording, restingClock, type Recording } from './recordings';
 
 export type RequestKind = 'captured' | 'synthetic';
 
@@ -103,14 +107,20 @@ export function forkServer(
  */
 export const WARMUP_REQUESTS = Number(process.env.BENCH_WARMUP_REQUESTS ?? 6000);
 
-export interface BenchRequest {
-  body: string;
-  response: string;
-  /** The hook server's configuration the request was made for (the workspace's agent image). */
+/**
+ * What the hook server answers a request kind with, as at rest: the configuration the request was
+ * made for (the workspace's agent image) and the clock (within its Updates' TTL, on any day).
+ */
+export interface BenchHook {
   config: HookConfig;
+  now: Date;
 }
 
-export const CAPTURED_REQUEST_FILE = join(__dirname, '..', '..', 'bench', 'requests', 'steady-state-sync.json');
+export interface BenchRequest extends BenchHook {
+  body: string;
+  /** The answer at rest: the hook server must answer `body` with these bytes. */
+  response: string;
+}
 
 export function benchRequest(kind: RequestKind): BenchRequest {
   return kind === 'captured' ? capturedSyncRequest() : syntheticSyncRequest();
@@ -124,35 +134,57 @@ function assertSteadyState(response: StackSyncResponse): void {
     throw new Error('benchmark request is not the steady state it claims to be');
 }
 
-/** The hook server's configuration for a request kind (the server needs no more than this). */
-export function benchConfig(kind: RequestKind): HookConfig {
-  return kind === 'captured' ? capturedConfig(readCapturedFile()) : testConfig;
+/** The hook server's configuration and clock for a request kind (the server needs no more than this). */
+function benchHook(kind: RequestKind): BenchHook {
+  return kind === 'captured' ? capturedHook(capturedRecording()) : { config: testConfig, now: NOW };
+}
+
+/**
+ * The bench's hook server for a request kind, with the configuration and clock the request is at
+ * rest with, logging as deployed (LOG_LEVEL's default: one line per call to stdout) unless `deps`
+ * silences it.
+ */
+export function benchHookServer(kind: RequestKind, deps: Pick<ServerDeps, 'logger'> = {}): HookServer {
+  const { config, now } = benchHook(kind);
+  return buildServer(
+    { ...config, bodyLimit: 8 * 1024 * 1024, logLevel: DEPLOYED_LOG_LEVEL },
+    { ...deps, clock: () => now },
+  );
 }
 
 /** bench/requests/steady-state-sync.json, as ./capture-sync-request.ts writes it. */
-interface CapturedFile {
-  agentImage: string;
-  request: StackSyncRequest;
-}
+const capturedRecording = () => recording<StackSyncRequest>('steady-state-sync.json', validateStack);
 
-function readCapturedFile(): CapturedFile {
-  return JSON.parse(readFileSync(CAPTURED_REQUEST_FILE, 'utf8')) as CapturedFile;
-}
-
-const capturedConfig = (file: CapturedFile): HookConfig => ({
-  ...configFromEnv({}),
-  agentImage: file.agentImage,
+const capturedHook = (file: Recording<StackSyncRequest>): BenchHook => ({
+  config: { ...configFromEnv({}), agentImage: file.agentImage },
+  now: restingClock(file.request),
 });
 
-export function capturedSyncRequest(): BenchRequest {
-  const file = readCapturedFile();
-  const config = capturedConfig(file);
-  const response = syncStack(file.request, { config, now: new Date(), lookups: new Map() });
+function capturedSyncRequest(): BenchRequest {
+  const file = capturedRecording();
+  const hook = capturedHook(file);
+  const response = syncStack(file.request, { ...hook, lookups: new Map() });
   assertSteadyState(response);
-  return { body: JSON.stringify(file.request), response: JSON.stringify(response), config };
+  return { body: JSON.stringify(file.request), response: JSON.stringify(response), ...hook };
 }
 
-export function syntheticSyncRequest(): BenchRequest {
+/**
+ * Throws unless the hook server at `port` answers `body` with `response`: a server that answered
+ * otherwise (another clock, another configuration) would be measured on work a Stack at rest does
+ * not cause.
+ */
+export async function expectAnsweredAtRest(port: number, { body, response }: BenchRequest): Promise<void> {
+  const res = await httpRequest(`http://127.0.0.1:${port}/stack/sync`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body,
+  });
+  const answer = await res.body.text();
+  if (res.statusCode !== 200 || answer !== response)
+    throw new Error(`the hook server does not answer the benchmark request as at rest (HTTP ${res.statusCode})`);
+}
+
+function syntheticSyncRequest(): BenchRequest {
   let stack = makeStack({
     backend: 's3://example-pulumi-state',
     envRefs: {
@@ -190,22 +222,15 @@ export function syntheticSyncRequest(): BenchRequest {
   // the Workspace and Update controllers too (their children join the stand-in cluster).
   for (let i = 1; i <= 3; i++) {
     stack = { ...stack, metadata: { ...stack.metadata, generation: i } };
-    const r1 = syncStackAndItsControllers(syncRequest(stack, cluster), {
-      config: testConfig,
-      now: NOW,
-      lookups: noLookups,
-    });
-    stack = withStatus(stack, r1);
-    cluster = workspaceBecomesReady(applyChildren(cluster, r1.children));
-    const r2 = syncStackAndItsControllers(syncRequest(stack, cluster), {
-      config: testConfig,
-      now: NOW,
-      lookups: noLookups,
-    });
-    stack = withStatus(stack, r2);
-    cluster = applyChildren(cluster, r2.children);
-    // The update in flight (created by r1 once the workspace exists, else by r2).
-    const running = r2.status.currentUpdate?.name;
+    // Each step is a sync and, when it records an operation, the sync that makes its Update (stories.step).
+    const first = step(stack, cluster);
+    stack = first.stack;
+    cluster = workspaceBecomesReady(first.cluster);
+    const second = step(stack, cluster);
+    stack = second.stack;
+    cluster = second.cluster;
+    // The update in flight (started by the first step once the workspace exists, else by the second).
+    const running = stack.status?.currentUpdate?.name;
     if (!running) throw new Error('benchmark request: no update started');
     cluster = jobFinishes(cluster, running, {
       state: 'succeeded',
@@ -229,5 +254,5 @@ export function syntheticSyncRequest(): BenchRequest {
   };
   const response = syncStack(request, { config: testConfig, now: NOW, lookups: noLookups });
   assertSteadyState(response);
-  return { body: JSON.stringify(request), response: JSON.stringify(response), config: testConfig };
+  return { body: JSON.stringify(request), response: JSON.stringify(response), config: testConfig, now: NOW };
 }

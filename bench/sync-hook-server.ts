@@ -5,8 +5,7 @@
  */
 import Fastify from 'fastify';
 import { installJsonBodyParser } from '../hooks/src/http/body-parser';
-import { buildServer } from '../hooks/src/server';
-import { benchConfig, DEPLOYED_LOG_LEVEL, type RequestKind, type ServerMessage } from './sync-hook-request';
+import { benchHookServer, type RequestKind, type ServerMessage } from './sync-hook-request';
 
 // The benchmark asks for this process's CPU time around a run: CPU per request on one core.
 process.on('message', (m) => {
@@ -16,10 +15,10 @@ process.on('message', (m) => {
 async function main(): Promise<void> {
   const [mode, bytes, request] = [process.argv[2], Number(process.argv[3]), process.argv[4] as RequestKind];
   if (mode === 'hooks') {
-    // The configuration the request was made for: the same workspace, so the Stack is in steady
-    // state. Logging as deployed (LOG_LEVEL's default, info: one line per call to stdout, which the
-    // bench drains as a container runtime does), not switched off: it is part of answering a sync.
-    const { app } = buildServer({ ...benchConfig(request), bodyLimit: 8 * 1024 * 1024, logLevel: DEPLOYED_LOG_LEVEL });
+    // The configuration the request was made for (the same workspace) and its clock, so the Stack
+    // is in steady state. Logging as deployed, to stdout, which the bench drains as a container
+    // runtime does: it is part of answering a sync.
+    const { app } = benchHookServer(request);
     await app.listen({ port: 0, host: '127.0.0.1' });
     process.send!({ port: (app.server.address() as { port: number }).port } satisfies ServerMessage);
   } else {

@@ -19,6 +19,7 @@ import {
   requestKindFromEnv,
   ROUTE_NAMES,
   DEPLOYED_LOG_LEVEL,
+  expectAnsweredAtRest,
   forkServer,
   SERVER_MODES,
   WARMUP_REQUESTS,
@@ -96,7 +97,8 @@ async function main(): Promise<void> {
   } catch {
     /* single-core machine: measure anyway */
   }
-  const { body, response } = benchRequest(REQUEST);
+  const request = benchRequest(REQUEST);
+  const { body, response } = request;
   const bytes = Buffer.byteLength(response);
   // Rounds alternate between the servers and each figure is the median over rounds, so a
   // change in background load biases both sides alike instead of whichever ran second.
@@ -119,6 +121,7 @@ async function main(): Promise<void> {
     // Odd rounds run the hook first, so a drift in the machine's speed does not favour one side.
     for (const mode of round % 2 ? [...MODES].reverse() : MODES) {
       const { child, port } = await start(mode, bytes);
+      if (mode === 'hooks') await expectAnsweredAtRest(port, request);
       await load(port, body, { connections: 10, amount: WARMUP_REQUESTS }); // warm-up: the JIT's steady state
       const cpuBefore = await cpuOf(child);
       let stealBefore = stealMsOfCpu0();

@@ -1,11 +1,12 @@
 /**
- * The contract between the hooks and the agent: the only module both import (with ssh-url.ts, re-exported here).
+ * The contract between the hooks and the agent: the only module both import (with ssh-url.ts and ssh-key.ts, re-exported here).
  * Keys, env var names, paths and the JSON formats the agent writes back as annotations.
  * Changing anything here changes the wire format between two separately deployed images:
  * add fields, never rename or repurpose them.
  */
 
 export { parseSshUrl, sshHostLabel, uploadPackCommand, withSshUser, type SshRemote } from './ssh-url';
+export { MAX_SSH_KEY_ROUNDS, sshKeyRoundsProblem } from './ssh-key';
 export * from './outputs-to';
 import { parseOutputsToReport, type OutputsToReport } from './outputs-to';
 
@@ -28,7 +29,10 @@ export const Annotations = {
   reconciliationRequest: 'pulumi.com/reconciliation-request',
   /** On the workspace pod template (hooks): hash of the desired template. */
   workspaceHash: 'pulumi.com/workspace-hash',
-  /** On the workspace StatefulSet (agent): WorkspaceStatus JSON. */
+  /**
+   * On the workspace StatefulSet: WorkspaceStatus JSON, as agents before the status ConfigMap wrote
+   * it (WORKSPACE_STATUS_KEY); read only for the pod templates of those releases (docs/migration.md).
+   */
   workspaceStatus: 'pulumi.com/workspace-status',
   /** On an operation's Job (agent): UpdateResult JSON. */
   updateResult: 'pulumi.com/update-result',
@@ -52,7 +56,11 @@ export const Env = {
   podName: 'POD_NAME',
   jobName: 'PULUMI_JOB_NAME',
   stackName: 'PULUMI_STACK_NAME',
-  workspaceName: 'PULUMI_WORKSPACE_NAME',
+  /**
+   * The workspace's status ConfigMap (`<workspace>-workspace-status`), where the agent in the
+   * workspace pod (fetch, serve) writes its WorkspaceStatus under WORKSPACE_STATUS_KEY.
+   */
+  workspaceStatusConfigMap: 'PULUMI_WORKSPACE_STATUS_CONFIGMAP',
   /** The desired pod template hash, so the workspace status names the template it runs. */
   workspaceHash: 'PULUMI_WORKSPACE_HASH',
   /** JSON WorkspaceStackSpec (stack name, create, config items, environments) for `serve`. */
@@ -233,7 +241,13 @@ export interface UpdateResult {
 /** How many URNs of changed resources a refresh's result carries (the count has them all). */
 export const MAX_CHANGED_URNS = 20;
 
-/** State the workspace server reports on its StatefulSet (annotation pulumi.com/workspace-status). */
+/**
+ * The key of the WorkspaceStatus JSON in the data of the workspace's status ConfigMap
+ * (Env.workspaceStatusConfigMap). The hooks make the ConfigMap and never set its data.
+ */
+export const WORKSPACE_STATUS_KEY = 'workspace-status';
+
+/** State the agent in the workspace pod reports in its status ConfigMap (WORKSPACE_STATUS_KEY). */
 export interface WorkspaceStatus {
   /** The pod template hash (PULUMI_WORKSPACE_HASH) of the pod that wrote this. */
   hash: string;
@@ -319,7 +333,7 @@ export function parseResourceChanges(v: unknown): Record<string, number> | undef
   return out;
 }
 
-/** Parses a WorkspaceStatus annotation; undefined when absent or malformed. */
+/** Parses a WorkspaceStatus (the ConfigMap's value, or an earlier agent's annotation); undefined when absent or malformed. */
 export function parseWorkspaceStatus(raw: string | undefined): WorkspaceStatus | undefined {
   if (raw === undefined) return undefined;
   let v: unknown;

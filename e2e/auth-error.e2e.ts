@@ -12,9 +12,9 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import * as k8s from '@kubernetes/client-node';
 import { expect } from '@jest/globals';
-import { Annotations, Labels, parseWorkspaceStatus } from '../contract';
+import { Labels } from '../contract';
 import { toolchain } from './testbed/toolchain';
-import { defined, e2eStackSpec, eventually, stackCondition, type Operator } from './harness';
+import { defined, e2eStackSpec, eventually, stackCondition, workspaceReport, type Operator } from './harness';
 import { e2eSuite } from './suite';
 
 let op: Operator;
@@ -71,9 +71,8 @@ describe('a workspace whose ServiceAccount lacks system:auth-delegator', () => {
     expect(stackCondition(stalled, 'Ready')).toMatchObject({ status: 'False', reason: 'NotReadyStalled' });
     expect(stalled.status?.currentUpdate).toBeUndefined();
 
-    // The agent's own report on its StatefulSet, which the Stack's condition comes from.
-    const sts = await op.apps.readNamespacedStatefulSet({ namespace: ns, name: `${STACK}-workspace` });
-    expect(parseWorkspaceStatus(sts.metadata?.annotations?.[Annotations.workspaceStatus])).toMatchObject({
+    // The agent's own report in the workspace's status ConfigMap, which the Stack's condition comes from.
+    expect(await workspaceReport(op, ns, STACK)).toMatchObject({
       state: 'Failed',
       reason: 'Unauthenticated',
     });

@@ -2,20 +2,27 @@
  * Issue 20, item 6: the Kubernetes Events of a Stack, as a user sees them with `kubectl describe
  * stack` (the real kubectl against the test bed's API server). The hooks write them with the
  * ServiceAccount, ClusterRole and binding of manifests/install.yaml (e2e/harness.ts gives the hook
- * server a token of that account):
+ * server a token of that account), about the Stacks their watch holds:
  * - an update that fails, then one that succeeds: StackUpdateDetected for each Job it starts,
  *   StackUpdateFailure and StackCreated for each Job it absorbs, upstream's reasons and notes;
  * - Stalled: StackConfigInvalid for an invalid spec, the condition's reason otherwise;
  * - no second event for the same transition: Metacontroller's resyncs, a restarted hook server and
- *   a replayed sync (as after a lost status write, answered 409 by the API server) add nothing.
+ *   a replayed sync (as after a lost status write, answered 409 by the API server) add nothing;
+ * - the Stack's Workspace and Updates: upstream's Initialized, UpdateFailed and UpdateSucceeded, as
+ *   `kubectl describe workspace|update` shows them.
  */
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
 import * as k8s from '@kubernetes/client-node';
-import { request } from 'undici';
 import type { Stack } from '../schemas/generated/types';
-import { toolchain } from './testbed/toolchain';
-import { defined, e2eStackSpec, eventually, stackCondition, type Operator } from './harness';
+import {
+  defined,
+  describedEvents,
+  e2eStackSpec,
+  eventually,
+  kubectl,
+  stackCondition,
+  type DescribedEvent,
+  type Operator,
+} from './harness';
 import { e2eSuite } from './suite';
 
 let op: Operator;
@@ -26,42 +33,8 @@ const STACKS = { group: 'pulumi.com', version: 'v1', plural: 'stacks' } as const
 const PROGRAMS = { group: 'pulumi.com', version: 'v1', plural: 'programs' } as const;
 const mergePatch = () => k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
 
-/** A row of the Events table of `kubectl describe`. */
-interface DescribedEvent {
-  type: string;
-  reason: string;
-  age: string;
-  from: string;
-  message: string;
-}
-
-/** The real kubectl, as the test bed's admin, in the suite's namespace; its stdout. */
-async function kubectl(...args: string[]): Promise<string> {
-  const { stdout } = await promisify(execFile)(toolchain.binaries.kubectl, [
-    '--kubeconfig',
-    op.cp.kubeconfigPath,
-    '--namespace',
-    ns,
-    ...args,
-  ]);
-  return stdout;
-}
-
 /** `kubectl describe stack <name>`, as a user runs it, and the rows of its Events table. */
-async function describeEvents(name: string): Promise<DescribedEvent[]> {
-  const stdout = await kubectl('describe', 'stack', name);
-  const lines = stdout.split('\n');
-  const start = lines.findIndex((l) => l.startsWith('Events:'));
-  if (start < 0) throw new Error(`kubectl describe printed no Events section:\n${stdout}`);
-  // `Events:  <none>`, or a header, a dashes line and one row per event (columns: 2+ spaces apart).
-  return lines
-    .slice(start + 3)
-    .filter((l) => l.startsWith('  ') && l.trim() !== '')
-    .map((l) => {
-      const [type = '', reason = '', age = '', from = '', ...message] = l.trim().split(/\s{2,}/);
-      return { type, reason, age, from, message: message.join('  ') };
-    });
-}
+const describeEvents = (name: string): Promise<DescribedEvent[]> => describedEvents(op, ns, 'stack', name);
 
 /** The Events about one Stack, oldest first. */
 async function eventsOf(stack: Stack): Promise<k8s.CoreV1Event[]> {
@@ -90,6 +63,14 @@ function eventsUntil(
 
 const reasons = (events: k8s.CoreV1Event[]) => events.map((e) => e.reason);
 
+/** Waits until the Stack's status is Stalled with `reason`; returns the condition. */
+function stalledAs(name: string, reason: string) {
+  return eventually(`Stack ${name} to be Stalled ${reason}`, async () => {
+    const stalled = stackCondition(await getStack(name), 'Stalled');
+    return stalled?.status === 'True' && stalled.reason === reason ? stalled : undefined;
+  });
+}
+
 function program(name: string, broken: boolean): k8s.KubernetesObject {
   return {
     apiVersion: 'pulumi.com/v1',
@@ -113,8 +94,7 @@ function stack(name: string, spec: Record<string, unknown>): k8s.KubernetesObjec
 
 /** How many stack syncs the running hook server has answered (its /metrics). */
 async function stackSyncs(): Promise<number> {
-  const res = await request(`http://127.0.0.1:${op.hooksPort}/metrics`);
-  const text = await res.body.text();
+  const { text } = await op.hookRequest('/metrics');
   const m = /^pulumi_hook_request_duration_seconds_count\{hook="stack_sync"\} (\d+)$/m.exec(text);
   return m ? Number(m[1]) : 0;
 }
@@ -184,6 +164,27 @@ describe('Events on Stacks', () => {
     expect(described.at(-1)?.message).toBe('Successfully updated stack');
     // One row per event: none is shown repeated ("x2 over ...").
     for (const d of described) expect(d.age).not.toMatch(/\(x\d+ over/);
+
+    // Its Workspace and Updates have upstream's events too: `kubectl describe workspace web`, `update …`.
+    const describedUntil = (kind: string, object: string, done: (rows: DescribedEvent[]) => boolean) =>
+      eventually(`kubectl describe ${kind} ${object} to show its events`, async () => {
+        const rows = await describedEvents(op, ns, kind, object);
+        return done(rows) ? rows : undefined;
+      });
+    // One per pod: the fixed Program is a new template, so the pod was initialised again.
+    const workspace = await describedUntil('workspace', name, (rows) => rows.length > 0);
+    expect([...new Set(workspace.map((d) => [d.type, d.reason, d.from, d.message].join(' | ')))]).toEqual([
+      'Normal | Initialized | pulumi-mc-operator/hooks | Initialized workspace pod "web-workspace-0"',
+    ]);
+    for (const update of jobs) {
+      const succeeded = update === ready.status?.lastUpdate?.name;
+      const rows = await describedUntil('update', update, (r) => r.length > 0);
+      expect(rows.map((d) => [d.type, d.reason, d.from, d.message])).toEqual([
+        succeeded
+          ? ['Normal', 'UpdateSucceeded', 'pulumi-mc-operator/hooks', 'Updated stack "dev"']
+          : ['Warning', 'UpdateFailed', 'pulumi-mc-operator/hooks', 'Failed to update stack "dev"'],
+      ]);
+    }
   }, 420_000);
 
   it('Stalled: StackConfigInvalid for an invalid spec, the condition reason otherwise', async () => {
@@ -199,17 +200,14 @@ describe('Events on Stacks', () => {
 
     const invalid = await eventsUntil('invalid', 'StackConfigInvalid', (es) => es.length > 0);
     expect(invalid.map((e) => [e.type, e.reason, e.action])).toEqual([['Warning', 'StackConfigInvalid', 'Sync']]);
-    const stalled = stackCondition(await getStack('invalid'), 'Stalled');
-    expect(stalled).toMatchObject({ status: 'True', reason: 'SpecInvalid' });
+    // The event is written as the hook answers; Metacontroller writes the status after it.
+    const stalled = await stalledAs('invalid', 'SpecInvalid');
     expect(invalid[0]?.message).toBe(stalled?.message);
     expect(invalid[0]?.message).toMatch(/cross-namespace refs are not allowed/);
 
     const unreachable = await eventsUntil('unreachable', 'SourceUnavailable', (es) => es.length > 0);
     expect(unreachable.map((e) => [e.type, e.reason])).toEqual([['Warning', 'SourceUnavailable']]);
-    expect(stackCondition(await getStack('unreachable'), 'Stalled')).toMatchObject({
-      status: 'True',
-      reason: 'SourceUnavailable',
-    });
+    expect(await stalledAs('unreachable', 'SourceUnavailable')).toMatchObject({ status: 'True' });
 
     const described = await describeEvents('invalid');
     expect(described.map((d) => [d.type, d.reason, d.from])).toEqual([
@@ -218,6 +216,8 @@ describe('Events on Stacks', () => {
     expect(described[0]?.message).toMatch(/spec\.envRefs\.TOKEN: cross-namespace refs are not allowed/);
     // The core/v1 view of the same events, as docs/troubleshooting.md lists them.
     const listed = await kubectl(
+      op,
+      ns,
       'get',
       'events',
       '--field-selector',
@@ -255,13 +255,10 @@ describe('Events on Stacks', () => {
     // The hooks write the same event again, by name, and the API server answers AlreadyExists.
     const invalid = await getStack('invalid');
     const replay = { ...invalid, status: undefined };
-    const res = await request(`http://127.0.0.1:${op.hooksPort}/stack/sync`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ controller: {}, parent: replay, children: {}, related: {} }),
+    const res = await op.hookRequest('/stack/sync', {
+      body: { controller: {}, parent: replay, children: {}, related: {} },
     });
-    expect(res.statusCode).toBe(200);
-    await res.body.dump();
+    expect(res.status).toBe(200);
     const counts = await eventually('the replayed event to be refused', () => {
       const c = op.hookEvents();
       return Promise.resolve(c.duplicate >= 1 ? c : undefined);

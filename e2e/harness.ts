@@ -4,25 +4,33 @@
  * controllers from manifests/metacontroller (driven by the in-process driver, or the real binary
  * with METACONTROLLER_BIN), the hook server on a real port, and workspace and Job pods running as
  * containers of the agent image built from our Dockerfile. Tests drive everything through the API
- * server, like kubectl.
+ * server, like kubectl. The hook server serves HTTPS and requires the bearer token, with the two
+ * Secrets of manifests/hooks-credentials.sh (its certificate also names 127.0.0.1), which the
+ * controllers' caBundle and authorization name, as install.yaml's do.
  */
+import { execFile } from 'node:child_process';
 import { chownSync, existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
+import { promisify } from 'node:util';
 import { loadAll } from 'js-yaml';
 import * as k8s from '@kubernetes/client-node';
+import { Agent, request } from 'undici';
 import type { Stack, StackCondition, StackSpec } from '../schemas/generated/types';
+import { parseWorkspaceStatus, WORKSPACE_STATUS_KEY, type WorkspaceStatus } from '../contract';
 import { configFromEnv, type HookConfig } from '../hooks/src/config';
 import { kubeEventsApi } from '../hooks/src/events/kubernetes';
+import { kubeObjectsApi } from '../hooks/src/objects/kubernetes';
 import type { EventRecorder } from '../hooks/src/events/recorder';
 import { startHookServer, type RunningServer } from '../hooks/src/main';
+import { makeHookCredentials, type HookCredentials } from '../hooks/test/credentials';
 import { startControlPlane, freePort, type ControlPlane } from './testbed/control-plane';
 import { startControllers } from './testbed/metacontroller-harness';
 import { startNode, type RealNode } from './testbed/node';
 import { requireTestbedEnvironment } from './testbed/node/environment';
 import { ensureImages } from './testbed/images/containerd';
 import { IMAGE_REFS } from './testbed/images/refs';
-import { REPO_ROOT, requireToolchain } from './testbed/toolchain';
+import { REPO_ROOT, requireBinaries, requireToolchain } from './testbed/toolchain';
 import { eventually } from './testbed/eventually';
 
 export { eventually };
@@ -39,6 +47,14 @@ export interface Operator {
   apps: k8s.AppsV1Api;
   node: RealNode;
   hooksPort: number;
+  /** Where the hook server is served: https://127.0.0.1:<hooksPort>. */
+  hooksUrl: string;
+  /**
+   * A request to the hook server as Metacontroller makes it (HTTPS checked against the CA of the
+   * hooks' Secret, with its bearer token), or with another Authorization header or none
+   * (`authorization`). GET without a body.
+   */
+  hookRequest(path: string, options?: { body?: unknown; authorization?: string | null }): Promise<HookAnswer>;
   /** A container's log through the API server (kubelet), as `kubectl logs [--previous]`; '' when there is none. */
   logs(namespace: string, pod: string, container: string, options?: { previous?: boolean }): Promise<string>;
   /**
@@ -55,6 +71,8 @@ export interface Operator {
   stopHooks(): Promise<() => Promise<void>>;
   /** What the running hook server's event writer did so far (it starts from zero on a restart). */
   hookEvents(): EventRecorder['counts'];
+  /** Resolves when the running hook server's event writer has written (or given up on) every queued event. */
+  hookEventsIdle(): Promise<void>;
   /** A namespace enforcing the restricted Pod Security profile, with the Stack RBAC and a state PVC. */
   namespace(name: string): Promise<string>;
   /** Where the PVC `pulumi-state` of a namespace lives on the node (a hostPath volume; the file backend). */
@@ -72,6 +90,47 @@ export interface Operator {
   /** Waits until the Stack is Ready for its current generation (and `after` holds, if given). */
   readyStack(namespace: string, name: string, after?: (stack: Stack) => boolean, timeoutMs?: number): Promise<Stack>;
   stop(): Promise<void>;
+}
+
+/** The real kubectl (e2e/toolchain), as the test bed's admin, in `namespace`: its stdout. */
+export async function kubectl(op: Pick<Operator, 'cp'>, namespace: string, ...args: string[]): Promise<string> {
+  const { kubectl: bin } = requireBinaries(['kubectl']);
+  const { stdout } = await promisify(execFile)(
+    bin,
+    ['--kubeconfig', op.cp.kubeconfigPath, '--namespace', namespace, ...args],
+    { timeout: 30_000 },
+  );
+  return stdout;
+}
+
+/** A row of the Events table of `kubectl describe`. */
+export interface DescribedEvent {
+  type: string;
+  reason: string;
+  age: string;
+  from: string;
+  message: string;
+}
+
+/** `kubectl describe <kind> <name>`, as a user runs it: the rows of its Events table. */
+export async function describedEvents(
+  op: Pick<Operator, 'cp'>,
+  namespace: string,
+  kind: string,
+  name: string,
+): Promise<DescribedEvent[]> {
+  const stdout = await kubectl(op, namespace, 'describe', kind, name);
+  const lines = stdout.split('\n');
+  const start = lines.findIndex((l) => l.startsWith('Events:'));
+  if (start < 0) throw new Error(`kubectl describe printed no Events section:\n${stdout}`);
+  // `Events:  <none>`, or a header, a dashes line and one row per event (columns: 2+ spaces apart).
+  return lines
+    .slice(start + 3)
+    .filter((l) => l.startsWith('  ') && l.trim() !== '')
+    .map((l) => {
+      const [type = '', reason = '', age = '', from = '', ...message] = l.trim().split(/\s{2,}/);
+      return { type, reason, age, from, message: message.join('  ') };
+    });
 }
 
 /** Whether an object exists: `read` is a typed client call; a 404 means no, any other error is thrown. */
@@ -112,12 +171,33 @@ export function checkpointResources(
   return doc.checkpoint?.latest?.resources ?? [];
 }
 
+/**
+ * What the agent of the workspace `<workspace>-workspace` reported last: the report in its status
+ * ConfigMap (`<workspace>-workspace-status`), undefined while there is none.
+ */
+export async function workspaceReport(
+  op: Pick<Operator, 'core'>,
+  namespace: string,
+  workspace: string,
+): Promise<WorkspaceStatus | undefined> {
+  const read = () => op.core.readNamespacedConfigMap({ namespace, name: `${workspace}-workspace-status` });
+  if (!(await exists(read))) return undefined;
+  return parseWorkspaceStatus((await read()).data?.[WORKSPACE_STATUS_KEY]);
+}
+
 /** A condition of a Stack's (or a Program's) status, by type. */
 export function stackCondition<C extends { type: string } = StackCondition>(
   object: { status?: { conditions?: C[] } } | undefined,
   type: string,
 ): C | undefined {
   return (object?.status?.conditions ?? []).find((c) => c.type === type);
+}
+
+/** What the hook server answered. */
+export interface HookAnswer {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  text: string;
 }
 
 export interface FollowedLog {
@@ -167,37 +247,51 @@ export async function startOperator(options: OperatorOptions = {}): Promise<Oper
       return true;
     });
 
-    // The hooks write Events as in a cluster: with the ServiceAccount, ClusterRole and binding of
-    // manifests/install.yaml, through a token of that ServiceAccount.
-    const hookEvents = { events: { api: kubeEventsApi(await hooksKubeConfig(kc)), via: 'pulumi-mc-hooks' } };
+    // The hooks write Events and watch Stacks and Programs as in a cluster: with the ServiceAccount,
+    // ClusterRole and binding of manifests/install.yaml, through a token of that ServiceAccount.
+    // Events go only to Stacks that watch holds, as in a cluster.
+    const hooksKc = await hooksKubeConfig(kc);
+    const hookAccess = {
+      events: { api: kubeEventsApi(hooksKc), via: 'pulumi-mc-hooks' },
+      objects: { api: kubeObjectsApi(hooksKc), via: 'pulumi-mc-hooks' },
+    };
+    // The hook server's certificate and token, as the quickstart makes them; Metacontroller reads
+    // the Secrets when it starts the controllers.
+    const credentials = makeHookCredentials(join(cp.dir, 'hooks-credentials'), { EXTRA_SANS: 'IP:127.0.0.1' });
+    for (const secret of credentials.secrets) await objects.create(secret);
     const hooksPort = await freePort();
+    const hooksUrl = `https://127.0.0.1:${hooksPort}`;
     const hookConfig = {
       ...configFromEnv({}),
+      ...credentials.serving,
       port: hooksPort,
       host: '127.0.0.1',
       agentImage: AGENT_IMAGE,
       logLevel: process.env.PKO_E2E_HOOK_LOGS ? 'info' : 'warn',
       ...options.hookConfig,
     };
-    hooks = await startHookServer(hookConfig, hookEvents);
-    controllers = await startControllers({
-      kubeConfig: kc,
-      kubeconfigPath: cp.kubeconfigPath,
-      hooksBaseUrl: `http://127.0.0.1:${hooksPort}`,
-    });
+    hooks = await startHookServer(hookConfig, hookAccess);
+    controllers = await startControllers({ kubeConfig: kc, kubeconfigPath: cp.kubeconfigPath, hooksBaseUrl: hooksUrl });
     const stopHooks = async (): Promise<() => Promise<void>> => {
       await hooks?.shutdown('test');
       hooks = undefined;
       return async () => {
-        hooks = await startHookServer(hookConfig, hookEvents);
+        hooks = await startHookServer(hookConfig, hookAccess);
       };
     };
-    return operatorOf(cp, node, objects, hooksPort, {
-      restartHooks: async () => (await stopHooks())(),
-      stopHooks,
-      hookEvents: () => ({ ...defined(hooks?.events, 'the hook server writes events').counts }),
-      stop: stopAll,
-    });
+    return operatorOf(
+      cp,
+      node,
+      objects,
+      { port: hooksPort, url: hooksUrl, credentials },
+      {
+        restartHooks: async () => (await stopHooks())(),
+        stopHooks,
+        hookEvents: () => ({ ...defined(hooks?.events, 'the hook server writes events').counts }),
+        hookEventsIdle: () => defined(hooks?.events, 'the hook server writes events').idle(),
+        stop: stopAll,
+      },
+    );
   } catch (e) {
     await stopAll();
     throw e;
@@ -221,7 +315,10 @@ export async function hooksKubeConfig(admin: k8s.KubeConfig): Promise<k8s.KubeCo
   return serviceAccountKubeConfig(admin, 'pulumi-system', 'pulumi-mc-hooks');
 }
 
-/** A kubeconfig of an existing ServiceAccount, with a token from the TokenRequest API (12 hours). */
+/**
+ * A kubeconfig of the ServiceAccount `namespace/name`, through a token from the TokenRequest API
+ * (the API server's audience, 12 hours): the identity a pod running as that account has.
+ */
 export async function serviceAccountKubeConfig(
   admin: k8s.KubeConfig,
   namespace: string,
@@ -232,25 +329,65 @@ export async function serviceAccountKubeConfig(
     namespace,
     body: { spec: { audiences: [], expirationSeconds: 12 * 3600 } },
   });
+  return kubeConfigAs(admin, { name, token: defined(status?.token, 'the TokenRequest returns a token') });
+}
+
+/**
+ * A kubeconfig of the admin's credentials that acts as `user` (the `Impersonate-User` header, as
+ * `kubectl --as=<user>`): the API server authorizes every request as that user, with no groups
+ * but system:authenticated.
+ */
+export function impersonating(admin: k8s.KubeConfig, user: string): k8s.KubeConfig {
+  const self = defined(admin.getCurrentUser(), 'the admin kubeconfig names its user');
+  return kubeConfigAs(admin, { ...self, name: user, impersonateUser: user });
+}
+
+function kubeConfigAs(admin: k8s.KubeConfig, user: k8s.User): k8s.KubeConfig {
   const cluster = defined(admin.getCurrentCluster(), 'the admin kubeconfig names its cluster');
   const kc = new k8s.KubeConfig();
   kc.loadFromOptions({
     clusters: [{ ...cluster, name: 'testbed' }],
-    users: [{ name, token: defined(status?.token, 'the TokenRequest returns a token') }],
-    contexts: [{ name, cluster: 'testbed', user: name }],
-    currentContext: name,
+    users: [user],
+    contexts: [{ name: user.name, cluster: 'testbed', user: user.name }],
+    currentContext: user.name,
   });
   return kc;
+}
+
+/** A client of the hook server as Metacontroller is: HTTPS checked against the hooks' CA, its token. */
+function hookClient(hooks: {
+  url: string;
+  credentials: HookCredentials;
+}): Pick<Operator, 'hookRequest'> & { close(): Promise<void> } {
+  const agent = new Agent({ connect: { ca: hooks.credentials.ca } });
+  return {
+    async hookRequest(path, options = {}) {
+      const authorization =
+        options.authorization === undefined ? `Bearer ${hooks.credentials.token}` : options.authorization;
+      const res = await request(`${hooks.url}${path}`, {
+        dispatcher: agent,
+        method: options.body === undefined ? 'GET' : 'POST',
+        headers: {
+          ...(options.body === undefined ? {} : { 'content-type': 'application/json' }),
+          ...(authorization === null ? {} : { authorization }),
+        },
+        ...(options.body === undefined ? {} : { body: JSON.stringify(options.body) }),
+      });
+      return { status: res.statusCode, headers: res.headers, text: await res.body.text() };
+    },
+    close: () => agent.close(),
+  };
 }
 
 function operatorOf(
   cp: ControlPlane,
   node: RealNode,
   objects: k8s.KubernetesObjectApi,
-  hooksPort: number,
-  lifecycle: Pick<Operator, 'restartHooks' | 'stopHooks' | 'hookEvents' | 'stop'>,
+  hooks: { port: number; url: string; credentials: HookCredentials },
+  lifecycle: Pick<Operator, 'restartHooks' | 'stopHooks' | 'hookEvents' | 'hookEventsIdle' | 'stop'>,
 ): Operator {
   const kc = cp.kubeConfig;
+  const client = hookClient(hooks);
   const core = kc.makeApiClient(k8s.CoreV1Api);
   const claimDir = (namespace: string, claim: string): string => join(node.dir, 'claims', namespace, claim);
   const stateDir = (namespace: string): string => claimDir(namespace, 'pulumi-state');
@@ -310,8 +447,14 @@ function operatorOf(
     batch: kc.makeApiClient(k8s.BatchV1Api),
     apps: kc.makeApiClient(k8s.AppsV1Api),
     node,
-    hooksPort,
+    hooksPort: hooks.port,
+    hooksUrl: hooks.url,
+    hookRequest: client.hookRequest,
     ...lifecycle,
+    stop: async () => {
+      await client.close();
+      await lifecycle.stop();
+    },
     logs: (namespace, pod, container, options) =>
       core
         .readNamespacedPodLog({ namespace, name: pod, container, previous: options?.previous })

@@ -12,18 +12,8 @@ import { syncStack } from '../hooks/test/controllers';
 import { syncProgram } from '../hooks/src/program/sync';
 import type { KObject } from '../hooks/src/lib/k8s';
 import type { Program, Stack, StackSpec } from '../schemas/generated/types';
-import {
-  applyChildren,
-  jobsOf,
-  makeProgram,
-  makeStack,
-  noLookups,
-  NOW,
-  syncRequest,
-  testConfig,
-  withStatus,
-  workspaceBecomesReady,
-} from '../hooks/test/builders';
+import { jobsOf, makeProgram, makeStack, noLookups, NOW, syncRequest, testConfig } from '../hooks/test/builders';
+import { toFirstJob } from '../hooks/test/stories';
 
 let cp: ControlPlane;
 let objects: k8s.KubernetesObjectApi;
@@ -65,12 +55,9 @@ afterAll(async () => {
 
 const ctx = { config: testConfig, now: NOW, lookups: noLookups };
 
-/** The children of a Stack at creation and once its first Job starts. */
+/** The children of a Stack at creation and once its first Job starts (recorded, then made: stories.toFirstJob). */
 function childrenOf(spec: Parameters<typeof makeStack>[0], related: KObject[] = [makeProgram()]): KObject[] {
-  const stack = makeStack(spec);
-  const r1 = syncStack(syncRequest(stack, [], related), ctx);
-  const ready = workspaceBecomesReady(applyChildren([], r1.children));
-  const r2 = syncStack(syncRequest(withStatus(stack, r1), ready, related), ctx);
+  const { r2 } = toFirstJob(makeStack(spec), related);
   expect(jobsOf(r2)).toHaveLength(1);
   return r2.children;
 }

@@ -123,7 +123,7 @@ describe('deploy/yaml with pulumi up', () => {
     // put back the harness's, which call the test's hook server by URL (the real binary follows
     // its controller objects; the driver reads them once at start).
     for (const c of loadControllerManifests()) {
-      const rewritten = rewriteWebhooks(c, `http://127.0.0.1:${op.hooksPort}`) as k8s.KubernetesObject;
+      const rewritten = rewriteWebhooks(c, op.hooksUrl) as k8s.KubernetesObject;
       const live = await op.objects.read(headerOf(rewritten));
       await op.objects.replace({
         ...rewritten,

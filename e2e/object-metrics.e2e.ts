@@ -154,9 +154,12 @@ test('two hook servers and a restarted one report the same gauges for a failing 
 
   let one = await startHooks();
   const two = await startHooks();
+  // Every mirror: the gauges' Stacks and Programs, the events' Workspaces and Updates.
   const synced = [
     'pulumi_hook_objects_synced{resource="programs"} 1',
     'pulumi_hook_objects_synced{resource="stacks"} 1',
+    'pulumi_hook_objects_synced{resource="updates"} 1',
+    'pulumi_hook_objects_synced{resource="workspaces"} 1',
   ];
   const initial = [
     'programs_active 1',
@@ -195,9 +198,13 @@ test('two hook servers and a restarted one report the same gauges for a failing 
   await sameOnBoth(one.base, two.base, afterDelete, 'both hook servers to drop the deleted Stack');
 }, 180_000);
 
-test("the hooks' token may list and watch Stacks, not read a single one or a Secret", async () => {
+test("the hooks' token may list and watch Stacks, Workspaces and Updates, not read a single one or a Secret", async () => {
   const asHooks = hooksKc.makeApiClient(k8s.CustomObjectsApi);
   await expect(asHooks.listClusterCustomObject({ ...GROUP, plural: 'stacks' })).resolves.toBeDefined();
+  for (const plural of ['workspaces', 'updates'])
+    await expect(
+      asHooks.listClusterCustomObject({ group: 'auto.pulumi.com', version: 'v1alpha1', plural }),
+    ).resolves.toBeDefined();
   await expect(
     asHooks.getNamespacedCustomObject({ ...GROUP, namespace: ns, plural: 'stacks', name: 'failing' }),
   ).rejects.toMatchObject({ code: 403 });

@@ -61,6 +61,33 @@ describe('a Program Stack', () => {
     expect(await op.logs(ns, 'hello-workspace-0', 'pulumi')).not.toContain('swordfish');
   });
 
+  it('was synced by Metacontroller over HTTPS with its token; a call without the token is refused', async () => {
+    const unauthorized = async () => {
+      const m = /^pulumi_hook_errors_total\{hook="stack_sync",reason="unauthorized"\} (\d+)$/m.exec(
+        (await op.hookRequest('/metrics')).text,
+      );
+      return m ? Number(m[1]) : 0;
+    };
+    const syncs = /^pulumi_hook_request_duration_seconds_count\{hook="stack_sync"\} (\d+)$/m.exec(
+      (await op.hookRequest('/metrics')).text,
+    );
+    // Metacontroller's calls made the Stack Ready above, and none was refused.
+    expect(Number(syncs?.[1] ?? 0)).toBeGreaterThan(0);
+    expect(await unauthorized()).toBe(0);
+    // A caller of the hooks that is not Metacontroller: a request naming the Stack, forged.
+    const forged = { controller: {}, parent: await getStack(ns, 'hello'), children: {}, related: {} };
+    for (const authorization of [null, 'Bearer not-the-token', `Basic ${Buffer.from('a:b').toString('base64')}`]) {
+      const res = await op.hookRequest('/stack/sync', { body: forged, authorization });
+      expect({ authorization, status: res.status }).toEqual({ authorization, status: 401 });
+      expect(res.headers['www-authenticate']).toBe('Bearer realm="pulumi-mc-hooks"');
+    }
+    expect(await unauthorized()).toBe(3);
+    // Plain HTTP on the hook port gets no answer at all: it is a TLS port.
+    await expect(request(`http://127.0.0.1:${op.hooksPort}/healthz`)).rejects.toThrow();
+    // And the Stack is still Ready, its status untouched by the refused calls.
+    expect(stackCondition(await getStack(ns, 'hello'), 'Ready')?.status).toBe('True');
+  });
+
   it('shows upstream printer columns', async () => {
     // What `kubectl get stacks` asks for: the Table rendering of the CRD's printer columns.
     const res = await request(`${op.cp.server}/apis/pulumi.com/v1/namespaces/${ns}/stacks/hello`, {

@@ -12,7 +12,6 @@
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
-import { request } from 'undici';
 import { defined, e2eStackSpec, eventually, type Operator, stackCondition } from './harness';
 import { e2eSuite } from './suite';
 import { gatedProgram, stateGates } from './testbed/state-gate';
@@ -150,8 +149,7 @@ describe('resilience', () => {
     await eventually(
       'the new hook server to answer a Stack sync',
       async () => {
-        const res = await request(`http://127.0.0.1:${op.hooksPort}/metrics`);
-        const text = await res.body.text();
+        const { text } = await op.hookRequest('/metrics');
         const m = /^pulumi_hook_request_duration_seconds_count\{hook="stack_sync"\} (\d+)/m.exec(text);
         return m && Number(m[1]) > 0 ? true : undefined;
       },

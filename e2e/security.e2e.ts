@@ -5,16 +5,29 @@
  * - The workspace server refuses callers without a valid token: no token, a malformed one, one for
  *   another audience (401), one whose account may not use the workspace (403); the Jobs' own kind of
  *   token is let in.
+ * - A pod running as the namespace's `default` account, which a Stack that names no account runs
+ *   as, may not patch that Stack's workspace StatefulSet or pod (403): only write its status
+ *   ConfigMap; the workspace stays as it is, and Ready.
  * - A Stack referring to a Secret in another namespace is Stalled/SpecInvalid, naming the field.
  */
 import * as k8s from '@kubernetes/client-node';
 import { expect } from '@jest/globals';
 import { request } from 'undici';
 import type { Program } from '../schemas/generated/types';
-import { WORKSPACE_PORT } from '../contract';
-import { AGENT_IMAGE, defined, e2eStackSpec, eventually, exists, type Operator, stackCondition } from './harness';
+import { Annotations, WORKSPACE_PORT } from '../contract';
+import {
+  AGENT_IMAGE,
+  defined,
+  e2eStackSpec,
+  eventually,
+  exists,
+  type Operator,
+  stackCondition,
+  workspaceReport,
+} from './harness';
 import { e2eSuite } from './suite';
 import { IMAGE_REFS } from './testbed/images/refs';
+import { podOf, runPod } from './testbed/pod-bed';
 
 let op: Operator;
 const ns = 'security';
@@ -171,6 +184,102 @@ describe('security', () => {
     const allowed = await call(address, 'GET', '/v1/workspace', `Bearer ${await token(updateAccount, [audience])}`);
     expect(allowed).toMatchObject({ status: 200, body: { stack: 'dev', busy: false } });
     recordTiming('workspace token checks', started);
+  });
+
+  it("a pod running as the namespace's default account, which a Stack runs as, cannot rewrite its workspace (403)", async () => {
+    const started = Date.now();
+    // A Stack that names no ServiceAccount runs as `default`, like every pod that names none: grant it
+    // what a workspace's account needs (manifests/stack-rbac.yaml, for this account).
+    await op.objects.create({
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRoleBinding',
+      metadata: { name: `pulumi-operator:auth-delegator:${ns}:default` },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'system:auth-delegator' },
+      subjects: [{ kind: 'ServiceAccount', name: 'default', namespace: ns }],
+    } as k8s.KubernetesObject);
+    const spec = e2eStackSpec({ stack: 'default-account', programRef: { name: 'secure' } });
+    delete spec.serviceAccountName;
+    await op.objects.create({
+      apiVersion: 'pulumi.com/v1',
+      kind: 'Stack',
+      metadata: { name: 'as-default', namespace: ns },
+      spec,
+    } as k8s.KubernetesObject);
+    await readyStack('as-default');
+    const sts = await op.apps.readNamespacedStatefulSet({ namespace: ns, name: 'as-default-workspace' });
+    const template = defined(sts.spec?.template, 'the workspace pod template');
+    expect(template.spec?.serviceAccountName).toBe('default');
+    const hash = template.metadata?.annotations?.[Annotations.workspaceHash];
+    expect(await workspaceReport(op, ns, 'as-default')).toMatchObject({ hash, state: 'Ready' });
+
+    // Any pod of the namespace that names no account has the workspace's identity. What it tries,
+    // with the token Kubernetes mounts for it, and how the API server answers.
+    const statefulSet = `/apis/apps/v1/namespaces/${ns}/statefulsets/as-default-workspace`;
+    const statusConfigMap = `/api/v1/namespaces/${ns}/configmaps/as-default-workspace-status`;
+    const forged = JSON.stringify({ hash, state: 'Failed', reason: 'Forged' });
+    const attempts = [
+      {
+        what: 'patch the workspace StatefulSet',
+        method: 'PATCH',
+        path: statefulSet,
+        body: { spec: { template: { spec: { serviceAccountName: 'pulumi' } } } },
+      },
+      {
+        what: 'annotate the workspace StatefulSet',
+        method: 'PATCH',
+        path: statefulSet,
+        body: { metadata: { annotations: { [Annotations.workspaceStatus]: forged } } },
+      },
+      {
+        what: 'patch the workspace pod',
+        method: 'PATCH',
+        path: `/api/v1/namespaces/${ns}/pods/as-default-workspace-0`,
+        body: { metadata: { labels: { taken: 'over' } } },
+      },
+      { what: 'read the status ConfigMap', method: 'GET', path: statusConfigMap },
+      { what: 'write the status ConfigMap', method: 'PATCH', path: statusConfigMap, body: { data: { intruder: 'x' } } },
+    ];
+    const script = [
+      "const fs = require('fs');",
+      "const https = require('https');",
+      "const dir = '/var/run/secrets/kubernetes.io/serviceaccount';",
+      "const token = fs.readFileSync(`${dir}/token`, 'utf8');",
+      'const ca = fs.readFileSync(`${dir}/ca.crt`);',
+      'const call = (a) => new Promise((resolve) => {',
+      '  const headers = { authorization: `Bearer ${token}`, "content-type": "application/merge-patch+json" };',
+      '  const req = https.request({ host: process.env.KUBERNETES_SERVICE_HOST, port: process.env.KUBERNETES_SERVICE_PORT, ca, method: a.method, path: a.path, headers }, (res) => { res.resume(); res.on("end", () => resolve(res.statusCode)); });',
+      '  req.on("error", (e) => resolve(String(e)));',
+      '  req.end(a.body === undefined ? undefined : JSON.stringify(a.body));',
+      '});',
+      '(async () => { for (const a of JSON.parse(process.env.ATTEMPTS)) console.log(JSON.stringify({ what: a.what, status: await call(a) })); })();',
+    ].join('\n');
+    const intruder = podOf(ns, 'intruder', AGENT_IMAGE, {
+      command: ['node', '-e', script],
+      env: [{ name: 'ATTEMPTS', value: JSON.stringify(attempts) }],
+    });
+    const { phase, log } = await runPod({ core: op.core, ns }, intruder);
+    expect(phase).toBe('Succeeded');
+    const answers = log
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as { what: string; status: number });
+    expect(answers).toEqual([
+      { what: 'patch the workspace StatefulSet', status: 403 },
+      { what: 'annotate the workspace StatefulSet', status: 403 },
+      { what: 'patch the workspace pod', status: 403 },
+      { what: 'read the status ConfigMap', status: 403 },
+      // The one write the account has: the workspace's report, and it is its own.
+      { what: 'write the status ConfigMap', status: 200 },
+    ]);
+
+    // The workspace is as it was, and still Ready.
+    const after = await op.apps.readNamespacedStatefulSet({ namespace: ns, name: 'as-default-workspace' });
+    expect(after.metadata?.generation).toBe(sts.metadata?.generation);
+    expect(after.spec?.template.spec?.serviceAccountName).toBe('default');
+    expect(after.metadata?.annotations?.[Annotations.workspaceStatus]).toBeUndefined();
+    expect(await workspaceReport(op, ns, 'as-default')).toMatchObject({ hash, state: 'Ready' });
+    expect(stackCondition(await getStack('as-default'), 'Ready')).toMatchObject({ status: 'True' });
+    recordTiming('the default account refused its workspace', started);
   });
 
   it('a Stack referring to a Secret in another namespace is Stalled/SpecInvalid', async () => {

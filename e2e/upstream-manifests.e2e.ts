@@ -6,8 +6,8 @@
  * They name upstream's images (pulumi/pulumi:<version>-nonroot): the workspace runs the injected
  * agent in those stand-ins.
  */
-import { Annotations, parseWorkspaceStatus } from '../contract';
-import { defined, eventually, type Operator, stackCondition } from './harness';
+import { Annotations } from '../contract';
+import { defined, eventually, type Operator, stackCondition, workspaceReport } from './harness';
 import { e2eSuite } from './suite';
 import { applyUpstream } from './upstream/apply';
 
@@ -77,8 +77,8 @@ describe('upstream e2e manifests, applied as vendored (one image tag substituted
 
       const switched = Date.now();
       await applyUpstream(op, `${TESTDATA}/structured-config-version/step2`);
-      // Upstream waits for its Workspace object to be Ready; here the workspace's StatefulSet carries
-      // that state (its agent's report, for the pod template that runs the new image).
+      // Upstream waits for its Workspace object to be Ready; here that is the agent's report in the
+      // workspace's status ConfigMap, for the pod template that runs the new image.
       await eventually(
         'the workspace to be Ready in pulumi/pulumi:3.203.0-nonroot (for 3.202.0)',
         async () => {
@@ -86,7 +86,7 @@ describe('upstream e2e manifests, applied as vendored (one image tag substituted
           const template = defined(sts.spec?.template, 'the workspace pod template');
           const image = template.spec?.containers.find((c) => c.name === 'pulumi')?.image;
           const hash = template.metadata?.annotations?.[Annotations.workspaceHash];
-          const status = parseWorkspaceStatus(sts.metadata?.annotations?.[Annotations.workspaceStatus]);
+          const status = await workspaceReport(op, ns, name);
           return image === 'pulumi/pulumi:3.203.0-nonroot' && status?.hash === hash && status?.state === 'Ready';
         },
         OUTCOME_TIMEOUT_MS,

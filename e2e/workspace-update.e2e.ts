@@ -3,18 +3,17 @@
  * upstream's docs (`kubectl get workspace`, `kubectl get update`: their columns, for a Stack's own),
  * then Updates made by hand: a `preview` and a `refresh` against a Stack's workspace, an `up` against
  * a Workspace made by hand (no Stack), and Updates against a Workspace that is missing or failed.
+ * Issue 38: their events as `kubectl describe workspace|update` shows them (upstream's reasons and
+ * messages), and a Workspace with two stacks, Stalled.
  * Everything goes through the API server, Metacontroller (the driver, or the real binary with
  * METACONTROLLER_BIN) and the agent with the real Pulumi CLI on the real node.
  */
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
 import * as k8s from '@kubernetes/client-node';
 import { expect } from '@jest/globals';
 import type { Update, Workspace } from '../schemas/generated/types';
-import { defined, e2eStackSpec, eventually, type Operator } from './harness';
+import { defined, describedEvents, e2eStackSpec, eventually, kubectl, type Operator } from './harness';
 import { e2eSuite } from './suite';
 import { startGitServer, type GitServer } from './testbed/git-server';
-import { requireBinaries } from './testbed/toolchain';
 
 let op: Operator;
 let git: GitServer;
@@ -74,14 +73,27 @@ async function completeUpdate(name: string, timeoutMs = 180_000): Promise<Update
 
 /** `kubectl get <resource> -n <ns>`, as a user types it; the printed table's lines. */
 async function kubectlGet(resource: string): Promise<string[]> {
-  const { kubectl } = requireBinaries(['kubectl']);
-  const { stdout } = await promisify(execFile)(
-    kubectl,
-    ['--kubeconfig', op.cp.kubeconfigPath, '-n', ns, 'get', resource],
-    { timeout: 30_000 },
-  );
-  return stdout.trim().split('\n');
+  return (await kubectl(op, ns, 'get', resource)).trim().split('\n');
 }
+
+/**
+ * The rows of `kubectl describe <kind> <name>`'s Events table (type, reason, from, message), once
+ * there are at least `count` (the hooks write an event just after the answer that implies it).
+ */
+async function describedUntil(kind: string, name: string, count = 1): Promise<string[][]> {
+  const rows = await eventually(
+    `kubectl describe ${kind} ${name} to show ${count} event(s)`,
+    async () => {
+      const events = await describedEvents(op, ns, kind, name);
+      return events.length >= count ? events : undefined;
+    },
+    60_000,
+    500,
+  );
+  return rows.map((d) => [d.type, d.reason, d.from, d.message]);
+}
+
+const HOOKS = 'pulumi-mc-operator/hooks';
 
 const columns = (line: string | undefined): string[] => (line ?? '').trim().split(/\s{2,}/);
 
@@ -141,6 +153,14 @@ describe("a Stack's Workspace and Updates", () => {
     expect(sts.metadata?.ownerReferences?.map((o) => `${o.kind}/${o.name}`)).toEqual(['Workspace/hello']);
     const job = await op.batch.readNamespacedJob({ namespace: ns, name: updateName });
     expect(job.metadata?.ownerReferences?.map((o) => `${o.kind}/${o.name}`)).toEqual([`Update/${updateName}`]);
+
+    // Their events, as upstream's controllers record them.
+    expect(await describedUntil('workspace', 'hello')).toEqual([
+      ['Normal', 'Initialized', HOOKS, 'Initialized workspace pod "hello-workspace-0"'],
+    ]);
+    expect(await describedUntil('update', updateName)).toEqual([
+      ['Normal', 'UpdateSucceeded', HOOKS, 'Updated stack "dev"'],
+    ]);
   });
 
   it('run a hand-made preview and refresh once each, recording the outcome, without touching the Stack', async () => {
@@ -166,6 +186,12 @@ describe("a Stack's Workspace and Updates", () => {
     }
     const after = await getStack('hello');
     expect(after.status?.lastUpdate).toEqual(before.status?.lastUpdate);
+    expect(await describedUntil('update', 'hello-preview-by-hand')).toEqual([
+      ['Normal', 'UpdateSucceeded', HOOKS, 'Previewed stack "dev"'],
+    ]);
+    expect(await describedUntil('update', 'hello-refresh-by-hand')).toEqual([
+      ['Normal', 'UpdateSucceeded', HOOKS, 'Refreshed stack "dev"'],
+    ]);
 
     // Deleting its Job does not run it again: the outcome stays in its status.
     await op.batch.deleteNamespacedJob({
@@ -194,6 +220,42 @@ describe("a Stack's Workspace and Updates", () => {
       fieldSelector: 'metadata.name=hello-preview-by-hand',
     });
     expect(jobs.items).toHaveLength(0);
+  });
+});
+
+describe("a Stack's finished Update, after its ttlAfterCompleted", () => {
+  it('is deleted, and an UpdateExpired event says so', async () => {
+    const before = await getStack('hello');
+    await op.patchStack(ns, 'hello', { spec: { updateTemplate: { spec: { ttlAfterCompleted: '1s' } } } });
+    // A new generation: a new up, whose Update carries the TTL.
+    const after = await readyStack('hello', (s) => s.status?.lastUpdate?.name !== before.status?.lastUpdate?.name);
+    const name = defined(after.status?.lastUpdate?.name, 'lastUpdate.name');
+    const listed = await eventually(
+      `an UpdateExpired event about ${name}`,
+      async () => {
+        const out = await kubectl(
+          op,
+          ns,
+          'get',
+          'events',
+          '--field-selector',
+          `involvedObject.kind=Update,involvedObject.name=${name},reason=UpdateExpired`,
+          '-o',
+          'jsonpath={range .items[*]}{.type}|{.reason}|{.reportingComponent}|{.message}{"\\n"}{end}',
+        );
+        return out.trim() === '' ? undefined : out.trim().split('\n');
+      },
+      60_000,
+      500,
+    );
+    expect(listed).toEqual([`Normal|UpdateExpired|${HOOKS}|ttl expired and was deleted`]);
+    const gone = await eventually('the Update to be deleted', async () => {
+      const updates = (await op.custom.listNamespacedCustomObject({ ...AUTO, namespace: ns, plural: 'updates' })) as {
+        items: Update[];
+      };
+      return updates.items.every((u) => u.metadata.name !== name);
+    });
+    expect(gone).toBe(true);
   });
 });
 
@@ -249,6 +311,22 @@ describe('a Workspace made by hand', () => {
     // The full outputs are in the Secret its status names, as upstream.
     const secret = await op.core.readNamespacedSecret({ namespace: ns, name: 'by-hand-up-stack-outputs' });
     expect(Object.keys(secret.data ?? {})).toContain('message');
+
+    expect(await describedUntil('workspace', 'by-hand')).toEqual([
+      ['Normal', 'Initialized', HOOKS, 'Initialized workspace pod "by-hand-workspace-0"'],
+    ]);
+    expect(await describedUntil('update', 'by-hand-up')).toEqual([
+      ['Normal', 'UpdateSucceeded', HOOKS, 'Updated stack "by-hand"'],
+    ]);
+  });
+
+  it('fails an Update for a stack it does not serve: UpdateFailed with upstream’s message', async () => {
+    await createUpdate('by-hand-other', { workspaceName: 'by-hand', stackName: 'other', type: 'preview' });
+    const failed = await completeUpdate('by-hand-other');
+    expect(conditionOf(failed, 'Failed')).toMatchObject({ status: 'True', reason: 'StackMismatch' });
+    expect(await describedUntil('update', 'by-hand-other')).toEqual([
+      ['Warning', 'UpdateFailed', HOOKS, 'Failed to preview stack "other"'],
+    ]);
   });
 });
 
@@ -296,5 +374,57 @@ describe('an Update whose Workspace cannot run it', () => {
     );
     expect(conditionOf(waiting, 'Progressing')?.message).toMatch(/^workspace broken is not ready/);
     expect(conditionOf(waiting, 'Complete')?.status).toBe('False');
+
+    // The fetch failed: Stalled, and a Warning of that reason on the Workspace (ours: upstream's
+    // fetch container only crash-loops).
+    const stalled = await eventually(
+      'Workspace broken to be Stalled SourceFetchFailed',
+      async () => {
+        const c = conditionOf(await getWorkspace('broken'), 'Stalled');
+        return c?.status === 'True' && c.reason === 'SourceFetchFailed' ? c : undefined;
+      },
+      120_000,
+      500,
+    );
+    // The message is the fetch's error, which may span lines: kubectl's table shows the first.
+    const rows = await describedUntil('workspace', 'broken');
+    expect(rows.map((r) => r.slice(0, 3))).toEqual([['Warning', 'SourceFetchFailed', HOOKS]]);
+    expect(stalled.message?.startsWith(rows[0]![3]!.slice(0, 40))).toBe(true);
+  });
+});
+
+describe('a Workspace with two stacks', () => {
+  it('is Stalled MultipleStacksUnsupported, saying what to do, gets no pod, and a Warning event', async () => {
+    await op.objects.create({
+      apiVersion: 'auto.pulumi.com/v1alpha1',
+      kind: 'Workspace',
+      metadata: { name: 'two-stacks', namespace: ns },
+      spec: {
+        serviceAccountName: 'pulumi',
+        git: { url: `${git.baseUrl}/by-hand.git`, ref: 'a'.repeat(40) },
+        stacks: [{ name: 'dev' }, { name: 'prod' }],
+      },
+    } as k8s.KubernetesObject);
+    const stalled = await eventually(
+      'Workspace two-stacks to be Stalled',
+      async () => {
+        const c = conditionOf(await getWorkspace('two-stacks'), 'Stalled');
+        return c?.status === 'True' ? c : undefined;
+      },
+      60_000,
+      500,
+    );
+    expect(stalled).toMatchObject({
+      reason: 'MultipleStacksUnsupported',
+      message: expect.stringMatching(/^spec\.stacks has 2 entries \("dev", "prod"\); .*Make one Workspace per stack/),
+    });
+    const sets = await op.apps.listNamespacedStatefulSet({
+      namespace: ns,
+      fieldSelector: 'metadata.name=two-stacks-workspace',
+    });
+    expect(sets.items).toHaveLength(0);
+    expect(await describedUntil('workspace', 'two-stacks')).toEqual([
+      ['Warning', 'MultipleStacksUnsupported', HOOKS, stalled.message],
+    ]);
   });
 });

@@ -4,7 +4,11 @@
  * and stops cleanly; the agent image has its tools, runs as uid/gid 1000 under tini, and every
  * command the hooks put in pod specs resolves in it.
  */
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
+import { Agent, request } from 'undici';
 import { AGENT_COMMAND, Env, WORKSPACE_PORT } from '../contract';
 import { eventually } from '../e2e/testbed/eventually';
 import { IMAGE_REFS } from '../e2e/testbed/images/refs';
@@ -13,6 +17,7 @@ import { configFromEnv } from '../hooks/src/config';
 import type { WorkspaceSource } from '../hooks/src/stack/source';
 import { RESTRICTED_POD_SECURITY } from '../hooks/src/workspace/pod';
 import { stackJob, stackWorkspacePod } from '../hooks/test/controllers';
+import { makeHookCredentials } from '../hooks/test/credentials';
 import type { CompositeSyncResponse, Stack } from '../schemas';
 import { httpRequest } from './lib/http';
 import {
@@ -24,7 +29,7 @@ import {
   runPod,
   startPodBed,
 } from '../e2e/testbed/pod-bed';
-import { podSpecOf, readRepoFile, required } from './lib/repo';
+import { findObject, loadObjects, podSpecOf, readRepoFile, required } from './lib/repo';
 
 jest.setTimeout(180_000);
 
@@ -94,19 +99,49 @@ describe('hooks image', () => {
     expect(log.trim().split('\n')).toEqual(['no npm', 'no npx', 'no corepack']);
   });
 
-  it('its default command serves the hooks on a read-only root, and stops cleanly on SIGTERM', async () => {
+  it('its default command serves the hooks as install.yaml runs it: HTTPS, the token required, a read-only root; it stops cleanly on SIGTERM', async () => {
     const port = configFromEnv({}).port;
     expect(Object.keys((await imageConfigOf(bed, IMAGE_REFS.hooks)).ExposedPorts ?? {})).toEqual([`${port}/tcp`]);
-    await bed.core.createNamespacedPod({ namespace: bed.ns, body: podOf(bed.ns, 'hooks-serve', IMAGE_REFS.hooks) });
-    const base = `http://${await runningWithIp(bed, 'hooks-serve')}:${port}`;
-    const health = await eventually('GET /healthz', async () => {
-      const r = await httpRequest(`${base}/healthz`);
-      return r.status === 200 ? r : undefined;
+    // The Secrets of hooks-credentials.sh, and install.yaml's container settings and volumes.
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pko-images-'));
+    const credentials = makeHookCredentials(dir, { NAMESPACE: bed.ns });
+    fs.rmSync(dir, { recursive: true, force: true });
+    for (const secret of credentials.secrets)
+      await bed.core.createNamespacedSecret({ namespace: bed.ns, body: secret });
+    const deployment = findObject(loadObjects(readRepoFile('manifests/install.yaml')), 'Deployment', 'pulumi-mc-hooks');
+    const spec = required(deployment.spec?.template.spec, 'the Deployment has a pod spec');
+    const container = required(spec.containers[0], 'the Deployment has a container');
+    const pod = podOf(bed.ns, 'hooks-serve', IMAGE_REFS.hooks, {
+      env: container.env,
+      volumeMounts: container.volumeMounts,
     });
-    expect(health.status).toBe(200);
-    const sync = await httpRequest(`${base}/stack/sync`, readRepoFile('examples/hooks/stack-sync-new.json'));
-    expect(sync.status).toBe(200);
-    expect((JSON.parse(sync.text) as CompositeSyncResponse).children?.length).toBeGreaterThan(0);
+    pod.spec!.volumes = spec.volumes;
+    await bed.core.createNamespacedPod({ namespace: bed.ns, body: pod });
+    // Called as Metacontroller calls it: the server checked against the CA, for the Service's name.
+    const agent = new Agent({ connect: { ca: credentials.ca, servername: `pulumi-mc-hooks.${bed.ns}` } });
+    try {
+      const base = `https://${await runningWithIp(bed, 'hooks-serve')}:${port}`;
+      const health = await eventually('GET /healthz', async () => {
+        const r = await request(`${base}/healthz`, { dispatcher: agent }).catch(() => undefined);
+        return r?.statusCode === 200 ? r : undefined;
+      });
+      await health.body.dump();
+      const sync = async (authorization?: string) => {
+        const r = await request(`${base}/stack/sync`, {
+          dispatcher: agent,
+          method: 'POST',
+          headers: { 'content-type': 'application/json', ...(authorization ? { authorization } : {}) },
+          body: readRepoFile('examples/hooks/stack-sync-new.json'),
+        });
+        return { status: r.statusCode, text: await r.body.text() };
+      };
+      expect((await sync()).status).toBe(401);
+      const answered = await sync(`Bearer ${credentials.token}`);
+      expect(answered.status).toBe(200);
+      expect((JSON.parse(answered.text) as CompositeSyncResponse).children?.length).toBeGreaterThan(0);
+    } finally {
+      await agent.close();
+    }
     const end = await deleteAndWatchEnd(bed, 'hooks-serve');
     expect({ exitCode: end.exitCode, reason: end.reason }).toEqual({ exitCode: 0, reason: 'Completed' });
   });

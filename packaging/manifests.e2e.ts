@@ -1,12 +1,12 @@
 /**
  * Everything we ship, applied to a real kube-apiserver (e2e/testbed/control-plane.ts) with
  * server-side apply as a dry run, strict field validation and Pod Security warnings checked:
- * manifests/install.yaml, the chart rendered by the real helm (default and non-default values),
- * manifests/stack-rbac.yaml, manifests/kube-state-metrics.yaml, every file in examples/stacks/ and
- * the Kubernetes objects shown in docs/. Then the RBAC is applied for real and checked with
- * SubjectAccessReviews: the Stack ServiceAccount may do what the agent does and nothing more, the
- * hook server's ServiceAccount may create Events and nothing else, and the edit role (not view)
- * covers Stacks.
+ * manifests/install.yaml, the chart rendered by the real helm (default and non-default values,
+ * upstream's values file), manifests/stack-rbac.yaml, manifests/kube-state-metrics.yaml, every file
+ * in examples/stacks/ and the Kubernetes objects shown in docs/. Then the RBAC is applied for real
+ * and checked with SubjectAccessReviews: the Stack ServiceAccount may do what the agent does and
+ * nothing more, the hook server's ServiceAccount may create Events and nothing else, and the edit
+ * role (not view) covers Stacks.
  *
  * Metacontroller's, Flux's and the Prometheus Operator's CRDs are stand-ins (packaging/testdata/).
  */
@@ -16,6 +16,7 @@ import { updateRbac } from '../hooks/src/update/rbac';
 import { workspaceRbac } from '../hooks/src/workspace/rbac';
 import { ApiClient, type ApiResult, describeFailure, statusMessage } from './lib/apply';
 import { helmTemplate, removeHelmHome } from './lib/helm';
+import { UPSTREAM_VALUES } from './lib/upstream-values';
 import {
   findObject,
   isKind,
@@ -152,6 +153,7 @@ describe('the Helm chart, rendered by the real helm', () => {
       namespaceObject('infra', true),
       namespaceObject('team-a', false),
       namespaceObject('team-b', false),
+      namespaceObject('monitoring', false),
     ]);
   });
 
@@ -167,6 +169,21 @@ describe('the Helm chart, rendered by the real helm', () => {
     ]);
     expect(objects.map((o) => o.kind)).toContain('ServiceMonitor');
     expect(await applyAll(objects, { dryRun: true })).toEqual({ failures: [], warnings: [] });
+  }, 60_000);
+
+  test("with upstream's values.yaml, and with every upstream value changed over it, every object passes a dry run", async () => {
+    const changed = repoPath('packaging', 'testdata', 'upstream-values-changed.yaml');
+    for (const files of [[UPSTREAM_VALUES], [UPSTREAM_VALUES, changed]]) {
+      const { objects } = await helmTemplate(
+        'upstream',
+        'infra',
+        files.flatMap((f) => ['-f', f]),
+      );
+      expect({ files, result: await applyAll(objects, { dryRun: true }) }).toEqual({
+        files,
+        result: { failures: [], warnings: [] },
+      });
+    }
   }, 60_000);
 });
 
@@ -247,17 +264,25 @@ describe("a Workspace's and an Update's identities, as the hooks make them (hook
     ]);
   });
 
-  test("the workspace's account may patch its own StatefulSet and nothing else", async () => {
-    const own = { group: 'apps', resource: 'statefulsets', verb: 'patch', namespace: 'default', name: 'app-workspace' };
+  test("the workspace's account may patch its own status ConfigMap and nothing else", async () => {
+    const own = {
+      group: '',
+      resource: 'configmaps',
+      verb: 'patch',
+      namespace: 'default',
+      name: 'app-workspace-status',
+    };
     expect(
       await api.eventually(
-        'own StatefulSet',
+        'own status ConfigMap',
         async () => ((await api.can(workspaceSa, workspaceGroups, own)) ? true : undefined),
         10_000,
       ),
     ).toBe(true);
     const denied: Record<string, string>[] = [
-      { ...own, name: 'other-workspace' },
+      { ...own, name: 'other-workspace-status' },
+      { ...own, verb: 'get' },
+      { group: 'apps', resource: 'statefulsets', verb: 'patch', namespace: 'default', name: 'app-workspace' },
       { group: 'batch', resource: 'jobs', verb: 'patch', namespace: 'default', name: 'app-up-0123abcd' },
       { group: '', resource: 'secrets', verb: 'create', namespace: 'default' },
       rpc('app'),
@@ -317,7 +342,7 @@ describe('install.yaml RBAC, applied', () => {
     ]);
   });
 
-  test("the hook server's ServiceAccount may create Events in any namespace, list and watch Stacks and Programs, and nothing else", async () => {
+  test("the hook server's ServiceAccount may create Events in any namespace, list and watch Stacks, Programs, Workspaces and Updates, and nothing else", async () => {
     const user = 'system:serviceaccount:pulumi-system:pulumi-mc-hooks';
     const groups = ['system:serviceaccounts', 'system:serviceaccounts:pulumi-system', 'system:authenticated'];
     for (const namespace of ['default', 'team-a']) {
@@ -337,7 +362,8 @@ describe('install.yaml RBAC, applied', () => {
       { group: 'events.k8s.io', resource: 'events', verb: 'create', namespace: 'default' },
       { group: 'pulumi.com', resource: 'stacks', verb: 'get', namespace: 'default' },
       { group: 'pulumi.com', resource: 'stacks', verb: 'update', namespace: 'default' },
-      { group: 'auto.pulumi.com', resource: 'workspaces', verb: 'list' },
+      { group: 'auto.pulumi.com', resource: 'workspaces', verb: 'get', namespace: 'default' },
+      { group: 'auto.pulumi.com', resource: 'updates', verb: 'update', namespace: 'default' },
       { group: '', resource: 'secrets', verb: 'get', namespace: 'pulumi-system' },
       { group: '', resource: 'secrets', verb: 'list' },
       { group: 'apps', resource: 'statefulsets', verb: 'create', namespace: 'default' },
@@ -345,11 +371,14 @@ describe('install.yaml RBAC, applied', () => {
     for (const attrs of denied) {
       expect({ attrs, allowed: await api.can(user, groups, attrs) }).toEqual({ attrs, allowed: false });
     }
-    // The gauges of Stacks and Programs are read from the objects (docs/observability.md).
+    // The gauges of Stacks and Programs are read from the objects (docs/observability.md), and the
+    // events go only to Stacks, Workspaces and Updates the hooks watch (docs/security.md).
     for (const attrs of [
       { group: 'pulumi.com', resource: 'stacks', verb: 'list' },
       { group: 'pulumi.com', resource: 'stacks', verb: 'watch' },
       { group: 'pulumi.com', resource: 'programs', verb: 'list' },
+      { group: 'auto.pulumi.com', resource: 'workspaces', verb: 'watch' },
+      { group: 'auto.pulumi.com', resource: 'updates', verb: 'list' },
     ])
       expect({ attrs, allowed: await api.can(user, groups, attrs) }).toEqual({ attrs, allowed: true });
   }, 30_000);

@@ -4,14 +4,20 @@
  * Metacontroller controllers against the Service and the hook routes, the Stack ServiceAccount's
  * RBAC against what the pods do, and the kube-state-metrics config against the schemas.
  */
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
+import type { V1EnvVar } from '@kubernetes/client-node';
 import * as yaml from 'js-yaml';
+import { Agent, request } from 'undici';
 import { Annotations } from '../contract';
 import { configFromEnv, DEFAULT_AGENT_IMAGE } from '../hooks/src/config';
 import { buildServer } from '../hooks/src/server';
 import { RESTRICTED_CONTAINER_SECURITY } from '../hooks/src/workspace/pod';
 import { stackJob, stackWorkspacePod } from '../hooks/test/controllers';
+import { makeHookCredentials } from '../hooks/test/credentials';
 import type { JsonSchema, Stack } from '../schemas';
 import { INSTALL_FILE, renderInstall } from './build-install';
 import { numericUser, parseDockerfile, stageNamed } from './lib/dockerfile';
@@ -49,6 +55,10 @@ async function withHookServer(fn: (base: string) => Promise<void>): Promise<void
   }
 }
 
+/** A container's environment as a map (literal values only). */
+const envOf = (env: V1EnvVar[] | undefined): Record<string, string> =>
+  Object.fromEntries(required(env, 'the container has env').map((e) => [e.name, e.value ?? '']));
+
 function matches(selector: Record<string, string>, labels: Record<string, string> | undefined): boolean {
   return Object.entries(selector).every(([k, v]) => labels?.[k] === v);
 }
@@ -65,7 +75,7 @@ describe('manifests/install.yaml', () => {
     for (const o of fromKustomization) expect(install.some((x) => isDeepStrictEqual(x, o))).toBe(true);
   });
 
-  test('has the namespace, the CRDs, the hook server, its PodDisruptionBudget, RBAC and the four controllers, in apply order', () => {
+  test('has the namespace, the CRDs, the hook server, its PodDisruptionBudget, NetworkPolicy, RBAC and the four controllers, in apply order', () => {
     expect(install.map(objectKey)).toEqual([
       'Namespace/pulumi-system',
       'CustomResourceDefinition/updates.auto.pulumi.com',
@@ -80,6 +90,7 @@ describe('manifests/install.yaml', () => {
       'Service/pulumi-system/pulumi-mc-hooks',
       'Deployment/pulumi-system/pulumi-mc-hooks',
       'PodDisruptionBudget/pulumi-system/pulumi-mc-hooks',
+      'NetworkPolicy/pulumi-system/pulumi-mc-hooks',
       'CompositeController/pulumi-stacks',
       'DecoratorController/pulumi-programs',
       'CompositeController/pulumi-workspaces',
@@ -123,8 +134,81 @@ describe('the hook server Deployment', () => {
       runAsNonRoot: true,
       capabilities: { drop: ['ALL'] },
     });
-    expect(podSpec.volumes).toEqual([{ name: 'tmp', emptyDir: { sizeLimit: '16Mi' } }]);
-    expect(container.volumeMounts).toEqual([{ name: 'tmp', mountPath: '/tmp' }]);
+    expect(podSpec.volumes?.[0]).toEqual({ name: 'tmp', emptyDir: { sizeLimit: '16Mi' } });
+    expect(container.volumeMounts?.[0]).toEqual({ name: 'tmp', mountPath: '/tmp' });
+  });
+
+  test("mounts the hook server's certificate and key, and the token files, from the two Secrets, read-only", () => {
+    expect(podSpec.volumes?.slice(1)).toEqual([
+      {
+        name: 'tls',
+        secret: {
+          secretName: 'pulumi-mc-hooks-tls',
+          items: [
+            { key: 'tls.crt', path: 'tls.crt' },
+            { key: 'tls.key', path: 'tls.key' },
+          ],
+        },
+      },
+      { name: 'auth', secret: { secretName: 'pulumi-mc-hooks-auth' } },
+    ]);
+    expect(container.volumeMounts?.slice(1)).toEqual([
+      { name: 'tls', mountPath: '/etc/pulumi-operator/tls', readOnly: true },
+      { name: 'auth', mountPath: '/etc/pulumi-operator/auth', readOnly: true },
+    ]);
+    const config = configFromEnv(envOf(container.env));
+    expect(config.tls).toEqual({
+      certFile: '/etc/pulumi-operator/tls/tls.crt',
+      keyFile: '/etc/pulumi-operator/tls/tls.key',
+    });
+    // The Secret's key `token`, and `previous-token` while a rotation is under way.
+    expect(config.authTokenFiles).toEqual([
+      '/etc/pulumi-operator/auth/token',
+      '/etc/pulumi-operator/auth/previous-token',
+    ]);
+  });
+
+  test('serves what manifests/hooks-credentials.sh makes: HTTPS for the Service, the token required', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'pko-install-'));
+    try {
+      const creds = makeHookCredentials(dir);
+      expect(creds.secrets.map((s) => `${s.metadata.namespace}/${s.metadata.name}`)).toEqual([
+        'pulumi-system/pulumi-mc-hooks-tls',
+        'pulumi-system/pulumi-mc-hooks-auth',
+      ]);
+      expect(Object.keys(creds.secrets[0].data).sort()).toEqual(['ca.crt', 'tls.crt', 'tls.key']);
+      expect(Object.keys(creds.secrets[1].data)).toEqual(['token']);
+      // The deployment's files, where the Secret volumes put them.
+      const volume = (name: string) => join(dir, name);
+      mkdirSync(volume('tls'));
+      mkdirSync(volume('auth'));
+      writeFileSync(join(volume('tls'), 'tls.crt'), creds.cert);
+      writeFileSync(join(volume('tls'), 'tls.key'), creds.key);
+      writeFileSync(join(volume('auth'), 'token'), creds.token);
+      const env = Object.fromEntries(
+        Object.entries(envOf(container.env)).map(([k, v]) => [k, v.replaceAll('/etc/pulumi-operator', dir)]),
+      );
+      const { app } = buildServer({ ...configFromEnv(env), logLevel: 'silent' }, { logger: false });
+      await app.listen({ port: 0, host: '127.0.0.1' });
+      const agent = new Agent({
+        connect: { ca: creds.ca, servername: `${service.metadata.name}.${service.metadata.namespace}` },
+      });
+      try {
+        const base = `https://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+        const status = async (path: string, headers: Record<string, string> = {}) =>
+          (await request(`${base}${path}`, { dispatcher: agent, method: 'POST', headers, body: '{}' })).statusCode;
+        expect(await status('/stack/sync')).toBe(401);
+        expect(
+          await status('/stack/sync', { authorization: `Bearer ${creds.token}`, 'content-type': 'application/json' }),
+        ).toBe(400);
+        expect((await request(`${base}/readyz`, { dispatcher: agent })).statusCode).toBe(200);
+      } finally {
+        await agent.close();
+        await app.close();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   test('may create Events and list and watch Stacks and Programs, nothing else: one binding, the token mounted by this pod only', () => {
@@ -142,6 +226,7 @@ describe('the hook server Deployment', () => {
     expect(findObject(install, 'ClusterRole', 'pulumi-operator:hooks').rules).toEqual([
       { apiGroups: [''], resources: ['events'], verbs: ['create'] },
       { apiGroups: ['pulumi.com'], resources: ['stacks', 'programs'], verbs: ['list', 'watch'] },
+      { apiGroups: ['auto.pulumi.com'], resources: ['workspaces', 'updates'], verbs: ['list', 'watch'] },
     ]);
   });
 
@@ -154,18 +239,22 @@ describe('the hook server Deployment', () => {
     });
   });
 
-  test('listens where the hook server listens, with only the settings it reads', () => {
+  test('listens where the hook server listens, on every interface, with only the settings it reads', () => {
     const defaults = configFromEnv({});
-    expect(container.ports).toEqual([{ name: 'http', containerPort: defaults.port, protocol: 'TCP' }]);
-    const env = Object.fromEntries(required(container.env, 'the container has env').map((e) => [e.name, e.value]));
-    expect(configFromEnv(env)).toEqual({ ...defaults, logLevel: 'info' });
+    expect(container.ports).toEqual([{ name: 'https', containerPort: defaults.port, protocol: 'TCP' }]);
+    const env = envOf(container.env);
+    const { tls, authTokenFiles, ...rest } = configFromEnv(env);
+    expect(tls).toBeDefined();
+    expect(authTokenFiles).toBeDefined();
+    // With a token to ask for, the server listens on every interface (127.0.0.1 without).
+    expect(rest).toEqual({ ...defaults, host: '0.0.0.0', logLevel: 'info' });
     expect(env.AGENT_IMAGE).toBe(DEFAULT_AGENT_IMAGE);
     expect(container.image).toBe(`ghcr.io/pulumi-mc-operator/hooks:v${pkg.version}`);
   });
 
-  test("its probes are the hook server's /healthz and /readyz", async () => {
-    expect(container.livenessProbe?.httpGet).toEqual({ path: '/healthz', port: 'http' });
-    expect(container.readinessProbe?.httpGet).toEqual({ path: '/readyz', port: 'http' });
+  test("its probes are the hook server's /healthz and /readyz, over HTTPS", async () => {
+    expect(container.livenessProbe?.httpGet).toEqual({ path: '/healthz', port: 'https', scheme: 'HTTPS' });
+    expect(container.readinessProbe?.httpGet).toEqual({ path: '/readyz', port: 'https', scheme: 'HTTPS' });
     await withHookServer(async (base) => {
       for (const p of ['/healthz', '/readyz', '/metrics']) expect((await httpRequest(`${base}${p}`)).status).toBe(200);
     });
@@ -183,7 +272,22 @@ describe('the hook server Deployment', () => {
     const pdb = findObject(install, 'PodDisruptionBudget', 'pulumi-mc-hooks');
     expect(matches(required(pdb.spec?.selector?.matchLabels, 'the PDB selects by labels'), podLabels)).toBe(true);
     expect(pdb.spec?.minAvailable).toBe(1);
-    expect(service.spec?.ports).toEqual([{ name: 'http', port: 80, targetPort: 'http', protocol: 'TCP' }]);
+    expect(service.spec?.ports).toEqual([{ name: 'https', port: 443, targetPort: 'https', protocol: 'TCP' }]);
+  });
+
+  test("the NetworkPolicy admits only Metacontroller's and Prometheus' namespaces, to the hook port", () => {
+    const policy = findObject(install, 'NetworkPolicy', 'pulumi-mc-hooks');
+    expect(policy.metadata.namespace).toBe('pulumi-system');
+    expect(policy.spec?.podSelector?.matchLabels).toEqual(deployment.spec?.selector.matchLabels);
+    expect(policy.spec?.policyTypes).toEqual(['Ingress']);
+    expect(policy.spec?.ingress).toEqual([
+      {
+        from: ['metacontroller', 'monitoring'].map((ns) => ({
+          namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': ns } },
+        })),
+        ports: [{ port: 'https', protocol: 'TCP' }],
+      },
+    ]);
   });
 });
 
@@ -198,15 +302,33 @@ describe('the Metacontroller controllers', () => {
       : [],
   );
 
-  test('call the hook Service: pulumi-mc-hooks.pulumi-system:80', () => {
+  test('call the hook Service over HTTPS: https://pulumi-mc-hooks.pulumi-system:443', () => {
     // Stack: customize, sync, finalize; Program: sync; Workspace: sync; Update: customize, sync.
     expect(hooks.length).toBe(7);
     for (const h of hooks)
       expect(h.webhook.service).toEqual({
         name: service.metadata.name,
         namespace: service.metadata.namespace,
-        port: 80,
+        port: 443,
+        protocol: 'https',
       });
+  });
+
+  test("check the server against the CA of the TLS Secret and send the auth Secret's token, on every hook", () => {
+    for (const h of hooks) {
+      const { caBundle, authorization } = h.webhook as typeof h.webhook & {
+        caBundle?: unknown;
+        authorization?: unknown;
+      };
+      expect({ hook: `${h.controller} ${h.name}`, caBundle, authorization }).toEqual({
+        hook: `${h.controller} ${h.name}`,
+        caBundle: { secretRef: { name: 'pulumi-mc-hooks-tls', namespace: 'pulumi-system', key: 'ca.crt' } },
+        authorization: {
+          type: 'Bearer',
+          secretRef: { name: 'pulumi-mc-hooks-auth', namespace: 'pulumi-system', key: 'token' },
+        },
+      });
+    }
   });
 
   test('call paths the hook server serves', async () => {

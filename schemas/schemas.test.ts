@@ -484,7 +484,10 @@ describe('compatibility with upstream pulumi.com CRDs', () => {
       /^\.spec\.approval(\.|$)/, // the approval gate (docs/approval.md)
       /^\.status\.plan(\.|$)/,
       /^\.spec\.selfHealing$/, // self-healing (docs/self-healing.md)
+      /^\.status\.childDigests(\{\})?$/, // how children are kept (docs/design.md#how-children-are-kept)
     ],
+    'programs/v1': [/^\.status\.childDigests(\{\})?$/],
+    'workspaces/v1alpha1': [/^\.status\.childDigests(\{\})?$/],
     'stacks/v1alpha1': [/^\.spec(\.|$)/, /^\.status\.plan(\.|$)/], // upstream's v1alpha1 spec is v1's, which is compared
     'updates/v1alpha1': [
       /^\.status\.(outputValues(\{\})?|outputsOmitted|outputsTotal)$/, // this operator's extension

@@ -1,6 +1,7 @@
 /**
  * The git fetch against hostile settings: a revision that git would read as an option, ref names
- * and short SHAs, option-like and multi-line URLs. Real git, local repositories (file:// URLs).
+ * and short SHAs, option-like and multi-line URLs, an SSH key asking for days of key derivation.
+ * Real git, local repositories (file:// URLs).
  */
 import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
@@ -9,6 +10,8 @@ import * as path from 'node:path';
 import { checkoutArgs, fetchCommitArgs, fetchGit, gitSettingsFromEnv, isFullCommitSha } from '../src/fetch/git';
 import type { FetchLayout } from '../src/fetch/common';
 import { AgentError } from '../src/lib/errors';
+import { MAX_SSH_KEY_ROUNDS } from '../../contract';
+import { encryptedKey, withKeyRounds } from '../../hooks/test/ssh-git-server';
 
 const GIT_ENV = { ...process.env, GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null', LC_ALL: 'C' };
 
@@ -139,5 +142,31 @@ describe('git URL', () => {
       gitSettingsFromEnv({ GIT_URL: `${url()}"\n[core]\n\tsshCommand = touch ${pwned}`, GIT_REVISION: head }),
     ).toThrow('GIT_URL contains control characters');
     expect(fs.existsSync(pwned)).toBe(false);
+  });
+});
+
+describe('SSH key', () => {
+  it('refuses a key that asks for more bcrypt rounds than the operator decrypts, before ssh runs', async () => {
+    const key = withKeyRounds(encryptedKey('pass', 4), 2 ** 32 - 1);
+    const e = await failure(
+      fetchGit(
+        {
+          url: 'ssh://git@127.0.0.1:1/org/app.git',
+          revision: head,
+          shallow: false,
+          sshPrivateKey: key,
+          password: 'pass',
+          sshKnownHosts:
+            '[127.0.0.1]:1 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAILME5TNoMl3Z/ryANWDgWF7YuB6ELikc64zYcZ1WD2yW\n',
+        },
+        layout,
+      ),
+    );
+    expect(e.reason).toBe('SourceUnavailable');
+    expect(e.message).toBe(
+      `fetch git: ssh://git@127.0.0.1:1/org/app.git: the SSH private key of gitAuth.sshAuth is encrypted with ${2 ** 32 - 1} ` +
+        `bcrypt rounds, more than the ${MAX_SSH_KEY_ROUNDS} the operator decrypts: encrypt it again with fewer ` +
+        '(ssh-keygen -p -a 16 -f <key file>, the default) and update its Secret',
+    );
   });
 });

@@ -1,8 +1,8 @@
 /**
  * The agent against a real kube-apiserver (e2e/testbed/control-plane): `serve --auth-mode kube`
  * authenticates callers with TokenReview (audience-scoped tokens minted with TokenRequest) and
- * authorises them with SubjectAccessReview (`use workspaces/rpc`), reports its state on its
- * StatefulSet; `update` writes its result on a real Job and the outputs Secret owned by it. Both
+ * authorises them with SubjectAccessReview (`use workspaces/rpc`), reports its state in its
+ * status ConfigMap; `update` writes its result on a real Job and the outputs Secret owned by it. Both
  * run as child processes with KUBECONFIGs of ServiceAccounts that have exactly the RBAC of
  * docs/agent.md.
  */
@@ -14,6 +14,7 @@ import {
   parseUpdateResult,
   parseWorkspaceStatus,
   Paths,
+  WORKSPACE_STATUS_KEY,
   type OperationRequest,
   type WorkspaceStackSpec,
 } from '../../contract';
@@ -85,6 +86,37 @@ async function saKubeconfig(sa: string): Promise<string> {
   return file;
 }
 
+/**
+ * What the hooks give the workspace of the Stack `stack` run as `account` (hooks/src/workspace):
+ * its status ConfigMap, empty, and the Role that lets the account patch that ConfigMap and nothing else.
+ */
+async function workspaceStatusObjects(stack: string, account: string): Promise<void> {
+  const rbac = cp.kubeConfig.makeApiClient(k8s.RbacAuthorizationV1Api);
+  const name = `${stack}-workspace`;
+  await core.createNamespacedConfigMap({ namespace: NS, body: { metadata: { name: `${name}-status` } } });
+  await rbac.createNamespacedRole({
+    namespace: NS,
+    body: {
+      metadata: { name },
+      rules: [{ apiGroups: [''], resources: ['configmaps'], resourceNames: [`${name}-status`], verbs: ['patch'] }],
+    },
+  });
+  await rbac.createNamespacedRoleBinding({
+    namespace: NS,
+    body: {
+      metadata: { name },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name },
+      subjects: [{ kind: 'ServiceAccount', name: account, namespace: NS }],
+    },
+  });
+}
+
+/** What the workspace of the Stack `stack` reported last: its status ConfigMap's value, raw. */
+async function reportedText(stack: string): Promise<string | undefined> {
+  const cm = await core.readNamespacedConfigMap({ name: `${stack}-workspace-status`, namespace: NS });
+  return cm.data?.[WORKSPACE_STATUS_KEY];
+}
+
 async function createJob(name: string, type: string): Promise<k8s.V1Job> {
   return batch.createNamespacedJob({
     namespace: NS,
@@ -131,7 +163,6 @@ beforeAll(async () => {
   core = cp.kubeConfig.makeApiClient(k8s.CoreV1Api);
   batch = cp.kubeConfig.makeApiClient(k8s.BatchV1Api);
   const rbac = cp.kubeConfig.makeApiClient(k8s.RbacAuthorizationV1Api);
-  const apps = cp.kubeConfig.makeApiClient(k8s.AppsV1Api);
   await core.createNamespace({ body: { metadata: { name: NS } } });
   for (const sa of ['workspace', 'runner', 'intruder'])
     await core.createNamespacedServiceAccount({ namespace: NS, body: { metadata: { name: sa } } });
@@ -144,23 +175,7 @@ beforeAll(async () => {
       subjects: [{ kind: 'ServiceAccount', name: 'workspace', namespace: NS }],
     },
   });
-  await rbac.createNamespacedRole({
-    namespace: NS,
-    body: {
-      metadata: { name: `${STACK}-workspace-status` },
-      rules: [
-        { apiGroups: ['apps'], resources: ['statefulsets'], resourceNames: [`${STACK}-workspace`], verbs: ['patch'] },
-      ],
-    },
-  });
-  await rbac.createNamespacedRoleBinding({
-    namespace: NS,
-    body: {
-      metadata: { name: `${STACK}-workspace-status` },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: `${STACK}-workspace-status` },
-      subjects: [{ kind: 'ServiceAccount', name: 'workspace', namespace: NS }],
-    },
-  });
+  await workspaceStatusObjects(STACK, 'workspace');
   // …and the runner's.
   await rbac.createNamespacedRole({
     namespace: NS,
@@ -179,17 +194,6 @@ beforeAll(async () => {
       metadata: { name: `${STACK}-update` },
       roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: `${STACK}-update` },
       subjects: [{ kind: 'ServiceAccount', name: 'runner', namespace: NS }],
-    },
-  });
-  await apps.createNamespacedStatefulSet({
-    namespace: NS,
-    body: {
-      metadata: { name: `${STACK}-workspace` },
-      spec: {
-        serviceName: `${STACK}-workspace`,
-        selector: { matchLabels: { app: 'ws' } },
-        template: { metadata: { labels: { app: 'ws' } }, spec: { containers: [{ name: 'pulumi', image: 'agent' }] } },
-      },
     },
   });
   await eventually(
@@ -237,7 +241,7 @@ beforeAll(async () => {
       KUBECONFIG: kubeconfigs.workspace,
       POD_NAMESPACE: NS,
       PULUMI_STACK_NAME: STACK,
-      PULUMI_WORKSPACE_NAME: `${STACK}-workspace`,
+      PULUMI_WORKSPACE_STATUS_CONFIGMAP: `${STACK}-workspace-status`,
       PULUMI_WORKSPACE_AUDIENCE: AUDIENCE,
       PULUMI_WORKSPACE_HASH: 'hash-0123',
     }),
@@ -253,11 +257,9 @@ afterAll(async () => {
 });
 
 describe('serve --auth-mode kube', () => {
-  it('reports its state on its own StatefulSet', async () => {
-    const apps = cp.kubeConfig.makeApiClient(k8s.AppsV1Api);
+  it('reports its state in its status ConfigMap', async () => {
     const status = await eventually('the Ready workspace status', async () => {
-      const sts = await apps.readNamespacedStatefulSet({ name: `${STACK}-workspace`, namespace: NS });
-      const st = parseWorkspaceStatus(sts.metadata?.annotations?.[Annotations.workspaceStatus]);
+      const st = parseWorkspaceStatus(await reportedText(STACK));
       return st?.state === 'Ready' ? st : undefined;
     });
     expect(status).toMatchObject({
@@ -402,14 +404,14 @@ describe('update (the Job runner)', () => {
 });
 
 describe('fetch failures', () => {
-  it('are reported on the workspace StatefulSet (Failed / SourceFetchFailed) with the cause', async () => {
+  it("are reported in the workspace's status ConfigMap (Failed / SourceFetchFailed) with the cause", async () => {
     const r = await runAgent(
       ['fetch', 'git'],
       pulumiEnv(root, {
         PKO_AGENT_ROOT: path.join(root, 'fetch-pod'),
         KUBECONFIG: kubeconfigs.workspace,
         POD_NAMESPACE: NS,
-        PULUMI_WORKSPACE_NAME: `${STACK}-workspace`,
+        PULUMI_WORKSPACE_STATUS_CONFIGMAP: `${STACK}-workspace-status`,
         PULUMI_WORKSPACE_HASH: 'hash-fetch',
         GIT_URL: 'http://127.0.0.1:1/nowhere.git',
         GIT_REVISION: 'b'.repeat(40),
@@ -419,51 +421,22 @@ describe('fetch failures', () => {
     );
     expect(r.code).not.toBe(0);
     expect(r.stderr).toContain('cannot reach the repository');
-    const apps = cp.kubeConfig.makeApiClient(k8s.AppsV1Api);
-    const sts = await apps.readNamespacedStatefulSet({ name: `${STACK}-workspace`, namespace: NS });
-    const st = parseWorkspaceStatus(sts.metadata?.annotations?.[Annotations.workspaceStatus]);
+    const text = await reportedText(STACK);
+    const st = parseWorkspaceStatus(text);
     expect(st).toMatchObject({ hash: 'hash-fetch', state: 'Failed', reason: 'SourceFetchFailed' });
     expect(st!.message).toMatch(/^fetch git: http:\/\/127\.0\.0\.1:1\/nowhere\.git: cannot reach the repository/);
-    expect(sts.metadata?.annotations?.[Annotations.workspaceStatus]).not.toContain(PASSWORD);
+    expect(text).not.toContain(PASSWORD);
   });
 });
 
 describe('serve --auth-mode kube, as a ServiceAccount without system:auth-delegator', () => {
-  it('reports Failed / Unauthenticated on its StatefulSet, and Ready once the binding is created', async () => {
+  it('reports Failed / Unauthenticated in its status ConfigMap, and Ready once the binding is created', async () => {
     const name = 'lonely';
     const lonelyRoot = tmpDir('kube-lonely');
     const rbac = cp.kubeConfig.makeApiClient(k8s.RbacAuthorizationV1Api);
-    const apps = cp.kubeConfig.makeApiClient(k8s.AppsV1Api);
     await core.createNamespacedServiceAccount({ namespace: NS, body: { metadata: { name } } });
-    // What the hooks grant every workspace (its own StatefulSet), and nothing cluster-wide.
-    await rbac.createNamespacedRole({
-      namespace: NS,
-      body: {
-        metadata: { name: `${name}-workspace` },
-        rules: [
-          { apiGroups: ['apps'], resources: ['statefulsets'], resourceNames: [`${name}-workspace`], verbs: ['patch'] },
-        ],
-      },
-    });
-    await rbac.createNamespacedRoleBinding({
-      namespace: NS,
-      body: {
-        metadata: { name: `${name}-workspace` },
-        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: `${name}-workspace` },
-        subjects: [{ kind: 'ServiceAccount', name, namespace: NS }],
-      },
-    });
-    await apps.createNamespacedStatefulSet({
-      namespace: NS,
-      body: {
-        metadata: { name: `${name}-workspace` },
-        spec: {
-          serviceName: `${name}-workspace`,
-          selector: { matchLabels: { app: name } },
-          template: { metadata: { labels: { app: name } }, spec: { containers: [{ name: 'pulumi', image: 'agent' }] } },
-        },
-      },
-    });
+    // What the hooks grant every workspace (its own status ConfigMap), and nothing cluster-wide.
+    await workspaceStatusObjects(name, name);
     const kubeconfig = await saKubeconfig(name);
     writeFiles(path.join(lonelyRoot, 'share', 'workspace'), { 'Pulumi.yaml': 'name: lonely\nruntime: yaml\n' });
     const lonely = await startWorkspace({
@@ -475,16 +448,13 @@ describe('serve --auth-mode kube, as a ServiceAccount without system:auth-delega
         KUBECONFIG: kubeconfig,
         POD_NAMESPACE: NS,
         PULUMI_STACK_NAME: name,
-        PULUMI_WORKSPACE_NAME: `${name}-workspace`,
+        PULUMI_WORKSPACE_STATUS_CONFIGMAP: `${name}-workspace-status`,
         PULUMI_WORKSPACE_AUDIENCE: `${name}.${NS}`,
         PULUMI_WORKSPACE_HASH: 'hash-lonely',
       }),
     });
     try {
-      const reported = async () => {
-        const sts = await apps.readNamespacedStatefulSet({ name: `${name}-workspace`, namespace: NS });
-        return parseWorkspaceStatus(sts.metadata?.annotations?.[Annotations.workspaceStatus]);
-      };
+      const reported = async () => parseWorkspaceStatus(await reportedText(name));
       const refused = await eventually('the Unauthenticated report', async () => {
         const st = await reported();
         return st?.state === 'Failed' ? st : undefined;

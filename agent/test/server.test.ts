@@ -1,4 +1,5 @@
 /** The workspace server's routes and refusals, with a stand-in workspace (no Pulumi). */
+import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { request } from 'undici';
 import type { OperationRequest, WorkspaceStatus } from '../../contract';
@@ -168,6 +169,31 @@ describe('workspace server', () => {
       { kind: 'output', stream: 'stdout', line: 'working' },
       { kind: 'result', result },
     ]);
+  });
+
+  it('answers malformed percent-encoding and request targets with 400, naming the problem', async () => {
+    for (const id of ['%zz', '%E2%82', '%']) {
+      expect(await call('POST', `/v1/operations/${id}/cancel`)).toEqual({
+        status: 400,
+        body: {
+          code: 400,
+          reason: 'InvalidRequest',
+          message: `the path segment ${JSON.stringify(id)} is not valid percent-encoding`,
+        },
+      });
+    }
+    // A target no URL parser reads (undici would refuse to send it): sent as is.
+    const raw = await new Promise<{ status: number; body: unknown }>((resolve, reject) => {
+      const req = http.request(`${base}/`, { method: 'GET', path: '//[' }, (res) => {
+        let text = '';
+        res.on('data', (c: Buffer) => (text += c.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) as unknown }));
+      });
+      req.on('error', reject);
+      req.end();
+    });
+    expect(raw).toEqual(refusedWith(400, 'InvalidRequest'));
+    expect(workspace.cancelled).toEqual([]);
   });
 
   it('refuses operations and readiness once draining', async () => {

@@ -87,6 +87,9 @@ export const DEFAULT_CONTROLLERS = [
   'pod-garbage-collector-controller',
   // kubelet registers its node tainted not-ready; this controller lifts the taint once it is Ready
   'node-lifecycle-controller',
+  // fills in the built-in admin, edit and view ClusterRoles from the roles aggregated to them
+  // (ours too: pulumi-operator:stacks-editor), so a test can act as a user with `edit`
+  'clusterrole-aggregation-controller',
 ];
 
 /** Service addresses of a cluster with a real node (kube-proxy and CoreDNS serve them). */

@@ -1,9 +1,13 @@
 /**
  * The fixture of the Metacontroller driver's self-tests (metacontroller.e2e.ts): test CRDs (group
  * test.pko.example), a CompositeController and a DecoratorController over them, and their hooks,
- * served by a plain HTTP server that records every call.
+ * served over HTTPS by a server that records every call and refuses those without the credential.
+ * The CompositeController's webhooks carry their own `caBundle` (a Secret) and `authorization`;
+ * the DecoratorController's come from `endpointConfigs` (the CA from a ConfigMap, `basicAuth`).
  */
-import * as http from 'node:http';
+import type * as http from 'node:http';
+import * as https from 'node:https';
+import type { HookCredentials } from '../../hooks/test/credentials';
 import type { KObject, Resource } from './metacontroller/kube';
 
 export const GROUP = 'test.pko.example';
@@ -23,6 +27,8 @@ export const PARENTS = res(`${GROUP}/v1`, 'parents', 'Parent');
 export const TARGETS = res(`${GROUP}/v1`, 'targets', 'Target');
 export const CONFIGMAPS = res('v1', 'configmaps', 'ConfigMap');
 export const SECRETS = res('v1', 'secrets', 'Secret');
+export const SERVICEACCOUNTS = res('v1', 'serviceaccounts', 'ServiceAccount');
+export const CLUSTERROLES = res('rbac.authorization.k8s.io/v1', 'clusterroles', 'ClusterRole', false);
 export const CRDS = res('apiextensions.k8s.io/v1', 'customresourcedefinitions', 'CustomResourceDefinition', false);
 
 // ---------------------------------------------------------------------------------------------
@@ -36,6 +42,8 @@ export interface ParentSpec {
   relatedConfigMap?: string;
   malformed?: boolean;
   resyncAfterSeconds?: number;
+  /** Children answered exactly as given (any kind, any namespace), after the others. */
+  verbatim?: object[];
 }
 type ObjectMap = Record<string, Record<string, KObject>>;
 /** A hook request, any of the four (customize, sync, finalize, decorator sync): fields by hook. */
@@ -51,17 +59,43 @@ export interface HookRequest {
 export interface Call {
   path: string;
   body: HookRequest;
+  /** The Authorization header the call came with. */
+  authorization: string | undefined;
 }
 export const calls: Call[] = [];
+/** Calls refused for a missing or wrong credential (their bodies unread). */
+export const refused: Omit<Call, 'body'>[] = [];
+
+/** The hooks' Service (the CompositeController's webhooks), whose name the certificate holds. */
+export const HOOKS_SERVICE = { name: 'pko-test-hooks', namespace: 'default' };
+/** The credentials' Secrets and ConfigMap, in HOOKS_SERVICE.namespace. */
+export const TLS_SECRET = `${HOOKS_SERVICE.name}-tls`;
+export const AUTH_SECRET = `${HOOKS_SERVICE.name}-auth`;
+export const BASIC_SECRET = `${HOOKS_SERVICE.name}-basic`;
+export const CA_CONFIGMAP = `${HOOKS_SERVICE.name}-ca`;
+export const BASIC_USER = { username: 'metacontroller', password: 'decorator-password' };
+const basicHeader = `Basic ${Buffer.from(`${BASIC_USER.username}:${BASIC_USER.password}`).toString('base64')}`;
 /** Parents (by name) whose finalize hook answers finalized: false. */
 export const finalizeHold = new Set<string>();
 
+const { namespace } = HOOKS_SERVICE;
+/** A webhook of the CompositeController: its own caBundle and authorization. */
 const hook = (path: string): object => ({
   version: 'v2',
-  webhook: { timeout: '10s', service: { name: 'pko-test-hooks', namespace: 'default', port: 80 }, path },
+  webhook: {
+    timeout: '10s',
+    service: { ...HOOKS_SERVICE, port: 443, protocol: 'https' },
+    path,
+    caBundle: { secretRef: { name: TLS_SECRET, namespace } },
+    authorization: { secretRef: { name: AUTH_SECRET, namespace, key: 'token' } },
+  },
 });
 
-export const CONTROLLERS = [
+/**
+ * The controllers, for hooks served at https://127.0.0.1:<port>: the DecoratorController's
+ * endpointConfigs entry names that host, which its webhook calls after the harness's rewrite.
+ */
+export const controllers = (port: number): object[] => [
   {
     apiVersion: 'metacontroller.k8s.io/v1alpha1',
     kind: 'CompositeController',
@@ -91,10 +125,46 @@ export const CONTROLLERS = [
       ],
       attachments: [{ apiVersion: 'v1', resource: 'configmaps', updateStrategy: { method: 'InPlace' } }],
       resyncPeriodSeconds: 3600,
-      hooks: { sync: hook('/targets/sync') },
+      hooks: {
+        sync: {
+          version: 'v2',
+          webhook: {
+            timeout: '10s',
+            service: { ...HOOKS_SERVICE, port: 443, protocol: 'https' },
+            path: '/targets/sync',
+          },
+        },
+      },
+      endpointConfigs: [
+        { host: 'elsewhere.example:443', authorization: { secretRef: { name: 'none', namespace, key: 'none' } } },
+        {
+          host: `127.0.0.1:${port}`,
+          caBundle: { configMapRef: { name: CA_CONFIGMAP, namespace } },
+          basicAuth: { secretRef: { name: BASIC_SECRET, namespace } },
+        },
+      ],
     },
   },
 ];
+
+/** The Secrets and the ConfigMap the controllers name, holding `credentials` and BASIC_USER. */
+export function credentialObjects(credentials: HookCredentials): KObject[] {
+  return [
+    ...(credentials.secrets as unknown as KObject[]),
+    {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: BASIC_SECRET, namespace },
+      stringData: BASIC_USER,
+    },
+    {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: CA_CONFIGMAP, namespace },
+      data: { 'ca.crt': credentials.ca },
+    },
+  ];
+}
 
 function parentsHook(path: string, body: HookRequest): unknown {
   if (!body.parent) throw new Error(`${path}: no parent in the request`);
@@ -126,6 +196,7 @@ function parentsHook(path: string, body: HookRequest): unknown {
       data: { v: Buffer.from(spec.secret).toString('base64') },
     });
   }
+  if (!finalizing) children.push(...(spec.verbatim ?? []));
   const status: Record<string, unknown> = { children: children.length };
   if (spec.value !== undefined) status.value = spec.value;
   const related = spec.relatedConfigMap
@@ -154,15 +225,24 @@ function targetsHook(body: HookRequest): unknown {
   };
 }
 
-export function startHooks(): Promise<http.Server> {
-  const server = http.createServer((req, resp) => {
+/** The hooks over HTTPS with `credentials`' certificate: /parents/* want its token, /targets/* BASIC_USER. */
+export function startHooks(credentials: HookCredentials): Promise<http.Server> {
+  const server = https.createServer({ cert: credentials.cert, key: credentials.key }, (req, resp) => {
+    const path = req.url ?? '';
+    const authorization = req.headers.authorization;
+    const wanted = path.startsWith('/targets/') ? basicHeader : `Bearer ${credentials.token}`;
+    if (authorization !== wanted) {
+      refused.push({ path, authorization });
+      resp.writeHead(401, { 'content-type': 'application/json', connection: 'close' });
+      resp.end(JSON.stringify({ error: 'Unauthorized' }));
+      return;
+    }
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       try {
         const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as HookRequest;
-        const path = req.url ?? '';
-        calls.push({ path, body });
+        calls.push({ path, body, authorization });
         const out = path.startsWith('/parents/')
           ? parentsHook(path, body)
           : path === '/targets/sync'

@@ -2,12 +2,14 @@
  * Runs our Metacontroller controllers for the e2e suite, against a control plane from
  * control-plane.ts and hooks served at `hooksBaseUrl`:
  *
- *   const mc = await startControllers({ kubeConfig: cp.kubeConfig, kubeconfigPath: cp.kubeconfigPath, hooksBaseUrl: 'http://127.0.0.1:8080' });
+ *   const mc = await startControllers({ kubeConfig: cp.kubeConfig, kubeconfigPath: cp.kubeconfigPath, hooksBaseUrl: 'https://127.0.0.1:8080' });
  *   ...
  *   await mc.stop();
  *
  * The controllers are manifests/metacontroller/*.yaml (or `controllers`), each webhook rewritten
- * to `url: <hooksBaseUrl><path>`. By default they are run by the in-process driver
+ * to `url: <hooksBaseUrl><path>`; its `caBundle` and `authorization` stay as they are, so the
+ * Secrets they name must exist before the controllers start (Metacontroller reads them then:
+ * e2e/harness.ts makes them). By default they are run by the in-process driver
  * (metacontroller.ts). When METACONTROLLER_BIN is set, a real Metacontroller binary runs them
  * instead: its CRDs are installed from METACONTROLLER_CRDS (required then), the rewritten
  * controller objects are applied, and the binary is started with --kubeconfig; extra flags can be
@@ -66,14 +68,20 @@ export function loadControllerManifests(dir = MANIFESTS_DIR): object[] {
   return out;
 }
 
-/** Every hook's webhook becomes `url: <base><path>`; service and path are dropped. */
+/**
+ * Every hook's webhook becomes `url: <base><path>`; service and path are dropped, the rest (TLS and
+ * auth settings) kept. The base's scheme must be the service's protocol (http by default).
+ */
 export function rewriteWebhooks(controller: object, hooksBaseUrl: string): object {
   const c = clone(controller) as { spec?: { hooks?: Record<string, { webhook?: Record<string, unknown> }> } };
   const base = hooksBaseUrl.replace(/\/$/, '');
+  const scheme = new URL(base).protocol.replace(/:$/, '');
   for (const hook of Object.values(c.spec?.hooks ?? {})) {
     const w = hook?.webhook;
     if (!w || w.url !== undefined) continue;
     if (typeof w.path !== 'string') throw new Error(`webhook without url or path: ${JSON.stringify(w)}`);
+    const protocol = (w.service as { protocol?: string } | undefined)?.protocol ?? 'http';
+    if (protocol !== scheme) throw new Error(`webhook ${w.path} calls its service over ${protocol}, not ${base}`);
     hook.webhook = { ...w, url: `${base}${w.path}` };
     delete hook.webhook.service;
     delete hook.webhook.path;

@@ -1,15 +1,17 @@
 /**
  * Self-tests of the Metacontroller driver (metacontroller.ts) through the harness, against the
- * real control plane, with test CRDs (group test.pko.example) and hooks served by a local HTTP
- * server (metacontroller-fixture.ts). With METACONTROLLER_BIN (and METACONTROLLER_CRDS) set, the same tests run against a
+ * real control plane, with test CRDs (group test.pko.example) and hooks served by a local HTTPS
+ * server that wants a credential (metacontroller-fixture.ts). With METACONTROLLER_BIN (and METACONTROLLER_CRDS) set, the same tests run against a
  * real Metacontroller binary.
  *
  *   npm run test:e2e -- e2e/testbed/metacontroller.e2e.ts
  */
 import type * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
 import { expect } from '@jest/globals';
 import type { CoreV1Event } from '@kubernetes/client-node';
+import { makeHookCredentials } from '../../hooks/test/credentials';
 import { type ControlPlane, startControlPlane } from './control-plane';
 import { type Controllers, startControllers } from './metacontroller-harness';
 import { LAST_APPLIED, merge } from './metacontroller/apply';
@@ -19,17 +21,22 @@ import {
   type Call,
   calls,
   CC_NAME,
+  CLUSTERROLES,
   CONFIGMAPS,
-  CONTROLLERS,
+  controllers,
   crd,
+  credentialObjects,
   CRDS,
   DC_NAME,
   finalizeHold,
   FINALIZER,
   GROUP,
+  HOOKS_SERVICE,
   type ParentSpec,
   PARENTS,
+  refused,
   SECRETS,
+  SERVICEACCOUNTS,
   startHooks,
   TARGETS,
 } from './metacontroller-fixture';
@@ -86,13 +93,21 @@ beforeAll(async () => {
     const names = list.resources.map((r) => r.name);
     return ['parents', 'parents/status', 'targets', 'targets/status'].every((n) => names.includes(n));
   });
-  hooks = await startHooks();
+  // The credentials as the quickstart makes them, for the fixture's Service and 127.0.0.1 (where
+  // the harness's rewrite points the webhooks); the controllers read them when they start.
+  const credentials = makeHookCredentials(join(cp.dir, 'fixture-credentials'), {
+    SERVICE: HOOKS_SERVICE.name,
+    NAMESPACE: HOOKS_SERVICE.namespace,
+    EXTRA_SANS: 'IP:127.0.0.1',
+  });
+  for (const o of credentialObjects(credentials)) await kube.create(o.kind === 'Secret' ? SECRETS : CONFIGMAPS, o);
+  hooks = await startHooks(credentials);
   const port = (hooks.address() as AddressInfo).port;
   mc = await startControllers({
     kubeConfig: cp.kubeConfig,
     kubeconfigPath: cp.kubeconfigPath,
-    hooksBaseUrl: `http://127.0.0.1:${port}`,
-    controllers: CONTROLLERS,
+    hooksBaseUrl: `https://127.0.0.1:${port}`,
+    controllers: controllers(port),
   });
   console.log(`Metacontroller mode: ${mc.mode}${mc.logFile ? ` (log: ${mc.logFile})` : ''}`);
 }, 120_000);
@@ -190,6 +205,62 @@ describe('CompositeController', () => {
     await patch(PARENTS, ns, 'p3', { spec: { children: ['b'] } });
     await eventually('p3-a deleted', async () => (await getOrUndefined(CONFIGMAPS, ns, 'p3-a')) === undefined);
     expect(await getOrUndefined(CONFIGMAPS, ns, 'p3-b')).toBeDefined();
+  });
+
+  test('creates every child the hook answers, of any kind, where it says; observes only declared kinds in its namespace', async () => {
+    // What a hook answers is what Metacontroller writes (pkg/controller/common/manage_children.go):
+    // any kind discovery knows, in the namespace the child names (the parent's when it names none).
+    // It lists children again only of the declared kinds and in the parent's namespace
+    // (claimChildren in pkg/controller/composite/controller.go), so only those are deleted when the
+    // hook stops answering them.
+    const ns = await namespace();
+    const other = await namespace();
+    // The garbage collector removes a child whose owner reference cannot resolve (a parent in
+    // another namespace, or a namespaced parent of a cluster-scoped child) at once: watch for them.
+    const created = new Set<string>();
+    for (const r of [CONFIGMAPS, CLUSTERROLES]) {
+      const { resourceVersion } = await kube.list(r);
+      void kube.watch(r, resourceVersion, (e) => {
+        if (e.type === 'ADDED')
+          created.add(`${e.object.kind} ${e.object.metadata.namespace ?? ''}/${e.object.metadata.name}`);
+      });
+    }
+    const clusterRole = `pko-test-${ns}`;
+    const verbatim = [
+      { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'v-here' }, data: { v: '1' } },
+      { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'v-there', namespace: other }, data: { v: '1' } },
+      { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'v-undeclared' } },
+      // Cluster-scoped: the parent's namespace, filled in, is ignored.
+      { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', metadata: { name: clusterRole }, rules: [] },
+    ];
+    const parent = await createParent(ns, 'v', { verbatim });
+    const uid = parent.metadata.uid!;
+    const here = await eventually("the child in the parent's namespace", () =>
+      getOrUndefined(CONFIGMAPS, ns, 'v-here'),
+    );
+    const undeclared = await eventually('the child of an undeclared kind', () =>
+      getOrUndefined(SERVICEACCOUNTS, ns, 'v-undeclared'),
+    );
+    for (const o of [here, undeclared]) {
+      expect(o.metadata.ownerReferences).toEqual([
+        { apiVersion: `${GROUP}/v1`, kind: 'Parent', name: 'v', uid, controller: true, blockOwnerDeletion: true },
+      ]);
+      expect(o.metadata.labels).toEqual({ 'controller-uid': uid });
+    }
+    await eventually('the child in another namespace', () => created.has(`ConfigMap ${other}/v-there`));
+    await eventually('the cluster-scoped child', () => created.has(`ClusterRole /${clusterRole}`));
+    const seen = await eventually('a sync request that shows the child', () =>
+      syncCalls(uid).find((c) => c.body.children?.['ConfigMap.v1']?.[`${ns}/v-here`] !== undefined),
+    );
+    expect(Object.keys(seen.body.children ?? {}).sort()).toEqual(['ConfigMap.v1', 'Secret.v1']);
+    expect(Object.keys(seen.body.children?.['ConfigMap.v1'] ?? {})).toEqual([`${ns}/v-here`]);
+
+    await patch(PARENTS, ns, 'v', { spec: { verbatim: [] } });
+    await eventually('status of generation 2', async () =>
+      statusOf(await kube.get(PARENTS, ns, 'v'))?.observedGeneration === 2 ? true : undefined,
+    );
+    expect(await getOrUndefined(CONFIGMAPS, ns, 'v-here')).toBeUndefined();
+    expect(await getOrUndefined(SERVICEACCOUNTS, ns, 'v-undeclared')).toBeDefined();
   });
 
   test('resyncAfterSeconds calls sync again; a steady state writes nothing', async () => {
@@ -345,6 +416,20 @@ describe('DecoratorController', () => {
     // The non-matching target is left alone.
     expect(calls.some((c) => c.body.object?.metadata.uid === t2.metadata.uid)).toBe(false);
     expect(await getOrUndefined(CONFIGMAPS, ns, 't2-attachment')).toBeUndefined();
+  });
+});
+
+describe('webhook TLS and authentication', () => {
+  test('every call checked the server against its caBundle and carried the credential of its Secret', () => {
+    // The tests above ran: both controllers' hooks were called, none without its credential.
+    const paths = new Set(calls.map((c) => c.path));
+    for (const p of ['/parents/customize', '/parents/sync', '/parents/finalize', '/targets/sync'])
+      expect(paths.has(p)).toBe(true);
+    expect(refused).toEqual([]);
+    // Per hook: authorization (Bearer, the Secret's token trimmed); from endpointConfigs: basicAuth.
+    const byPath = new Map(calls.map((c) => [c.path.split('/')[1], c.authorization]));
+    expect(byPath.get('parents')).toMatch(/^Bearer [0-9a-f]{64}$/);
+    expect(byPath.get('targets')).toMatch(/^Basic /);
   });
 });
 

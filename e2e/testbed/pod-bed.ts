@@ -85,7 +85,10 @@ export function podOf(
   };
 }
 
-export async function finished(bed: PodBed, name: string): Promise<k8s.V1Pod> {
+/** Where a pod runs: any namespace of a control plane (a PodBed's, or an e2e suite's). */
+type PodPlace = Pick<PodBed, 'core' | 'ns'>;
+
+export async function finished(bed: PodPlace, name: string): Promise<k8s.V1Pod> {
   return eventually(
     `pod ${name} to finish`,
     async () => {
@@ -111,11 +114,11 @@ export async function runningWithIp(bed: PodBed, name: string): Promise<string> 
   );
 }
 
-export const logOf = (bed: PodBed, name: string): Promise<string> =>
+export const logOf = (bed: PodPlace, name: string): Promise<string> =>
   bed.core.readNamespacedPodLog({ namespace: bed.ns, name, container: 'main' }).then(String);
 
 /** Runs a pod to its end; its phase and log. */
-export async function runPod(bed: PodBed, body: k8s.V1Pod): Promise<{ phase: string | undefined; log: string }> {
+export async function runPod(bed: PodPlace, body: k8s.V1Pod): Promise<{ phase: string | undefined; log: string }> {
   const name = body.metadata?.name ?? '';
   await bed.core.createNamespacedPod({ namespace: bed.ns, body });
   const done = await finished(bed, name);

@@ -3,6 +3,7 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { version } from '../../package.json';
 import { boundedSettingsFromEnv, withRegistry, type BoundedSettings } from './bounded/settings';
+import { DEFAULT_SYNC_CACHE_MAX_BYTES } from './cache/sync-cache';
 import { egressRulesFromEnv, type EgressRules } from './git/egress';
 
 /** Settings of the hook server, from its environment. Nothing here is per request. */
@@ -18,7 +19,11 @@ export interface HookConfig extends BoundedSettings {
   fluxMaxUntarSizeBytes?: string;
   /** Largest request body accepted, in bytes. */
   bodyLimit: number;
+  /** What the sync's caches hold at most, in bytes (SYNC_CACHE_MAX_BYTES; cache/sync-cache.ts). */
+  syncCacheMaxBytes?: number;
   logLevel: string;
+  /** LOG_FORMAT: pino's JSON lines (default), or `console` lines like upstream's `--zap-encoder=console`. */
+  logFormat?: LogFormat;
   /** Git ref lookups: per-request timeout and how long answers are cached. */
   gitTimeoutMs: number;
   gitCacheTtlMs: number;
@@ -33,11 +38,55 @@ export interface HookConfig extends BoundedSettings {
   egress?: EgressRules;
   /**
    * Derive upstream's gauges (stacks_active, stacks_failing, programs_active) from the Stacks and
-   * Programs, listed and watched with the hooks' identity (OBJECT_METRICS=on, the default; off:
-   * no such gauges, and the ServiceAccount needs no access to Stacks and Programs).
+   * Programs, listed and watched with the hooks' identity, and write events only about the Stacks,
+   * Workspaces and Updates that watch holds (OBJECT_METRICS=on, the default; off: no such gauges,
+   * events about whatever a hook call names, and the ServiceAccount needs no access to those kinds).
    */
   objectMetrics?: boolean;
+  /**
+   * The server's certificate chain and key, PEM files (TLS_CERT_FILE, TLS_KEY_FILE): HTTPS when set,
+   * plain HTTP otherwise. Re-read when they change (a rotated Secret).
+   */
+  tls?: { certFile: string; keyFile: string };
+  /**
+   * Files each holding one bearer token the hook routes accept (AUTH_TOKEN_FILES, colon-separated;
+   * missing files skipped, so a Secret's optional second key can carry the previous token during a
+   * rotation). Unset: the hook routes ask for no credential (local use only).
+   */
+  authTokenFiles?: string[];
+  /** Timeouts and the cap on request bodies in flight; DEFAULT_LIMITS when absent. */
+  limits?: ServerLimits;
 }
+
+/** What one caller can hold of the hook server: time and memory (docs/security.md, "The hook server"). */
+export interface ServerLimits {
+  /** Until the request's headers are in (HEADERS_TIMEOUT_MS); also bounds a TLS handshake. */
+  headersTimeoutMs: number;
+  /** Until the whole request, body included, is in (REQUEST_TIMEOUT_MS): a slow body is cut off with 408. */
+  requestTimeoutMs: number;
+  /** How long an idle kept-alive connection waits for its next request (KEEP_ALIVE_TIMEOUT_MS). */
+  keepAliveTimeoutMs: number;
+  /** A connection with no traffic at all for this long is closed (CONNECTION_TIMEOUT_MS). */
+  connectionTimeoutMs: number;
+  /**
+   * Bytes of request bodies held at once, over all requests (BODY_BYTES_IN_FLIGHT): a request that
+   * would go past it is refused with 429 and Retry-After, which Metacontroller retries without an
+   * error event.
+   */
+  bodyBytesInFlight: number;
+}
+
+/**
+ * Metacontroller's hook calls take at most their webhook `timeout` (10 s by default and in our
+ * manifests): every bound below leaves room for that and holds nothing much longer.
+ */
+export const DEFAULT_LIMITS: ServerLimits = {
+  headersTimeoutMs: 10_000,
+  requestTimeoutMs: 30_000,
+  keepAliveTimeoutMs: 60_000,
+  connectionTimeoutMs: 90_000,
+  bodyBytesInFlight: 32 * 1024 * 1024,
+};
 
 export const DEFAULT_AGENT_IMAGE = `ghcr.io/pulumi-mc-operator/agent:v${version}`;
 
@@ -60,6 +109,14 @@ function pullPolicy(v: string | undefined): HookConfig['agentImagePullPolicy'] {
   if (lower === 'never') return 'Never';
   if (lower === 'ifnotpresent') return 'IfNotPresent';
   throw new Error(`AGENT_IMAGE_PULL_POLICY must be Always, IfNotPresent or Never, not "${v}"`);
+}
+
+export type LogFormat = 'json' | 'console';
+
+function logFormat(v: string | undefined): LogFormat {
+  if (v === undefined || v === '' || v === 'json') return 'json';
+  if (v === 'console') return 'console';
+  throw new Error(`LOG_FORMAT must be json or console, not "${v}"`);
 }
 
 function positiveInt(name: string, v: string | undefined, fallback: number): number {
@@ -99,6 +156,48 @@ export function readKnownHosts(env: NodeJS.ProcessEnv): string {
   return texts.map((t) => (t.endsWith('\n') || t === '' ? t : `${t}\n`)).join('');
 }
 
+/** The settings of who may call the hook server and what a call may hold, from the environment. */
+function servingFromEnv(
+  env: NodeJS.ProcessEnv,
+  bodyLimit: number,
+): Pick<HookConfig, 'tls' | 'authTokenFiles' | 'limits'> {
+  const certFile = env.TLS_CERT_FILE ?? '';
+  const keyFile = env.TLS_KEY_FILE ?? '';
+  if ((certFile === '') !== (keyFile === ''))
+    throw new Error('TLS_CERT_FILE and TLS_KEY_FILE go together: set both (HTTPS) or neither (HTTP)');
+  const tokenFiles = (env.AUTH_TOKEN_FILES ?? '').split(':').filter((f) => f !== '');
+  const limits: ServerLimits = {
+    headersTimeoutMs: positiveInt('HEADERS_TIMEOUT_MS', env.HEADERS_TIMEOUT_MS, DEFAULT_LIMITS.headersTimeoutMs),
+    requestTimeoutMs: positiveInt('REQUEST_TIMEOUT_MS', env.REQUEST_TIMEOUT_MS, DEFAULT_LIMITS.requestTimeoutMs),
+    keepAliveTimeoutMs: positiveInt(
+      'KEEP_ALIVE_TIMEOUT_MS',
+      env.KEEP_ALIVE_TIMEOUT_MS,
+      DEFAULT_LIMITS.keepAliveTimeoutMs,
+    ),
+    connectionTimeoutMs: positiveInt(
+      'CONNECTION_TIMEOUT_MS',
+      env.CONNECTION_TIMEOUT_MS,
+      DEFAULT_LIMITS.connectionTimeoutMs,
+    ),
+    bodyBytesInFlight: positiveInt('BODY_BYTES_IN_FLIGHT', env.BODY_BYTES_IN_FLIGHT, DEFAULT_LIMITS.bodyBytesInFlight),
+  };
+  // Node.js refuses a headers timeout above the request timeout; a body budget below one body's
+  // limit would refuse the largest bodies for ever.
+  if (limits.headersTimeoutMs > limits.requestTimeoutMs)
+    throw new Error(
+      `HEADERS_TIMEOUT_MS (${limits.headersTimeoutMs}) must not exceed REQUEST_TIMEOUT_MS (${limits.requestTimeoutMs})`,
+    );
+  if (limits.bodyBytesInFlight < bodyLimit)
+    throw new Error(
+      `BODY_BYTES_IN_FLIGHT (${limits.bodyBytesInFlight}) must be at least BODY_LIMIT_BYTES (${bodyLimit})`,
+    );
+  return {
+    ...(certFile !== '' ? { tls: { certFile, keyFile } } : {}),
+    ...(tokenFiles.length > 0 ? { authTokenFiles: tokenFiles } : {}),
+    limits,
+  };
+}
+
 /** `knownHosts`: how the trusted host keys are read (render reads only the files SSH_KNOWN_HOSTS names). */
 export function configFromEnv(
   env: NodeJS.ProcessEnv = process.env,
@@ -106,17 +205,23 @@ export function configFromEnv(
 ): HookConfig {
   const bounded = boundedSettingsFromEnv(env);
   const image = (ref: string): string => withRegistry(ref, bounded.imageRegistry);
+  const bodyLimit = positiveInt('BODY_LIMIT_BYTES', env.BODY_LIMIT_BYTES, 8 * 1024 * 1024);
+  const serving = servingFromEnv(env, bodyLimit);
   const config: HookConfig = {
     ...bounded,
+    ...serving,
     port: positiveInt('PORT', env.PORT, 8080),
-    host: env.HOST || '0.0.0.0',
+    // Without a credential to ask for, only this machine may call (npm start, curl).
+    host: env.HOST || (serving.authTokenFiles ? '0.0.0.0' : '127.0.0.1'),
     agentImage: image(env.AGENT_IMAGE || DEFAULT_AGENT_IMAGE),
     workspaceImage: {
       restricted: image(env.WORKSPACE_IMAGE || DEFAULT_WORKSPACE_IMAGE.restricted),
       baseline: image(env.WORKSPACE_IMAGE_BASELINE || DEFAULT_WORKSPACE_IMAGE.baseline),
     },
-    bodyLimit: positiveInt('BODY_LIMIT_BYTES', env.BODY_LIMIT_BYTES, 8 * 1024 * 1024),
+    bodyLimit,
+    syncCacheMaxBytes: positiveInt('SYNC_CACHE_MAX_BYTES', env.SYNC_CACHE_MAX_BYTES, DEFAULT_SYNC_CACHE_MAX_BYTES),
     logLevel: env.LOG_LEVEL || 'info',
+    logFormat: logFormat(env.LOG_FORMAT),
     gitTimeoutMs: positiveInt('GIT_TIMEOUT_MS', env.GIT_TIMEOUT_MS, 2000),
     gitCacheTtlMs: positiveInt('GIT_CACHE_TTL_MS', env.GIT_CACHE_TTL_MS, 20_000),
     ...(env.GITHUB_API_URL ? { githubApiUrl: env.GITHUB_API_URL } : {}),

@@ -120,3 +120,12 @@ export async function postJson(
   const json: unknown = text ? JSON.parse(text) : undefined;
   return { status: res.statusCode, text, json };
 }
+
+/** Whether `text` holds a control character (C0, DEL or C1), by code point: what no condition or Event may carry raw. */
+export function hasControlCharacter(text: string): boolean {
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c <= 0x1f || (c >= 0x7f && c <= 0x9f)) return true;
+  }
+  return false;
+}

@@ -4,14 +4,20 @@
  * lifecycle tests read as a story. The e2e suite does the same against a real API server.
  */
 import type { Stack, StackSpec, StackStatus } from '../../schemas/generated/types';
-import { Annotations, formatUpdateResult, type UpdateResult } from '../../contract';
+import {
+  Annotations,
+  formatUpdateResult,
+  WORKSPACE_STATUS_KEY,
+  type UpdateResult,
+  type WorkspaceStatus,
+} from '../../contract';
 import type { HookConfig } from '../src/config';
-import { cloneJson } from '../src/lib/json';
+import { cloneJson, isRecord } from '../src/lib/json';
 import { LAST_APPLIED_ANNOTATION, mapKey, type KObject, type ObjectMap } from '../src/lib/k8s';
 import type { RefLookup } from '../src/stack/source';
 import type { StackSyncRequest, StackSyncResponse } from '../src/stack/sync';
 import { asChild, childrenOf, templateOf, type Child } from './children';
-import { withCluster, withControllerStatus } from './controllers';
+import { answeredStatusOf, isStackChild, withCluster, withControllerStatus } from './controllers';
 
 export const NOW = new Date('2026-11-22T10:00:00Z');
 
@@ -106,7 +112,7 @@ export function syncRequest(
   // As the other controllers report with the test bed's config and clock (sent as is over HTTP;
   // controllers.syncStack recomputes them with its own context).
   const reported = withControllerStatus(cluster, { config: testConfig, now: NOW, lookups: noLookups });
-  const own = reported.filter((o) => o.kind === 'Workspace' || o.kind === 'Update' || o.kind === 'ConfigMap');
+  const own = reported.filter(isStackChild);
   return withCluster(
     { parent: stack, children: childrenMap(...own), related: objectMap(...related), finalizing },
     cluster,
@@ -124,17 +130,57 @@ export function condition<C extends { type: string }>(status: { conditions?: C[]
   return status?.conditions?.find((c) => c.type === type);
 }
 
+/** The `controller-uid` label value the stand-in gives applied children (Metacontroller: the parent's uid). */
+export const STAND_IN_CONTROLLER_UID = '00000000-0000-4000-8000-00000000c0de';
+
+/** What Metacontroller adds to a child it applies, before it records the last-applied copy. */
+type Marking = (child: KObject) => void;
+
+/** A CompositeController with `generateSelector`: the `controller-uid` label. */
+const byComposite: Marking = (child) => {
+  child.metadata.labels = { ...child.metadata.labels, 'controller-uid': STAND_IN_CONTROLLER_UID };
+};
+
+/** A DecoratorController: the annotation naming it (github.com/metacontroller/metacontroller v4.17.2, pkg/controller/decorator/controller.go). */
+export const byDecorator =
+  (name: string): Marking =>
+  (child) => {
+    child.metadata.annotations = { ...child.metadata.annotations, 'metacontroller.k8s.io/decorator-controller': name };
+  };
+
+/** The top-level fields Metacontroller last applied to an observed child (its annotation), none if unreadable. */
+function lastAppliedOf(observed: KObject): Record<string, unknown> {
+  const raw = observed.metadata.annotations?.[LAST_APPLIED_ANNOTATION];
+  try {
+    const parsed: unknown = raw === undefined ? undefined : JSON.parse(raw);
+    return isRecord(parsed) ? parsed : {};
+  } catch {
+    return {};
+  }
+}
+
 /**
- * What the cluster would hold after Metacontroller applied a response: each child as returned, with
- * the last-applied annotation, merged over the observed object (a three-way merge in miniature:
- * the agent's annotations and the server's status survive).
+ * What the cluster would hold after Metacontroller applied a response: each child as returned,
+ * with what Metacontroller adds (`by`: a CompositeController's `controller-uid` label by default),
+ * and the last-applied annotation it writes (the child as returned plus that), merged over the
+ * observed object (a three-way merge in miniature: the agent's annotations, the fields the hooks
+ * never set, such as a status ConfigMap's data, and the server's status survive). A Workspace gets
+ * the status its controller answered (controllers.syncStack), as Metacontroller writes it after
+ * that sync.
  */
-export function applyChildren(observed: KObject[], desired: KObject[]): KObject[] {
+export function applyChildren(observed: KObject[], desired: KObject[], by: Marking = byComposite): KObject[] {
   return desired.map((d) => {
     const old = observed.find((o) => o.kind === d.kind && o.metadata.name === d.metadata.name);
-    const copy = cloneJson(d);
-    const lastApplied = JSON.stringify(d);
     if (old && (d.kind === 'Job' || d.kind === 'Update')) return old; // OnDelete: never updated
+    const copy = cloneJson(d);
+    by(copy);
+    const lastApplied = JSON.stringify(copy);
+    // A field neither answered now nor last applied is someone else's (the agent's data): it stays.
+    if (old) {
+      const previous = lastAppliedOf(old);
+      for (const [key, value] of Object.entries(old))
+        if (!(key in copy) && !(key in previous)) copy[key] = cloneJson(value);
+    }
     copy.metadata.annotations = {
       ...(old?.metadata.annotations ?? {}),
       ...(copy.metadata.annotations ?? {}),
@@ -143,26 +189,35 @@ export function applyChildren(observed: KObject[], desired: KObject[]): KObject[
     copy.metadata.generation =
       (old?.metadata.generation ?? 0) +
       (old && JSON.stringify(old.spec) !== JSON.stringify(copy.spec) ? 1 : old ? 0 : 1);
-    const status: unknown = old?.status;
+    const status: unknown = answeredStatusOf(d) ?? old?.status;
     if (status) copy.status = status;
     return copy;
   });
 }
 
+/**
+ * The agent's report in the status ConfigMap of each workspace StatefulSet (`<statefulset>-status`),
+ * for the StatefulSet's current template.
+ */
+export function agentReports(children: KObject[], report: Omit<WorkspaceStatus, 'hash'>): KObject[] {
+  const hashes = new Map(
+    children
+      .filter((c) => c.kind === 'StatefulSet')
+      .map((c) => [`${c.metadata.name}-status`, workspaceHashOf(asChild(c, 'StatefulSet'))]),
+  );
+  return children.map((c) => {
+    const hash = hashes.get(c.metadata.name);
+    if (c.kind !== 'ConfigMap' || hash === undefined) return c;
+    return { ...c, data: { ...(c.data as object), [WORKSPACE_STATUS_KEY]: JSON.stringify({ hash, ...report }) } };
+  });
+}
+
 /** The workspace StatefulSet rolled out, its pod ready and the agent reporting Ready. */
 export function workspaceBecomesReady(children: KObject[]): KObject[] {
-  return children.map((c) => {
+  const rolledOut = children.map((c) => {
     if (c.kind !== 'StatefulSet') return c;
-    const hash = workspaceHashOf(asChild(c, 'StatefulSet'));
     return {
       ...c,
-      metadata: {
-        ...c.metadata,
-        annotations: {
-          ...c.metadata.annotations,
-          [Annotations.workspaceStatus]: JSON.stringify({ hash, state: 'Ready', pulumiVersion: 'v3.248.0' }),
-        },
-      },
       status: {
         observedGeneration: c.metadata.generation,
         replicas: 1,
@@ -172,24 +227,12 @@ export function workspaceBecomesReady(children: KObject[]): KObject[] {
       },
     };
   });
+  return agentReports(rolledOut, { state: 'Ready', pulumiVersion: 'v3.248.0' });
 }
 
 /** The agent reports a workspace failure for the current template. */
 export function workspaceFails(children: KObject[], reason: string, message: string): KObject[] {
-  return children.map((c) => {
-    if (c.kind !== 'StatefulSet') return c;
-    const hash = workspaceHashOf(asChild(c, 'StatefulSet'));
-    return {
-      ...c,
-      metadata: {
-        ...c.metadata,
-        annotations: {
-          ...c.metadata.annotations,
-          [Annotations.workspaceStatus]: JSON.stringify({ hash, state: 'Failed', reason, message }),
-        },
-      },
-    };
-  });
+  return agentReports(children, { state: 'Failed', reason, message });
 }
 
 /** A Job finished: the runner wrote its result and the Job controller marked it. */

@@ -1,6 +1,8 @@
 /**
  * pulumi_hook_cache_requests_total counts the hooks' cache lookups: the first sync of a recorded
  * Stack at rest, its Workspace and an Update misses each cache it uses, the same requests again hit.
+ * pulumi_hook_cache_bytes shows what the caches hold, within SYNC_CACHE_MAX_BYTES however large
+ * the specs.
  */
 import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
@@ -28,6 +30,14 @@ async function call(server: HookServer, url: string, body?: unknown): Promise<{ 
 }
 
 /** The counter's value per `cache/result` label pair, as /metrics serves it. */
+/** The bytes each sync cache holds, as /metrics serves them. */
+async function cacheBytes(server: HookServer): Promise<Record<string, number>> {
+  const { text } = await call(server, '/metrics');
+  const bytes: Record<string, number> = {};
+  for (const m of text.matchAll(/^pulumi_hook_cache_bytes\{cache="(\w+)"\} (\d+)$/gm)) bytes[m[1]!] = Number(m[2]);
+  return bytes;
+}
+
 async function cacheCounts(server: HookServer): Promise<Record<string, number>> {
   const { text } = await call(server, '/metrics');
   const counts: Record<string, number> = {};
@@ -72,4 +82,48 @@ describe('cache metrics', () => {
       'update_result/hit': 1,
     });
   });
+});
+
+describe('the sync caches of Stacks with large specs', () => {
+  it('hold at most SYNC_CACHE_MAX_BYTES, and /metrics says how much each holds', async () => {
+    const budget = 64 * 1024 * 1024;
+    const server = buildServer(
+      { ...configFromEnv({ SYNC_CACHE_MAX_BYTES: String(budget) }), agentImage: stack.agentImage },
+      { logger: false },
+    );
+    await server.app.listen({ port: 0, host: '127.0.0.1' });
+    try {
+      expect(await cacheBytes(server)).toEqual({
+        stack_spec: 0,
+        stack_validation: 0,
+        stack_workspace: 0,
+        workspace_spec: 0,
+        workspace_pod: 0,
+        update_result: 0,
+      });
+      // Sixty Stacks, each with a config of 100 kB of JSON: cached whole, they would hold about 100 MB.
+      const request = stack.request as { parent: { metadata: { name: string }; spec: Record<string, unknown> } };
+      for (let i = 0; i < 60; i++) {
+        const body = structuredClone(request);
+        body.parent.metadata.name = `big-${i}`;
+        body.parent.spec.config = Object.fromEntries(
+          Array.from({ length: 100 }, (_, k) => [`app:key${k}`, { value: `${i}-${k}-${'x'.repeat(1000)}` }]),
+        );
+        const res = await call(server, '/stack/sync', body);
+        expect(res.status).toBe(200);
+        const workspace = (JSON.parse(res.text) as { children: { kind: string }[] }).children.find(
+          (c) => c.kind === 'Workspace',
+        );
+        expect(
+          (await call(server, '/workspace/sync', { controller: {}, parent: workspace, children: {} })).status,
+        ).toBe(200);
+      }
+      const held = await cacheBytes(server);
+      const total = Object.values(held).reduce((a, b) => a + b, 0);
+      expect(total).toBeGreaterThan(budget / 4);
+      expect(total).toBeLessThanOrEqual(budget);
+    } finally {
+      await server.app.close();
+    }
+  }, 60_000);
 });

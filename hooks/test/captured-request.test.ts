@@ -8,17 +8,10 @@
  * with no new child. The benchmarks measure these requests, so this test also says when the
  * recordings no longer match what the hooks build: then record them again (see the script's header).
  */
-import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { request as httpRequest } from 'undici';
-import { join } from 'node:path';
-import {
-  validateCompositeSyncRequest,
-  validateStack,
-  validateUpdate,
-  validateWorkspace,
-  type Validator,
-} from '../../schemas';
+import { recording, restingClock } from '../../bench/recordings';
+import { validateStack, validateUpdate, validateWorkspace } from '../../schemas';
 import type { Update, Workspace } from '../../schemas/generated/types';
 import { configFromEnv } from '../src/config';
 import { buildServer } from '../src/server';
@@ -29,22 +22,6 @@ import { LAST_APPLIED_ANNOTATION, type KObject, type ObjectMap } from '../src/li
 import { stackSyncAnswer, updateSyncAnswer, workspaceSyncAnswer } from './answers';
 import { condition, workspaceHashOf } from './builders';
 import { asChild } from './children';
-import { isRecord } from './json';
-
-const REQUESTS = join(__dirname, '..', '..', 'bench', 'requests');
-
-/**
- * A recorded request and the agent image the hooks that answered it were configured with: valid as
- * Metacontroller's request, with a parent valid against `parentSchema`.
- */
-function recording<R>(file: string, parentSchema: Validator): { request: R; agentImage: string } {
-  const data: unknown = JSON.parse(readFileSync(join(REQUESTS, file), 'utf8'));
-  if (!isRecord(data) || typeof data.agentImage !== 'string') throw new Error(`${file} holds no agent image`);
-  const request = data.request;
-  if (!validateCompositeSyncRequest(request).ok || !isRecord(request) || !parentSchema(request.parent).ok)
-    throw new Error(`${file} holds no valid sync request for its kind`);
-  return { request: request as R, agentImage: data.agentImage };
-}
 
 const stack = recording<StackSyncRequest>('steady-state-sync.json', validateStack);
 const workspace = recording<WorkspaceSyncRequest & { parent: Workspace }>(
@@ -55,9 +32,8 @@ const updates = [1, 2, 3].map((n) =>
   recording<UpdateSyncRequest & { parent: Update }>(`steady-state-update-sync-${n}.json`, validateUpdate),
 );
 const config = { ...configFromEnv({}), agentImage: stack.agentImage };
-// An hour after the recorded Stack's last update: the answer (Update retention's resyncAfterSeconds)
-// depends on the clock, so a fixed one keeps it the same on every run and across a second boundary.
-const NOW = new Date(Date.parse(stack.request.parent.status?.lastUpdate?.lastResyncTime ?? '') + 3600_000);
+// The answers depend on the clock: the one the benches answer these requests at too.
+const NOW = restingClock(stack.request);
 
 // Copied into KObjects, whose metadata is open: the API server adds fields (managedFields) the schema leaves out.
 const objects = (children: ObjectMap | undefined): KObject[] =>
@@ -122,7 +98,7 @@ describe('sync requests recorded from a real cluster, a Stack at rest', () => {
     expectAsLastApplied(response.children, objects(stack.request.children), stack.request.parent, ['Update']);
   });
 
-  it('the Workspace: Ready, its StatefulSet, Service and Role as last applied, the same pod template', () => {
+  it('the Workspace: Ready, its StatefulSet, Service, Role and status ConfigMap as last applied, the same pod template', () => {
     const response = syncWorkspace(workspace.request, { config, now: NOW });
     expect(condition(response.status, 'Ready')).toMatchObject({ status: 'True', reason: 'Succeeded' });
     expect(condition(response.status, 'Stalled')).toBeUndefined();

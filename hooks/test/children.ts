@@ -17,8 +17,10 @@ import type {
   V1ServiceAccount,
   V1StatefulSet,
 } from '@kubernetes/client-node';
+import * as yaml from 'js-yaml';
 import { Env } from '../../contract';
 import type { KObject } from '../src/lib/k8s';
+import { readRepoFile } from '../../packaging/lib/repo';
 import { isRecord } from './json';
 
 /** A client-node model as JSON carries it: its Date fields are RFC 3339 strings. */
@@ -151,4 +153,40 @@ export function operationOf(job: Child<'Job'>): Record<string, unknown> {
   const op: unknown = JSON.parse(first.value);
   if (!isRecord(op)) throw new Error(`${Env.operation} is not a JSON object: ${first.value}`);
   return op;
+}
+
+/**
+ * `<apiVersion>/<resource>` of every child resource (attachment, for the Program's
+ * DecoratorController) the Metacontroller manifest of a controller declares: the only children its
+ * hook may answer with.
+ */
+export function declaredChildren(controller: 'stack' | 'workspace' | 'update' | 'program'): string[] {
+  const file = `manifests/metacontroller/${controller}-controller.yaml`;
+  const manifest: unknown = yaml.load(readRepoFile(file));
+  const spec = isRecord(manifest) ? manifest.spec : undefined;
+  const resources = isRecord(spec) ? (spec.childResources ?? spec.attachments) : undefined;
+  if (!Array.isArray(resources)) throw new Error(`${file} declares no childResources or attachments`);
+  return resources.map((r: unknown) => {
+    if (!isRecord(r) || typeof r.apiVersion !== 'string' || typeof r.resource !== 'string')
+      throw new Error(`${file}: not a child resource: ${JSON.stringify(r)}`);
+    return `${r.apiVersion}/${r.resource}`;
+  });
+}
+
+const PLURAL: Record<string, string> = {
+  Workspace: 'workspaces',
+  Update: 'updates',
+  StatefulSet: 'statefulsets',
+  Service: 'services',
+  Job: 'jobs',
+  ConfigMap: 'configmaps',
+  ServiceAccount: 'serviceaccounts',
+  Role: 'roles',
+  RoleBinding: 'rolebindings',
+};
+
+/** `<apiVersion>/<resource>` of a child, as a controller manifest names its kind. */
+export function resourceOf(child: { apiVersion?: unknown; kind?: unknown }): string {
+  const kind = String(child.kind);
+  return `${String(child.apiVersion)}/${Object.hasOwn(PLURAL, kind) ? PLURAL[kind] : kind.toLowerCase()}`;
 }

@@ -13,7 +13,11 @@ import type { HookConfig } from '../src/config';
 import { buildUpdate, type UpdateIdentity } from '../src/stack/update';
 import { buildJob } from '../src/update/job';
 import { desiredWorkspace as desiredStackWorkspace } from '../src/stack/workspace';
-import { desiredWorkspace as desiredWorkspacePod, type DesiredWorkspace } from '../src/workspace/pod';
+import {
+  desiredWorkspace as desiredWorkspacePod,
+  workspaceStatusName,
+  type DesiredWorkspace,
+} from '../src/workspace/pod';
 import type { FetchSource } from '../src/workspace/source';
 import type { KObject, ObjectMap } from '../src/lib/k8s';
 import {
@@ -26,6 +30,18 @@ import { syncUpdate } from '../src/update/sync';
 import { syncWorkspace } from '../src/workspace/sync';
 
 const clusters = new WeakMap<object, KObject[]>();
+
+/**
+ * The status each Workspace's controller answered when the Stack's answer held that Workspace:
+ * what Metacontroller writes on the Workspace after that sync, so builders.applyChildren stores it
+ * with the Workspace (its `childDigests` are what the Workspace's next syncs keep children by).
+ */
+const answeredStatuses = new WeakMap<KObject, unknown>();
+
+/** The status the Workspace controller answered for this Workspace of a Stack's answer, if any. */
+export function answeredStatusOf(child: KObject): unknown {
+  return answeredStatuses.get(child);
+}
 
 /** Records the cluster a request was built from (builders.syncRequest). */
 export function withCluster<R extends object>(req: R, cluster: KObject[]): R {
@@ -49,7 +65,9 @@ function grandchildrenOf(cluster: readonly KObject[], parent: KObject): KObject[
   if (parent.kind === 'Workspace')
     return cluster.filter(
       (o) =>
-        ['StatefulSet', 'Service', 'Role', 'RoleBinding'].includes(o.kind) && o.metadata.name === `${name}-workspace`,
+        (['StatefulSet', 'Service', 'Role', 'RoleBinding'].includes(o.kind) &&
+          o.metadata.name === `${name}-workspace`) ||
+        (o.kind === 'ConfigMap' && o.metadata.name === workspaceStatusName(name)),
     );
   return cluster.filter(
     (o) => ['Job', 'ServiceAccount', 'Role', 'RoleBinding'].includes(o.kind) && o.metadata.name === name,
@@ -88,7 +106,7 @@ export function withControllerStatus(cluster: readonly KObject[], ctx: SyncConte
 
 /** A child of the Stack as Metacontroller stores it: with the Stack as its controller owner. */
 function ownedBy(stack: Stack, child: KObject): KObject {
-  if (!STACK_CHILD_KINDS.has(child.kind) || child.metadata.ownerReferences?.length) return child;
+  if (!isStackChild(child) || child.metadata.ownerReferences?.length) return child;
   const owner = {
     apiVersion: stack.apiVersion ?? 'pulumi.com/v1',
     kind: stack.kind ?? 'Stack',
@@ -106,14 +124,19 @@ function grandchildren(res: StackSyncResponse, cluster: readonly KObject[], ctx:
   const workspaces = cluster.filter((o) => o.kind === 'Workspace');
   for (const child of res.children) {
     if (child.kind === 'Workspace') {
+      // The Workspace as stored: the Stack's answer over the status its own controller last wrote.
       const observed = cluster.find((o) => o.kind === 'Workspace' && o.metadata.name === child.metadata.name);
-      const parent = { ...child, metadata: { ...child.metadata, generation: observed?.metadata.generation ?? 1 } };
-      out.push(
-        ...syncWorkspace(
-          { parent: parent, children: mapOf(grandchildrenOf(cluster, child)) },
-          { config: ctx.config, now: ctx.now },
-        ).children,
+      const parent: KObject = {
+        ...child,
+        metadata: { ...child.metadata, generation: observed?.metadata.generation ?? 1 },
+        ...(observed?.status ? { status: observed.status } : {}),
+      };
+      const answer = syncWorkspace(
+        { parent: parent, children: mapOf(grandchildrenOf(cluster, child)) },
+        { config: ctx.config, now: ctx.now },
       );
+      answeredStatuses.set(child, answer.status);
+      out.push(...answer.children);
     } else if (child.kind === 'Update') {
       const observed =
         cluster.find((o) => o.kind === 'Update' && o.metadata.name === child.metadata.name) ?? ownedBy(stack, child);
@@ -139,6 +162,11 @@ function grandchildren(res: StackSyncResponse, cluster: readonly KObject[], ctx:
 /** The kinds a Stack owns: the rest of the stand-in cluster belongs to its Workspace and Updates. */
 const STACK_CHILD_KINDS = new Set(['Workspace', 'Update', 'ConfigMap']);
 
+/** Whether the Stack owns `o`: a Workspace's status ConfigMap is its Workspace's. */
+export function isStackChild(o: KObject): boolean {
+  return STACK_CHILD_KINDS.has(o.kind) && !(o.kind === 'ConfigMap' && o.metadata.name.endsWith('-workspace-status'));
+}
+
 /**
  * The Stack's sync hook, its answer followed by what the Workspace and Update controllers make of
  * it. For a request made from a stand-in cluster (builders.syncRequest), the Stack sees its own
@@ -151,7 +179,7 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
     cluster.map((o) => ownedBy(req.parent, o)),
     ctx,
   );
-  const children = { ...req.children, ...mapOf(observed.filter((o) => STACK_CHILD_KINDS.has(o.kind))) };
+  const children = { ...req.children, ...mapOf(observed.filter(isStackChild)) };
   const res = syncStackHook({ ...req, children }, ctx);
   return { ...res, children: [...res.children, ...grandchildren(res, observed, ctx, req.parent)] };
 }

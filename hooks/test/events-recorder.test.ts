@@ -2,11 +2,14 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { eventsAccessFromEnv } from '../src/events/kubernetes';
+import type { Update, Workspace } from '../../schemas/generated/types';
+import type { HookEvent } from '../src/events/event';
 import { EventRecorder, microTime, type EventBody, type EventsApi } from '../src/events/recorder';
+import type { ObjectMirror } from '../src/objects/gauges';
 import { buildServer } from '../src/server';
-import type { StackEvent } from '../src/stack/events';
 import { postJson } from './answers';
 import { NOW, testConfig } from './builders';
+import { FakeCluster } from './fake-cluster';
 
 /** An API failure as client-node reports one: the HTTP status as `code`, the Status as `body`. */
 class ApiError extends Error {
@@ -43,7 +46,7 @@ function captureLog() {
   };
 }
 
-function event(n: number, extra: Partial<StackEvent> = {}): StackEvent {
+function event(n: number, extra: Partial<HookEvent> = {}): HookEvent {
   return {
     name: `web.${String(n).padStart(16, '0')}`,
     namespace: 'team-a',
@@ -52,6 +55,7 @@ function event(n: number, extra: Partial<StackEvent> = {}): StackEvent {
     action: 'Up',
     message: 'Failed to update stack: boom',
     regarding: { apiVersion: 'pulumi.com/v1', kind: 'Stack', name: 'web', namespace: 'team-a', uid: 'u-1' },
+    labels: { 'pulumi.com/stack-name': 'web' },
     ...extra,
   };
 }
@@ -136,7 +140,7 @@ describe('the event recorder', () => {
       {
         msg: 'event not written',
         event: 'web.0000000000000001',
-        stack: 'team-a/web',
+        regarding: 'Stack team-a/web',
         reason: 'StackUpdateFailure',
         error: 'connect ECONNREFUSED 10.0.0.1:443',
       },
@@ -218,7 +222,7 @@ describe('the hook server with events on', () => {
     const { api, sent } = fakeApi();
     const { server, base } = await serve(api);
     try {
-      for (const name of ['stack-sync-new.json', 'stack-sync-workspace-ready.json', 'stack-sync-invalid.json']) {
+      for (const name of ['stack-sync-new.json', 'stack-sync-start.json', 'stack-sync-invalid.json']) {
         expect((await postJson(`${base}/stack/sync`, example(name))).status).toBe(200);
       }
       await server.events?.idle();
@@ -233,6 +237,42 @@ describe('the hook server with events on', () => {
     }
   });
 
+  it('writes the events of Workspace and Update syncs, about those objects', async () => {
+    const { api, sent } = fakeApi();
+    const { server, base } = await serve(api);
+    try {
+      const ws = example('workspace-sync.json') as { parent: Workspace };
+      const twoStacks = {
+        ...ws,
+        parent: {
+          ...ws.parent,
+          metadata: { ...ws.parent.metadata, uid: 'ws-uid' },
+          spec: { ...ws.parent.spec, stacks: [{ name: 'dev' }, { name: 'prod' }] },
+        },
+      };
+      expect((await postJson(`${base}/workspace/sync`, twoStacks)).status).toBe(200);
+      const up = example('update-sync.json') as { parent: Update };
+      const invalid = {
+        ...up,
+        parent: {
+          ...up.parent,
+          metadata: { ...up.parent.metadata, uid: 'u-uid' },
+          spec: { ...up.parent.spec, type: 'import' },
+        },
+      };
+      expect((await postJson(`${base}/update/sync`, invalid)).status).toBe(200);
+      await server.events?.idle();
+      expect(
+        sent.map((e) => [e.reason, e.type, e.involvedObject.kind, e.involvedObject.uid, e.metadata.labels]),
+      ).toEqual([
+        ['MultipleStacksUnsupported', 'Warning', 'Workspace', 'ws-uid', { 'pulumi.com/stack-name': 'my-stack' }],
+        ['UpdateFailed', 'Warning', 'Update', 'u-uid', { 'pulumi.com/stack-name': 'my-stack' }],
+      ]);
+    } finally {
+      await server.app.close();
+    }
+  });
+
   it('answers exactly as with events off, however the API fails', async () => {
     const off = buildServer(testConfig, { logger: false, clock: () => NOW });
     expect(off.events).toBeUndefined();
@@ -240,17 +280,256 @@ describe('the hook server with events on', () => {
     const offBase = `http://127.0.0.1:${(off.app.server.address() as AddressInfo).port}`;
     const { server, base } = await serve(fakeApi(never).api);
     try {
-      for (const name of ['stack-sync-workspace-ready.json', 'stack-sync-succeeded.json', 'stack-sync-invalid.json']) {
+      for (const [route, name] of [
+        ['stack', 'stack-sync-start.json'],
+        ['stack', 'stack-sync-succeeded.json'],
+        ['stack', 'stack-sync-invalid.json'],
+        ['workspace', 'workspace-sync.json'],
+        ['update', 'update-sync.json'],
+      ] as const) {
         const body = example(name);
         const [withEvents, without] = await Promise.all([
-          postJson(`${base}/stack/sync`, body),
-          postJson(`${offBase}/stack/sync`, body),
+          postJson(`${base}/${route}/sync`, body),
+          postJson(`${offBase}/${route}/sync`, body),
         ]);
         expect(withEvents.status).toBe(200);
         expect(withEvents.json).toEqual(without.json);
       }
     } finally {
       await Promise.all([server.app.close(), off.app.close()]);
+    }
+  });
+});
+
+/** A mirror holding the objects put in it (kind namespace/name → uid); put() is a change. */
+function fakeMirror() {
+  const held = new Map<string, string>();
+  let wake: (() => void)[] = [];
+  const mirror: ObjectMirror = {
+    holds: ({ kind, namespace, name, uid }) => uid !== undefined && held.get(`${kind} ${namespace}/${name}`) === uid,
+    changed: (signal) =>
+      new Promise((resolve) => {
+        wake.push(resolve);
+        signal.addEventListener('abort', () => resolve(), { once: true });
+      }),
+  };
+  const put = (namespace: string, name: string, uid: string, kind = 'Stack') => {
+    held.set(`${kind} ${namespace}/${name}`, uid);
+    const woken = wake;
+    wake = [];
+    for (const w of woken) w();
+  };
+  return { mirror, put };
+}
+
+describe('events only about the objects the hooks watch', () => {
+  it('writes an event about an object the mirror holds with the same kind and uid, and none about another', async () => {
+    const { api, sent } = fakeApi();
+    const { log, warnings } = captureLog();
+    const { mirror, put } = fakeMirror();
+    put('team-a', 'web', 'u-1');
+    const recorder = new EventRecorder(api, { log, clock: () => NOW, mirror, mirrorWaitMs: 50 });
+    const other = (n: number, regarding: Partial<HookEvent['regarding']>) =>
+      event(n, { regarding: { ...event(n).regarding, ...regarding } });
+    recorder.record([
+      event(1),
+      other(2, { uid: 'u-forged' }),
+      other(3, { name: 'elsewhere' }),
+      other(4, { namespace: 'team-b' }),
+      other(5, { uid: undefined }),
+      // The Stack's uid on its Workspace of the same name: not an object the mirror holds.
+      other(6, { kind: 'Workspace', apiVersion: 'auto.pulumi.com/v1alpha1' }),
+    ]);
+    await recorder.idle();
+    expect(sent.map((e) => e.metadata.name)).toEqual(['web.0000000000000001']);
+    expect(recorder.counts).toMatchObject({ written: 1, unknownObject: 5 });
+    expect(warnings[0]).toMatchObject({
+      msg: 'event dropped: what it is about is not an object the hooks watch (a request that named another)',
+      regarding: 'Stack team-a/web',
+      uid: 'u-forged',
+    });
+  });
+
+  it('waits for a Stack the watch has not seen yet, and writes its event once it shows', async () => {
+    const { api, sent } = fakeApi();
+    const { mirror, put } = fakeMirror();
+    const recorder = new EventRecorder(api, { log: captureLog().log, clock: () => NOW, mirror, mirrorWaitMs: 60_000 });
+    recorder.record([event(1)]);
+    put('team-a', 'other', 'u-9');
+    put('team-a', 'web', 'u-old'); // the same name, an earlier Stack: not this one
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(sent).toEqual([]);
+    put('team-a', 'web', 'u-1');
+    await recorder.idle();
+    expect(sent.map((e) => e.metadata.name)).toEqual(['web.0000000000000001']);
+  });
+
+  it('writes an event about a Workspace or an Update the mirror holds, by their own kind and uid', async () => {
+    const { api, sent } = fakeApi();
+    const { mirror, put } = fakeMirror();
+    put('team-a', 'web', 'ws-1', 'Workspace');
+    put('team-a', 'web-up-12345678', 'up-1', 'Update');
+    const recorder = new EventRecorder(api, { log: captureLog().log, clock: () => NOW, mirror, mirrorWaitMs: 50 });
+    const about = (n: number, kind: string, name: string, uid: string) =>
+      event(n, { regarding: { apiVersion: 'auto.pulumi.com/v1alpha1', kind, name, namespace: 'team-a', uid } });
+    recorder.record([
+      about(1, 'Workspace', 'web', 'ws-1'),
+      about(2, 'Update', 'web-up-12345678', 'up-1'),
+      about(3, 'Update', 'web', 'ws-1'),
+    ]);
+    await recorder.idle();
+    expect(sent.map((e) => `${e.involvedObject.kind}/${e.involvedObject.name}`)).toEqual([
+      'Workspace/web',
+      'Update/web-up-12345678',
+    ]);
+    expect(recorder.counts).toMatchObject({ written: 2, unknownObject: 1 });
+  });
+
+  it('drops what waits for the mirror when closed, without waiting for it', async () => {
+    const { api, sent } = fakeApi();
+    const { mirror } = fakeMirror();
+    const recorder = new EventRecorder(api, { log: captureLog().log, mirror, mirrorWaitMs: 600_000 });
+    recorder.record([event(1), event(2)]);
+    await recorder.close(600_000);
+    expect(sent).toEqual([]);
+    expect(recorder.counts).toMatchObject({ dropped: 2, unknownObject: 0 });
+  });
+
+  it('counts what waits for the mirror against the capacity', async () => {
+    const { api } = fakeApi();
+    const { mirror } = fakeMirror();
+    const recorder = new EventRecorder(api, { log: captureLog().log, mirror, mirrorWaitMs: 600_000, capacity: 3 });
+    recorder.record([1, 2, 3, 4, 5].map((n) => event(n)));
+    expect(recorder.counts.dropped).toBe(2);
+    await recorder.close(0);
+  });
+});
+
+describe('the hook server with events on and the objects watched', () => {
+  type SyncExample = { parent: { metadata: { namespace: string; name: string; uid: string } }; children?: unknown };
+  const text = readFileSync(join(__dirname, '..', '..', 'examples', 'hooks', 'stack-sync-invalid.json'), 'utf8');
+  /** A sync that implies an event (the spec is invalid: StackConfigInvalid), its parent changed by `forge`. */
+  const example = (forge: (body: SyncExample) => void = () => {}): SyncExample => {
+    const body = JSON.parse(text) as SyncExample;
+    forge(body);
+    return body;
+  };
+
+  it('writes no event for a forged /stack/sync naming a Stack the watch does not hold, and writes the real one', async () => {
+    const cluster = new FakeCluster();
+    const real = example().parent;
+    cluster.put('stacks', real);
+    const watched = fakeApi();
+    const server = buildServer(testConfig, {
+      logger: false,
+      clock: () => NOW,
+      events: { api: watched.api, via: 'a test' },
+      objects: { api: cluster.api(), via: 'a test' },
+      mirrorWaitMs: 100,
+    });
+    // The same requests to a server that does not watch Stacks: the events they imply.
+    const unwatched = fakeApi();
+    const control = buildServer(testConfig, {
+      logger: false,
+      clock: () => NOW,
+      events: { api: unwatched.api, via: 'a test' },
+    });
+    const urlOf = async (s: typeof server) => {
+      await s.app.listen({ port: 0, host: '127.0.0.1' });
+      return `http://127.0.0.1:${(s.app.server.address() as AddressInfo).port}/stack/sync`;
+    };
+    const [url, controlUrl] = [await urlOf(server), await urlOf(control)];
+    try {
+      await server.objects?.whenSynced();
+      // Forged: another uid (a Stack of that name deleted long ago, or made up), another name,
+      // another namespace (without the children, which the hooks would not keep in another one).
+      for (const forged of [
+        (b: SyncExample) => (b.parent.metadata.uid = 'e6b1f6a0-0000-4000-8000-000000000000'),
+        (b: SyncExample) => (b.parent.metadata.name = 'invented'),
+        (b: SyncExample) => {
+          b.parent.metadata.namespace = 'kube-system';
+          delete b.children;
+        },
+      ]) {
+        expect((await postJson(url, example(forged))).status).toBe(200);
+        expect((await postJson(controlUrl, example(forged))).status).toBe(200);
+      }
+      await Promise.all([server.events?.idle(), control.events?.idle()]);
+      expect(unwatched.sent.length).toBeGreaterThan(0);
+      expect(watched.sent).toEqual([]);
+      expect(server.events?.counts).toMatchObject({ written: 0, unknownObject: unwatched.sent.length });
+
+      // The request for the Stack the watch holds writes its events (its update's result, then the stall).
+      expect((await postJson(url, example())).status).toBe(200);
+      await server.events?.idle();
+      expect(watched.sent.map((e) => [e.reason, e.involvedObject.name, e.involvedObject.uid])).toEqual([
+        ['StackCreated', real.metadata.name, real.metadata.uid],
+        ['StackConfigInvalid', real.metadata.name, real.metadata.uid],
+      ]);
+    } finally {
+      await Promise.all([server.app.close(), control.app.close()]);
+    }
+  });
+
+  it('writes the events of a Workspace or an Update the watch holds, and none for forged ones', async () => {
+    const cluster = new FakeCluster();
+    const ws = JSON.parse(
+      readFileSync(join(__dirname, '..', '..', 'examples', 'hooks', 'workspace-sync.json'), 'utf8'),
+    ) as { parent: Workspace };
+    // Two stacks: Stalled MultipleStacksUnsupported, a Warning event.
+    const workspace = {
+      ...ws,
+      parent: {
+        ...ws.parent,
+        metadata: { ...ws.parent.metadata, uid: 'ws-uid' },
+        spec: { ...ws.parent.spec, stacks: [{ name: 'dev' }, { name: 'prod' }] },
+      },
+    };
+    const up = JSON.parse(
+      readFileSync(join(__dirname, '..', '..', 'examples', 'hooks', 'update-sync.json'), 'utf8'),
+    ) as { parent: Update };
+    // Of no known type: Failed InvalidSpec, a Warning UpdateFailed.
+    const update = {
+      ...up,
+      parent: {
+        ...up.parent,
+        metadata: { ...up.parent.metadata, uid: 'u-uid' },
+        spec: { ...up.parent.spec, type: 'x' },
+      },
+    };
+    cluster.put('workspaces', workspace.parent as unknown as Parameters<FakeCluster['put']>[1]);
+    cluster.put('updates', update.parent as unknown as Parameters<FakeCluster['put']>[1]);
+    const { api, sent } = fakeApi();
+    const server = buildServer(testConfig, {
+      logger: false,
+      clock: () => NOW,
+      events: { api, via: 'a test' },
+      objects: { api: cluster.api(), via: 'a test' },
+      mirrorWaitMs: 100,
+    });
+    await server.app.listen({ port: 0, host: '127.0.0.1' });
+    const base = `http://127.0.0.1:${(server.app.server.address() as AddressInfo).port}`;
+    try {
+      await server.objects?.whenSynced();
+      const forged = <T extends { parent: { metadata: object } }>(body: T): T => ({
+        ...body,
+        parent: { ...body.parent, metadata: { ...body.parent.metadata, uid: 'e6b1f6a0-0000-4000-8000-000000000000' } },
+      });
+      expect((await postJson(`${base}/workspace/sync`, forged(workspace))).status).toBe(200);
+      expect((await postJson(`${base}/update/sync`, forged(update))).status).toBe(200);
+      await server.events?.idle();
+      expect(sent).toEqual([]);
+      expect(server.events?.counts).toMatchObject({ written: 0, unknownObject: 2 });
+
+      expect((await postJson(`${base}/workspace/sync`, workspace)).status).toBe(200);
+      expect((await postJson(`${base}/update/sync`, update)).status).toBe(200);
+      await server.events?.idle();
+      expect(sent.map((e) => [e.reason, e.involvedObject.kind, e.involvedObject.uid])).toEqual([
+        ['MultipleStacksUnsupported', 'Workspace', 'ws-uid'],
+        ['UpdateFailed', 'Update', 'u-uid'],
+      ]);
+    } finally {
+      await server.app.close();
     }
   });
 });

@@ -36,7 +36,7 @@ import {
   workspaceBecomesReady,
 } from './builders';
 import { asChild, at } from './children';
-import type { KObject } from '../src/lib/k8s';
+import { LAST_APPLIED_ANNOTATION, type KObject } from '../src/lib/k8s';
 
 const DIR = join(__dirname, '..', '..', 'examples', 'hooks');
 const ctx = { config: testConfig, now: NOW, lookups: noLookups };
@@ -54,9 +54,13 @@ function buildExamples(): Record<string, unknown> {
   const r1 = syncStack(syncRequest(stack), ctx);
   const s1 = withStatus(stack, r1);
   const ready = workspaceBecomesReady(applyChildren([], r1.children));
-  const r2 = syncStack(syncRequest(s1, ready), ctx);
-  const s2 = withStatus(s1, r2);
-  const running = applyChildren(ready, r2.children);
+  // The up is recorded first (status.currentUpdate); the call on that status write makes its Update.
+  const recorded = syncStack(syncRequest(s1, ready), ctx);
+  const sRecorded = withStatus(s1, recorded);
+  const readyRecorded = applyChildren(ready, recorded.children);
+  const r2 = syncStack(syncRequest(sRecorded, readyRecorded), ctx);
+  const s2 = withStatus(sRecorded, r2);
+  const running = applyChildren(readyRecorded, r2.children);
   const job = at(jobsOf(r2), 0, 'Job');
   const finished = jobFinishes(running, job.metadata.name, {
     state: 'succeeded',
@@ -77,6 +81,24 @@ function buildExamples(): Record<string, unknown> {
     return map;
   };
   const program = makeProgram();
+  // A Stack half edited to a git source (invalid: its children are kept as they are).
+  const halfEdited = {
+    ...s2,
+    spec: { ...withoutProgramRef(s2.spec), projectRepo: 'https://github.com/example/infra.git' },
+  };
+  // Its Workspace's last-applied copy rewritten by someone else: not what the status's digest records.
+  const changed = finished.map((o) => {
+    if (o.kind !== 'Workspace') return o;
+    const copy = JSON.parse(o.metadata.annotations?.[LAST_APPLIED_ANNOTATION] ?? '{}') as KObject;
+    copy.spec = { ...(copy.spec as object), serviceAccountName: 'cluster-admin-holder' };
+    return {
+      ...o,
+      metadata: {
+        ...o.metadata,
+        annotations: { ...o.metadata.annotations, [LAST_APPLIED_ANNOTATION]: JSON.stringify(copy) },
+      },
+    };
+  });
   return {
     'stack-customize.json': { controller, parent: stack },
     'stack-sync-new.json': { controller, ...syncRequest(stack) },
@@ -98,16 +120,15 @@ function buildExamples(): Record<string, unknown> {
       related: byKind(withControllerStatus(ready, ctx).filter((o) => o.kind === 'Workspace')),
     },
     'stack-sync-workspace-ready.json': { controller, ...syncRequest(s1, ready) },
+    'stack-sync-start.json': { controller, ...syncRequest(sRecorded, readyRecorded) },
     'stack-sync-running.json': { controller, ...syncRequest(s2, running) },
     'stack-sync-succeeded.json': { controller, ...syncRequest(s2, finished) },
     'stack-sync-invalid.json': {
       controller,
       // A Program Stack moved to git, half edited: the repository is there, the commit or branch is not.
-      ...syncRequest(
-        { ...s2, spec: { ...withoutProgramRef(s2.spec), projectRepo: 'https://github.com/example/infra.git' } },
-        finished,
-      ),
+      ...syncRequest(halfEdited, finished),
     },
+    'stack-sync-changed-child.json': { controller, ...syncRequest(halfEdited, changed) },
     'stack-sync-program-missing.json': { controller, ...syncRequest(s2, finished, []) },
     'stack-finalize.json': { controller, ...syncRequest(deleting, finished, [program], true) },
     'program-sync.json': {
@@ -163,6 +184,7 @@ const expectations: Record<string, { path: string; status: number; check: (body:
         'Service/my-stack-workspace',
         'Role/my-stack-workspace',
         'RoleBinding/my-stack-workspace',
+        'ConfigMap/my-stack-workspace-status',
       ]);
       expect(condition(b.status, 'Ready')).toMatchObject({ status: 'False', reason: 'WaitingForReplicas' });
     },
@@ -181,9 +203,20 @@ const expectations: Record<string, { path: string; status: number; check: (body:
     status: 200,
     check: (body) => {
       const b = stackSyncAnswer(body);
-      // The Update controller runs it as a Job (update-sync.json).
-      expect(b.children.filter((c) => c.kind === 'Update')).toHaveLength(1);
+      // Recorded, not made yet: the next call (on this status write) makes the Update.
+      expect(b.children.filter((c) => c.kind === 'Update')).toHaveLength(0);
       expect(b.status.currentUpdate?.name).toMatch(/^my-stack-up-/);
+    },
+  },
+  'stack-sync-start.json': {
+    path: '/stack/sync',
+    status: 200,
+    check: (body) => {
+      const b = stackSyncAnswer(body);
+      // The Update the status records; the Update controller runs it as a Job (update-sync.json).
+      expect(b.children.filter((c) => c.kind === 'Update').map((c) => c.metadata.name)).toEqual([
+        b.status.currentUpdate?.name,
+      ]);
     },
   },
   'stack-sync-running.json': {
@@ -214,6 +247,16 @@ const expectations: Record<string, { path: string; status: number; check: (body:
       // Everything it had is kept: its Workspace and its Update.
       expect(b.children.map((c) => c.kind)).toEqual(['Workspace', 'Update']);
     },
+  },
+  'stack-sync-changed-child.json': {
+    path: '/stack/sync',
+    status: 409,
+    check: (body) =>
+      expect(errorAnswer(body)).toMatchObject({
+        error: 'Conflict',
+        field: '/children/Workspace.auto.pulumi.com~1v1alpha1/team-a~1my-stack',
+        message: expect.stringContaining('is not what the operator last applied') as string,
+      }),
   },
   'stack-sync-program-missing.json': {
     path: '/stack/sync',

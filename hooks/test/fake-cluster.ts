@@ -1,6 +1,6 @@
 /**
- * A stand-in for the API server's Stacks and Programs, for the tests of the gauges derived from
- * them: objects with resourceVersions, paged lists, watches that replay the history after a
+ * A stand-in for the API server's Stacks, Programs, Workspaces and Updates, for the tests of the
+ * gauges and the events derived from them: objects with resourceVersions, paged lists, watches that replay the history after a
  * resourceVersion and then stream live changes, compaction (410 Gone), refused lists and broken
  * watches, as the in-memory ListWatch the mirror takes. (The client-node calls against a real API
  * server are tested by e2e/object-metrics.e2e.ts: the unit tests' jest cannot load client-node.)
@@ -35,10 +35,20 @@ class ApiError extends Error {
 export class FakeCluster {
   private rv = 1000;
   private compactedRv = 0;
-  private readonly objects: Record<WatchedResource, Map<string, Obj>> = { stacks: new Map(), programs: new Map() };
+  private readonly objects: Record<WatchedResource, Map<string, Obj>> = {
+    stacks: new Map(),
+    programs: new Map(),
+    workspaces: new Map(),
+    updates: new Map(),
+  };
   private history: Change[] = [];
   private readonly watchers = new Set<Watcher>();
-  private readonly refusals: Record<WatchedResource, number[]> = { stacks: [], programs: [] };
+  private readonly refusals: Record<WatchedResource, number[]> = {
+    stacks: [],
+    programs: [],
+    workspaces: [],
+    updates: [],
+  };
   /** Calls made, for assertions on what the mirror asked. */
   readonly calls: { resource: WatchedResource; op: 'list' | 'watch'; from?: string; limit?: number }[] = [];
 
@@ -166,7 +176,12 @@ export class FakeCluster {
   }
 
   api(): ObjectsApi {
-    return { stacks: this.listWatch('stacks'), programs: this.listWatch('programs') };
+    return {
+      stacks: this.listWatch('stacks'),
+      programs: this.listWatch('programs'),
+      workspaces: this.listWatch('workspaces'),
+      updates: this.listWatch('updates'),
+    };
   }
 }
 

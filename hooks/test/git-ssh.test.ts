@@ -4,12 +4,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, jest } from '@jest/globals';
-import { utils } from 'ssh2';
 import type { StackSpec } from '../../schemas/generated/types';
-import { parseSshUrl, uploadPackCommand, withSshUser } from '../../contract';
+import { MAX_SSH_KEY_ROUNDS, parseSshUrl, uploadPackCommand, withSshUser } from '../../contract';
 import { readKnownHosts } from '../src/config';
 import { fingerprint, isKnownHostKey, knownHostKeys, knownHostsLinesFor } from '../src/git/known-hosts';
-import { GitResolver } from '../src/git/ls-remote';
+import { GitResolver, redactUrl } from '../src/git/ls-remote';
+import * as sshKey from '../src/git/ssh-key';
+import { decryptSshKey } from '../src/git/ssh-key';
 import type { KObject } from '../src/lib/k8s';
 import { customizeStack } from '../src/stack/customize';
 import { gitAuthEnv, planRefLookup } from '../src/stack/source';
@@ -18,7 +19,13 @@ import { stackWorkspacePod } from './controllers';
 import { postJson, stackSyncAnswer } from './answers';
 import { condition, makeStack, objectMap, syncRequest, testConfig } from './builders';
 import { asChild, envList, fetchContainerOf } from './children';
-import { startFakeSshGitServer, strangerKey, type FakeSshGitServer } from './ssh-git-server';
+import {
+  encryptedKey,
+  startFakeSshGitServer,
+  strangerKey,
+  withKeyRounds,
+  type FakeSshGitServer,
+} from './ssh-git-server';
 
 describe('SSH git URLs', () => {
   it('reads the scp-like form, with the login git when it names none (upstream)', () => {
@@ -168,18 +175,45 @@ describe('resolving git refs over SSH', () => {
     }
   });
 
-  it('decrypts a key once (about a second of CPU for OpenSSH keys), not on every lookup', async () => {
-    const parse = jest.spyOn(utils, 'parseKey');
+  it('decrypts a key once, not on every lookup', async () => {
+    const decrypted = jest.spyOn(sshKey, 'decryptSshKey');
     try {
       const encrypted = { privateKey: server.encryptedClientKey, passphrase: server.passphrase };
       const fresh = new GitResolver({ timeoutMs: 5000, cacheTtlMs: 1, sshKnownHosts: server.knownHosts.ed25519 });
       for (const ref of ['main', 'refs/heads/main', 'main'])
         await expect(fresh.resolve({ url, ref, ssh: encrypted })).resolves.toEqual({ sha: main1 });
       await fresh.close();
-      expect(parse.mock.calls.filter(([k]) => k === server.encryptedClientKey)).toHaveLength(1);
+      expect(decrypted.mock.calls.filter(([key]) => key === server.encryptedClientKey)).toHaveLength(1);
     } finally {
-      parse.mockRestore();
+      decrypted.mockRestore();
     }
+  });
+
+  it('refuses a key that asks for more bcrypt rounds than it decrypts, before decrypting, naming the limit and the remedy', async () => {
+    // Decrypting them would take minutes to days: the answer says the cap, not the time budget.
+    for (const rounds of [MAX_SSH_KEY_ROUNDS + 1, 2 ** 32 - 1]) {
+      const costly = { privateKey: withKeyRounds(server.encryptedClientKey, rounds), passphrase: server.passphrase };
+      expect(await resolver.resolve({ url, ref: 'main', ssh: costly })).toEqual({
+        error:
+          `cannot resolve "main" in ${redactUrl(url)}: the SSH private key of gitAuth.sshAuth is encrypted with ${rounds} bcrypt rounds, ` +
+          `more than the ${MAX_SSH_KEY_ROUNDS} the operator decrypts: encrypt it again with fewer ` +
+          '(ssh-keygen -p -a 16 -f <key file>, the default) and update its Secret',
+      });
+    }
+  });
+
+  it('decrypts off the event loop, within a time budget', async () => {
+    const slow = encryptedKey('slow', 16);
+    // The event loop turns while the key decrypts: a timer fires before the decryption ends.
+    let decrypted = false;
+    const decryption = decryptSshKey(slow, 'slow').then(() => (decrypted = true));
+    await new Promise((resolve) => setTimeout(resolve, 1));
+    expect(decrypted).toBe(false);
+    await decryption;
+    // A decryption past its budget is stopped, and says what to do.
+    await expect(decryptSshKey(slow, 'slow', 1)).rejects.toThrow(
+      'the SSH private key of gitAuth.sshAuth took longer than 0.001 s to decrypt: encrypt it again with fewer rounds',
+    );
   });
 
   it('caches answers like HTTP lookups: one connection per TTL, and sees a push after it', async () => {
@@ -350,6 +384,47 @@ describe('the hook server with an SSH branch', () => {
     } finally {
       await Promise.all([trusting.close(), stranger.close()]);
       await server.close();
+    }
+  });
+});
+
+describe('the hook server with an SSH key asking for 2^32-1 bcrypt rounds', () => {
+  it('answers at once: Stalled SourceUnavailable, naming the limit and the remedy, never the key', async () => {
+    const key = withKeyRounds(encryptedKey('pass', 4), 2 ** 32 - 1);
+    const stack = makeStack({
+      programRef: undefined,
+      projectRepo: 'ssh://git@git.test/org/app.git',
+      branch: 'main',
+      gitAuth: {
+        sshAuth: {
+          sshPrivateKey: { type: 'Secret', secret: { name: 'deploy-key', key: 'id' } },
+          password: { type: 'Secret', secret: { name: 'deploy-key', key: 'passphrase' } },
+        },
+      },
+    });
+    const secret = {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: 'deploy-key', namespace: 'team-a' },
+      data: { id: Buffer.from(key).toString('base64'), passphrase: Buffer.from('pass').toString('base64') },
+    };
+    const { app } = buildServer({ ...testConfig, logLevel: 'error' });
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    try {
+      const res = await postJson(`http://127.0.0.1:${(app.server.address() as AddressInfo).port}/stack/sync`, {
+        controller: {},
+        ...syncRequest(stack, [], [secret]),
+      });
+      expect(res.status).toBe(200);
+      expect(condition(stackSyncAnswer(res.json).status, 'Stalled')).toMatchObject({
+        reason: 'SourceUnavailable',
+        message: expect.stringContaining(
+          `encrypted with ${2 ** 32 - 1} bcrypt rounds, more than the ${MAX_SSH_KEY_ROUNDS} the operator decrypts`,
+        ),
+      });
+      expect(res.text).not.toContain(secret.data.id);
+    } finally {
+      await app.close();
     }
   });
 });

@@ -1,9 +1,11 @@
 import { generateKeyPairSync, verify } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { Agent } from 'undici';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
 import type { StackSpec } from '../../schemas/generated/types';
 import { startGitServer, type GitServer } from '../../e2e/testbed/git-server';
+import { installationToken } from '../src/git/github-app';
 import { GitResolver, matchRef, parseAdvertisement, redactUrl } from '../src/git/ls-remote';
 import type { KObject } from '../src/lib/k8s';
 import { customizeStack } from '../src/stack/customize';
@@ -109,6 +111,8 @@ describe('private repositories with GitHub App credentials', () => {
   let api: ReturnType<typeof createServer>;
   let apiUrl: string;
   const exchanges: { path: string; iss: unknown; ok: boolean }[] = [];
+  /** The expiry the stand-in API gives its tokens: an hour, as GitHub's. */
+  let expiresAt = () => new Date(Date.now() + 3600_000).toISOString();
 
   beforeAll(async () => {
     git = await startGitServer({ auth: { username: 'x-access-token', password: TOKEN } });
@@ -134,9 +138,7 @@ describe('private repositories with GitHub App credentials', () => {
       });
       res.end(
         JSON.stringify(
-          fresh
-            ? { token: TOKEN, expires_at: new Date(Date.now() + 3600_000).toISOString() }
-            : { message: 'A JSON web token could not be decoded' },
+          fresh ? { token: TOKEN, expires_at: expiresAt() } : { message: 'A JSON web token could not be decoded' },
         ),
       );
     });
@@ -157,6 +159,26 @@ describe('private repositories with GitHub App credentials', () => {
     // The token is reused while valid: one exchange for two lookups.
     expect(exchanges).toEqual([{ path: '/app/installations/42/access_tokens', iss: '1234', ok: true }]);
     await resolver.close();
+  });
+
+  it('keeps a token no longer than the hour GitHub gives, whatever expiry the answer claims', async () => {
+    const dispatcher = new Agent();
+    const creds = { appId: '1234', installationId: '42', privateKey: pem };
+    const nowMs = Date.now();
+    try {
+      for (const claimed of ['9999-12-31T23:59:59Z', '+275760-09-13T00:00:00Z', 'tomorrow']) {
+        expiresAt = () => claimed;
+        const token = await installationToken(apiUrl, creds, { signal: AbortSignal.timeout(2000), dispatcher, nowMs });
+        expect(token).toEqual({ token: TOKEN, expiresAtMs: nowMs + 3600_000 });
+      }
+      expiresAt = () => new Date(nowMs + 600_000).toISOString();
+      expect(
+        (await installationToken(apiUrl, creds, { signal: AbortSignal.timeout(2000), dispatcher, nowMs })).expiresAtMs,
+      ).toBe(nowMs + 600_000);
+    } finally {
+      expiresAt = () => new Date(Date.now() + 3600_000).toISOString();
+      await dispatcher.close();
+    }
   });
 
   it('says what is wrong with the App credentials, without the key or a token', async () => {

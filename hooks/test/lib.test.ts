@@ -1,7 +1,15 @@
-/** The hooks' small libraries: how deep JSON nests, stable JSON, and the strategic merge of a user's pod template. */
+/**
+ * The hooks' small libraries: how deep JSON nests, stable JSON, the strategic merge of a user's pod
+ * template, control characters escaped in conditions, observed times and durations.
+ */
 import fc from 'fast-check';
+import { setConditions } from '../src/lib/conditions';
+import { parseDuration } from '../src/lib/duration';
 import { deepFreeze, pathNestedDeeperThan, prototypeKeyPath, stableStringify } from '../src/lib/json';
 import { strategicMerge } from '../src/lib/merge';
+import { hasControlCharacter } from './answers';
+import { printable } from '../src/lib/printable';
+import { knownTime, observedDeadline, observedTime, resyncAfter } from '../src/lib/time';
 
 /** An array in an array … `depth` levels deep. */
 function nested(depth: number): unknown {
@@ -149,5 +157,86 @@ describe('strategicMerge with user keys named after Object.prototype members', (
       valueOf: 'v',
     });
     expect(({} as Record<string, unknown>).name).toBeUndefined();
+  });
+});
+
+describe('printable', () => {
+  it('escapes C0, DEL and C1 control characters, and nothing else', () => {
+    expect(printable('a\u001b[31mred\u0007\r\n\tb\u0000\u007f\u0085')).toBe(
+      'a\\x1b[31mred\\x07\\r\\n\\tb\\x00\\x7f\\x85',
+    );
+    expect(printable('é ✓ \u00a0 \\n "quoted"')).toBe('é ✓ \u00a0 \\n "quoted"');
+  });
+
+  it('leaves no control character, changes text without one not at all, and is idempotent', () => {
+    fc.assert(
+      fc.property(
+        fc.string({ unit: fc.integer({ min: 0, max: 0x2ff }).map((c) => String.fromCharCode(c)) }),
+        (text) => {
+          const once = printable(text);
+          return !hasControlCharacter(once) && printable(once) === once && (hasControlCharacter(text) || once === text);
+        },
+      ),
+    );
+  });
+
+  it('is applied to the message of every condition the Workspace and Update controllers write', () => {
+    const [c] = setConditions(
+      [],
+      [{ type: 'Ready', status: 'False', reason: 'Failed', message: 'npm ERR!\n\u001b[2Jgone' }],
+      1,
+      new Date('2026-11-22T10:00:00Z'),
+    );
+    expect(c?.message).toBe('npm ERR!\\n\\x1b[2Jgone');
+  });
+});
+
+describe('observed times', () => {
+  const now = new Date('2026-11-22T10:00:00Z');
+
+  it('are known when RFC 3339, from 1970 on, and at most a day ahead of the clock', () => {
+    for (const t of [
+      '2026-11-22T10:00:00Z',
+      '2026-11-23T10:00:00Z',
+      '1970-01-01T00:00:00Z',
+      '2026-11-22T11:00:00.123456+01:00',
+    ])
+      expect(observedTime(t, now)).toBe(Date.parse(t));
+    expect(knownTime('2026-11-22T09:00:00Z', now)).toBe('2026-11-22T09:00:00Z');
+    for (const t of [
+      '2026-11-23T10:00:01Z', // more than a day ahead
+      '9999-12-31T23:59:59Z',
+      '+275760-09-13T00:00:00Z', // JavaScript's last date, not RFC 3339
+      '1969-12-31T23:59:59Z',
+      'Sun, 22 Nov 2026 10:00:00 GMT', // a date, but not RFC 3339
+      '2026-11-22',
+      '2026-13-45T10:00:00Z',
+      '',
+      undefined,
+      1_795_000_000_000,
+    ])
+      expect([t, observedTime(t, now), knownTime(t, now)]).toEqual([t, undefined, undefined]);
+  });
+
+  it('as deadlines may be any RFC 3339 time from 1970 on', () => {
+    expect(observedDeadline('9999-12-31T23:59:59Z')).toBe(Date.parse('9999-12-31T23:59:59Z'));
+    expect(observedDeadline('+275760-09-13T00:00:00Z')).toBeUndefined();
+    expect(observedDeadline('1969-12-31T23:59:59Z')).toBeUndefined();
+  });
+
+  it('never ask for a wait longer than a day, nor shorter than a second', () => {
+    expect([8_638_204_122_217, 86_401, 86_400, 59.2, 0, -5, Infinity].map(resyncAfter)).toEqual([
+      86_400, 86_400, 86_400, 60, 1, 1, 86_400,
+    ]);
+    expect([undefined, NaN].map(resyncAfter)).toEqual([undefined, undefined]);
+  });
+});
+
+describe('parseDuration', () => {
+  it('reads Go durations up to the longest Go has, and refuses longer ones as Go does', () => {
+    expect(parseDuration('1h30m')).toBe(5_400_000);
+    expect(parseDuration('2562047h47m16.854s')).toBe(9_223_372_036_854);
+    for (const d of ['2562048h', `1${'0'.repeat(400)}h`, '153722867m281s'])
+      expect([d, parseDuration(d)]).toEqual([d, undefined]);
   });
 });

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { deepFreeze, nestedDeeperThan } from '../src/lib/json';
-import { contentTokens, matchesSnapshot, snapshotJson } from '../src/cache/snapshot';
+import { contentTokens, matchesSnapshot, snapshotBytes, snapshotJson } from '../src/cache/snapshot';
 import { FrozenCache, SyncCache } from '../src/cache/sync-cache';
 import { responseJson } from '../src/http/stack-routes';
 import { syncStack } from '../src/stack/sync';
@@ -155,17 +155,23 @@ describe('contentTokens', () => {
     fc.assert(
       fc.property(
         fc.array(fc.tuple(fc.constantFrom('ns/a', 'ns/b', 'other/a'), value), { maxLength: 30 }),
-        fc.integer({ min: 1, max: 3 }),
-        (calls, max) => {
-          const tokenOf = contentTokens({ max });
+        // From no room for any snapshot of such values to room for a few of them.
+        fc.integer({ min: 50, max: 16_000 }),
+        (calls, maxBytes) => {
+          const tokenOf = contentTokens({ maxBytes });
+          // A value gets a token when its snapshot takes at most an eighth of the budget.
+          const fits = (slot: string, v: unknown) => snapshotBytes(snapshotJson(v)) + 2 * slot.length <= maxBytes / 8;
           const seen = new Map<string, string>();
-          let previous: { slot: string; json: string; token: string } | undefined;
+          let previous: { slot: string; json: string; token: string | undefined } | undefined;
           for (const [slot, v] of calls) {
             const token = tokenOf(slot, structuredClone(v));
             const json = JSON.stringify(v);
-            const before = seen.get(token);
-            if (before !== undefined) expect(before).toBe(json);
-            seen.set(token, json);
+            expect(token === undefined).toBe(!fits(slot, v));
+            if (token !== undefined) {
+              const before = seen.get(token);
+              if (before !== undefined) expect(before).toBe(json);
+              seen.set(token, json);
+            }
             if (previous?.slot === slot && previous.json === json) expect(token).toBe(previous.token);
             previous = { slot, json, token };
           }
@@ -336,6 +342,42 @@ describe('the cached workspace', () => {
     const pod = cache.workspacePod(ws, testConfig);
     expect(pod).toEqual(desiredWorkspacePod(structuredClone(ws), testConfig));
     expect(cache.workspacePod(ws, { ...testConfig, agentImage: 'example.test/other:1' }).hash).not.toBe(pod.hash);
+  });
+});
+
+describe('a SyncCache bounded by bytes', () => {
+  /** A Stack with a config of about 50 kB of JSON. */
+  const large = (i: number) =>
+    makeStack(
+      { config: Object.fromEntries(Array.from({ length: 50 }, (_, k) => [`app:k${k}`, { value: 'x'.repeat(1000) }])) },
+      { name: `large-${i}` },
+    );
+
+  it('forgets the least recently used answers past its budget, and computes them again alike', () => {
+    const lookups: string[] = [];
+    const maxBytes = 16 * 1024 * 1024;
+    const cache = new SyncCache({ maxBytes, counted: (name, hit) => lookups.push(`${name} ${hit ? 'hit' : 'miss'}`) });
+    for (let i = 0; i < 40; i++) cache.workspace(large(i), programSource, testConfig);
+    expect(Object.values(cache.bytes()).reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(maxBytes);
+    lookups.length = 0;
+    // The last Stack's workspace is still there; the first one's was forgotten, and is the same again.
+    cache.workspace(large(39), programSource, testConfig);
+    expect(cache.workspace(large(0), programSource, testConfig)).toEqual(
+      desiredWorkspace(large(0), programSource, testConfig),
+    );
+    expect(lookups).toEqual(['stack_workspace hit', 'stack_workspace miss']);
+    expect(Object.values(cache.bytes()).reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(maxBytes);
+  });
+
+  it('keeps nothing of a spec larger than an eighth of its share: each sync computes its answers', () => {
+    const lookups: string[] = [];
+    const cache = new SyncCache({ maxBytes: 1024 * 1024, counted: (name, hit) => lookups.push(`${name} ${hit}`) });
+    for (let n = 0; n < 2; n++)
+      expect(cache.workspace(large(1), programSource, testConfig)).toEqual(
+        desiredWorkspace(large(1), programSource, testConfig),
+      );
+    expect(lookups).toEqual([]);
+    expect(Object.values(cache.bytes()).reduce((a, b) => a + b, 0)).toBe(0);
   });
 });
 

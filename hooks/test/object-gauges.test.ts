@@ -193,10 +193,11 @@ describe('upstream gauges from the objects', () => {
     seed(cluster);
     const gauges = gaugesOn(cluster);
     await gauges.whenSynced();
-    await until('the watches to open', () => cluster.openWatches === 2);
+    // One watch per mirror: Stacks, Programs, Workspaces and Updates.
+    await until('the watches to open', () => cluster.openWatches === 4);
     cluster.bookmark('stacks');
     cluster.endWatches();
-    await until('the watches to reopen', () => cluster.openWatches === 2);
+    await until('the watches to reopen', () => cluster.openWatches === 4);
     const stackWatches = cluster.calls.filter((c) => c.resource === 'stacks' && c.op === 'watch');
     // The second watch starts at the bookmark's resourceVersion, newer than the list's.
     expect(Number(stackWatches[1]!.from)).toBeGreaterThan(Number(stackWatches[0]!.from));
@@ -214,13 +215,44 @@ describe('upstream gauges from the objects', () => {
     seed(cluster);
     const gauges = gaugesOn(cluster);
     await gauges.whenSynced();
-    await until('the watches to open', () => cluster.openWatches === 2);
+    await until('the watches to open', () => cluster.openWatches === 4);
     cluster.breakWatches();
     cluster.put('stacks', stackObject('team-c', 'late', 'failed'));
     await until('the change after the break', async () => (await gauges.metrics()).includes('name="late"} 1'));
     expect(await gauges.metrics()).toMatch(
       /^pulumi_hook_object_watch_failures_total\{resource="stacks",operation="watch"\} 1$/m,
     );
+  });
+});
+
+describe('the mirror the events consult', () => {
+  it('holds each Stack, Workspace and Update by kind, namespace, name and uid, until it is deleted', async () => {
+    const cluster = new FakeCluster();
+    const withUid = (object: ReturnType<typeof stackObject>, uid: string) => ({
+      ...object,
+      metadata: { ...object.metadata, uid },
+    });
+    cluster.put('stacks', withUid(stackObject('team-a', 'web'), 's-1'));
+    cluster.put('workspaces', withUid({ kind: 'Workspace', metadata: { namespace: 'team-a', name: 'web' } }, 'w-1'));
+    cluster.put('updates', withUid({ kind: 'Update', metadata: { namespace: 'team-a', name: 'web-up-1' } }, 'u-1'));
+    const gauges = gaugesOn(cluster);
+    await gauges.whenSynced();
+    const holds = (kind: string, name: string, uid: string) =>
+      gauges.mirror.holds({ kind, namespace: 'team-a', name, uid });
+    expect([
+      holds('Stack', 'web', 's-1'),
+      holds('Workspace', 'web', 'w-1'),
+      holds('Update', 'web-up-1', 'u-1'),
+    ]).toEqual([true, true, true]);
+    // Another kind, uid or namespace is not held; nor is a kind the hooks do not watch.
+    expect([
+      holds('Workspace', 'web', 's-1'),
+      holds('Update', 'web-up-1', 'w-1'),
+      gauges.mirror.holds({ kind: 'Workspace', namespace: 'team-b', name: 'web', uid: 'w-1' }),
+      holds('Program', 'web', 's-1'),
+    ]).toEqual([false, false, false, false]);
+    cluster.delete('updates', 'team-a', 'web-up-1');
+    await until('the deletion to reach the mirror', () => !holds('Update', 'web-up-1', 'u-1'));
   });
 });
 
@@ -297,7 +329,8 @@ describe('failures never break /metrics', () => {
     seed(cluster);
     cluster.refuseLists('programs', 403, 1_000_000);
     const gauges = gaugesOn(cluster);
-    await until('the stack watch to open', () => cluster.openWatches === 1);
+    // Stacks, Workspaces and Updates watched; Programs retrying.
+    await until('the other watches to open', () => cluster.openWatches === 3);
     await gauges.stop();
     expect(cluster.openWatches).toBe(0);
   });

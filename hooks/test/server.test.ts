@@ -6,6 +6,8 @@ import { GitResolver } from '../src/git/ls-remote';
 import { customizeAnswer, errorAnswer, postJson, programSyncAnswer, stackSyncAnswer } from './answers';
 import { condition, makeStack, makeProgram, NOW, syncRequest, testConfig } from './builders';
 import { parseObject } from './json';
+import { withChildren } from './stories';
+import { LAST_APPLIED_ANNOTATION } from '../src/lib/k8s';
 
 let base: string;
 let close: () => Promise<void>;
@@ -224,6 +226,32 @@ describe('the hook server', () => {
       expect(notJson.status).toBe(400);
       expect(notJson.lines).toHaveLength(1);
       expect(notJson.lines[0]).toMatchObject({ msg: 'request completed', statusCode: 400 });
+    });
+
+    it('logs a 409 as one warning naming the child, and nothing the child holds', async () => {
+      const { stack, cluster } = withChildren();
+      const forged = cluster.map((o) =>
+        o.kind === 'Workspace'
+          ? {
+              ...o,
+              metadata: {
+                ...o.metadata,
+                annotations: { [LAST_APPLIED_ANNOTATION]: JSON.stringify({ ...o, spec: { token: 'hunter2' } }) },
+              },
+            }
+          : o,
+      );
+      const invalid = { ...stack, spec: { ...stack.spec, stack: '' } };
+      const res = await linesOf('line-409', '/stack/sync', { controller: {}, ...syncRequest(invalid, forged) });
+      expect(res.status).toBe(409);
+      expect(res.lines).toHaveLength(1);
+      expect(res.lines[0]).toMatchObject({
+        level: 40,
+        msg: 'refused to keep a child it cannot verify',
+        statusCode: 409,
+        field: '/children/Workspace.auto.pulumi.com~1v1alpha1/team-a~1my-stack',
+      });
+      expect(JSON.stringify(res.lines[0])).not.toContain('hunter2');
     });
 
     it('does not log probes and metrics scrapes', async () => {

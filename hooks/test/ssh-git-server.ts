@@ -62,6 +62,33 @@ export function strangerKey(): string {
   return generate(() => utils.generateKeyPairSync('ed25519')).private;
 }
 
+/** A fresh ed25519 key in OpenSSH format, encrypted with `passphrase` in `rounds` bcrypt rounds (as ssh-keygen -a). */
+export function encryptedKey(passphrase: string, rounds: number): string {
+  return generate(() => utils.generateKeyPairSync('ed25519', { passphrase, cipher: 'aes256-ctr', rounds }), passphrase)
+    .private;
+}
+
+/**
+ * An encrypted OpenSSH key with the rounds field of its key derivation set to `rounds`, as anyone
+ * may write it: not encrypted again (that would cost the rounds), so only its cost is claimed.
+ */
+export function withKeyRounds(key: string, rounds: number): string {
+  const lines = key.trim().split('\n');
+  const data = Buffer.from(lines.slice(1, -1).join(''), 'base64');
+  let at = 'openssh-key-v1\0'.length;
+  const skip = () => (at += 4 + data.readUInt32BE(at));
+  skip(); // cipher name
+  skip(); // kdf name ("bcrypt")
+  at += 4; // the kdf options' length, then: string salt, uint32 rounds
+  skip();
+  data.writeUInt32BE(rounds, at);
+  const body = data
+    .toString('base64')
+    .match(/.{1,70}/g)!
+    .join('\n');
+  return `${lines[0]}\n${body}\n${lines.at(-1)}\n`;
+}
+
 export async function startFakeSshGitServer(options: FakeSshGitServerOptions = {}): Promise<FakeSshGitServer> {
   const root = mkdtempSync(join(tmpdir(), 'pko-fake-ssh-'));
   const repos = join(root, 'repos');
@@ -75,11 +102,8 @@ export async function startFakeSshGitServer(options: FakeSshGitServerOptions = {
   const offered = options.hostKeyTypes ?? ['ed25519'];
   const passphrase = 'correct horse battery staple';
   const client = generate(() => utils.generateKeyPairSync('ed25519'));
-  const encrypted = generate(
-    () => utils.generateKeyPairSync('ed25519', { passphrase, cipher: 'aes256-ctr', rounds: 4 }),
-    passphrase,
-  );
-  const allowed = [parsed(client.private), parsed(encrypted.private, passphrase)];
+  const encrypted = encryptedKey(passphrase, 4);
+  const allowed = [parsed(client.private), parsed(encrypted, passphrase)];
   let count = 0;
   const sockets = new Set<Connection>();
 
@@ -137,7 +161,7 @@ export async function startFakeSshGitServer(options: FakeSshGitServerOptions = {
     port,
     knownHosts: { ed25519: line('ed25519'), ecdsa: line('ecdsa') },
     clientKey: client.private,
-    encryptedClientKey: encrypted.private,
+    encryptedClientKey: encrypted,
     passphrase,
     createRepo(name) {
       initBare(join(repos, `${name}.git`));

@@ -7,7 +7,6 @@ import type { Stack } from '../../schemas/generated/types';
 import { PLAN_NOT_FOUND } from '../../contract';
 import { syncStack } from './controllers';
 import {
-  applyChildren,
   condition,
   jobFinishes,
   jobsOf,
@@ -15,11 +14,10 @@ import {
   makeStack,
   NOW,
   syncRequest,
-  withStatus,
   workspaceBecomesReady,
 } from './builders';
 import { at, operationOf } from './children';
-import { ctx } from './stories';
+import { ctx, step as play } from './stories';
 import type { KObject } from '../src/lib/k8s';
 import type { StackSyncResponse } from '../src/stack/sync';
 
@@ -31,11 +29,8 @@ function annotate(stack: Stack, annotations: Record<string, string>): Stack {
   return { ...stack, metadata: { ...stack.metadata, annotations: { ...stack.metadata.annotations, ...annotations } } };
 }
 
-/** One sync with the observed state; returns the answer, the Stack with its status, and the cluster after it. */
-function step(stack: Stack, cluster: KObject[], now = NOW) {
-  const res = syncStack(syncRequest(stack, cluster, related), ctx(now));
-  return { res, stack: withStatus(stack, res), cluster: applyChildren(cluster, res.children) };
-}
+/** One sync (and the next, when it records an operation to start: stories.step). */
+const step = (stack: Stack, cluster: KObject[], now = NOW) => play(stack, cluster, related, now);
 
 const updatesOf = (res: StackSyncResponse) =>
   res.children.filter((c) => c.kind === 'Update') as (KObject & { spec: Record<string, unknown> })[];
@@ -219,7 +214,7 @@ describe('the approval gate', () => {
 
   it('does not gate the destroy on deletion', () => {
     const a = toAwaiting(gated({ destroyOnFinalize: true }));
-    const res = syncStack(syncRequest(a.stack, a.cluster, related, true), ctx());
+    const { res } = play(a.stack, a.cluster, related, NOW, true);
     const destroy = jobsOf(res).find((j) => j.metadata.name?.includes('-destroy-'));
     expect(destroy && operationOf(destroy)).toMatchObject({ type: 'destroy' });
   });
@@ -246,6 +241,22 @@ describe('the approval gate', () => {
     expect(up && operationOf(up).plan).toBeUndefined();
   });
 
+  it('waits a day at a time for a plan centuries from expiring, and refuses an expiry longer than Go allows', () => {
+    const a = toAwaiting(gated({ approval: { required: true, expiresAfter: '2000000h' } }));
+    expect(a.res.status.plan?.expiresAt).toBe('2255-01-19T18:01:00Z');
+    expect(a.res.resyncAfterSeconds).toBe(24 * 3600);
+    // The same for an expiry anyone with access to the status could write.
+    const forged = structuredClone(a.stack);
+    forged.status!.plan!.expiresAt = '9999-12-31T23:59:59Z';
+    expect(step(forged, a.cluster).res.resyncAfterSeconds).toBe(24 * 3600);
+    // Go's longest duration is 2562047h47m16.854775807s: one hour more is no duration there, nor here.
+    const tooLong = syncStack(
+      syncRequest(gated({ approval: { required: true, expiresAfter: '2562048h' } }), [], related),
+      ctx(),
+    );
+    expect(condition(tooLong.status, 'Stalled')?.message).toContain('spec.approval.expiresAfter: "2562048h"');
+  });
+
   it('is SpecInvalid for an expiry that is not a positive duration, naming the field', () => {
     const res = syncStack(syncRequest(gated({ approval: { required: true, expiresAfter: '0s' } }), [], related), ctx());
     expect(condition(res.status, 'Stalled')).toMatchObject({ reason: 'SpecInvalid' });
@@ -255,5 +266,79 @@ describe('the approval gate', () => {
       ctx(),
     );
     expect(condition(bad.status, 'Stalled')?.message).toContain('expiresAfter');
+  });
+});
+
+describe('results under the approval gate: only the approved plan’s up may make the Stack succeed', () => {
+  /** A finished Update the hooks never recorded, made by someone allowed to create Updates. */
+  function forgedUpdate(stack: Stack, type: 'up' | 'preview', extra: Record<string, unknown>): KObject {
+    const name = `my-stack-${type}-0f0f0f0f`;
+    const done = '2026-11-22T10:02:00Z';
+    return {
+      apiVersion: 'auto.pulumi.com/v1alpha1',
+      kind: 'Update',
+      metadata: {
+        name,
+        namespace: 'team-a',
+        annotations: {
+          'pulumi.com/update-generation': String(stack.metadata.generation),
+          'pulumi.com/update-reconcile-request': '',
+          'pulumi.com/update-commit': '1',
+          'pulumi.com/update-previous': '',
+        },
+      },
+      spec: { workspaceName: 'my-stack', stackName: 'dev', type, ...extra },
+      status: {
+        endTime: done,
+        message: `${type} succeeded`,
+        outputValues: { stolen: 'yes' },
+        resourceChanges: { create: 0, same: 9 },
+        conditions: [{ type: 'Complete', status: 'True', reason: 'Updated', lastTransitionTime: done }],
+      },
+    };
+  }
+
+  it.each([
+    ['an up', 'up', {}],
+    ['an up applying a plan of its own', 'up', { plan: 'my-stack-preview-0f0f0f0f' }],
+    ['a preview saving a plan', 'preview', { savePlan: true }],
+  ] as const)('ignores %s the status does not name: the plan still awaits approval', (_what, type, extra) => {
+    const a = toAwaiting();
+    const res = syncStack(syncRequest(a.stack, [...a.cluster, forgedUpdate(a.stack, type, extra)], related), ctx());
+    expect(res.status.lastUpdate).toBeUndefined();
+    expect(res.status.outputs).toBeUndefined();
+    expect(res.status.plan).toEqual(a.res.status.plan);
+    expect(condition(res.status, 'AwaitingApproval')).toMatchObject({ status: 'True' });
+  });
+
+  it('refuses (409) the up the status names when it applies another plan than the approved one', () => {
+    const a = toAwaiting();
+    const approved = step(annotate(a.stack, { 'pulumi.com/approve': a.previewName }), a.cluster);
+    const up = approved.res.status.currentUpdate?.name ?? '';
+    const replanned = approved.cluster.map((o) =>
+      o.kind === 'Update' && o.metadata.name === up
+        ? { ...o, spec: { ...(o.spec as object), plan: 'my-stack-preview-0f0f0f0f' } }
+        : o,
+    );
+    expect(() => syncStack(syncRequest(approved.stack, replanned, related), ctx())).toThrow(
+      expect.objectContaining({ field: ['children', 'Update.auto.pulumi.com/v1alpha1', `team-a/${up}`] }) as Error,
+    );
+  });
+
+  it('does not count a plain up that succeeded after the gate was turned on: the change is previewed', () => {
+    const first = step(makeStack(), []);
+    const started = step(first.stack, workspaceBecomesReady(first.cluster));
+    const up = started.res.status.currentUpdate?.name ?? '';
+    expect(up).toMatch(/^my-stack-up-/);
+    const turnedOn = {
+      ...started.stack,
+      metadata: { ...started.stack.metadata, generation: 2 },
+      spec: { ...started.stack.spec, approval: { required: true } },
+    };
+    const done = jobFinishes(started.cluster, up, { state: 'succeeded', outputs: { url: 'u' } });
+    const res = syncStack(syncRequest(turnedOn, done, related), ctx());
+    expect(res.status.lastUpdate).toBeUndefined();
+    expect(res.status.outputs).toBeUndefined();
+    expect(res.status.plan).toMatchObject({ state: 'Previewing', generation: 2 });
   });
 });

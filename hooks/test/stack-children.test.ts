@@ -1,8 +1,5 @@
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import * as yaml from 'js-yaml';
 import type { KObject } from '../src/lib/k8s';
-import { syncStack } from './controllers';
+import { isStackChild, syncStack } from './controllers';
 import {
   applyChildren,
   condition,
@@ -13,62 +10,30 @@ import {
   syncRequest,
   testConfig,
   withStatus,
-  workspaceBecomesReady,
 } from './builders';
-import { childOf, podSpecOf } from './children';
-import { isRecord } from './json';
+import { childOf, declaredChildren, podSpecOf, resourceOf } from './children';
 import { syncWorkspace } from '../src/workspace/sync';
+import { toFirstJob } from './stories';
 
 const ctx = { config: testConfig, now: NOW, lookups: noLookups };
 
-/** `<apiVersion>/<resource>` of every child resource a Metacontroller controller manifest declares. */
-function declaredChildren(file: string): string[] {
-  const controller: unknown = yaml.load(readFileSync(file, 'utf8'));
-  const spec = isRecord(controller) ? controller.spec : undefined;
-  const resources = isRecord(spec) ? spec.childResources : undefined;
-  if (!Array.isArray(resources)) throw new Error(`${file} declares no childResources`);
-  return resources.map((r: unknown) => {
-    if (!isRecord(r) || typeof r.apiVersion !== 'string' || typeof r.resource !== 'string')
-      throw new Error(`${file}: not a child resource: ${JSON.stringify(r)}`);
-    return `${r.apiVersion}/${r.resource}`;
-  });
-}
-
-const PLURAL: Record<string, string> = {
-  Workspace: 'workspaces',
-  Update: 'updates',
-  StatefulSet: 'statefulsets',
-  Service: 'services',
-  Job: 'jobs',
-  ConfigMap: 'configmaps',
-  ServiceAccount: 'serviceaccounts',
-  Role: 'roles',
-  RoleBinding: 'rolebindings',
-};
-const declared = (controller: string): string[] =>
-  declaredChildren(join(__dirname, '..', '..', 'manifests', 'metacontroller', `${controller}-controller.yaml`));
-const resourceOf = (c: KObject): string => `${c.apiVersion}/${PLURAL[c.kind] ?? c.kind}`;
-
 describe('each controller', () => {
   it('returns only the kinds its manifest declares', () => {
-    const stack = makeStack();
-    const r1 = syncStack(syncRequest(stack), ctx);
-    const cluster = workspaceBecomesReady(applyChildren([], r1.children));
-    const r2 = syncStack(syncRequest(withStatus(stack, r1), cluster), ctx);
-    const stackKinds = ['Workspace', 'Update', 'ConfigMap'];
-    const ofStack = r2.children.filter((c) => stackKinds.includes(c.kind));
+    const { r2 } = toFirstJob();
+    const ofStack = r2.children.filter(isStackChild);
     expect(ofStack.map((c) => c.kind).sort()).toEqual(['Update', 'Workspace']);
-    for (const c of ofStack) expect(declared('stack')).toContain(resourceOf(c));
+    for (const c of ofStack) expect(declaredChildren('stack')).toContain(resourceOf(c));
     const ws = syncWorkspace(
       { parent: { ...childOf(r2, 'Workspace'), metadata: { ...childOf(r2, 'Workspace').metadata, generation: 1 } } },
       ctx,
     );
-    for (const c of ws.children) expect(declared('workspace')).toContain(resourceOf(c));
+    expect(ws.children.map((c) => c.kind)).toEqual(['StatefulSet', 'Service', 'Role', 'RoleBinding', 'ConfigMap']);
+    for (const c of ws.children) expect(declaredChildren('workspace')).toContain(resourceOf(c));
     const ofUpdate = r2.children.filter(
       (c) => c.kind !== 'Update' && c.metadata.name === childOf(r2, 'Update').metadata.name,
     );
     expect(ofUpdate.map((c) => c.kind)).toEqual(['Job', 'ServiceAccount', 'Role', 'RoleBinding']);
-    for (const c of ofUpdate) expect(declared('update')).toContain(resourceOf(c));
+    for (const c of ofUpdate) expect(declaredChildren('update')).toContain(resourceOf(c));
     expect(jobsOf(r2)).toHaveLength(1);
   });
 });
@@ -78,14 +43,14 @@ describe('the identities', () => {
     children.filter((c) => ['ServiceAccount', 'Role', 'RoleBinding'].includes(c.kind));
   const rulesOf = (res: { children: KObject[] }, name: string) => childOf(res, 'Role', name).rules;
 
-  it("give the workspace's account its own StatefulSet only (the Workspace's Role)", () => {
+  it("give the workspace's account its own status ConfigMap only (the Workspace's Role)", () => {
     const res = syncStack(syncRequest(makeStack({ serviceAccountName: 'deployer' })), ctx);
     expect(kinds(res.children).map((c) => `${c.kind}/${c.metadata.name}`)).toEqual([
       'Role/my-stack-workspace',
       'RoleBinding/my-stack-workspace',
     ]);
     expect(rulesOf(res, 'my-stack-workspace')).toEqual([
-      { apiGroups: ['apps'], resources: ['statefulsets'], verbs: ['patch'], resourceNames: ['my-stack-workspace'] },
+      { apiGroups: [''], resources: ['configmaps'], verbs: ['patch'], resourceNames: ['my-stack-workspace-status'] },
     ]);
     const wsBinding = childOf(res, 'RoleBinding', 'my-stack-workspace');
     expect(wsBinding.subjects).toEqual([{ kind: 'ServiceAccount', name: 'deployer', namespace: 'team-a' }]);
@@ -109,10 +74,7 @@ describe('the identities', () => {
   });
 
   it("give each Update's Job an account of its own: call its workspace, patch its own Job, create Secrets", () => {
-    const stack = makeStack();
-    const r1 = syncStack(syncRequest(stack), ctx);
-    const cluster = workspaceBecomesReady(applyChildren([], r1.children));
-    const r2 = syncStack(syncRequest(withStatus(stack, r1), cluster), ctx);
+    const { r2 } = toFirstJob();
     const job = jobsOf(r2)[0]!;
     const name = job.metadata.name;
     expect(podSpecOf(job).serviceAccountName).toBe(name);
@@ -131,13 +93,17 @@ describe('the identities', () => {
     const stack = makeStack({ serviceAccountName: 'deployer' });
     const r1 = syncStack(syncRequest(stack), ctx);
     const cluster = applyChildren([], r1.children);
-    const broken = makeStack({
-      serviceAccountName: 'deployer',
-      commit: 'abc',
-      branch: 'main',
-      projectRepo: 'https://g.test/r.git',
-      programRef: undefined,
-    });
+    // The Stack as stored after the first answer (its status records the children's digests), edited.
+    const broken = {
+      ...withStatus(stack, r1),
+      spec: makeStack({
+        serviceAccountName: 'deployer',
+        commit: 'abc',
+        branch: 'main',
+        projectRepo: 'https://g.test/r.git',
+        programRef: undefined,
+      }).spec,
+    };
     const res = syncStack(syncRequest(broken, cluster), ctx);
     const byName = (cs: KObject[]) =>
       [...kinds(cs)].sort((a, b) => `${a.kind}/${a.metadata.name}`.localeCompare(`${b.kind}/${b.metadata.name}`));

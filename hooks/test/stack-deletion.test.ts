@@ -8,13 +8,14 @@ import {
   jobsOf,
   makeProgram,
   makeStack,
+  NOW,
   syncRequest,
   withStatus,
   workspaceBecomesReady,
   workspaceFails,
 } from './builders';
 import { childOf, fetchContainerOf, operationOf } from './children';
-import { ctx, toFirstJob } from './stories';
+import { ctx, step, toFirstJob } from './stories';
 
 describe('deletion', () => {
   function readyStack(spec: Parameters<typeof makeStack>[0]) {
@@ -62,7 +63,7 @@ describe('deletion', () => {
       ]),
     );
     const ready = workspaceBecomesReady(applyChildren(cluster, r1.children));
-    const r2 = syncStack(syncRequest(withStatus(del, r1), ready, [], true), ctx());
+    const { res: r2, stack: s2, cluster: c2 } = step(withStatus(del, r1), ready, [], NOW, true);
     const destroy = jobsOf(r2).find((j) => j.metadata.labels!['auto.pulumi.com/update-type'] === 'destroy')!;
     expect(destroy).toBeDefined();
     expect(operationOf(destroy)).toEqual({
@@ -71,8 +72,6 @@ describe('deletion', () => {
       message: 'Stack marked for deletion',
     });
     expect(r2.finalized).toBe(false);
-    const s2 = withStatus(del, r2);
-    const c2 = applyChildren(ready, r2.children);
     // A failed destroy keeps the finalizer and says why.
     const failed = syncStack(
       syncRequest(
@@ -152,9 +151,12 @@ describe('deletion', () => {
     // The source-less destroy's workspace was up before the namespace began terminating.
     const r1 = syncStack(syncRequest(deleting(stack), cluster, [makeProgram()], true), ctx());
     const rolled = workspaceBecomesReady(applyChildren(cluster, r1.children));
-    const running = syncStack(
-      syncRequest(withStatus(deleting(stack), r1), rolled, [makeProgram(), terminatingNamespace()], true),
-      ctx(),
+    const { res: running } = step(
+      withStatus(deleting(stack), r1),
+      rolled,
+      [makeProgram(), terminatingNamespace()],
+      NOW,
+      true,
     );
     expect(condition(running.status, 'Stalled')).toBeUndefined();
     expect(jobsOf(running).some((j) => j.metadata.labels!['auto.pulumi.com/update-type'] === 'destroy')).toBe(true);

@@ -10,13 +10,15 @@ import {
   condition,
   find,
   jobFinishes,
+  makeProgram,
   makeStack,
+  NOW,
   syncRequest,
   withStatus,
   workspaceBecomesReady,
 } from './builders';
 import { operationOf, childOf } from './children';
-import { ctx, toFirstJob } from './stories';
+import { ctx, startRecorded, toFirstJob } from './stories';
 
 const UP_ENDED = '2026-11-22T10:01:00Z';
 const URN = 'urn:pulumi:dev::site::kubernetes:core/v1:ConfigMap::site';
@@ -51,6 +53,7 @@ const eventsOf = (stack: Stack, observed: KObject[], res: StackSyncResponse) =>
     status: res.status,
     children: res.children,
     finalizing: false,
+    now: NOW,
   });
 
 describe('drift detection', () => {
@@ -173,7 +176,16 @@ describe('drift detection', () => {
       { state: 'succeeded', changedResources: 2, changedUrns: [URN, `${URN}2`] },
       '2026-11-22T10:06:40Z',
     );
-    const up = run.recorded.children.find(
+    // Recorded first (status.currentUpdate), then made by the sync that follows that status write.
+    expect(run.recorded.status.currentUpdate?.name).toMatch(/^my-stack-up-/);
+    const made = startRecorded(
+      run.stack,
+      run.observed,
+      run.recorded,
+      [makeProgram()],
+      new Date('2026-11-22T10:06:40Z'),
+    );
+    const up = made.res.children.find(
       (c) =>
         c.kind === 'Update' &&
         c.spec &&
@@ -187,13 +199,17 @@ describe('drift detection', () => {
     });
     expect(condition(run.recorded.status, 'Reconciling')?.status).toBe('True');
     // The up succeeds: the next check is due at once, to confirm the drift is gone.
-    const c1 = applyChildren(run.observed, run.recorded.children);
-    const done = jobFinishes(c1, up!.metadata.name, { state: 'succeeded', outputs: {} }, '2026-11-22T10:07:30Z');
-    const absorbed = syncStack(syncRequest(run.stack, done), at('2026-11-22T10:07:30Z'));
-    expect(absorbed.status.lastUpdate).toMatchObject({ name: up!.metadata.name, state: 'succeeded' });
-    expect(nextDriftCheck(withStatus(run.stack, absorbed), absorbed.status)?.toISOString()).toBe(
-      '2026-11-22T10:07:30.000Z',
+    const done = jobFinishes(
+      made.cluster,
+      up!.metadata.name,
+      { state: 'succeeded', outputs: {} },
+      '2026-11-22T10:07:30Z',
     );
+    const absorbed = syncStack(syncRequest(made.stack, done), at('2026-11-22T10:07:30Z'));
+    expect(absorbed.status.lastUpdate).toMatchObject({ name: up!.metadata.name, state: 'succeeded' });
+    expect(
+      nextDriftCheck(withStatus(made.stack, absorbed), absorbed.status, at('2026-11-22T10:07:30Z').now)?.toISOString(),
+    ).toBe('2026-11-22T10:07:30.000Z');
   });
 
   it('never overlaps an update: a spec change waits for the running check, then runs', () => {
@@ -230,9 +246,33 @@ describe('drift detection', () => {
     expect(res.status.currentUpdate?.name).toMatch(/^my-stack-up-/);
   });
 
+  it.each(['+275760-09-13T00:00:00Z', '9999-12-31T23:59:59Z'])(
+    'an operation that claims to end at %s: the end is unknown, the schedule runs from the clock, no wait exceeds a day',
+    (endTime) => {
+      const { stack, cluster, job } = toFirstJob(makeStack({ driftDetection: { schedule: '0 */6 * * *' } }));
+      const done = jobFinishes(cluster, job.metadata.name, { state: 'succeeded', outputs: {} }, endTime);
+      const absorbed = syncStack(syncRequest(stack, done), at(UP_ENDED));
+      // Unknown, as if the Job had not said: the Stack records when it saw the result.
+      expect(absorbed.status.lastUpdate).toMatchObject({ state: 'succeeded', lastResyncTime: UP_ENDED });
+      const update = absorbed.children.find((c) => c.kind === 'Update');
+      expect((update?.status as { endTime?: string } | undefined)?.endTime).toBeUndefined();
+      const later = syncStack(
+        syncRequest(withStatus(stack, absorbed), applyChildren(done, absorbed.children)),
+        at('2026-11-22T10:30:00Z'),
+      );
+      expect(later.resyncAfterSeconds).toBe(90 * 60);
+      // Forged into the status itself: unknown too, so the next check is counted from the epoch (due now).
+      const forged = withStatus(stack, absorbed);
+      forged.status!.lastUpdate!.lastResyncTime = endTime;
+      const due = syncStack(syncRequest(forged, applyChildren(done, absorbed.children)), at('2026-11-22T10:30:00Z'));
+      expect(driftChecks(due)).toHaveLength(1);
+      for (const res of [absorbed, later, due]) expect(res.resyncAfterSeconds ?? 0).toBeLessThanOrEqual(24 * 3600);
+    },
+  );
+
   it('follows a cron schedule (UTC)', () => {
     const { stack } = deployed({ driftDetection: { schedule: '0 */6 * * *' } });
-    expect(nextDriftCheck(stack, stack.status!)?.toISOString()).toBe('2026-11-22T12:00:00.000Z');
+    expect(nextDriftCheck(stack, stack.status!, NOW)?.toISOString()).toBe('2026-11-22T12:00:00.000Z');
   });
 
   it.each([
@@ -298,13 +338,16 @@ describe('drift checks and the rest of a Stack', () => {
     Object.assign(stack.spec, { projectRepo: 'https://g.test/r.git', branch: 'main' });
     const r1 = syncStack(syncRequest(stack, []), gitAt('2026-11-22T10:00:00Z'));
     const c1 = workspaceBecomesReady(applyChildren([], r1.children));
-    const r2 = syncStack(syncRequest(withStatus(stack, r1), c1), gitAt('2026-11-22T10:00:00Z'));
-    const c2 = applyChildren(c1, r2.children);
-    const up = r2.status.currentUpdate?.name ?? '';
+    const recorded = syncStack(syncRequest(withStatus(stack, r1), c1), gitAt('2026-11-22T10:00:00Z'));
+    const up = recorded.status.currentUpdate?.name ?? '';
     expect(up).toMatch(/^my-stack-up-/);
+    // The sync on that status write makes the Update.
+    const s2 = withStatus(stack, recorded);
+    const r2 = syncStack(syncRequest(s2, applyChildren(c1, recorded.children)), gitAt('2026-11-22T10:00:00Z'));
+    const c2 = applyChildren(applyChildren(c1, recorded.children), r2.children);
     const done = jobFinishes(c2, up, { state: 'succeeded', outputs: {} }, UP_ENDED);
-    const r3 = syncStack(syncRequest(withStatus(stack, r2), done), gitAt(UP_ENDED));
-    const deployedStack = withStatus(withStatus(stack, r2), r3);
+    const r3 = syncStack(syncRequest(withStatus(s2, r2), done), gitAt(UP_ENDED));
+    const deployedStack = withStatus(withStatus(s2, r2), r3);
     const c3 = applyChildren(done, r3.children);
     const started = syncStack(syncRequest(deployedStack, c3), gitAt('2026-11-22T10:06:00Z'));
     expect(driftChecks(started)).toHaveLength(1);

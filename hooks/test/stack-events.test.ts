@@ -1,6 +1,7 @@
 import type { Stack } from '../../schemas/generated/types';
 import type { KObject } from '../src/lib/k8s';
-import { MAX_MESSAGE_BYTES, stackEvents, truncateUtf8, type StackEvent } from '../src/stack/events';
+import { MAX_MESSAGE_BYTES, truncateUtf8, type HookEvent } from '../src/events/event';
+import { stackEvents } from '../src/stack/events';
 import { syncStack } from './controllers';
 import type { StackSyncResponse } from '../src/stack/sync';
 import {
@@ -9,31 +10,40 @@ import {
   jobFinishes,
   jobsOf,
   makeStack,
+  NOW,
   syncRequest,
   withStatus,
   workspaceBecomesReady,
   workspaceFails,
 } from './builders';
-import { ctx, toFirstJob } from './stories';
+import { ctx, syncStarting, toFirstJob } from './stories';
+import { hasControlCharacter } from './answers';
 
 /** The events of one sync: the request (observed Stack and children) and its answer. */
-function eventsOf(stack: Stack, observed: KObject[], res: StackSyncResponse, finalizing = false): StackEvent[] {
+function eventsOf(
+  stack: Stack,
+  observed: KObject[],
+  res: StackSyncResponse,
+  finalizing = false,
+  now = NOW,
+): HookEvent[] {
   return stackEvents({
     stack,
     observed: childrenMap(...observed),
     status: res.status,
     children: res.children,
     finalizing,
+    now,
   });
 }
 
 /** Syncs and returns the answer with the events it implies. */
-function sync(stack: Stack, observed: KObject[], now?: Date) {
+function sync(stack: Stack, observed: KObject[], now = NOW) {
   const res = syncStack(syncRequest(stack, observed), ctx(now));
-  return { res, events: eventsOf(stack, observed, res) };
+  return { res, events: eventsOf(stack, observed, res, false, now) };
 }
 
-const brief = (events: StackEvent[]) => events.map((e) => ({ type: e.type, reason: e.reason, message: e.message }));
+const brief = (events: HookEvent[]) => events.map((e) => ({ type: e.type, reason: e.reason, message: e.message }));
 
 describe('events of a Stack sync', () => {
   it('an update that starts: StackUpdateDetected with the reason, about its Job, once', () => {
@@ -41,8 +51,15 @@ describe('events of a Stack sync', () => {
     const first = sync(stack, []);
     // Waiting for the workspace: nothing to report.
     expect(first.events).toEqual([]);
-    const s1 = withStatus(stack, first.res);
-    const ready = workspaceBecomesReady(applyChildren([], first.res.children));
+    const s0 = withStatus(stack, first.res);
+    const ready0 = workspaceBecomesReady(applyChildren([], first.res.children));
+    // The operation is recorded first: no Update yet, nothing to report.
+    const recorded = sync(s0, ready0);
+    expect(recorded.res.status.currentUpdate?.name).toBeDefined();
+    expect(recorded.events).toEqual([]);
+    // The sync on that status write makes the Update: it starts now.
+    const s1 = withStatus(s0, recorded.res);
+    const ready = applyChildren(ready0, recorded.res.children);
     const started = sync(s1, ready);
     const job = jobsOf(started.res)[0]!;
     expect(started.events.map((e) => e.name)).toEqual([expect.stringMatching(/^my-stack\.[0-9a-f]{16}$/)]);
@@ -67,6 +84,7 @@ describe('events of a Stack sync', () => {
           name: job.metadata.name,
           namespace: 'team-a',
         },
+        labels: { 'pulumi.com/stack-name': 'my-stack' },
       },
     ]);
     // Metacontroller calls again before it wrote anything: the same event, by name.
@@ -110,7 +128,10 @@ describe('events of a Stack sync', () => {
     // The retry after the cooldown starts a new Job, announced with upstream's reason.
     const s = withStatus(stack, failed.res);
     const c = applyChildren(done, failed.res.children);
-    const retry = sync(s, c, new Date('2026-11-22T10:01:10Z'));
+    const at = new Date('2026-11-22T10:01:10Z');
+    const recorded = sync(s, c, at);
+    expect(recorded.events).toEqual([]);
+    const retry = sync(withStatus(s, recorded.res), applyChildren(c, recorded.res.children), at);
     expect(brief(retry.events)).toEqual([
       { type: 'Normal', reason: 'StackUpdateDetected', message: 'Backoff time elapsed: 10s' },
     ]);
@@ -120,7 +141,7 @@ describe('events of a Stack sync', () => {
   it('the failure budget spent: StackUpdateFailure and Stalled UpdateFailed together', () => {
     let { stack, cluster, job } = toFirstJob();
     let t = Date.parse('2026-11-22T10:01:00Z');
-    let last: StackEvent[] = [];
+    let last: HookEvent[] = [];
     for (let attempt = 0; attempt < 4; attempt++) {
       const end = new Date(t).toISOString();
       const done = jobFinishes(cluster, job.metadata.name, { state: 'failed', message: 'boom', endTime: end });
@@ -130,10 +151,9 @@ describe('events of a Stack sync', () => {
       cluster = applyChildren(done, absorbed.res.children);
       if (attempt === 3) break;
       t += [10, 30, 90][attempt]! * 1000;
-      const retry = syncStack(syncRequest(stack, cluster), ctx(new Date(t)));
-      job = jobsOf(retry).find((j) => !cluster.some((o) => o.metadata.name === j.metadata.name))!;
-      stack = withStatus(stack, retry);
-      cluster = applyChildren(cluster, retry.children);
+      const retry = syncStarting(stack, cluster, undefined, new Date(t));
+      job = jobsOf(retry.res).find((j) => !cluster.some((o) => o.metadata.name === j.metadata.name))!;
+      ({ stack, cluster } = retry);
       t += 5000;
     }
     expect(brief(last)).toEqual([
@@ -207,8 +227,12 @@ describe('events of a Stack sync', () => {
     const done = jobFinishes(cluster, job.metadata.name, { state: 'succeeded' });
     const s = withStatus(stack, syncStack(syncRequest(stack, done), ctx()));
     const deleting = { ...s, metadata: { ...s.metadata, deletionTimestamp: '2026-11-22T10:10:00Z' } };
-    const res = syncStack(syncRequest(deleting, done, undefined, true), ctx());
-    const events = eventsOf(deleting, done, res, true);
+    const recorded = syncStack(syncRequest(deleting, done, undefined, true), ctx());
+    expect(eventsOf(deleting, done, recorded, true)).toEqual([]);
+    const made = withStatus(deleting, recorded);
+    const applied = applyChildren(done, recorded.children);
+    const res = syncStack(syncRequest(made, applied, undefined, true), ctx());
+    const events = eventsOf(made, applied, res, true);
     expect(events.map((e) => ({ reason: e.reason, action: e.action, message: e.message }))).toEqual([
       { reason: 'StackUpdateDetected', action: 'Destroy', message: 'Stack marked for deletion' },
     ]);
@@ -228,6 +252,23 @@ describe('events of a Stack sync', () => {
     const b = failureEvents(makeStack({}, { uid: '00000000-0000-4000-8000-000000000000' }));
     expect([...a, ...b].map((e) => e.reason)).toEqual(['StackUpdateFailure', 'StackUpdateFailure']);
     expect(a[0]?.name).not.toBe(b[0]?.name);
+  });
+
+  it('control characters from a spec key or a failure message are escaped in the condition and the event', () => {
+    // ESC [31m (red), BEL and a newline that would forge a line of kubectl describe's output.
+    const key = 'a\u001b[31m\u0007\nWarning  Forged  1s  event';
+    const invalid = sync(makeStack({ secretsRef: { [key]: { type: 'Env' } } }), []);
+    const escaped = 'spec.secretsRef.a\\x1b[31m\\x07\\nWarning  Forged  1s  event';
+    const stalled = invalid.res.status.conditions?.find((c) => c.type === 'Stalled');
+    expect(stalled?.message).toContain(escaped);
+    expect(invalid.events[0]?.message).toContain(escaped);
+    const { stack, cluster, job } = toFirstJob();
+    const done = jobFinishes(cluster, job.metadata.name, { state: 'failed', message: 'line 1\r\nline 2\u009b2J' });
+    expect(brief(sync(stack, done).events)).toEqual([
+      { type: 'Warning', reason: 'StackUpdateFailure', message: 'Failed to update stack: line 1\\r\\nline 2\\x9b2J' },
+    ]);
+    for (const text of [...(invalid.res.status.conditions ?? []).map((c) => c.message), invalid.events[0]?.message])
+      expect(hasControlCharacter(text ?? '')).toBe(false);
   });
 
   it('a long failure message is cut to 1 kB at a character boundary', () => {

@@ -1,8 +1,8 @@
 import { Annotations } from '../../contract';
 import { syncStack } from './controllers';
-import { applyChildren, condition, jobsOf, makeProgram, makeStack, syncRequest, withStatus } from './builders';
+import { condition, jobsOf, makeProgram, makeStack, syncRequest } from './builders';
 import { operationOf } from './children';
-import { ctx, failOnce, toFirstJob } from './stories';
+import { ctx, failOnce, syncStarting, toFirstJob } from './stories';
 
 describe('failures, backoff and the failure budget', () => {
   it('retries with 10 s, 30 s, 90 s backoff and stalls after the fourth failure', () => {
@@ -32,11 +32,10 @@ describe('failures, backoff and the failure budget', () => {
       expect(early.resyncAfterSeconds).toBe(1);
       // Cooldown over: a new attempt with upstream's message.
       t += cooldown * 1000;
-      const retry = syncStack(syncRequest(stack, cluster), ctx(new Date(t)));
-      const next = jobsOf(retry).find((j) => !cluster.some((c) => c.metadata.name === j.metadata.name))!;
+      const retry = syncStarting(stack, cluster, [makeProgram()], new Date(t));
+      const next = jobsOf(retry.res).find((j) => !cluster.some((c) => c.metadata.name === j.metadata.name))!;
       expect(operationOf(next).message).toBe(`Backoff time elapsed: ${shown}`);
-      stack = withStatus(stack, retry);
-      cluster = applyChildren(cluster, retry.children);
+      ({ stack, cluster } = retry);
       jobName = next.metadata.name;
       t += 5000;
     }
@@ -58,7 +57,7 @@ describe('failures, backoff and the failure budget', () => {
       ...stack,
       metadata: { ...stack.metadata, annotations: { [Annotations.reconciliationRequest]: 'now' } },
     };
-    const r = syncStack(syncRequest(forced, cluster), ctx(new Date(t + 1000)));
+    const { res: r } = syncStarting(forced, cluster, [makeProgram()], new Date(t + 1000));
     const newJob = jobsOf(r).find((j) => !cluster.some((c) => c.metadata.name === j.metadata.name))!;
     expect(operationOf(newJob).message).toBe('Sync request: "now"');
     expect(r.status.observedReconcileRequest).toBe('now');
@@ -70,10 +69,9 @@ describe('failures, backoff and the failure budget', () => {
     let { stack, cluster } = base;
     let after = failOnce(stack, cluster, base.job.metadata.name, '2026-11-22T10:01:00Z');
     expect(after.res.resyncAfterSeconds).toBe(10);
-    const retry = syncStack(syncRequest(after.stack, after.cluster), ctx(new Date('2026-11-22T10:01:10Z')));
-    const next = jobsOf(retry).find((j) => j.metadata.name !== base.job.metadata.name)!;
-    stack = withStatus(after.stack, retry);
-    cluster = applyChildren(after.cluster, retry.children);
+    const retry = syncStarting(after.stack, after.cluster, [makeProgram()], new Date('2026-11-22T10:01:10Z'));
+    const next = jobsOf(retry.res).find((j) => j.metadata.name !== base.job.metadata.name)!;
+    ({ stack, cluster } = retry);
     after = failOnce(stack, cluster, next.metadata.name, '2026-11-22T10:01:20Z');
     // 10 s · 3 = 30 s, capped at 20 s.
     expect(after.res.resyncAfterSeconds).toBe(20);

@@ -1,4 +1,4 @@
-import { Annotations, SECRET_MASK } from '../../contract';
+import { SECRET_MASK, WORKSPACE_STATUS_KEY } from '../../contract';
 import { syncStack } from './controllers';
 import { stableStringify } from '../src/lib/json';
 import {
@@ -15,7 +15,7 @@ import {
   workspaceFails,
 } from './builders';
 import { childOf, fetchContainerOf, operationOf } from './children';
-import { ctx, failOnce, toFirstJob } from './stories';
+import { ctx, failOnce, startRecorded, toFirstJob } from './stories';
 
 describe('a Program Stack from creation to Ready', () => {
   it('first creates the workspace and waits for it', () => {
@@ -51,18 +51,16 @@ describe('a Program Stack from creation to Ready', () => {
   });
 
   it('waits while the Job runs, without touching the workspace even if the spec changes', () => {
-    const { stack, cluster } = toFirstJob();
+    const { stack, cluster, r2 } = toFirstJob();
     const edited = {
       ...stack,
       metadata: { ...stack.metadata, generation: 2 },
       spec: { ...stack.spec, envRefs: { FOO: { type: 'Literal', literal: { value: 'bar' } } } },
     };
     const res = syncStack(syncRequest(edited, cluster), ctx());
-    const sts = childOf(res, 'StatefulSet');
-    const observedSts = childOf({ children: cluster }, 'StatefulSet');
-    const lastApplied = observedSts.metadata.annotations?.['metacontroller.k8s.io/last-applied-configuration'];
-    expect(lastApplied).toBeDefined();
-    expect(sts).toEqual(JSON.parse(lastApplied ?? '') as unknown);
+    // Kept as the hooks answered them when the Job started: the held Workspace, its StatefulSet.
+    expect(childOf(res, 'Workspace')).toEqual(childOf(r2, 'Workspace'));
+    expect(childOf(res, 'StatefulSet')).toEqual(childOf(r2, 'StatefulSet'));
     expect(jobsOf(res)).toHaveLength(1);
     expect(condition(res.status, 'Reconciling')?.message).toBe('stack is being processed');
   });
@@ -135,7 +133,9 @@ describe('a Program Stack from creation to Ready', () => {
       value: 'sha256:' + 'b'.repeat(64),
     });
     const cluster3 = workspaceBecomesReady(applyChildren(done, r2.children));
-    const r3 = syncStack(syncRequest(withStatus(s1, r2), cluster3, [program2]), ctx());
+    const s2 = withStatus(s1, r2);
+    const recorded = syncStack(syncRequest(s2, cluster3, [program2]), ctx());
+    const { res: r3 } = startRecorded(withStatus(s2, recorded), cluster3, recorded, [program2]);
     const newJob = jobsOf(r3).find((j) => j.metadata.name !== job.metadata.name)!;
     expect(operationOf(newJob).message).toBe('New commit detected: "2"');
     expect(childOf(r3, 'Update', newJob.metadata.name).metadata.annotations?.['pulumi.com/update-previous']).toBe(
@@ -143,13 +143,23 @@ describe('a Program Stack from creation to Ready', () => {
     );
   });
 
-  it('adopts and absorbs a finished Job whose Stack status was never written', () => {
+  it('takes no result from an Update its status never recorded, and makes no Update of that name', () => {
     const { cluster, job } = toFirstJob();
     const done = jobFinishes(cluster, job.metadata.name, { state: 'succeeded' });
-    // The Stack as it was before the sync that created the Job: no currentUpdate.
-    const res = syncStack(syncRequest(makeStack(), done), ctx());
-    expect(res.status.lastUpdate?.name).toBe(job.metadata.name);
-    expect(res.status.lastUpdate?.state).toBe('succeeded');
+    // The Stack as it was before the operation was recorded: the Update it would start exists
+    // already, so someone else made it (the hooks make an Update only once its name is recorded).
+    const stack = makeStack();
+    expect(() => syncStack(syncRequest(stack, done), ctx())).toThrow(
+      expect.objectContaining({
+        field: ['children', 'Update.auto.pulumi.com/v1alpha1', `team-a/${job.metadata.name}`],
+      }) as Error,
+    );
+    // Once it is deleted, the operation is recorded, then started again.
+    const gone = done.filter((o) => o.kind !== 'Update' && o.kind !== 'Job');
+    const recorded = syncStack(syncRequest(stack, gone), ctx());
+    expect(recorded.status.lastUpdate).toBeUndefined();
+    expect(recorded.status.currentUpdate?.name).toBe(job.metadata.name);
+    expect(jobsOf(recorded)).toHaveLength(0);
   });
 
   it('treats a Job that failed without a result as a failed update', () => {
@@ -197,7 +207,10 @@ describe('resync and polling', () => {
     expect(res.resyncAfterSeconds).toBe(120);
     const early = syncStack(syncRequest(stack, cluster), ctx(new Date('2026-11-22T10:02:00Z')));
     expect(early.resyncAfterSeconds).toBe(60);
-    const due = syncStack(syncRequest(stack, cluster), ctx(new Date('2026-11-22T10:03:00Z')));
+    const at = new Date('2026-11-22T10:03:00Z');
+    const recorded = syncStack(syncRequest(stack, cluster), ctx(at));
+    expect(jobsOf(recorded).filter((j) => !cluster.some((c) => c.metadata.name === j.metadata.name))).toEqual([]);
+    const { res: due } = startRecorded(withStatus(stack, recorded), cluster, recorded, [makeProgram()], at);
     const job = jobsOf(due).find((j) => !cluster.some((c) => c.metadata.name === j.metadata.name))!;
     expect(operationOf(job).message).toBe('Resync time elapsed: 2m0s');
   });
@@ -262,23 +275,19 @@ describe('workspace failures', () => {
     const stack = makeStack();
     const r1 = syncStack(syncRequest(stack), ctx());
     const cluster = applyChildren([], r1.children).map((c) =>
-      c.kind === 'StatefulSet'
+      c.kind === 'ConfigMap' && c.metadata.name === 'my-stack-workspace-status'
         ? {
             ...c,
-            metadata: {
-              ...c.metadata,
-              annotations: {
-                ...c.metadata.annotations,
-                [Annotations.workspaceStatus]: JSON.stringify({
-                  hash: 'old',
-                  state: 'Failed',
-                  reason: 'InstallationFailed',
-                }),
-              },
+            data: {
+              [WORKSPACE_STATUS_KEY]: JSON.stringify({ hash: 'old', state: 'Failed', reason: 'InstallationFailed' }),
             },
           }
         : c,
     );
+    // The same report for the current template stalls it.
+    const current = workspaceFails(applyChildren([], r1.children), 'InstallationFailed', 'failed');
+    const stalled = syncStack(syncRequest(withStatus(stack, r1), current), ctx());
+    expect(condition(stalled.status, 'Stalled')).toMatchObject({ status: 'True' });
     const res = syncStack(syncRequest(withStatus(stack, r1), cluster), ctx());
     expect(condition(res.status, 'Reconciling')?.message).toBe('waiting for workspace readiness');
   });

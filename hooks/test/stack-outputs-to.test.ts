@@ -25,7 +25,7 @@ import {
   withStatus,
 } from './builders';
 import { at, childOf, childrenOf, containerOf, envVar, podSpecOf } from './children';
-import { ctx, toFirstJob } from './stories';
+import { ctx, syncStarting, toFirstJob } from './stories';
 
 const UID = makeStack().metadata.uid!;
 const SECRET_TARGET: StackSpec['outputsTo'] = { kind: 'Secret', name: 'app-outputs' };
@@ -58,13 +58,12 @@ function firstUp(stack: Stack, report: OutputsToReport | undefined, outputs: Rec
   };
 }
 
-/** From an absorbed state, the Stack is changed (`change`) and its next `up` starts: its Update and Job. */
+/** From an absorbed state, the Stack is changed (`change`) and its next `up` starts (recorded, then made): its Update and Job. */
 function nextUp(state: { stack: Stack; cluster: KObject[] }, change: (s: Stack) => Stack) {
-  const changed = change(state.stack);
-  const res = syncStack(syncRequest(changed, state.cluster), ctx());
+  const { res, stack, cluster } = syncStarting(change(state.stack), state.cluster);
   const update = childrenOf(res, 'Update').find((u) => !state.cluster.some((o) => o.metadata.name === u.metadata.name));
   if (!update) throw new Error('no new Update');
-  return { res, update, stack: withStatus(changed, res), cluster: applyChildren(state.cluster, res.children) };
+  return { res, update, stack, cluster };
 }
 
 const respec = (spec: Partial<StackSpec>) => (s: Stack) => ({
@@ -266,6 +265,7 @@ describe('an up of a Stack with spec.outputsTo', () => {
         status: res.status ?? {},
         children: res.children,
         finalizing: false,
+        now: NOW,
       })
         .filter((e) => e.reason === 'OutputsConflict')
         .map((e) => ({ type: e.type, message: e.message }));

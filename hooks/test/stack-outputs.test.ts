@@ -3,7 +3,7 @@ import { syncStack } from './controllers';
 import { stableStringify } from '../src/lib/json';
 import type { KObject } from '../src/lib/k8s';
 import { applyChildren, condition, jobFinishes, jobsOf, makeStack, syncRequest, withStatus } from './builders';
-import { ctx, toFirstJob } from './stories';
+import { ctx, step, toFirstJob } from './stories';
 
 /** More than the result annotation may carry, on its own. */
 const HUGE = 'x'.repeat(MAX_OUTPUTS_ANNOTATION_BYTES + 1);
@@ -54,11 +54,10 @@ describe('outputs larger than a result may carry', () => {
       ...first.stack,
       metadata: { ...first.stack.metadata, annotations: { [Annotations.reconciliationRequest]: 'again' } },
     };
-    const r1 = syncStack(syncRequest(requested, first.cluster), ctx());
+    const { res: r1, stack: s1, cluster: c1 } = step(requested, first.cluster);
     const next = jobsOf(r1).find((j) => j.metadata.name !== first.job.metadata.name);
     expect(next).toBeDefined();
-    const s1 = withStatus(requested, r1);
-    const done = jobFinishes(applyChildren(first.cluster, r1.children), next!.metadata.name, {
+    const done = jobFinishes(c1, next!.metadata.name, {
       state: 'succeeded',
       outputs: { alpha: 'b' },
     });

@@ -15,6 +15,7 @@ import {
   workspaceBecomesReady,
 } from './builders';
 import { operationOf } from './children';
+import { step } from './stories';
 
 const ctx = (now = NOW) => ({ config: testConfig, now, lookups: noLookups });
 
@@ -122,7 +123,7 @@ describe('prerequisites', () => {
       );
       const r1 = syncStack(syncRequest(base, [], [makeProgram(), request]), later);
       const ready = workspaceBecomesReady(applyChildren([], r1.children));
-      const r2 = syncStack(syncRequest(withStatus(base, r1), ready, [makeProgram(), request]), later);
+      const { res: r2 } = step(withStatus(base, r1), ready, [makeProgram(), request], later.now);
       const job = jobsOf(r2)[0]!;
       expect(operationOf(job).message).toBe('Sync request: "after-base-up-12345678" from "my-stack"');
       // Without the request, the same prerequisite is in sync.

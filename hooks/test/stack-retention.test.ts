@@ -1,7 +1,8 @@
-import { syncStack } from './controllers';
+import { syncStack, withControllerStatus } from './controllers';
+import { stackEvents } from '../src/stack/events';
 import { updateExpiry } from '../src/stack/update';
 import type { KObject } from '../src/lib/k8s';
-import { applyChildren, find, jobFinishes, makeStack, syncRequest, withStatus } from './builders';
+import { applyChildren, childrenMap, find, jobFinishes, makeStack, NOW, syncRequest, withStatus } from './builders';
 import { ctx, toFirstJob } from './stories';
 
 const ENDED = '2026-11-22T10:01:00Z';
@@ -51,6 +52,54 @@ describe('finished Updates (and their Jobs, which go with them)', () => {
     expect(due.resyncAfterSeconds).toBeUndefined();
   });
 
+  it('that go are recorded as upstream records them: UpdateExpired on the Update, once', () => {
+    const { stack, cluster, name } = finishedUp('1h');
+    // The API server gave the Update a uid; the event is about it.
+    const observed = cluster.map((c) =>
+      c.kind === 'Update' ? { ...c, metadata: { ...c.metadata, uid: 'update-uid' } } : c,
+    );
+    const r1 = syncStack(syncRequest(stack, observed), at('2026-11-22T10:01:30Z'));
+    const s1 = withStatus(stack, r1);
+    const c1 = applyChildren(observed, r1.children);
+    const eventsAt = (iso: string) => {
+      const res = syncStack(syncRequest(s1, c1), at(iso));
+      // The children as the Stack's hook saw them: with the statuses their controllers wrote.
+      const events = stackEvents({
+        stack: s1,
+        observed: childrenMap(...withControllerStatus(c1, at(iso))),
+        status: res.status,
+        children: res.children,
+        finalizing: false,
+        now: new Date(iso),
+      });
+      return events.filter((e) => e.regarding.kind === 'Update');
+    };
+    // Kept: nothing.
+    expect(eventsAt('2026-11-22T10:30:00Z')).toEqual([]);
+    const expired = eventsAt('2026-11-22T11:01:00Z');
+    expect(expired.map((e) => e.name)).toEqual([expect.stringMatching(new RegExp(`^${name}\\.[0-9a-f]{16}$`))]);
+    expect(expired.map((e) => ({ ...e, name: 'n' }))).toEqual([
+      {
+        name: 'n',
+        namespace: 'team-a',
+        type: 'Normal',
+        reason: 'UpdateExpired',
+        action: 'Delete',
+        message: 'ttl expired and was deleted',
+        regarding: {
+          apiVersion: 'auto.pulumi.com/v1alpha1',
+          kind: 'Update',
+          name,
+          namespace: 'team-a',
+          uid: 'update-uid',
+        },
+        labels: { 'pulumi.com/stack-name': 'my-stack' },
+      },
+    ]);
+    // Every sync until Metacontroller has deleted it names the same event.
+    expect(eventsAt('2026-11-22T11:05:00Z')).toEqual(expired);
+  });
+
   it('are kept 24h by default', () => {
     const { stack, cluster, name } = finishedUp();
     const r1 = syncStack(syncRequest(stack, cluster), at('2026-11-22T10:01:30Z'));
@@ -86,15 +135,15 @@ describe('an Update expiry', () => {
 
   it('is when it ended plus its TTL (24h when none is set)', () => {
     const ended = Date.parse(ENDED);
-    expect(updateExpiry(update('60s', complete()))).toBe(ended + 60_000);
-    expect(updateExpiry(update('0s', complete('2026-11-22T10:00:30Z')))).toBe(ended - 30_000);
-    expect(updateExpiry(update(undefined, complete()))).toBe(ended + 24 * 3600_000);
+    expect(updateExpiry(update('60s', complete()), NOW)).toBe(ended + 60_000);
+    expect(updateExpiry(update('0s', complete('2026-11-22T10:00:30Z')), NOW)).toBe(ended - 30_000);
+    expect(updateExpiry(update(undefined, complete()), NOW)).toBe(ended + 24 * 3600_000);
   });
 
   it('is undefined while it runs, or with a TTL the hooks cannot read', () => {
-    expect(updateExpiry(update('60s', { conditions: [{ type: 'Progressing', status: 'True' }] }))).toBeUndefined();
+    expect(updateExpiry(update('60s', { conditions: [{ type: 'Progressing', status: 'True' }] }), NOW)).toBeUndefined();
     const notComplete = { conditions: [{ type: 'Complete', status: 'False', lastTransitionTime: ENDED }] };
-    expect(updateExpiry(update('60s', notComplete))).toBeUndefined();
-    for (const ttl of ['', '-1', 'soon']) expect(updateExpiry(update(ttl, complete()))).toBeUndefined();
+    expect(updateExpiry(update('60s', notComplete), NOW)).toBeUndefined();
+    for (const ttl of ['', '-1', 'soon']) expect(updateExpiry(update(ttl, complete()), NOW)).toBeUndefined();
   });
 });

@@ -1,7 +1,7 @@
 import { syncStack } from './controllers';
 import { applyChildren, condition, jobFinishes, jobsOf, makeStack, syncRequest, withStatus } from './builders';
 import { operationOf } from './children';
-import { ctx, toFirstJob } from './stories';
+import { ctx, syncStarting, toFirstJob } from './stories';
 
 const END = '2026-11-22T10:01:00Z';
 const AFTER_BACKOFF = new Date(Date.parse(END) + 10_000);
@@ -12,9 +12,11 @@ function interruptedOnce(selfHealing: boolean | undefined, reason: string, messa
   const name = first.job.metadata.name;
   const done = jobFinishes(first.cluster, name, { state: 'failed', reason, message, endTime: END });
   const absorbed = syncStack(syncRequest(first.stack, done), ctx(new Date(END)));
-  const retry = syncStack(
-    syncRequest(withStatus(first.stack, absorbed), applyChildren(done, absorbed.children)),
-    ctx(AFTER_BACKOFF),
+  const { res: retry } = syncStarting(
+    withStatus(first.stack, absorbed),
+    applyChildren(done, absorbed.children),
+    undefined,
+    AFTER_BACKOFF,
   );
   const next = jobsOf(retry).find((j) => j.metadata.name !== name);
   if (!next) throw new Error('no retry');

@@ -14,7 +14,7 @@ import {
   workspaceBecomesReady,
 } from './builders';
 import { at, childOf, fetchContainerOf } from './children';
-import { withChildren } from './stories';
+import { syncStarting, withChildren } from './stories';
 
 const ctx = { config: testConfig, now: NOW, lookups: noLookups };
 
@@ -110,14 +110,14 @@ describe('branch tracking', () => {
     const look = (sha: string) => ({ ...ctx, lookups: new Map([['https://g.test/r.git#main', { sha }]]) });
     const r1 = syncStack(syncRequest(stack, [], []), look(sha1));
     const c1 = workspaceBecomesReady(applyChildren([], r1.children));
-    const r2 = syncStack(syncRequest(withStatus(stack, r1), c1), look(sha1));
+    const { res: r2, stack: s2, cluster: started } = syncStarting(withStatus(stack, r1), c1, [], look(sha1));
     const job = at(jobsOf(r2), 0, 'Job');
     expect(r2.status.currentUpdate?.commit).toBe(sha1);
-    const c2 = jobFinishes(applyChildren(c1, r2.children), job.metadata.name ?? '', {
+    const c2 = jobFinishes(started, job.metadata.name ?? '', {
       state: 'succeeded',
       message: 'ok',
     });
-    const r3 = syncStack(syncRequest(withStatus(stack, r2), c2), look(sha1));
+    const r3 = syncStack(syncRequest(s2, c2), look(sha1));
     expect(r3.status.lastUpdate).toMatchObject({ lastSuccessfulCommit: sha1, name: job.metadata.name });
     expect(r3.resyncAfterSeconds).toBe(90);
     // A push: the next poll sees a new commit and rolls the workspace to it.

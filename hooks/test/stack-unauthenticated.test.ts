@@ -1,7 +1,7 @@
 /**
  * A workspace that cannot verify its callers (its ServiceAccount lacks system:auth-delegator): the
- * agent reports Failed/Unauthenticated on its StatefulSet; the Stack stalls with that reason and
- * the fix, starts no Job the workspace would refuse, and recovers when the report turns Ready.
+ * agent reports Failed/Unauthenticated in its status ConfigMap; the Stack stalls with that reason
+ * and the fix, starts no Job the workspace would refuse, and recovers when the report turns Ready.
  */
 import type { Stack } from '../../schemas/generated/types';
 import { stackEvents } from '../src/stack/events';
@@ -14,12 +14,13 @@ import {
   jobFinishes,
   jobsOf,
   makeStack,
+  NOW,
   syncRequest,
   withStatus,
   workspaceBecomesReady,
   workspaceFails,
 } from './builders';
-import { ctx, toFirstJob } from './stories';
+import { ctx, step, toFirstJob } from './stories';
 
 const agentMessage =
   'the workspace cannot verify its callers: its ServiceAccount (system:serviceaccount:team-a:deployer) may not ' +
@@ -73,7 +74,8 @@ describe('a workspace that cannot verify its callers', () => {
     const { stack, cluster, res } = unauthenticated();
     const stalled = withStatus(stack, res);
     const granted = workspaceBecomesReady(applyChildren(cluster, res.children));
-    const next = syncStack(syncRequest(stalled, granted), ctx());
+    const { res: next, recorded } = step(stalled, granted);
+    expect(recorded && jobsOf(recorded)).toEqual([]);
     expect(jobsOf(next)).toHaveLength(1);
     expect(condition(next.status, 'Stalled')).toBeUndefined();
     expect(condition(next.status, 'Reconciling')).toMatchObject({ status: 'True', reason: 'StackProcessing' });
@@ -88,6 +90,7 @@ describe('a workspace that cannot verify its callers', () => {
       status: res.status,
       children: res.children,
       finalizing: false,
+      now: NOW,
     });
     expect(events.map((e) => [e.type, e.reason, e.message])).toEqual([
       ['Warning', 'Unauthenticated', `Unauthenticated: ${agentMessage}. ${fix}`],
@@ -102,6 +105,7 @@ describe('a workspace that cannot verify its callers', () => {
         status: again.status,
         children: again.children,
         finalizing: false,
+        now: NOW,
       }),
     ).toEqual([]);
   });

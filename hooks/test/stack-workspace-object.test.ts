@@ -32,12 +32,14 @@ describe("a Stack's Workspace", () => {
     const stack = makeStack();
     const r1 = syncStack(syncRequest(stack), ctx());
     const ready = workspaceBecomesReady(applyChildren([], r1.children));
-    const r2 = syncStack(syncRequest(withStatus(stack, r1), ready), ctx());
+    const recorded = syncStack(syncRequest(withStatus(stack, r1), ready), ctx());
+    const s2 = withStatus(stack, recorded);
+    const r2 = syncStack(syncRequest(s2, applyChildren(ready, recorded.children)), ctx());
     // The Update was created, but before its Job the workspace failed: no Job, the Update waits.
     const own = r2.children.filter((c) => c.kind === 'Workspace' || c.kind === 'Update');
     const created = [...ready.filter((o) => o.kind !== 'Workspace'), ...applyChildren(ready, own)];
     const failed = workspaceFails(created, 'InstallationFailed', 'npm install failed');
-    const res = syncStack(syncRequest(withStatus(stack, r2), failed), ctx());
+    const res = syncStack(syncRequest(withStatus(s2, r2), failed), ctx());
     expect(condition(res.status, 'Stalled')).toMatchObject({
       reason: 'WorkspaceFailed',
       message: 'InstallationFailed: npm install failed',

@@ -332,10 +332,14 @@ describe('the workspace StatefulSet and Service', () => {
       { name: 'FLUX_MAX_UNTAR_SIZE_BYTES', value: '1000' },
       { name: 'PULUMI_ENV', value: '/share/.env' },
     ]);
-    // The fetch container can report a failure on the workspace StatefulSet, for its template.
-    expect(envList(fetch).map((e) => e.name)).toEqual(
-      expect.arrayContaining(['POD_NAMESPACE', 'PULUMI_WORKSPACE_HASH', 'PULUMI_WORKSPACE_NAME']),
-    );
+    // The fetch container can report a failure in the workspace's status ConfigMap, for its template.
+    expect(
+      envList(fetch).filter((e) => ['POD_NAMESPACE', 'PULUMI_WORKSPACE_STATUS_CONFIGMAP'].includes(e.name)),
+    ).toEqual([
+      { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.namespace' } } },
+      { name: 'PULUMI_WORKSPACE_STATUS_CONFIGMAP', value: 'my-stack-workspace-status' },
+    ]);
+    expect(envList(fetch).map((e) => e.name)).toContain('PULUMI_WORKSPACE_HASH');
     const ready = workspaceBecomesReady(applyChildren([], r1.children));
     const r2 = syncStack(syncRequest(withStatus(stack, r1), ready, [repo]), fluxCtx);
     expect(r2.status.currentUpdate?.commit).toBe('main@sha1:' + 'c'.repeat(40));

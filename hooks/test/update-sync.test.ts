@@ -1,9 +1,10 @@
 import { planProblem } from '../src/update/plan';
 import type { Update, Workspace } from '../../schemas/generated/types';
-import { Annotations, formatUpdateResult } from '../../contract';
+import { Annotations, formatUpdateResult, type UpdateResult } from '../../contract';
 import type { KObject } from '../src/lib/k8s';
 import { customizeUpdate } from '../src/update/customize';
-import { syncUpdate } from '../src/update/sync';
+import { updateEvents } from '../src/update/events';
+import { syncUpdate, type UpdateSyncRequest } from '../src/update/sync';
 import { condition, NOW, objectMap, testConfig } from './builders';
 
 const ctx = { config: testConfig, now: NOW };
@@ -12,7 +13,7 @@ function update(spec: Update['spec'], status?: Update['status']): Update {
   const u: Update = {
     apiVersion: 'auto.pulumi.com/v1alpha1',
     kind: 'Update',
-    metadata: { name: 'u1', namespace: 'team-a', generation: 1 },
+    metadata: { name: 'u1', namespace: 'team-a', uid: 'u1-uid', generation: 1 },
     spec,
   };
   if (status) u.status = status;
@@ -27,13 +28,31 @@ function workspace(ready: 'True' | 'False', stalled?: { reason: string; message:
   return {
     apiVersion: 'auto.pulumi.com/v1alpha1',
     kind: 'Workspace',
-    metadata: { name: 'ws', namespace: 'team-a', generation: 2 },
+    metadata: { name: 'ws', namespace: 'team-a', uid: 'ws-uid', generation: 2 },
     spec: {},
     status: { observedGeneration: 2, conditions },
   } as Workspace;
 }
 
 const spec = { workspaceName: 'ws', stackName: 'dev', type: 'preview' };
+
+/** The Update's Job, finished: the runner's result on it, and the Job controller's condition. */
+function finishedJob(result: Omit<UpdateResult, 'startTime' | 'endTime'>): KObject {
+  const endTime = '2026-11-22T10:00:40Z';
+  return {
+    apiVersion: 'batch/v1',
+    kind: 'Job',
+    metadata: {
+      name: 'u1',
+      namespace: 'team-a',
+      annotations: {
+        [Annotations.updateResult]: formatUpdateResult({ ...result, startTime: '2026-11-22T10:00:10Z', endTime }),
+      },
+    },
+    status: { conditions: [{ type: 'Complete', status: 'True', lastTransitionTime: '2026-11-22T10:00:41Z' }] },
+  };
+}
+
 const kinds = (children: KObject[]) => children.map((c) => `${c.kind}/${c.metadata.name}`);
 
 describe('an Update', () => {
@@ -84,22 +103,14 @@ describe('an Update', () => {
   it('records the outcome of its Job: times, message, permalink, outputs masked, the Secret', () => {
     const related = objectMap(workspace('True') as KObject);
     const identity = syncUpdate({ parent: update({ ...spec, type: 'up' }), related }, ctx).children;
-    const result = formatUpdateResult({
+    const job = finishedJob({
       state: 'succeeded',
       type: 'up',
       message: 'up succeeded (1 created)',
       permalink: 'https://app.pulumi.com/o/p/dev/updates/3',
-      startTime: '2026-11-22T10:00:10Z',
-      endTime: '2026-11-22T10:00:40Z',
       outputs: { url: 'https://x', password: '[secret]' },
       projectInfo: { name: 'p', runtime: 'yaml' },
     });
-    const job: KObject = {
-      apiVersion: 'batch/v1',
-      kind: 'Job',
-      metadata: { name: 'u1', namespace: 'team-a', annotations: { [Annotations.updateResult]: result } },
-      status: { conditions: [{ type: 'Complete', status: 'True', lastTransitionTime: '2026-11-22T10:00:41Z' }] },
-    };
     const res = syncUpdate(
       { parent: update({ ...spec, type: 'up' }), related, children: objectMap(job, ...identity) },
       ctx,
@@ -223,5 +234,112 @@ describe('update plan fields', () => {
     expect(planProblem({ plan: '../x' }, 'up')).toMatch(/spec.plan must name a preview Update/);
     expect(planProblem({ savePlan: true }, 'preview')).toBeUndefined();
     expect(planProblem({ plan: 'p-1' }, 'up')).toBeUndefined();
+  });
+});
+
+describe('events of an Update sync', () => {
+  /** Syncs and returns the answer with the events it implies. */
+  const sync = (req: UpdateSyncRequest) => {
+    const res = syncUpdate(req, ctx);
+    return { res, events: updateEvents({ update: req.parent, related: req.related, status: res.status }) };
+  };
+  const related = objectMap(workspace('True') as KObject);
+
+  it.each([
+    ['up', 'Up', 'Updated stack "dev"', 'Failed to update stack "dev"'],
+    ['preview', 'Preview', 'Previewed stack "dev"', 'Failed to preview stack "dev"'],
+    ['refresh', 'Refresh', 'Refreshed stack "dev"', 'Failed to refresh stack "dev"'],
+    ['destroy', 'Destroy', 'Destroyed stack "dev"', 'Failed to destroy stack "dev"'],
+  ])('a finished %s: UpdateSucceeded or UpdateFailed with upstream’s message, once', (type, action, ok, failed) => {
+    const parent = update({ ...spec, type });
+    for (const [state, event] of [
+      ['succeeded', { type: 'Normal', reason: 'UpdateSucceeded', message: ok }],
+      ['failed', { type: 'Warning', reason: 'UpdateFailed', message: failed }],
+    ] as const) {
+      const job = finishedJob({ state, type: type as UpdateResult['type'], message: 'm' });
+      const done = sync({ parent, related, children: objectMap(job) });
+      expect(done.events.map((e) => e.name)).toEqual([expect.stringMatching(/^u1\.[0-9a-f]{16}$/)]);
+      expect(done.events.map((e) => ({ ...e, name: 'n' }))).toEqual([
+        {
+          ...event,
+          name: 'n',
+          namespace: 'team-a',
+          action,
+          regarding: {
+            apiVersion: 'auto.pulumi.com/v1alpha1',
+            kind: 'Update',
+            name: 'u1',
+            namespace: 'team-a',
+            uid: 'u1-uid',
+          },
+          labels: { 'pulumi.com/stack-name': 'ws' },
+        },
+      ]);
+      // Two identical syncs (a lost status write): the same event, by name.
+      expect(sync({ parent, related, children: objectMap(job) }).events).toEqual(done.events);
+      // Once its status says Complete: nothing, whatever comes (resyncs, its Job deleted).
+      const complete = { ...parent, status: done.res.status };
+      expect(sync({ parent: complete, related, children: objectMap(job) }).events).toEqual([]);
+      expect(sync({ parent: complete, related }).events).toEqual([]);
+    }
+  });
+
+  it('nothing while it waits or runs', () => {
+    expect(sync({ parent: update(spec), related: {} }).events).toEqual([]);
+    const first = sync({ parent: update(spec), related });
+    expect(first.events).toEqual([]);
+    const running: KObject = { apiVersion: 'batch/v1', kind: 'Job', metadata: { name: 'u1', namespace: 'team-a' } };
+    expect(sync({ parent: update(spec), related, children: objectMap(running) }).events).toEqual([]);
+  });
+
+  it('UpdateFailed for an Update that cannot run, and for one whose Job was deleted', () => {
+    expect(sync({ parent: update({ ...spec, type: 'import' }) }).events.map((e) => [e.reason, e.message])).toEqual([
+      ['UpdateFailed', 'Failed to update stack "dev"'],
+    ]);
+    const started = update(spec, { startTime: '2026-11-22T10:00:05Z' });
+    expect(sync({ parent: started, related }).events.map((e) => [e.reason, e.message])).toEqual([
+      ['UpdateFailed', 'Failed to preview stack "dev"'],
+    ]);
+  });
+
+  it('the workspace unreachable: ConnectionFailure on the Workspace too, naming the Update', () => {
+    const job = finishedJob({
+      state: 'failed',
+      type: 'preview',
+      reason: 'WorkspaceUnavailable',
+      message: 'the workspace at http://ws-workspace.team-a:50051 did not become ready: connect ECONNREFUSED',
+    });
+    const parent = {
+      ...update(spec),
+      metadata: { ...update(spec).metadata, labels: { 'pulumi.com/stack-name': 'app' } },
+    };
+    const done = sync({ parent, related, children: objectMap(job) });
+    expect(done.events.map((e) => [e.type, e.reason, e.regarding.kind, e.regarding.uid, e.message])).toEqual([
+      ['Warning', 'UpdateFailed', 'Update', 'u1-uid', 'Failed to preview stack "dev"'],
+      [
+        'Warning',
+        'ConnectionFailure',
+        'Workspace',
+        'ws-uid',
+        'the workspace at http://ws-workspace.team-a:50051 did not become ready: connect ECONNREFUSED',
+      ],
+    ]);
+    expect(done.events[1]).toMatchObject({
+      action: 'Connect',
+      related: { kind: 'Update', name: 'u1', uid: 'u1-uid' },
+      labels: { 'pulumi.com/stack-name': 'app' },
+    });
+    expect(done.events[1]?.name).toMatch(/^ws\.[0-9a-f]{16}$/);
+    expect(sync({ parent, related, children: objectMap(job) }).events).toEqual(done.events);
+    // Without its Workspace in the request, only the Update's own event.
+    expect(sync({ parent, related: {}, children: objectMap(job) }).events.map((e) => e.reason)).toEqual([
+      'UpdateFailed',
+    ]);
+  });
+
+  it('none for an Update without a uid', () => {
+    const parent = { ...update(spec), metadata: { ...update(spec).metadata, uid: undefined } };
+    const job = finishedJob({ state: 'succeeded', type: 'preview', message: 'm' });
+    expect(sync({ parent, related, children: objectMap(job) }).events).toEqual([]);
   });
 });

@@ -9,8 +9,11 @@ import type {
   V1CustomResourceDefinition,
   V1Deployment,
   V1Namespace,
+  V1NetworkPolicy,
+  V1Secret,
   V1PodDisruptionBudget,
   V1PodSpec,
+  V1Role,
   V1RoleBinding,
   V1Service,
   V1ServiceAccount,
@@ -61,12 +64,23 @@ export interface MetacontrollerHook {
     path?: string;
     timeout?: string;
     service?: { name?: string; namespace?: string; port?: number; protocol?: string };
+    /** The CA the server is checked against. */
+    caBundle?: { secretRef?: { name: string; namespace: string; key?: string } };
+    /** The Authorization header sent: `<type> <the Secret's value>`. */
+    authorization?: { type?: string; secretRef: { name: string; namespace: string; key: string } };
   };
 }
 
 /** The parts of a CompositeController or DecoratorController the tests read. */
 export interface MetacontrollerController {
-  spec?: { resyncPeriodSeconds?: number; hooks?: Record<string, MetacontrollerHook> };
+  spec?: {
+    /** A CompositeController's parent; a DecoratorController has `resources` instead. */
+    parentResource?: { apiVersion: string; resource: string };
+    resources?: { apiVersion: string; resource: string }[];
+    childResources?: { apiVersion: string; resource: string }[];
+    resyncPeriodSeconds?: number;
+    hooks?: Record<string, MetacontrollerHook>;
+  };
 }
 
 /** The parts of a Prometheus Operator ServiceMonitor the tests read. */
@@ -76,11 +90,14 @@ export interface ServiceMonitor {
     namespaceSelector?: { matchNames?: string[] };
     endpoints?: {
       port?: string;
+      scheme?: string;
+      tlsConfig?: { serverName?: string; ca?: { secret?: { name: string; key: string } } };
       path?: string;
       interval?: string;
       scrapeTimeout?: string;
       metricRelabelings?: { action?: string }[];
     }[];
+    targetLabels?: string[];
   };
 }
 
@@ -94,8 +111,11 @@ export interface KnownKinds {
   DecoratorController: MetacontrollerController;
   Deployment: V1Deployment;
   Namespace: V1Namespace;
+  NetworkPolicy: V1NetworkPolicy;
   PodDisruptionBudget: V1PodDisruptionBudget;
+  Role: V1Role;
   RoleBinding: V1RoleBinding;
+  Secret: V1Secret;
   Service: V1Service;
   ServiceAccount: V1ServiceAccount;
   ServiceMonitor: ServiceMonitor;

@@ -1752,6 +1752,12 @@ export interface StackStatus {
    * This operator's addition, with `spec.approval.required`: the last update plan the approval gate previewed and what became of it.
    */
   plan?: StackPlan;
+  /**
+   * This operator's addition: a digest (`sha256:<hex>` of its canonical JSON) of each child that Metacontroller updates in place (the Workspace, refresh requests), by `<Kind>/<name>`, as the last answer asked for it. While the operator cannot compute a child (an invalid spec, a running operation), it keeps the child only if its last-applied configuration has this digest. See docs/design.md#how-children-are-kept.
+   */
+  childDigests?: {
+    [k: string]: string;
+  };
 }
 
 /**
@@ -2266,6 +2272,12 @@ export interface ProgramStatus {
    * The rendered project (a single `Pulumi.yaml`), in the shape of a Flux artifact. Stacks that use this Program deploy it.
    */
   artifact?: Artifact;
+  /**
+   * This operator's addition: a digest (`sha256:<hex>` of its canonical JSON) of the attached ConfigMap, by `ConfigMap/<name>`, as the last answer asked for it. While the Program is invalid or too large, the operator keeps the ConfigMap only if its last-applied configuration has this digest. See docs/design.md#how-children-are-kept.
+   */
+  childDigests?: {
+    [k: string]: string;
+  };
 }
 
 /**
@@ -2649,7 +2661,7 @@ export interface WorkspaceSpec {
    */
   pulumiLogLevel?: number;
   /**
-   * Stacks to select, create if asked, and configure when the workspace starts, keyed by name.
+   * Stacks to select, create if asked, and configure when the workspace starts, keyed by name. Here one at most: with more, the Workspace is Stalled (MultipleStacksUnsupported); make one Workspace per stack.
    */
   stacks?: WorkspaceSpecStack[];
 }
@@ -2828,6 +2840,12 @@ export interface WorkspaceStatus {
    * Conditions `Ready` (True once the workspace pod runs and its stacks are selected and configured; its reason says what it waits for otherwise) and `Stalled` (True when the workspace cannot become ready until its spec changes, for example an incompatible configuration). Keyed by `type`.
    */
   conditions?: Condition[];
+  /**
+   * This operator's addition: a digest (`sha256:<hex>` of its canonical JSON) of each child (StatefulSet, Service, Role, RoleBinding), by `<Kind>/<name>`, as the last answer asked for it. While the workspace is held for an operation, the operator keeps a child only if its last-applied configuration has this digest. See docs/design.md#how-children-are-kept.
+   */
+  childDigests?: {
+    [k: string]: string;
+  };
 }
 
 /**

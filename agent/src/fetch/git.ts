@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { Env, parseSshUrl, sshHostLabel, withSshUser } from '../../../contract';
+import { Env, parseSshUrl, sshHostLabel, sshKeyRoundsProblem, withSshUser } from '../../../contract';
 import { errorMessage } from '../lib/errors';
 import { logger } from '../lib/log';
 import { redactor, redactUrl } from '../lib/redact';
@@ -172,6 +172,9 @@ function sshAuth(s: GitSettings, l: FetchLayout): GitAuth {
       `the host key of ${sshHostLabel(remote)} is not known: the hooks' known_hosts (SSH_KNOWN_HOSTS) has no entry for it`,
     );
   }
+  // ssh would spend as long as the key asks deriving its passphrase (contract/ssh-key.ts).
+  const tooCostly = s.sshPrivateKey ? sshKeyRoundsProblem(s.sshPrivateKey) : undefined;
+  if (tooCostly) throw fetchError('git', redactUrl(s.url), tooCostly);
   const dir = privateTempDir('pko-ssh-', l);
   const knownHosts = path.join(dir, 'known_hosts');
   fs.writeFileSync(knownHosts, s.sshKnownHosts.endsWith('\n') ? s.sshKnownHosts : `${s.sshKnownHosts}\n`, {

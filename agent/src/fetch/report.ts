@@ -6,8 +6,8 @@ import { redactor } from '../lib/redact';
 import { StatusReporter } from '../serve/status';
 
 /**
- * A fetch that fails (bad credentials, missing ref, digest mismatch) is reported on the workspace
- * StatefulSet as a Failed workspace-status for this pod's template, so the Stack shows it
+ * A fetch that fails (bad credentials, missing ref, digest mismatch) is reported in the workspace's
+ * status ConfigMap as a Failed WorkspaceStatus for this pod's template, so the Stack shows it
  * (Stalled/WorkspaceFailed with the cause) instead of waiting for readiness forever. A Program
  * that is missing or not at the expected digest is not reported: it only means the kubelet does
  * not hold the current ConfigMap yet, which the init container's retry resolves.
@@ -17,7 +17,7 @@ export async function reportFetchFailure(
   err: unknown,
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<void> {
-  const name = env[Env.workspaceName];
+  const name = env[Env.workspaceStatusConfigMap];
   const namespace = env[Env.podNamespace];
   const hash = env[Env.workspaceHash];
   if (!name || !namespace || !hash) return;

@@ -163,7 +163,7 @@ export async function serveCommand(argv: string[]): Promise<number> {
   ensureWritableHome(env);
   const stack = parseStackSpec(env[Env.workspaceStack]);
   const namespace = env[Env.podNamespace] ?? '';
-  const workspaceName = env[Env.workspaceName] ?? '';
+  const statusConfigMap = env[Env.workspaceStatusConfigMap] ?? '';
 
   let kubeConfig: k8s.KubeConfig | undefined;
   let authorizer: Authorizer;
@@ -179,15 +179,17 @@ export async function serveCommand(argv: string[]): Promise<number> {
     const check = authCheck;
     authorizer = new KubeAuthorizer({ kubeConfig, ...target, onForbidden: () => check.recheck() });
   } else {
-    kubeConfig = workspaceName && namespace ? optionalKubeConfig(env) : undefined;
+    kubeConfig = statusConfigMap && namespace ? optionalKubeConfig(env) : undefined;
     logger.warn('authentication is off (--auth-mode none): any caller may run operations');
     authorizer = allowAll;
   }
   const reporter = new StatusReporter(
-    kubeConfig && workspaceName && namespace ? { kubeConfig, namespace, name: workspaceName } : undefined,
+    kubeConfig && statusConfigMap && namespace ? { kubeConfig, namespace, name: statusConfigMap } : undefined,
   );
   if (!reporter.enabled)
-    logger.info('workspace status reporting is off (needs POD_NAMESPACE, PULUMI_WORKSPACE_NAME and Kubernetes access)');
+    logger.info(
+      `workspace status reporting is off (needs ${Env.podNamespace}, ${Env.workspaceStatusConfigMap} and Kubernetes access)`,
+    );
 
   const workDir = projectDir(flags);
   const workspace = new Workspace({

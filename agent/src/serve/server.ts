@@ -56,6 +56,24 @@ function refusal(status: number, reason: string, message: string): AgentError {
 
 const notFound = (method: string, path: string): AgentError => refusal(404, 'NotFound', `no route ${method} ${path}`);
 
+/** The request's path; a target that is not a URL path is the caller's mistake (400), not ours. */
+function requestPath(target: string | undefined): string {
+  try {
+    return new URL(target ?? '/', 'http://workspace').pathname;
+  } catch {
+    throw refusal(400, 'InvalidRequest', 'the request target is not a valid URL path');
+  }
+}
+
+/** A path segment, percent-decoded; malformed percent-encoding (`%zz`, a lone `%e2`) is a 400. */
+function decodedSegment(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    throw refusal(400, 'InvalidRequest', `the path segment ${JSON.stringify(segment)} is not valid percent-encoding`);
+  }
+}
+
 function readBody(req: http.IncomingMessage): Promise<string> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
@@ -147,7 +165,7 @@ class WorkspaceApi {
    * callers without a token learn nothing about the API. Refusals are thrown (refusal()).
    */
   async dispatch(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-    const path = new URL(req.url ?? '/', 'http://workspace').pathname;
+    const path = requestPath(req.url);
     const method = req.method ?? 'GET';
     let found: { route: Route; params: string[] } | undefined;
     for (const route of this.routes) {
@@ -212,7 +230,7 @@ class WorkspaceApi {
   }
 
   private cancel({ res, params, user }: RouteCall): void {
-    const id = decodeURIComponent(params[0] ?? '');
+    const id = decodedSegment(params[0] ?? '');
     if (!this.workspace.cancel(id, `cancelled by ${user}`))
       throw refusal(404, 'NotFound', `operation ${id} is not running`);
     send(res, 202, { id, cancelling: true });

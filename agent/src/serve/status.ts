@@ -1,18 +1,19 @@
 import type * as k8s from '@kubernetes/client-node';
-import { Annotations, type WorkspaceStatus } from '../../../contract';
-import { annotationsPatch, apiErrorMessage, k8sModule, mergePatchOptions } from '../lib/kube';
+import { WORKSPACE_STATUS_KEY, type WorkspaceStatus } from '../../../contract';
+import { apiErrorMessage, k8sModule, mergePatchOptions } from '../lib/kube';
 import { logger } from '../lib/log';
 
 export interface StatusTarget {
   kubeConfig: k8s.KubeConfig;
   namespace: string;
-  /** The workspace StatefulSet (PULUMI_WORKSPACE_NAME). */
+  /** The workspace's status ConfigMap (PULUMI_WORKSPACE_STATUS_CONFIGMAP). */
   name: string;
 }
 
 /**
- * Reports the workspace's state on its own StatefulSet (annotation pulumi.com/workspace-status,
- * JSON merge patch of that annotation only). Only the latest state matters: reports are
+ * Reports the workspace's state in its status ConfigMap (key WORKSPACE_STATUS_KEY, JSON merge
+ * patch of that key only), the one object its account may write: the hooks make the ConfigMap, so
+ * a patch before it exists fails and is retried. Only the latest state matters: reports are
  * serialised, and a failed patch is retried with backoff until a newer state replaces it.
  */
 export class StatusReporter {
@@ -21,11 +22,11 @@ export class StatusReporter {
   private busy = false;
   private retryTimer: NodeJS.Timeout | undefined;
   private delay = 1000;
-  private readonly apps: k8s.AppsV1Api | undefined;
+  private readonly core: k8s.CoreV1Api | undefined;
   private waiters: (() => void)[] = [];
 
   constructor(private readonly target: StatusTarget | undefined) {
-    if (target) this.apps = target.kubeConfig.makeApiClient(k8sModule().AppsV1Api);
+    if (target) this.core = target.kubeConfig.makeApiClient(k8sModule().CoreV1Api);
   }
 
   get enabled(): boolean {
@@ -51,18 +52,18 @@ export class StatusReporter {
   }
 
   private async flush(): Promise<void> {
-    if (!this.target || !this.apps || this.busy || this.desired === undefined) return;
+    if (!this.target || !this.core || this.busy || this.desired === undefined) return;
     const body = JSON.stringify(this.desired);
     if (body === this.written) return;
     this.busy = true;
     if (this.retryTimer) clearTimeout(this.retryTimer);
     let ok = false;
     try {
-      await this.apps.patchNamespacedStatefulSet(
+      await this.core.patchNamespacedConfigMap(
         {
           name: this.target.name,
           namespace: this.target.namespace,
-          body: annotationsPatch({ [Annotations.workspaceStatus]: body }),
+          body: { data: { [WORKSPACE_STATUS_KEY]: body } },
         },
         mergePatchOptions(),
       );
@@ -70,8 +71,8 @@ export class StatusReporter {
       this.delay = 1000;
       ok = true;
     } catch (e) {
-      logger.warn('cannot report the workspace status on its StatefulSet; retrying', {
-        statefulset: `${this.target.namespace}/${this.target.name}`,
+      logger.warn('cannot report the workspace status in its ConfigMap; retrying', {
+        configmap: `${this.target.namespace}/${this.target.name}`,
         error: apiErrorMessage(e),
         retryInMs: this.delay,
       });

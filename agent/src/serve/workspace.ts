@@ -66,7 +66,7 @@ function cliError(r: RunResult): string {
 
 /**
  * The workspace: installs the project once, selects (or creates) the stack, applies its config and
- * environments, then runs operations one at a time. Its state is reported on the StatefulSet.
+ * environments, then runs operations one at a time. Its state is reported in its status ConfigMap.
  */
 export class Workspace {
   state: WorkspaceStatus['state'] = 'Installing';
@@ -99,7 +99,7 @@ export class Workspace {
   }
 
   /**
-   * The state reported on the StatefulSet and served on /readyz. Callers that cannot be verified
+   * The state reported in the status ConfigMap and served on /readyz. Callers that cannot be verified
    * come first: no operation can run until they can, whatever the installation does meanwhile.
    */
   status(): WorkspaceStatus {

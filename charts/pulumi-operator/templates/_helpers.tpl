@@ -55,10 +55,41 @@ Call with (dict "image" .Values.image "root" .).
 {{- end -}}
 {{- end -}}
 
-{{/* The address Metacontroller calls, as a webhook `service`. */}}
-{{- define "pulumi-operator.webhookService" -}}
+{{/* The Secret of the hook server's certificate, its key and ca.crt. */}}
+{{- define "pulumi-operator.tlsSecretName" -}}
+{{- default (printf "%s-tls" (include "pulumi-operator.fullname" .)) .Values.hooks.tls.existingSecret -}}
+{{- end -}}
+
+{{/* The Secret of the bearer token(s). */}}
+{{- define "pulumi-operator.authSecretName" -}}
+{{- default (printf "%s-auth" (include "pulumi-operator.fullname" .)) .Values.hooks.auth.existingSecret -}}
+{{- end -}}
+
+{{/* The host Metacontroller calls: <fullname>.<namespace>, which the certificate names. */}}
+{{- define "pulumi-operator.hooksHost" -}}
+{{- printf "%s.%s" (include "pulumi-operator.fullname" .) .Release.Namespace -}}
+{{- end -}}
+
+{{/*
+The address Metacontroller calls, as a webhook `service` and `path` (call with (dict "root" . "path" "/stack/sync")),
+and how it proves the call: the server checked against ca.crt of the TLS Secret, the bearer token of the auth Secret.
+*/}}
+{{- define "pulumi-operator.webhook" -}}
 service:
-  name: {{ include "pulumi-operator.fullname" . }}
-  namespace: {{ .Release.Namespace }}
-  port: {{ .Values.service.port }}
+  name: {{ include "pulumi-operator.fullname" .root }}
+  namespace: {{ .root.Release.Namespace }}
+  port: {{ .root.Values.service.port }}
+  protocol: https
+path: {{ .path }}
+caBundle:
+  secretRef:
+    name: {{ include "pulumi-operator.tlsSecretName" .root }}
+    namespace: {{ .root.Release.Namespace }}
+    key: ca.crt
+authorization:
+  type: Bearer
+  secretRef:
+    name: {{ include "pulumi-operator.authSecretName" .root }}
+    namespace: {{ .root.Release.Namespace }}
+    key: token
 {{- end -}}

@@ -8,13 +8,7 @@ import { cacheKeys } from './build';
 import { readRecord } from './cache';
 import { run } from './exec';
 import { imageDirs } from './paths';
-import { IMAGE_NAMES, IMAGE_REFS, type ImageName } from './refs';
-
-/**
- * The images a node needs: the sandbox, the project's two, the default workspace image (the
- * stand-in of pulumi/pulumi:<version>-nonroot) and the bases (tests may run plain Debian/Node pods).
- */
-const NODE_IMAGES: readonly ImageName[] = ['pause', 'debian', 'node', 'pulumiNonroot', 'hooks', 'agent'];
+import { IMAGE_NAMES, IMAGE_REFS, NODE_IMAGES, type ImageName } from './refs';
 
 export interface ImportOptions {
   /**

@@ -39,6 +39,13 @@ export const IMAGE_NAMES: readonly ImageName[] = [
   'agent',
 ];
 
+/**
+ * The images a node needs, which importImages() imports unless told otherwise: the sandbox, the
+ * project's two, the default workspace image (the stand-in of pulumi/pulumi:<version>-nonroot) and
+ * the bases (tests may run plain Debian/Node pods).
+ */
+export const NODE_IMAGES: readonly ImageName[] = ['pause', 'debian', 'node', 'pulumiNonroot', 'hooks', 'agent'];
+
 /** A Pulumi version as Pulumi's image tags spell it (3.274.1, no `v`). */
 const imageTag = (version: string): string => version.replace(/^v/, '');
 const PULUMI_TAG = imageTag(versions.pulumi);

@@ -17,7 +17,7 @@ import {
   type Resource,
   unless,
 } from './kube';
-import { type HookSpec, type HookUrl, TooManyRequests, Webhook } from './webhook';
+import { type HookUrl, TooManyRequests, type Webhook } from './webhook';
 
 /** Shared by every hosted controller of one driver. */
 export interface Env {
@@ -271,20 +271,18 @@ export class RelatedNotSynced extends Error {
 const CUSTOMIZE_TTL_MS = 20 * 60_000;
 
 export class Customize {
-  private readonly hook?: Webhook;
   private readonly cache = new Map<string, CustomizeResult>();
   private readonly watched = new Set<Informer>();
 
   constructor(
     private readonly env: Env,
     private readonly controller: unknown,
-    spec: HookSpec | undefined,
+    /** The customize webhook (built by the controller, its endpoint resolved); none: no related objects. */
+    private readonly hook: Webhook | undefined,
     /** The parents (their informers and resources), to find who a related object concerns. */
     private readonly parents: { informer: Informer; resource: Resource }[],
     private readonly enqueue: (parent: KObject) => void,
-  ) {
-    if (spec) this.hook = new Webhook('customize', spec, env.hookUrl, env.hookAgent);
-  }
+  ) {}
 
   /** Cached per (parent UID, generation) for 20 minutes. */
   async rules(parent: KObject): Promise<CustomizeResult | undefined> {

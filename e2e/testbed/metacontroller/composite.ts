@@ -58,6 +58,7 @@ export class Composite extends Hosted {
       resource: spec.parentResource.resource,
     });
     await this.checkStatusSubresource();
+    await this.buildHooks();
     this.methodOf = await updateStrategies(kube, spec.childResources ?? []);
     this.parentInformer = this.env.informer(this.parentResource);
     for (const rule of spec.childResources ?? []) {
@@ -66,7 +67,13 @@ export class Composite extends Hosted {
     }
     this.informers = [this.parentInformer];
     const parents = [{ informer: this.parentInformer, resource: this.parentResource }];
-    this.customize = new Customize(this.env, this.cc, spec.hooks?.customize, parents, (p) => this.enqueue(p));
+    this.customize = new Customize(
+      this.env,
+      this.cc,
+      await this.webhook('customize', spec.hooks?.customize),
+      parents,
+      (p) => this.enqueue(p),
+    );
     this.watchParents(this.parentInformer, spec.parentResource.ignoreStatusChanges);
     for (const { informer } of this.children) this.watchChildren(informer, (o, deleted) => this.onChild(o, deleted));
   }

@@ -57,8 +57,15 @@ export class Decorator extends Hosted {
       this.attachments.push({ resource, informer: this.env.informer(resource) });
     }
     this.methodOf = await updateStrategies(kube, spec.attachments ?? []);
+    await this.buildHooks();
     this.informers = this.targets.map((t) => t.informer);
-    this.customize = new Customize(this.env, this.cc, spec.hooks?.customize, this.targets, (p) => this.enqueue(p));
+    this.customize = new Customize(
+      this.env,
+      this.cc,
+      await this.webhook('customize', spec.hooks?.customize),
+      this.targets,
+      (p) => this.enqueue(p),
+    );
     for (const t of this.targets) this.watchParents(t.informer, t.rule.ignoreStatusChanges);
     for (const { informer } of this.attachments) this.watchChildren(informer, (o) => this.onAttachment(o));
   }

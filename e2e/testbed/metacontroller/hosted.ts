@@ -9,6 +9,7 @@ import { type Customize, type Env, RelatedNotSynced } from './common';
 import { type Informer, objectKey } from './informer';
 import type { KObject } from './kube';
 import { WorkQueue } from './queue';
+import { type EndpointConfig, resolveEndpoint } from './endpoint';
 import { type HookSpec, type ResponseShape, TooManyRequests, Webhook } from './webhook';
 
 export interface ResourceRule {
@@ -34,6 +35,7 @@ export interface ControllerObject {
     hooks?: { sync?: HookSpec; finalize?: HookSpec; customize?: HookSpec };
     resyncPeriodSeconds?: number;
     generateSelector?: boolean;
+    endpointConfigs?: EndpointConfig[];
   };
 }
 
@@ -67,7 +69,9 @@ const onlyStatusChanged = (old: KObject, cur: KObject): boolean =>
 export abstract class Hosted {
   protected readonly queue: WorkQueue;
   protected readonly name: string;
-  protected readonly hooks: { sync?: Webhook; finalize?: Webhook };
+  protected hooks: { sync?: Webhook; finalize?: Webhook } = {};
+  /** Every webhook built, closed on stop. */
+  private readonly webhooks: Webhook[] = [];
   protected customize!: Customize;
   protected stopped = false;
   private resyncTimer?: NodeJS.Timeout;
@@ -78,13 +82,34 @@ export abstract class Hosted {
     workers: number,
   ) {
     this.name = cc.metadata.name;
-    const h = cc.spec.hooks;
-    if (!h) throw new Error(`${cc.kind} ${this.name}: no hooks defined`);
-    this.hooks = {
-      sync: h.sync && new Webhook('sync', h.sync, env.hookUrl, env.hookAgent),
-      finalize: h.finalize && new Webhook('finalize', h.finalize, env.hookUrl, env.hookAgent),
-    };
+    if (!cc.spec.hooks) throw new Error(`${cc.kind} ${this.name}: no hooks defined`);
     this.queue = new WorkQueue(workers, (key) => this.process(key));
+  }
+
+  /**
+   * The sync and finalize webhooks, with the Secrets and ConfigMaps of their TLS and auth settings
+   * read now, once (newParentController / newDecoratorController in Metacontroller).
+   */
+  protected async buildHooks(): Promise<void> {
+    const h = this.cc.spec.hooks ?? {};
+    this.hooks = { sync: await this.webhook('sync', h.sync), finalize: await this.webhook('finalize', h.finalize) };
+  }
+
+  /** One webhook, its endpoint resolved (https://github.com/metacontroller/metacontroller/blob/v4.17.2/pkg/controller/composite/controller.go). */
+  protected async webhook(
+    type: 'sync' | 'finalize' | 'customize',
+    spec: HookSpec | undefined,
+  ): Promise<Webhook | undefined> {
+    if (!spec) return undefined;
+    let endpoint;
+    try {
+      endpoint = spec.webhook && (await resolveEndpoint(this.env.kube, spec.webhook, this.cc.spec.endpointConfigs));
+    } catch (e) {
+      throw new Error(`can't resolve endpoint config for ${type} hook: ${errMsg(e)}`, { cause: e });
+    }
+    const hook = new Webhook(type, spec, this.env.hookUrl, this.env.hookAgent, endpoint);
+    this.webhooks.push(hook);
+    return hook;
   }
 
   abstract readonly informers: Informer[];
@@ -187,9 +212,10 @@ export abstract class Hosted {
   }
 
   /** Stops handing out keys and clears timers; resolves when in-flight syncs have ended. */
-  stop(): Promise<void> {
+  async stop(): Promise<void> {
     this.stopped = true;
     if (this.resyncTimer) clearInterval(this.resyncTimer);
-    return this.queue.shutdown();
+    await this.queue.shutdown();
+    await Promise.all(this.webhooks.map((w) => w.close()));
   }
 }

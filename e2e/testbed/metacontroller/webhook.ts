@@ -3,9 +3,13 @@
  * POST JSON, success only on 200, 429 → retry
  * after Retry-After, the whole call bounded by `timeout` (default 10s), and the response decoded
  * loosely (v1) or strictly (v2: unknown top-level fields are an error) unless
- * `responseUnMarshallMode` says otherwise.
+ * `responseUnMarshallMode` says otherwise. With a resolved endpoint (endpoint.ts): the server
+ * checked against `caBundle` instead of the system's CAs (TLS 1.2 at least), the client
+ * certificate of `clientTLS` presented, and the Authorization header of `authorization` or
+ * `basicAuth` sent on every call.
  */
 import { Agent, request } from 'undici';
+import type { ResolvedEndpoint } from './endpoint';
 
 export interface WebhookSpec {
   url?: string;
@@ -55,9 +59,6 @@ export function webhookUrl(w: WebhookSpec, hookUrl?: HookUrl): string {
   return `${w.service.protocol ?? 'http'}://${w.service.name}.${w.service.namespace}:${w.service.port ?? 80}${w.path}`;
 }
 
-/** Fields this driver cannot honour; refusing them beats silently calling without auth. */
-const UNSUPPORTED = ['caBundle', 'authorization', 'basicAuth', 'clientTLS'];
-
 export interface ResponseShape {
   /** Top-level field → expected JSON type ('object' accepts null too, like a Go map or pointer). */
   [field: string]: 'object' | 'array' | 'number' | 'boolean' | 'stringMap';
@@ -68,18 +69,33 @@ export class Webhook {
   readonly version: 'v1' | 'v2';
   private readonly timeoutMs: number;
   private readonly strict: boolean;
+  private readonly agent: Agent;
+  /** The agent of this webhook's own TLS settings, closed with it; undefined: the shared one. */
+  private readonly ownAgent: Agent | undefined;
+  private readonly authHeader: string | undefined;
 
   constructor(
     readonly type: 'sync' | 'finalize' | 'customize',
     spec: HookSpec,
     hookUrl: HookUrl | undefined,
-    private readonly agent: Agent,
+    sharedAgent: Agent,
+    endpoint?: ResolvedEndpoint,
   ) {
     const w = spec.webhook;
     if (!w) throw new Error(`${type} hook: only webhook hooks are supported`);
-    for (const f of UNSUPPORTED)
-      if (w[f] !== undefined) throw new Error(`${type} hook: webhook.${f} is not supported by the driver`);
     this.url = webhookUrl(w, hookUrl);
+    if (endpoint?.caBundle || endpoint?.clientCert) {
+      this.ownAgent = new Agent({
+        keepAliveTimeout: 4_000,
+        connect: {
+          minVersion: 'TLSv1.2',
+          ...(endpoint.caBundle ? { ca: endpoint.caBundle } : {}),
+          ...(endpoint.clientCert ? { cert: endpoint.clientCert.cert, key: endpoint.clientCert.key } : {}),
+        },
+      });
+    }
+    this.agent = this.ownAgent ?? sharedAgent;
+    this.authHeader = endpoint?.authHeader;
     this.version = spec.version ?? 'v1';
     const t = w.timeout === undefined ? undefined : parseDuration(w.timeout);
     this.timeoutMs = t === undefined || t <= 0 ? 10_000 : t;
@@ -93,7 +109,7 @@ export class Webhook {
     try {
       const res = await request(this.url, {
         method: 'POST',
-        headers: { 'content-type': 'application/json' },
+        headers: { 'content-type': 'application/json', ...(this.authHeader ? { authorization: this.authHeader } : {}) },
         body: JSON.stringify(body),
         dispatcher: this.agent,
         signal: AbortSignal.timeout(this.timeoutMs),
@@ -115,6 +131,11 @@ export class Webhook {
     }
     if (statusCode !== 200) throw new Error(`unsupported status code: ${statusCode} body: ${text}`);
     return this.decode(text, shape);
+  }
+
+  /** Closes the connections of this webhook's own TLS settings. */
+  async close(): Promise<void> {
+    await this.ownAgent?.destroy().catch(() => undefined);
   }
 
   /** sigs.k8s.io/json UnmarshalStrict into the response struct: type errors always fail. */

@@ -74,34 +74,59 @@ function isPlainObject(value: object): boolean {
 }
 
 /**
+ * What a snapshot holds, in bytes, as an estimate of the heap it takes: a slot of the list (8 bytes,
+ * a pointer) per entry, and each string's characters with V8's header (strings keep the request's
+ * copies alive). Measured against the heap: docs/benchmarks.md.
+ */
+export function snapshotBytes(snapshot: JsonSnapshot): number {
+  let bytes = 8 * snapshot.length;
+  for (const entry of snapshot) if (typeof entry === 'string') bytes += 16 + entry.length;
+  return bytes;
+}
+
+/** A {@link contentTokens} function, with the bytes its snapshots hold ({@link snapshotBytes}). */
+export interface ContentTokens {
+  (slot: string, value: unknown): string | undefined;
+  bytes(): number;
+}
+
+/**
  * Short tokens that stand for JSON values in cache keys, in place of the values' JSON. Each slot
  * (say, a Stack's namespace/name) remembers a snapshot of the last value seen there and its token;
  * a value matching the snapshot gets the same token: matching is cheaper than serialising, and
  * the keys made with tokens are short to hash (docs/benchmarks.md).
  * Tokens are never reused, so two different values never share one: a forgotten or overwritten
- * slot costs a cache miss, never a wrong answer. Bounded (least recently used slots go first).
+ * slot costs a cache miss, never a wrong answer. Bounded by the bytes of the snapshots, `maxBytes`
+ * (least recently used slots go first).
  *
- * `admit` vets a value the slot has not seen (it is not asked again while the value stays the
- * same); a value it refuses gets no token (undefined) and nothing is recorded. Matching a value
- * against a snapshot stops where the snapshot ends, so a check of nesting depth here also bounds
- * the matching of any later value.
+ * A value gets no token (undefined) and nothing is recorded when its snapshot would take more than
+ * an eighth of `maxBytes` (a token that could not be remembered would key answers no one asks for
+ * again), or when `admit` refuses it. `admit` vets a value the slot has not seen (it is not asked
+ * again while the value stays the same). Matching a value against a snapshot stops where the
+ * snapshot ends, so a check of nesting depth here also bounds the matching of any later value.
  */
-export function contentTokens(options?: { max?: number }): (slot: string, value: unknown) => string;
-export function contentTokens(options: {
-  max?: number;
-  admit: (value: unknown) => boolean;
-}): (slot: string, value: unknown) => string | undefined;
-export function contentTokens(
-  options: { max?: number; admit?: (value: unknown) => boolean } = {},
-): (slot: string, value: unknown) => string | undefined {
-  const slots = new LRUCache<string, { snapshot: JsonSnapshot; token: string }>({ max: options.max ?? 2048 });
+export function contentTokens(options: { maxBytes?: number; admit?: (value: unknown) => boolean } = {}): ContentTokens {
+  const maxSize = options.maxBytes ?? 16 * 1024 * 1024;
+  const maxEntrySize = Math.max(1, Math.floor(maxSize / 8));
+  const slots = new LRUCache<string, { snapshot: JsonSnapshot; token: string; bytes: number }>({
+    maxSize,
+    maxEntrySize,
+    sizeCalculation: (entry) => entry.bytes,
+  });
   let issued = 0;
-  return (slot, value) => {
+  const tokenOf = (slot: string, value: unknown): string | undefined => {
     const seen = slots.get(slot);
     if (seen !== undefined && matchesSnapshot(value, seen.snapshot)) return seen.token;
     if (options.admit && !options.admit(value)) return undefined;
+    const snapshot = snapshotJson(value);
+    const bytes = Math.max(1, snapshotBytes(snapshot) + 2 * slot.length);
+    if (bytes > maxEntrySize) {
+      slots.delete(slot);
+      return undefined;
+    }
     const token = `#${++issued}`;
-    slots.set(slot, { snapshot: snapshotJson(value), token });
+    slots.set(slot, { snapshot, token, bytes });
     return token;
   };
+  return Object.assign(tokenOf, { bytes: () => slots.calculatedSize });
 }

@@ -3,6 +3,7 @@ import { LRUCache } from 'lru-cache';
 import type { Stack, Workspace } from '../../../schemas/generated/types';
 import type { UpdateResult } from '../../../contract';
 import type { HookConfig } from '../config';
+import type { KObject } from '../lib/k8s';
 import { deepFreeze, MAX_NESTING, nestedDeeperThan } from '../lib/json';
 import type { SyncSteps } from '../stack/sync';
 import { validateStackObject } from '../stack/validate';
@@ -10,7 +11,7 @@ import { readUpdateResult } from '../stack/update-result';
 import { desiredWorkspace, type DesiredStackWorkspace } from '../stack/workspace';
 import { desiredWorkspace as desiredWorkspacePod, type DesiredWorkspace } from '../workspace/pod';
 import type { FetchSource } from '../workspace/source';
-import { contentTokens } from './snapshot';
+import { contentTokens, type ContentTokens } from './snapshot';
 
 /**
  * Answers of pure functions, remembered by content in a bounded LRU (lru-cache). Answers are frozen,
@@ -37,18 +38,58 @@ export class FrozenCache<V> {
     this.entries.set(key, { value });
     return value;
   }
+
+  /** The bytes held, as the cache's sizeCalculation counts them (0 for a cache bounded by count). */
+  bytes(): number {
+    return this.entries.calculatedSize;
+  }
 }
 
-const MAX_ENTRIES = 2048;
+/** The default of SYNC_CACHE_MAX_BYTES: what all the caches of a SyncCache hold at most. */
+export const DEFAULT_SYNC_CACHE_MAX_BYTES = 96 * 1024 * 1024;
 
 /** The caches of a {@link SyncCache}, as named in pulumi_hook_cache_requests_total. */
 export type SyncCacheName = 'stack_validation' | 'stack_workspace' | 'workspace_pod' | 'update_result';
 
+/** Every cache of a {@link SyncCache}, as named in pulumi_hook_cache_bytes: the above and the spec snapshots. */
+export type SyncCacheBytesName = SyncCacheName | 'stack_spec' | 'workspace_spec';
+
+/**
+ * Each cache's share of the budget, by what a typical Stack leaves in each (docs/benchmarks.md): a
+ * Workspace's StatefulSet and Service are most of it.
+ */
+const SHARES: Readonly<Record<SyncCacheBytesName, number>> = {
+  workspace_pod: 0.5,
+  stack_workspace: 0.15,
+  update_result: 0.15,
+  stack_spec: 0.08,
+  workspace_spec: 0.08,
+  stack_validation: 0.04,
+};
+
 /** Hears of each lookup in a SyncCache's caches: which cache, and whether it was a hit. */
 export type CacheLookupCounter = (cache: SyncCacheName, hit: boolean) => void;
-/** Parsed update results are bounded by the size of their text; a larger one is parsed every time. */
-const MAX_RESULT_BYTES = 16 * 1024 * 1024;
+/** Parsed update results larger than this are parsed every time, not kept. */
 const MAX_CACHED_RESULT_BYTES = 1024 * 1024;
+
+/**
+ * A cache's bound in bytes: estimates of the heap an entry holds, from the length of its JSON
+ * (docs/benchmarks.md has how they compare with the heap). An entry larger than an eighth of its
+ * cache is not kept: one Stack cannot take a cache for itself.
+ */
+function bytesBound<V>(maxBytes: number, bytesOf: (value: V, key: string) => number) {
+  return {
+    maxSize: maxBytes,
+    maxEntrySize: Math.max(1, Math.floor(maxBytes / 8)),
+    sizeCalculation: (entry: { value: V }, key: string) => Math.max(1, Math.ceil(bytesOf(entry.value, key))),
+  };
+}
+
+/**
+ * Bytes per character of JSON that a frozen answer holds: its objects and, for children, the JSON
+ * itself that jsonOf keeps (measured: docs/benchmarks.md).
+ */
+const HEAP_PER_JSON_BYTE = 4;
 
 /**
  * The hook server's memory between requests: the sync's costly pure steps, remembered by content.
@@ -57,22 +98,19 @@ const MAX_CACHED_RESULT_BYTES = 1024 * 1024;
  * know about it: syncStack asks its {@link SyncSteps}, and the Stack routes hand this in with the
  * request.
  *
+ * Bounded by bytes, not entries (a Stack's spec may be a megabyte): `maxBytes`
+ * (SYNC_CACHE_MAX_BYTES) shared among its six caches (SHARES), each least recently used first out.
+ *
  * A Stack's spec stands in the keys as a short content token (./snapshot.ts), one slot per Stack.
- * A spec nested deeper than MAX_NESTING gets no token (snapshots are recursive) and is not
- * cached: validation reports it.
+ * A spec nested deeper than MAX_NESTING (snapshots are recursive; validation reports it), or too
+ * large for its cache, gets no token, and nothing derived from it is cached.
  */
 export class SyncCache implements SyncSteps {
-  private readonly specTokens = contentTokens({
-    max: MAX_ENTRIES,
-    admit: (spec: unknown) => !nestedDeeperThan(spec, MAX_NESTING),
-  });
+  private readonly specTokens: ContentTokens;
   private readonly validations: FrozenCache<readonly string[]>;
   private readonly workspaces: FrozenCache<DesiredStackWorkspace>;
   /** A Workspace's spec and labels, as a content token per Workspace (what its pod is built from). */
-  private readonly workspaceTokens = contentTokens({
-    max: MAX_ENTRIES,
-    admit: (value: unknown) => !nestedDeeperThan(value, MAX_NESTING),
-  });
+  private readonly workspaceTokens: ContentTokens;
   private readonly pods: FrozenCache<DesiredWorkspace>;
   private readonly results: FrozenCache<UpdateResult | undefined>;
   /** JSON of the frozen answers above (they cannot change, so neither can their JSON); see jsonOf. */
@@ -80,14 +118,52 @@ export class SyncCache implements SyncSteps {
   /** A digest of each HookConfig's JSON, in keys (one per server, never changed once made). */
   private readonly configKeys = new WeakMap<HookConfig, string>();
 
-  constructor(counted: CacheLookupCounter = () => {}) {
-    this.validations = new FrozenCache({ max: MAX_ENTRIES }, (hit) => counted('stack_validation', hit));
-    this.workspaces = new FrozenCache({ max: MAX_ENTRIES }, (hit) => counted('stack_workspace', hit));
-    this.pods = new FrozenCache({ max: MAX_ENTRIES }, (hit) => counted('workspace_pod', hit));
+  constructor(options: { maxBytes?: number; counted?: CacheLookupCounter } = {}) {
+    const maxBytes = options.maxBytes ?? DEFAULT_SYNC_CACHE_MAX_BYTES;
+    const share = (cache: SyncCacheBytesName) => Math.max(1, Math.floor(maxBytes * SHARES[cache]));
+    const counted = options.counted ?? (() => {});
+    const admit = (value: unknown) => !nestedDeeperThan(value, MAX_NESTING);
+    this.specTokens = contentTokens({ maxBytes: share('stack_spec'), admit });
+    this.workspaceTokens = contentTokens({ maxBytes: share('workspace_spec'), admit });
+    const jsonBytes = (...children: KObject[]) =>
+      HEAP_PER_JSON_BYTE * children.reduce((n, child) => n + this.jsonOf(child).length, 0);
+    this.validations = new FrozenCache(
+      bytesBound(share('stack_validation'), (problems: readonly string[], key) =>
+        problems.reduce((n, p) => n + 64 + p.length, key.length),
+      ),
+      (hit) => counted('stack_validation', hit),
+    );
+    this.workspaces = new FrozenCache(
+      bytesBound(share('stack_workspace'), (w: DesiredStackWorkspace, key) => jsonBytes(w.workspace) + key.length),
+      (hit) => counted('stack_workspace', hit),
+    );
+    this.pods = new FrozenCache(
+      bytesBound(
+        share('workspace_pod'),
+        (p: DesiredWorkspace, key) => jsonBytes(p.statefulSet, p.service) + key.length,
+      ),
+      (hit) => counted('workspace_pod', hit),
+    );
+    // Keyed by the result's text itself: the text and the parsed result.
     this.results = new FrozenCache(
-      { maxSize: MAX_RESULT_BYTES, sizeCalculation: (_value, text) => Math.max(1, text.length) },
+      bytesBound(
+        share('update_result'),
+        (_value: UpdateResult | undefined, text) => (1 + HEAP_PER_JSON_BYTE) * text.length,
+      ),
       (hit) => counted('update_result', hit),
     );
+  }
+
+  /** The bytes each cache holds (its estimate), for pulumi_hook_cache_bytes. */
+  bytes(): Record<SyncCacheBytesName, number> {
+    return {
+      stack_spec: this.specTokens.bytes(),
+      stack_validation: this.validations.bytes(),
+      stack_workspace: this.workspaces.bytes(),
+      workspace_spec: this.workspaceTokens.bytes(),
+      workspace_pod: this.pods.bytes(),
+      update_result: this.results.bytes(),
+    };
   }
 
   validate(stack: Stack): readonly string[] {

@@ -1,7 +1,8 @@
 import * as jsYaml from 'js-yaml';
-import { CORE_SCHEMA, loadAll, type LoadOptions, type Type } from 'js-yaml';
+import { CORE_SCHEMA, type Type } from 'js-yaml';
 import { isRecord, MAX_NESTING, PROTOTYPE_KEY_PROBLEM, prototypeKeyPath, dottedPath } from '../lib/json';
 import type { KObject } from '../lib/k8s';
+import { readYaml, YamlBudgetError, type YamlBudget } from '../lib/yaml';
 import { InputError } from './exit-codes';
 
 /** One input text: a file's content, or stdin's. */
@@ -19,7 +20,7 @@ export interface InputText {
 const { merge } = (jsYaml as unknown as { types: { merge: Type } }).types;
 const MANIFEST_SCHEMA = CORE_SCHEMA.extend({ implicit: [merge] });
 
-/** How deep a document may nest (js-yaml's `maxDepth`, which @types/js-yaml does not declare). */
+/** How deep a document may nest. */
 const READ_DEPTH = 10 * MAX_NESTING;
 
 /** Kinds that are cluster-scoped among those the hooks read; every other object gets a namespace. */
@@ -29,16 +30,22 @@ const CLUSTER_SCOPED = new Set(['Namespace.v1']);
  * The Kubernetes objects of one multi-document YAML (or JSON) text, in order: empty documents
  * skipped, a `List` expanded into its items, each namespaced object given `namespace` when it names
  * none (as `kubectl apply -n` would). Anything the API server would not have stored is an InputError
- * naming the document and the field.
+ * naming the document and the field, and so is a text past the YAML budgets (lib/yaml.ts), which
+ * `budget` counts across the texts of one render.
  */
-export function parseDocuments(input: InputText, namespace: string): KObject[] {
+export function parseDocuments(input: InputText, namespace: string, budget?: YamlBudget): KObject[] {
   let documents: unknown[];
   try {
     // js-yaml stops at 100 levels by default; the hooks judge deeper specs themselves (SpecInvalid
     // past MAX_NESTING under spec), so documents read up to a depth well past it.
-    const options = { schema: MANIFEST_SCHEMA, filename: input.name, maxDepth: READ_DEPTH } as LoadOptions;
-    documents = loadAll(input.text, undefined, options);
+    documents = readYaml(input.text, {
+      schema: MANIFEST_SCHEMA,
+      filename: input.name,
+      maxDepth: READ_DEPTH,
+      ...(budget ? { budget } : {}),
+    });
   } catch (err) {
+    if (err instanceof YamlBudgetError) throw new InputError(`${input.name}: refused: ${err.message}`);
     // js-yaml's message starts with the problem and names the line; a stack overflow is too deep a document.
     const why = err instanceof RangeError ? 'nested too deeply to read' : (err as Error).message;
     throw new InputError(`${input.name}: not valid YAML: ${why}`);

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { configFromEnv, readKnownHosts, type HookConfig } from '../config';
+import { yamlBudget } from '../lib/yaml';
 import { parseRenderArgs, RENDER_USAGE } from './args';
 import { parseDocuments } from './documents';
 import { ExitCode, InputError, UsageError } from './exit-codes';
@@ -48,8 +49,10 @@ function runRender(args: readonly string[], io: CliIo): number {
     return ExitCode.rendered;
   }
   const config = renderConfig(io.env);
+  // One alias budget for every text of the render (lib/yaml.ts).
+  const budget = yamlBudget();
   const parse = (paths: readonly string[]) =>
-    readInputs(paths, io.readStdin).flatMap((text) => parseDocuments(text, options.namespace));
+    readInputs(paths, io.readStdin).flatMap((text) => parseDocuments(text, options.namespace, budget));
   const documents = parse(options.files.length > 0 ? options.files : ['-']);
   const observed = parse(options.observed);
   const result = render(

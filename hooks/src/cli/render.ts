@@ -1,7 +1,7 @@
 import type { Program, Stack } from '../../../schemas/generated/types';
 import { formatErrors, validateCompositeSyncRequest, validateDecoratorSyncRequest } from '../../../schemas';
 import type { HookConfig } from '../config';
-import { MalformedRequest, type KObject } from '../lib/k8s';
+import { ChildNotVerified, MalformedRequest, type KObject } from '../lib/k8s';
 import { syncProgram, type ProgramSyncResponse } from '../program/sync';
 import { Reasons } from '../stack/conditions';
 import { customizeStack } from '../stack/customize';
@@ -63,8 +63,21 @@ function specInvalidMessage(status: { conditions?: unknown }): string | undefine
   return stalled?.reason === Reasons.SpecInvalid ? String(stalled.message) : undefined;
 }
 
-function refused(parent: KObject, problem: string): InputError {
-  return new InputError(`${parent.kind} ${nameOf(parent)}: the hooks would refuse the request (HTTP 400): ${problem}`);
+function refused(parent: KObject, problem: string, status = 400): InputError {
+  return new InputError(
+    `${parent.kind} ${nameOf(parent)}: the hooks would refuse the request (HTTP ${status}): ${problem}`,
+  );
+}
+
+/** The hooks' answer as a render's: a request they would refuse (400, 409) is an input error. */
+function answered<T>(parent: KObject, answer: () => T): T {
+  try {
+    return answer();
+  } catch (err) {
+    if (err instanceof MalformedRequest) throw refused(parent, err.message);
+    if (err instanceof ChildNotVerified) throw refused(parent, err.message, 409);
+    throw err;
+  }
 }
 
 /**
@@ -98,7 +111,7 @@ export function render(input: RenderInput, settings: RenderSettings): RenderResu
     const request = { object: object as Program, attachments: objectMap(ownedBy(object, input.observed)) };
     const check = validateDecoratorSyncRequest(request);
     if (!check.ok) throw refused(object, formatErrors(check.errors));
-    const response = syncProgram(request, settings.now);
+    const response = answered(object, () => syncProgram(request, settings.now));
     programs.push({
       kind: 'Program',
       namespace: object.metadata.namespace ?? '',
@@ -124,13 +137,9 @@ export function render(input: RenderInput, settings: RenderSettings): RenderResu
       const check = validateCompositeSyncRequest(request);
       if (!check.ok) throw refused(object, formatErrors(check.errors));
       const lookups = lookupsFor(stack, request, settings.refs, usedRefs, notes);
-      let response: StackSyncResponse;
-      try {
-        response = syncStack(request, { config: settings.config, now: settings.now, lookups });
-      } catch (err) {
-        if (err instanceof MalformedRequest) throw refused(object, err.message);
-        throw err;
-      }
+      const response = answered(object, () =>
+        syncStack(request, { config: settings.config, now: settings.now, lookups }),
+      );
       return { kind: 'Stack', namespace: stack.metadata.namespace ?? '', name: stack.metadata.name, response };
     });
 

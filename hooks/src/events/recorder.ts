@@ -1,14 +1,21 @@
 /**
- * Writes the events the Stack sync implies (stack/events.ts) to the API server, off the hook's
+ * Writes the events the syncs imply (events/event.ts) to the API server, off the hook's
  * path: record() only queues, and a bounded number of writes run in the background. Nothing here
  * can delay or fail a hook answer: a full queue drops events, a failed write is logged.
+ *
+ * An event is written only about an object (a Stack, Workspace or Update) the hooks' own watch
+ * holds (objects/gauges.ts), with the same kind, namespace, name and uid: a request that names any
+ * other (forged by whoever reached the hook port) writes nothing. An object not there yet (just
+ * created, the watch a moment behind Metacontroller's) is waited for, a bounded time, off the
+ * write slots.
  *
  * Each event has a name that every sync implying it computes again, so the API server answers a
  * repeated one with 409 AlreadyExists: that is the deduplication, and it is not logged as a failure.
  */
 import { hostname } from 'node:os';
-import { Labels } from '../../../contract';
-import type { StackEvent } from '../stack/events';
+import type { ObjectMirror } from '../objects/gauges';
+import { abortableSleep } from '../lib/sleep';
+import type { HookEvent } from './event';
 
 /** Who reports the events (`source.component` and `reportingComponent`, kubectl describe's "From"). */
 export const REPORTING_CONTROLLER = 'pulumi-mc-operator/hooks';
@@ -21,8 +28,8 @@ export interface EventBody {
   apiVersion: 'v1';
   kind: 'Event';
   metadata: { name: string; namespace: string; labels: Record<string, string> };
-  involvedObject: StackEvent['regarding'];
-  related?: StackEvent['related'];
+  involvedObject: HookEvent['regarding'];
+  related?: HookEvent['related'];
   type: string;
   reason: string;
   action: string;
@@ -52,8 +59,12 @@ export interface RecorderOptions {
   log: Log;
   /** The event's `reportingInstance`: the pod's name (its hostname). */
   reportingInstance?: string;
-  /** Events waiting to be written at most; more are dropped. */
+  /** Events waiting to be written, or for their object to show in the mirror, at most; more are dropped. */
   capacity?: number;
+  /** The objects the hooks watch; without it (no list and watch of them), every event is written. */
+  mirror?: ObjectMirror;
+  /** How long an event waits for its object to show in the mirror (default 30 s); then it is dropped. */
+  mirrorWaitMs?: number;
   /** Writes in flight at most. */
   concurrency?: number;
   /** Tries per event on a transient failure (network, 429, 5xx). */
@@ -76,11 +87,11 @@ function seconds(microseconds: number): string {
   return new Date(Math.floor(microseconds / 1e6) * 1000).toISOString().replace(/\.\d{3}Z$/, 'Z');
 }
 
-export function eventBody(e: StackEvent, microseconds: number, reportingInstance: string): EventBody {
+export function eventBody(e: HookEvent, microseconds: number, reportingInstance: string): EventBody {
   const body: EventBody = {
     apiVersion: 'v1',
     kind: 'Event',
-    metadata: { name: e.name, namespace: e.namespace, labels: { [Labels.stackName]: e.regarding.name } },
+    metadata: { name: e.name, namespace: e.namespace, labels: { ...e.labels } },
     involvedObject: e.regarding,
     type: e.type,
     reason: e.reason,
@@ -121,9 +132,12 @@ function describeFailure(e: unknown): string {
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export class EventRecorder {
-  private readonly queue: StackEvent[] = [];
+  private readonly queue: HookEvent[] = [];
   private inFlight = 0;
+  /** Events waiting for their object to show in the mirror. */
+  private awaiting = 0;
   private closed = false;
+  private readonly closing = new AbortController();
   private idleWaiters: (() => void)[] = [];
   private lastWarnAt = Number.NEGATIVE_INFINITY;
   private lastEventMicros = 0;
@@ -135,8 +149,8 @@ export class EventRecorder {
   private readonly warnEveryMs: number;
   private readonly clock: () => Date;
   private readonly instance: string;
-  /** Counts by outcome, for tests and logs. */
-  readonly counts = { written: 0, duplicate: 0, failed: 0, dropped: 0 };
+  /** Counts by outcome, for tests and logs; `unknownObject`: about an object the mirror does not hold. */
+  readonly counts = { written: 0, duplicate: 0, failed: 0, dropped: 0, unknownObject: 0 };
 
   constructor(
     private readonly api: EventsApi,
@@ -152,27 +166,79 @@ export class EventRecorder {
   }
 
   /** Queues events to be written; returns at once. */
-  record(events: readonly StackEvent[]): void {
+  record(events: readonly HookEvent[]): void {
+    const mirror = this.options.mirror;
     for (const e of events) {
-      if (this.closed || this.queue.length >= this.capacity) {
+      if (this.closed || this.queue.length + this.awaiting >= this.capacity) {
         this.counts.dropped++;
         this.warn({ event: e.name, reason: e.reason }, 'event dropped: the event queue is full');
         continue;
       }
-      this.queue.push(e);
-      this.pump();
+      if (mirror && !mirror.holds(e.regarding)) {
+        this.awaiting++;
+        void this.inMirror(mirror, e).then((known) => {
+          this.awaiting--;
+          if (this.closed) this.counts.dropped++;
+          else if (known) this.enqueue(e);
+          else {
+            this.counts.unknownObject++;
+            const { kind, namespace, name, uid } = e.regarding;
+            this.warn(
+              { event: e.name, reason: e.reason, regarding: `${kind} ${namespace}/${name}`, uid },
+              'event dropped: what it is about is not an object the hooks watch (a request that named another)',
+            );
+          }
+          this.wakeIfIdle();
+        });
+        continue;
+      }
+      this.enqueue(e);
     }
   }
 
-  /** Resolves when nothing is queued or being written. */
+  private enqueue(e: HookEvent): void {
+    this.queue.push(e);
+    this.pump();
+  }
+
+  /** Whether the mirror holds the event's object, now or within mirrorWaitMs. */
+  private async inMirror(mirror: ObjectMirror, e: HookEvent): Promise<boolean> {
+    const deadline = Date.now() + (this.options.mirrorWaitMs ?? 30_000);
+    for (;;) {
+      if (mirror.holds(e.regarding)) return true;
+      const left = deadline - Date.now();
+      if (left <= 0 || this.closing.signal.aborted) return false;
+      // The next change of the mirror or the deadline, whichever comes first; both let go after.
+      const wait = new AbortController();
+      const stop = () => wait.abort();
+      this.closing.signal.addEventListener('abort', stop, { once: true });
+      await Promise.race([mirror.changed(wait.signal), abortableSleep(left, wait.signal)]);
+      wait.abort();
+      this.closing.signal.removeEventListener('abort', stop);
+    }
+  }
+
+  /** Resolves when nothing is queued, awaited or being written. */
   idle(): Promise<void> {
-    if (this.queue.length === 0 && this.inFlight === 0) return Promise.resolve();
+    if (this.isIdle()) return Promise.resolve();
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
-  /** Stops accepting events and waits (at most `timeoutMs`) for the queued ones. */
+  private isIdle(): boolean {
+    return this.queue.length === 0 && this.inFlight === 0 && this.awaiting === 0;
+  }
+
+  private wakeIfIdle(): void {
+    if (!this.isIdle()) return;
+    const waiters = this.idleWaiters;
+    this.idleWaiters = [];
+    for (const w of waiters) w();
+  }
+
+  /** Stops accepting events, drops those waiting for the mirror and waits (at most `timeoutMs`) for the queued ones. */
   async close(timeoutMs = 2000): Promise<void> {
     this.closed = true;
+    this.closing.abort();
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([this.idle(), new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)))]);
     clearTimeout(timer);
@@ -185,18 +251,18 @@ export class EventRecorder {
       void this.write(e).finally(() => {
         this.inFlight--;
         this.pump();
-        if (this.queue.length === 0 && this.inFlight === 0) {
-          const waiters = this.idleWaiters;
-          this.idleWaiters = [];
-          for (const w of waiters) w();
-        }
+        this.wakeIfIdle();
       });
     }
   }
 
-  private async write(e: StackEvent): Promise<void> {
+  private async write(e: HookEvent): Promise<void> {
     const body = eventBody(e, this.nextEventTime(), this.instance);
-    const about = { event: e.name, stack: `${e.namespace}/${e.regarding.name}`, reason: e.reason };
+    const about = {
+      event: e.name,
+      regarding: `${e.regarding.kind} ${e.namespace}/${e.regarding.name}`,
+      reason: e.reason,
+    };
     for (let attempt = 1; ; attempt++) {
       try {
         await this.api.create(body);
@@ -216,7 +282,7 @@ export class EventRecorder {
         }
         this.counts.failed++;
         if (status === 404) {
-          // The namespace is gone (a Stack deleted with it): nobody can read the event anyway.
+          // The namespace is gone (deleted with what the event is about): nobody can read the event anyway.
           this.options.log.debug({ ...about, error: describeFailure(err) }, 'event not written');
         } else {
           this.warn({ ...about, error: describeFailure(err) }, 'event not written');

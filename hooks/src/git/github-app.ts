@@ -1,5 +1,6 @@
 import { createPrivateKey, sign } from 'node:crypto';
 import { request, type Dispatcher } from 'undici';
+import { observedDeadline } from '../lib/time';
 
 /** What a GitHub App installation token needs (values from the Stack's related Secrets). */
 export interface GitHubAppCredentials {
@@ -61,6 +62,8 @@ export async function installationToken(
       `the GitHub App installation token exchange at ${url} failed (HTTP ${res.statusCode}${why}): check gitAuth.githubApp`,
     );
   }
-  const expires = typeof body.expires_at === 'string' ? Date.parse(body.expires_at) : NaN;
-  return { token: body.token, expiresAtMs: Number.isFinite(expires) ? expires : opts.nowMs + 60 * 60 * 1000 };
+  // GitHub's installation tokens last an hour: an expiry that is later (or none) counts as an hour from now.
+  const latest = opts.nowMs + 60 * 60 * 1000;
+  const expires = observedDeadline(body.expires_at);
+  return { token: body.token, expiresAtMs: expires === undefined ? latest : Math.min(expires, latest) };
 }

@@ -3,8 +3,8 @@ import { LRUCache } from 'lru-cache';
 import { Agent, interceptors, request, type Dispatcher } from 'undici';
 import type { RefLookup, RefLookupRequest } from '../stack/source';
 import { installationToken, type GitHubAppCredentials } from './github-app';
-import type { ParsedKey } from 'ssh2';
-import { parsePrivateKey, sshAdvertisement, SshLookupError } from './ssh-ls-remote';
+import { decryptSshKey, SshKeyError, type SshIdentity } from './ssh-key';
+import { sshAdvertisement, SshLookupError } from './ssh-ls-remote';
 import { parseSshUrl, sshHostLabel, type SshRemote } from '../../../contract';
 import { egressDenied, EgressPolicy } from './egress';
 import { egressConnector } from './egress-connect';
@@ -12,7 +12,7 @@ import { egressConnector } from './egress-connect';
 /** Largest ref advertisement read (a repository with tens of thousands of tags fits easily). */
 const MAX_ADVERTISEMENT_BYTES = 16 * 1024 * 1024;
 const MAX_CACHE_ENTRIES = 2000;
-/** Parsed (decrypted) SSH keys kept: decrypting an OpenSSH-format key costs about a second of CPU. */
+/** Decrypted SSH keys kept: decrypting an OpenSSH-format key costs up to seconds of CPU (ssh-key.ts). */
 const MAX_SSH_KEYS = 256;
 /** Failed lookups are retried sooner than answers are refreshed. */
 const MAX_FAILURE_TTL_MS = 5000;
@@ -95,8 +95,11 @@ export class GitResolver {
   private readonly cache: LRUCache<string, Promise<RefLookup>>;
   /** GitHub App installation tokens, reused until 5 minutes before they expire. */
   private readonly appTokens: LRUCache<string, Promise<string>>;
-  /** SSH keys parsed from (key, passphrase), by a hash of both; a key that fails to parse too. */
-  private readonly sshKeys = new LRUCache<string, ParsedKey | SshLookupError>({ max: MAX_SSH_KEYS });
+  /**
+   * SSH keys decrypted from (key, passphrase), by a hash of both, decryptions in flight included; a
+   * key that cannot be used too (one that may decrypt another time, until its SshKeyError says).
+   */
+  private readonly sshKeys: LRUCache<string, Promise<SshIdentity>>;
   private readonly now: () => number;
   private readonly dispatcher: Dispatcher;
   private readonly egress: EgressPolicy;
@@ -108,6 +111,7 @@ export class GitResolver {
     const ttlOptions = { max: MAX_CACHE_ENTRIES, ttlResolution: 0, perf: { now: () => this.now() + 1 } };
     this.cache = new LRUCache({ ...ttlOptions, ttl: options.cacheTtlMs });
     this.appTokens = new LRUCache({ ...ttlOptions, ttl: TOKEN_LIFETIME_MS - TOKEN_MARGIN_MS });
+    this.sshKeys = new LRUCache({ ...ttlOptions, max: MAX_SSH_KEYS });
     this.egress = options.egress ?? new EgressPolicy();
     // Every connection, a redirect's too, goes through the egress check.
     this.dispatcher = new Agent({ connect: egressConnector(this.egress, options.timeoutMs) }).compose(
@@ -247,21 +251,22 @@ export class GitResolver {
     }
   }
 
-  /** The parsed key, from the cache when this key and passphrase were parsed before. */
-  private sshKey(privateKey: string, passphrase: string | undefined): ParsedKey {
+  /** The decrypted key, from the cache when this key and passphrase were decrypted (or are being) before. */
+  private sshKey(privateKey: string, passphrase: string | undefined): Promise<SshIdentity> {
     const id = createHash('sha256')
       .update(JSON.stringify([privateKey, passphrase ?? '']))
       .digest('hex');
     let key = this.sshKeys.get(id);
     if (key === undefined) {
-      try {
-        key = parsePrivateKey(privateKey, passphrase);
-      } catch (e) {
-        key = e instanceof SshLookupError ? e : new SshLookupError(String(e));
-      }
-      this.sshKeys.set(id, key);
+      const decrypting = decryptSshKey(privateKey, passphrase);
+      key = decrypting;
+      this.sshKeys.set(id, decrypting);
+      decrypting.catch((e: unknown) => {
+        const retry = e instanceof SshKeyError ? e.retryAfterMs : undefined;
+        if (retry === 0) this.sshKeys.delete(id);
+        else if (retry !== undefined) this.sshKeys.set(id, decrypting, { ttl: retry });
+      });
     }
-    if (key instanceof SshLookupError) throw key;
     return key;
   }
 
@@ -276,14 +281,17 @@ export class GitResolver {
     try {
       advertisement = await sshAdvertisement({
         remote,
-        key: this.sshKey(req.ssh.privateKey, req.ssh.passphrase),
+        key: await this.sshKey(req.ssh.privateKey, req.ssh.passphrase),
         knownHosts: this.options.sshKnownHosts ?? '',
         egress: this.egress,
         timeoutMs: this.options.timeoutMs,
         maxBytes: MAX_ADVERTISEMENT_BYTES,
       });
     } catch (err) {
-      const why = err instanceof SshLookupError ? err.message : `SSH failed (${(err as Error).message})`;
+      const why =
+        err instanceof SshLookupError || err instanceof SshKeyError
+          ? err.message
+          : `SSH failed (${(err as Error).message})`;
       return { error: `cannot resolve "${req.ref}" in ${shown}: ${why}` };
     }
     let refs: Map<string, string>;

@@ -1,16 +1,10 @@
 import type { Socket } from 'node:net';
-import {
-  Client,
-  utils,
-  type ClientChannel,
-  type ParsedKey,
-  type PublicKeyAuthMethod,
-  type ServerHostKeyAlgorithm,
-} from 'ssh2';
+import { Client, utils, type AgentAuthMethod, type ClientChannel, type ServerHostKeyAlgorithm } from 'ssh2';
 import { fingerprint, hostKeyAlgorithms, isKnownHostKey, knownHostKeys } from './known-hosts';
 import { sshHostLabel, uploadPackCommand, type SshRemote } from '../../../contract';
 import { egressDenied, type EgressPolicy } from './egress';
 import { egressSocket } from './egress-connect';
+import { KeyAgent, type SshIdentity } from './ssh-key';
 
 /** Host key algorithms ssh2 can verify; others in known_hosts (security keys, certificates) are not offered. */
 const SSH2_HOST_KEY_ALGORITHMS = new Set<string>([
@@ -28,8 +22,8 @@ const MAX_STDERR_BYTES = 4096;
 
 export interface SshAdvertisementRequest {
   remote: SshRemote;
-  /** The private key of gitAuth.sshAuth, parsed (parsePrivateKey). */
-  key: ParsedKey;
+  /** The private key of gitAuth.sshAuth, decrypted (ssh-key.ts). */
+  key: SshIdentity;
   /** The trusted host keys (known_hosts text, SSH_KNOWN_HOSTS of the hooks). */
   knownHosts: string;
   /** Where connections may go: the server's name is resolved and checked here, and ssh2 gets the socket. */
@@ -78,23 +72,6 @@ function firstLine(stderr: Buffer): string {
 }
 
 /**
- * Reads a private key (PEM or OpenSSH format), decrypting it with its passphrase. Slow for
- * encrypted OpenSSH-format keys (bcrypt, about a second of CPU): callers keep the result.
- */
-export function parsePrivateKey(privateKey: string, passphrase: string | undefined): ParsedKey {
-  const parsed = utils.parseKey(privateKey, passphrase);
-  const key = Array.isArray(parsed) ? (parsed[0] as ParsedKey | undefined) : parsed;
-  if (key instanceof Error || key === undefined || !key.isPrivateKey()) {
-    const message = key instanceof Error ? key.message : 'not a private key';
-    const why = /passphrase|decrypt|encrypted/i.test(message)
-      ? `${message} (the passphrase is gitAuth.sshAuth.password)`
-      : message;
-    throw new SshLookupError(`the SSH private key of gitAuth.sshAuth cannot be used: ${why}`);
-  }
-  return key;
-}
-
-/**
  * Reads a repository's ref advertisement over SSH, as `git ls-remote` does: authenticates with the
  * key, checks the server's host key against known_hosts (no key accepted on first use), runs
  * `git-upload-pack '<path>'` and reads its pkt-lines up to the first flush, then sends a flush
@@ -106,7 +83,8 @@ export function sshAdvertisement(req: SshAdvertisementRequest): Promise<Buffer> 
   const known = knownHostKeys(req.knownHosts, remote.host, remote.port);
   const offered = hostKeyAlgorithms(known)?.filter((a): a is ServerHostKeyAlgorithm => SSH2_HOST_KEY_ALGORITHMS.has(a));
 
-  const publicKeyAuth: PublicKeyAuthMethod = { type: 'publickey', username: remote.user, key: req.key };
+  // The key signs through an agent of one key: it was decrypted in a worker thread (ssh-key.ts).
+  const keyAuth: AgentAuthMethod = { type: 'agent', username: remote.user, agent: new KeyAgent(req.key) };
   return new Promise<Buffer>((resolve, reject) => {
     const conn = new Client();
     let sock: Socket | undefined;
@@ -199,8 +177,7 @@ export function sshAdvertisement(req: SshAdvertisementRequest): Promise<Buffer> 
         host: remote.host,
         port: remote.port,
         username: remote.user,
-        // The parsed key itself (ssh2 would parse, and decrypt, a key given as text again).
-        authHandler: [publicKeyAuth],
+        authHandler: [keyAuth],
         readyTimeout: req.timeoutMs,
         ...(offered && offered.length > 0 ? { algorithms: { serverHostKey: offered } } : {}),
         hostVerifier: (key: Buffer) => {

@@ -1,7 +1,8 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { PROTOTYPE_KEY_PROBLEM } from '../lib/json';
-import { MalformedRequest } from '../lib/k8s';
+import { ChildNotVerified, MalformedRequest } from '../lib/k8s';
 import { refusedKeyOf } from './body-parser';
+import { NoRoomForBody, overloaded } from './guard';
 
 /** What was wrong with a malformed request: the field as a JSON Pointer into the body, and why. */
 export interface RequestProblem {
@@ -15,13 +16,21 @@ export interface RequestProblem {
  * Every error answer is JSON naming what was wrong. A request that fails its route schema is a 400
  * naming the field as a JSON Pointer into the body (`/parent/metadata/name`: unambiguous even when a
  * key holds dots or slashes, as Metacontroller's `Kind.group/version` keys do); a body over the
- * limit is a 413. Anything else is a bug: 500 with a generic message (details only in the log).
+ * limit is a 413. A child the hooks would have to keep but cannot verify as theirs is a 409 naming
+ * it (lib/kept-children.ts): Metacontroller then applies nothing and calls again. Anything else is
+ * a bug: 500 with a generic message (details only in the log).
  */
 export function installErrorHandler(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError, request, reply) => {
     if (error instanceof MalformedRequest) {
       const field = jsonPointer(error.field);
       return rejectRequest(request, reply, { field, message: `${field} ${error.reason}` });
+    }
+    if (error instanceof ChildNotVerified) {
+      const field = jsonPointer(error.field);
+      // The request's one line names the child (its namespace and name), never anything it holds.
+      request.hookLog = { message: 'refused to keep a child it cannot verify', fields: { field }, level: 'warn' };
+      return reply.code(409).send({ error: 'Conflict', field, message: `${field} ${error.reason}` });
     }
     const refused = refusedKeyOf(error);
     if (refused !== undefined) {
@@ -35,6 +44,10 @@ export function installErrorHandler(app: FastifyInstance): void {
         reply,
         validationProblem(first?.instancePath ?? '', first?.keyword, first?.params, first?.message),
       );
+    }
+    if (error instanceof NoRoomForBody) {
+      request.hookLog = { message: 'refused a hook request: no room for its body', fields: {} };
+      return overloaded(reply);
     }
     const status = error.statusCode ?? 500;
     if (status === 413) return reply.code(413).send({ error: 'Payload Too Large', message: error.message });

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
-import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
-import type { SyncCacheName } from '../cache/sync-cache';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { SyncCacheBytesName, SyncCacheName } from '../cache/sync-cache';
 import type { ObjectGauges } from '../objects/gauges';
 
 /** The caches counted in pulumi_hook_cache_requests_total: the sync's and the git lookups'. */
@@ -25,6 +25,11 @@ export class HookMetrics {
   readonly duration: Histogram<'hook'>;
   readonly errors: Counter<'hook' | 'reason'>;
   readonly cacheRequests: Counter<'cache' | 'result'>;
+  /** What reports the bytes of request bodies held now (watchBodies); none before. */
+  private bodies: { inFlight: number } | undefined;
+  readonly cacheBytes: Gauge<'cache'>;
+  /** Where pulumi_hook_cache_bytes is read from at each scrape: the server's SyncCache. */
+  private cacheBytesOf: () => Partial<Record<SyncCacheBytesName, number>> = () => ({});
 
   constructor() {
     collectDefaultMetrics({ register: this.registry });
@@ -37,7 +42,7 @@ export class HookMetrics {
     });
     this.errors = new Counter({
       name: 'pulumi_hook_errors_total',
-      help: 'Hook requests answered with an error, by hook and reason (bad_request, payload_too_large, internal, …).',
+      help: 'Hook requests answered with an error, by hook and reason (bad_request, unauthorized, payload_too_large, overloaded, internal, …).',
       labelNames: ['hook', 'reason'],
       registers: [this.registry],
     });
@@ -47,6 +52,32 @@ export class HookMetrics {
       labelNames: ['cache', 'result'],
       registers: [this.registry],
     });
+    const bodies: Gauge = new Gauge({
+      name: 'pulumi_hook_request_body_bytes_in_flight',
+      help: 'Bytes of request bodies this replica holds now (reserved from BODY_BYTES_IN_FLIGHT; past it, requests get 429).',
+      registers: [this.registry],
+      collect: () => bodies.set(this.bodies?.inFlight ?? 0),
+    });
+    const bytesOf = () => this.cacheBytesOf();
+    this.cacheBytes = new Gauge({
+      name: 'pulumi_hook_cache_bytes',
+      help: "Bytes held by each of the sync's caches, as their bounds count them (SYNC_CACHE_MAX_BYTES in all).",
+      labelNames: ['cache'],
+      registers: [this.registry],
+      collect() {
+        for (const [cache, bytes] of Object.entries(bytesOf())) this.set({ cache }, bytes);
+      },
+    });
+  }
+
+  /** Reports the bytes of request bodies `budget` holds, at each scrape. */
+  watchBodies(budget: { inFlight: number }): void {
+    this.bodies = budget;
+  }
+
+  /** pulumi_hook_cache_bytes reads `bytes` at each scrape. */
+  reportCacheBytes(bytes: () => Partial<Record<SyncCacheBytesName, number>>): void {
+    this.cacheBytesOf = bytes;
   }
 
   /** The cache counters' children, bound once rather than looked up by label on every lookup. */
@@ -110,6 +141,14 @@ export function metricsPlugin(
   done();
 }
 
+/** The `reason` of pulumi_hook_errors_total for the statuses the hook server answers on purpose. */
+const ERROR_REASONS: Record<number, string> = {
+  400: 'bad_request',
+  401: 'unauthorized',
+  413: 'payload_too_large',
+  429: 'overloaded',
+};
+
 /** Installed on the root instance so it sees every route, including 400s and 413s. */
 export function instrument(app: FastifyInstance, metrics: HookMetrics): void {
   app.addHook('onResponse', async (request, reply) => {
@@ -118,13 +157,7 @@ export function instrument(app: FastifyInstance, metrics: HookMetrics): void {
     metrics.observeDuration(hook, reply.elapsedTime / 1000);
     if (reply.statusCode >= 400) {
       const reason =
-        reply.statusCode === 400
-          ? 'bad_request'
-          : reply.statusCode === 413
-            ? 'payload_too_large'
-            : reply.statusCode >= 500
-              ? 'internal'
-              : `http_${reply.statusCode}`;
+        ERROR_REASONS[reply.statusCode] ?? (reply.statusCode >= 500 ? 'internal' : `http_${reply.statusCode}`);
       metrics.errors.inc({ hook, reason });
     }
   });

@@ -4,6 +4,8 @@ import { LogController, type FastifyInstance, type FastifyReply, type FastifyReq
 export interface HookLogLine {
   message: string;
   fields: Record<string, unknown>;
+  /** `warn` for an answer an operator should look at (a 409); `info` otherwise. */
+  level?: 'info' | 'warn';
 }
 
 declare module 'fastify' {
@@ -47,7 +49,8 @@ export class OneLinePerRequest extends LogController {
     // request's objects alive into the old generation, and its full collections were the hook's
     // latency tail (docs/benchmarks.md, "p99 < 5 ms").
     if (line) Object.assign(fields, line.fields);
-    reply.log.info(fields, line ? line.message : 'request completed');
+    if (line?.level === 'warn') reply.log.warn(fields, line.message);
+    else reply.log.info(fields, line ? line.message : 'request completed');
   }
 }
 

@@ -3,6 +3,7 @@ import type { Stack } from '../../../schemas/generated/types';
 import { requestSchemas } from '../../../schemas';
 import type { HookConfig } from '../config';
 import type { SyncCache } from '../cache/sync-cache';
+import type { HookEvent } from '../events/event';
 import type { EventRecorder } from '../events/recorder';
 import type { GitResolver } from '../git/ls-remote';
 import type { ObjectMap } from '../lib/k8s';
@@ -49,23 +50,18 @@ export function stackHooks(app: FastifyInstance, opts: StackHooksOptions, done: 
     const req: StackSyncRequest = { parent: body.parent, finalizing };
     if (body.children) req.children = body.children;
     if (body.related) req.related = body.related;
-    const response = syncStack(req, { config: opts.config, now: opts.clock(), lookups, cache: opts.cache });
-    if (opts.events) {
-      // A side effect of the answer, never part of it: whatever happens here, the answer goes out.
-      try {
-        opts.events.record(
-          stackEvents({
-            stack: body.parent,
-            observed: body.children,
-            status: response.status,
-            children: response.children,
-            finalizing,
-          }),
-        );
-      } catch (err) {
-        request.log.error({ err }, 'computing the Stack events failed');
-      }
-    }
+    const now = opts.clock();
+    const response = syncStack(req, { config: opts.config, now, lookups, cache: opts.cache });
+    recordEvents(opts.events, request, 'Stack', () =>
+      stackEvents({
+        stack: body.parent,
+        observed: body.children,
+        status: response.status,
+        children: response.children,
+        finalizing,
+        now,
+      }),
+    );
     const meta = body.parent.metadata;
     const ready = response.status.conditions?.find((c) => c.type !== 'Ready' && c.status === 'True');
     request.hookLog = {
@@ -96,6 +92,24 @@ export function stackHooks(app: FastifyInstance, opts: StackHooksOptions, done: 
     },
   );
   done();
+}
+
+/**
+ * Hands the events a sync implies to the recorder (absent: events are off). A side effect of the
+ * answer, never part of it: whatever happens here, the answer goes out.
+ */
+export function recordEvents(
+  recorder: EventRecorder | undefined,
+  request: FastifyRequest,
+  kind: string,
+  compute: () => HookEvent[],
+): void {
+  if (!recorder) return;
+  try {
+    recorder.record(compute());
+  } catch (err) {
+    request.log.error({ err }, `computing the ${kind} events failed`);
+  }
 }
 
 /**

@@ -3,11 +3,14 @@ import type { Update, Workspace } from '../../../schemas/generated/types';
 import { requestSchemas } from '../../../schemas';
 import type { SyncCache } from '../cache/sync-cache';
 import type { HookConfig } from '../config';
+import type { EventRecorder } from '../events/recorder';
 import type { ObjectMap } from '../lib/k8s';
 import { customizeUpdate } from '../update/customize';
+import { updateEvents } from '../update/events';
 import { syncUpdate } from '../update/sync';
+import { workspaceEvents } from '../workspace/events';
 import { syncWorkspace } from '../workspace/sync';
-import { responseJson } from './stack-routes';
+import { recordEvents, responseJson } from './stack-routes';
 
 const JSON_TYPE = 'application/json; charset=utf-8';
 
@@ -23,6 +26,8 @@ export interface AutoHooksOptions {
   clock: () => Date;
   /** The same cache as the Stack hooks': remembers the pod builder's and the result parser's answers. */
   cache: SyncCache;
+  /** Writes the events a sync implies, in the background; absent when events are off. */
+  events?: EventRecorder;
 }
 
 /** The Workspace CompositeController's sync hook (v2): the workspace StatefulSet, Service and Role. */
@@ -35,6 +40,9 @@ export function workspaceHooks(app: FastifyInstance, opts: AutoHooksOptions, don
       const response = syncWorkspace(
         { parent: body.parent, ...(body.children ? { children: body.children } : {}) },
         { config: opts.config, now: opts.clock(), build: opts.cache.workspacePod },
+      );
+      recordEvents(opts.events, request, 'Workspace', () =>
+        workspaceEvents({ workspace: body.parent, status: response.status }),
       );
       const meta = body.parent.metadata;
       const ready = response.status.conditions?.find((c) => c.type === 'Ready');
@@ -70,6 +78,9 @@ export function updateHooks(app: FastifyInstance, opts: AutoHooksOptions, done: 
         now: opts.clock(),
         updateResult: opts.cache.updateResult,
       });
+      recordEvents(opts.events, request, 'Update', () =>
+        updateEvents({ update: body.parent, related: body.related, status: response.status }),
+      );
       const meta = body.parent.metadata;
       const complete = response.status.conditions?.find((c) => c.type === 'Complete');
       request.hookLog = {

@@ -1,5 +1,6 @@
 import { rfc3339 } from '../../../contract';
 import { isRecord } from './json';
+import { printable } from './printable';
 
 /** A status condition as the controllers write them (metav1.Condition's fields). */
 export interface StatusCondition {
@@ -42,10 +43,11 @@ export function setConditions(
     const old = before.find((c) => c.type === d.type);
     const kept =
       old?.status === d.status && typeof old.lastTransitionTime === 'string' ? old.lastTransitionTime : undefined;
+    const message = printable(d.message);
     const c: StatusCondition = {
       ...d,
       reason: safeReason(d.reason),
-      message: d.message.length > MAX_MESSAGE ? `${d.message.slice(0, MAX_MESSAGE - 1)}…` : d.message,
+      message: message.length > MAX_MESSAGE ? `${message.slice(0, MAX_MESSAGE - 1)}…` : message,
       lastTransitionTime: at ?? kept ?? rfc3339(now),
     };
     if (generation !== undefined) c.observedGeneration = generation;

@@ -1,6 +1,7 @@
 /**
  * Go/Kubernetes duration strings (metav1.Duration): "90s", "1h30m", "1.5h", "300ms", "24h".
- * Returns milliseconds, or undefined when the string is not a valid duration.
+ * Returns milliseconds, or undefined when the string is not a valid duration (or, as in Go, longer than
+ * an int64 of nanoseconds).
  */
 const UNIT_MS: Record<string, number> = {
   ns: 1e-6,
@@ -11,6 +12,9 @@ const UNIT_MS: Record<string, number> = {
   m: 60_000,
   h: 3_600_000,
 };
+
+/** Go's longest duration (an int64 of nanoseconds, about 292 years): longer ones are invalid there, and here. */
+const MAX_DURATION_MS = 9_223_372_036_854.775;
 
 export function parseDuration(text: string): number | undefined {
   const s = text.trim();
@@ -32,7 +36,7 @@ export function parseDuration(text: string): number | undefined {
     matched = re.lastIndex;
     if (matched === rest.length) break;
   }
-  if (matched !== rest.length) return undefined;
+  if (matched !== rest.length || total > MAX_DURATION_MS) return undefined;
   return sign * total;
 }
 

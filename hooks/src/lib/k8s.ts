@@ -1,5 +1,5 @@
 import type { KubernetesObject, ObjectsByType } from '../../../schemas/generated/types';
-import { isRecord, MAX_NESTING, nestedDeeperThan, pathNestedDeeperThan } from './json';
+import { isRecord } from './json';
 
 /**
  * A Kubernetes object as Metacontroller sends it and as the hooks return it: apiVersion, kind and
@@ -54,56 +54,8 @@ export function findObject<T = object>(
   );
 }
 
+/** Where Metacontroller's dynamic apply keeps each child as the hooks last answered it. */
 export const LAST_APPLIED_ANNOTATION = 'metacontroller.k8s.io/last-applied-configuration';
-
-/**
- * The child exactly as the hooks last returned it, so that returning it again changes nothing.
- * With dynamic apply that is Metacontroller's last-applied annotation; under server-side apply (no
- * annotation) it is the observed object without server-populated fields. Used whenever a child
- * must be kept untouched: an invalid spec, an unavailable source, or a running operation. An
- * annotation nested deeper than MAX_NESTING is not the hooks' (no child of theirs nests that deep;
- * returned, it would overflow the answer's serialiser) and is ignored like one that is not JSON.
- */
-export function asLastApplied(observed: KObject): KObject {
-  const raw = observed.metadata.annotations?.[LAST_APPLIED_ANNOTATION];
-  if (raw !== undefined) {
-    try {
-      const parsed: unknown = JSON.parse(raw);
-      if (
-        isRecord(parsed) &&
-        isRecord(parsed.metadata) &&
-        parsed.metadata.name === observed.metadata.name &&
-        !nestedDeeperThan(parsed, MAX_NESTING)
-      ) {
-        return parsed as KObject;
-      }
-    } catch {
-      // fall through to the observed copy
-    }
-  }
-  const { annotations, labels, name, namespace } = observed.metadata;
-  const kept: KObject = { apiVersion: observed.apiVersion, kind: observed.kind, metadata: { name } };
-  if (namespace !== undefined) kept.metadata.namespace = namespace;
-  if (labels !== undefined) kept.metadata.labels = { ...labels };
-  if (annotations !== undefined) {
-    const rest = { ...annotations };
-    delete rest[LAST_APPLIED_ANNOTATION];
-    kept.metadata.annotations = rest;
-  }
-  for (const [k, v] of Object.entries(observed)) {
-    if (k !== 'apiVersion' && k !== 'kind' && k !== 'metadata' && k !== 'status') kept[k] = v;
-  }
-  // The API server types every kind of child, and none nests this deep: not a request Metacontroller sent.
-  const tooDeep = pathNestedDeeperThan(kept, MAX_NESTING, '');
-  if (tooDeep !== undefined) {
-    const key = namespace === undefined ? name : `${namespace}/${name}`;
-    throw new MalformedRequest(
-      ['children', mapKey(observed.kind, observed.apiVersion), String(key)],
-      `is nested more than ${MAX_NESTING} levels deep (at ${tooDeep.slice(1)}); no child of a Stack is`,
-    );
-  }
-  return kept;
-}
 
 /**
  * A request Metacontroller could not have sent, found while answering it: the hook server answers
@@ -120,18 +72,19 @@ export class MalformedRequest extends Error {
 }
 
 /**
- * A child whose update strategy is OnDelete (our Jobs), returned so Metacontroller keeps it:
- * Metacontroller never updates such a child, it only checks that it is still desired (by name)
- * and that its labels match the selector. So the spec is left out: it would cost every sync a
- * serialisation of each finished Job's pod template for nothing, and if the Job vanished between
- * Metacontroller's look and its apply (TTL), a spec-less object cannot be created again by mistake.
+ * A child the hooks must keep as it is (they cannot compute it now: an invalid spec, a running
+ * operation) but cannot verify as theirs: its last-applied configuration is not what the parent's
+ * status records the hooks answered (kept-children.ts). The hook server answers 409 naming `field`
+ * (path segments into the body) with `reason`; Metacontroller changes nothing and calls again.
  */
-export function asRetained(observed: KObject): KObject {
-  const { name, namespace, labels } = observed.metadata;
-  const kept: KObject = { apiVersion: observed.apiVersion, kind: observed.kind, metadata: { name } };
-  if (namespace !== undefined) kept.metadata.namespace = namespace;
-  if (labels !== undefined) kept.metadata.labels = labels;
-  return kept;
+export class ChildNotVerified extends Error {
+  constructor(
+    readonly field: readonly string[],
+    readonly reason: string,
+  ) {
+    super(`${field.join('.')} ${reason}`);
+    this.name = 'ChildNotVerified';
+  }
 }
 
 /** The fields of a status condition the hooks read, whatever the object's kind. */

@@ -2,6 +2,8 @@
  * Upstream's gauges (stacks_active, stacks_failing{namespace,name}, programs_active), derived from
  * the Stack and Program objects themselves: every replica of the hook server mirrors them from the
  * API server (reflector.ts), so every replica, and one just restarted, reports the same numbers.
+ * The same mirrors, with those of Workspaces and Updates, tell the events which objects exist
+ * (events/recorder.ts).
  * A gauge is exported only while its mirror is synced: absent, rather than wrong, before the first
  * list and after a failed one. pulumi_hook_objects_synced and pulumi_hook_object_watch_failures_total
  * say which, and why.
@@ -9,12 +11,14 @@
 import { Counter, Gauge, Registry } from 'prom-client';
 import { Reflector, type ListWatch, type Operation, type ReflectorOptions } from './reflector';
 
-export type WatchedResource = 'stacks' | 'programs';
+export type WatchedResource = 'stacks' | 'programs' | 'workspaces' | 'updates';
 
-/** The list and watch of each resource the gauges are derived from. */
+/** The list and watch of each resource mirrored: the gauges' (Stacks, Programs) and the events' (all but Programs). */
 export interface ObjectsApi {
   stacks: ListWatch;
   programs: ListWatch;
+  workspaces: ListWatch;
+  updates: ListWatch;
 }
 
 /** The gauges from objects on (with the API and where it points) or off (and why). */
@@ -59,15 +63,40 @@ export function driftProjection(object: unknown): DriftOutcome {
   return drifted === true ? 1 : drifted === false ? 0 : -1;
 }
 
-/** What the gauges keep of a Stack. */
+/** What the mirror keeps of a Stack: what the gauges need, and its uid (for the events). */
 interface StackFacts {
   outcome: LastOutcome;
   drifted: DriftOutcome;
+  uid: string | undefined;
+}
+
+function uidOf(object: unknown): string | undefined {
+  const uid = (object as { metadata?: { uid?: unknown } }).metadata?.uid;
+  return typeof uid === 'string' && uid !== '' ? uid : undefined;
 }
 
 function stackFacts(object: unknown): { key: string; value: StackFacts } | undefined {
   const projected = stackProjection(object);
-  return projected && { key: projected.key, value: { outcome: projected.value, drifted: driftProjection(object) } };
+  return (
+    projected && {
+      key: projected.key,
+      value: { outcome: projected.value, drifted: driftProjection(object), uid: uidOf(object) },
+    }
+  );
+}
+
+/** The Stacks, Workspaces and Updates the hooks' own watch knows, as the events see them (events/recorder.ts). */
+export interface ObjectMirror {
+  /** Whether the mirror holds this object: its kind, namespace and name, with this uid. */
+  holds(object: { kind: string; namespace: string; name: string; uid?: string }): boolean;
+  /** Resolves at the mirrors' next change, when they stop, or when `signal` aborts. */
+  changed(signal: AbortSignal): Promise<void>;
+}
+
+/** What the mirror keeps of a Workspace or an Update: its uid, for the events. */
+function uidProjection(object: unknown): { key: string; value: string | undefined } | undefined {
+  const key = metadataKey(object);
+  return key === undefined ? undefined : { key, value: uidOf(object) };
 }
 
 export function programProjection(object: unknown): { key: string; value: null } | undefined {
@@ -94,6 +123,9 @@ export class ObjectGauges {
   private readonly programGauges = new Registry();
   private readonly stacks: Reflector<StackFacts>;
   private readonly programs: Reflector<null>;
+  private readonly workspaces: Reflector<string | undefined>;
+  private readonly updates: Reflector<string | undefined>;
+  private readonly all: [WatchedResource, Reflector<unknown>][];
   private readonly failures: Counter<'resource' | 'operation'>;
   private readonly lastWarnAt = new Map<WatchedResource, number>();
   private readonly unlogged = new Map<WatchedResource, number>();
@@ -106,7 +138,7 @@ export class ObjectGauges {
     this.now = options.now ?? Date.now;
     this.failures = new Counter({
       name: 'pulumi_hook_object_watch_failures_total',
-      help: 'Failed lists and watches of Stacks and Programs by this replica, by resource and operation (list, watch); each is retried.',
+      help: 'Failed lists and watches of Stacks, Programs, Workspaces and Updates by this replica, by resource and operation (list, watch); each is retried.',
       labelNames: ['resource', 'operation'],
       registers: [this.health],
     });
@@ -122,13 +154,28 @@ export class ObjectGauges {
       project: programProjection,
       onFailure: (operation, err) => this.failed('programs', operation, err),
     });
-    const mirrors: [WatchedResource, Reflector<unknown>][] = [
+    this.workspaces = new Reflector<string | undefined>({
+      ...options.reflector,
+      api: api.workspaces,
+      project: uidProjection,
+      onFailure: (operation, err) => this.failed('workspaces', operation, err),
+    });
+    this.updates = new Reflector<string | undefined>({
+      ...options.reflector,
+      api: api.updates,
+      project: uidProjection,
+      onFailure: (operation, err) => this.failed('updates', operation, err),
+    });
+    this.all = [
       ['stacks', this.stacks],
       ['programs', this.programs],
+      ['workspaces', this.workspaces],
+      ['updates', this.updates],
     ];
+    const mirrors = this.all;
     const synced: Gauge<'resource'> = new Gauge({
       name: 'pulumi_hook_objects_synced',
-      help: '1 while this replica mirrors every Stack (resource="stacks") or Program (resource="programs") from the API server, 0 before its first list and after a failed one (the gauges derived from them are then absent).',
+      help: '1 while this replica mirrors every Stack (resource="stacks"), Program ("programs"), Workspace ("workspaces") or Update ("updates") from the API server, 0 before its first list and after a failed one (the gauges derived from them are then absent).',
       labelNames: ['resource'],
       registers: [this.health],
       collect: () => {
@@ -177,19 +224,39 @@ export class ObjectGauges {
     });
   }
 
+  /** The mirror the events consult: only the objects it holds get any (a forged request names others). */
+  readonly mirror: ObjectMirror = {
+    holds: ({ kind, namespace, name, uid }) => {
+      if (uid === undefined || uid === '') return false;
+      const key = `${namespace}/${name}`;
+      if (kind === 'Stack') return this.stacks.entries.get(key)?.uid === uid;
+      if (kind === 'Workspace') return this.workspaces.entries.get(key) === uid;
+      if (kind === 'Update') return this.updates.entries.get(key) === uid;
+      return false;
+    },
+    changed: async (signal) => {
+      // The first change of any mirror; the others' waits are let go with it.
+      const first = new AbortController();
+      const stop = () => first.abort();
+      signal.addEventListener('abort', stop, { once: true });
+      await Promise.race(this.all.map(([, m]) => m.changed(first.signal)));
+      first.abort();
+      signal.removeEventListener('abort', stop);
+    },
+  };
+
   /** Starts the mirrors (in the background); idempotent. */
   start(): void {
-    this.stacks.start();
-    this.programs.start();
+    for (const [, m] of this.all) m.start();
   }
 
   async stop(): Promise<void> {
-    await Promise.all([this.stacks.stop(), this.programs.stop()]);
+    await Promise.all(this.all.map(([, m]) => m.stop()));
   }
 
-  /** Resolves once both mirrors are synced (or stopped): for tests and the first scrape's log. */
+  /** Resolves once every mirror is synced (or stopped): for tests and the first scrape's log. */
   async whenSynced(): Promise<void> {
-    await Promise.all([this.stacks.whenSynced(), this.programs.whenSynced()]);
+    await Promise.all(this.all.map(([, m]) => m.whenSynced()));
   }
 
   /** Every metric this can export, synced or not (docs test). */
@@ -220,7 +287,7 @@ export class ObjectGauges {
     const message = err instanceof Error ? err.message : String(err);
     this.options.log.warn(
       { resource, operation, err: message.slice(0, 300), ...(notLogged > 0 ? { notLogged } : {}) },
-      `cannot ${operation} ${resource} for the gauges derived from them; retrying`,
+      `cannot ${operation} ${resource} for the ${resource === 'workspaces' || resource === 'updates' ? 'events' : 'gauges'} derived from them; retrying`,
     );
   }
 }

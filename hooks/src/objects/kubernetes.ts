@@ -1,26 +1,32 @@
 /**
- * List and watch of pulumi.com/v1 Stacks and Programs in all namespaces, with the hooks' own
- * identity (the ServiceAccount pulumi-mc-hooks; list and watch on stacks and programs is all its
- * ClusterRole grants for them).
+ * List and watch of pulumi.com/v1 Stacks and Programs and auto.pulumi.com/v1alpha1 Workspaces and
+ * Updates in all namespaces, with the hooks' own identity (the ServiceAccount pulumi-mc-hooks; list
+ * and watch is all its ClusterRole grants for them).
  */
 import type * as k8s from '@kubernetes/client-node';
 import { k8sModule } from '../kube/access';
 import type { ObjectsApi, WatchedResource } from './gauges';
 import type { ListPage, ListWatch, WatchEvent } from './reflector';
 
-const GROUP = 'pulumi.com';
-const VERSION = 'v1';
+/** Each resource's API group and version. */
+const GROUP_VERSIONS: Record<WatchedResource, { group: string; version: string }> = {
+  stacks: { group: 'pulumi.com', version: 'v1' },
+  programs: { group: 'pulumi.com', version: 'v1' },
+  workspaces: { group: 'auto.pulumi.com', version: 'v1alpha1' },
+  updates: { group: 'auto.pulumi.com', version: 'v1alpha1' },
+};
 
 /** The list and watch calls for one resource, through a kubeconfig. */
 export function kubeListWatch(kc: k8s.KubeConfig, plural: WatchedResource): ListWatch {
   const k = k8sModule();
   const custom = kc.makeApiClient(k.CustomObjectsApi);
   const watcher = new k.Watch(kc);
+  const { group, version } = GROUP_VERSIONS[plural];
   return {
     async list(page): Promise<ListPage> {
       const answer = (await custom.listClusterCustomObject({
-        group: GROUP,
-        version: VERSION,
+        group,
+        version,
         plural,
         limit: page.limit,
         ...(page.continue ? { _continue: page.continue } : {}),
@@ -53,7 +59,7 @@ export function kubeListWatch(kc: k8s.KubeConfig, plural: WatchedResource): List
         const done = (err: unknown) => settle(err);
         watcher
           .watch(
-            `/apis/${GROUP}/${VERSION}/${plural}`,
+            `/apis/${group}/${version}/${plural}`,
             { resourceVersion: from.resourceVersion, allowWatchBookmarks: true, timeoutSeconds: from.timeoutSeconds },
             (type: string, object: unknown) => onEvent({ type, object } satisfies WatchEvent),
             done,
@@ -70,7 +76,12 @@ export function kubeListWatch(kc: k8s.KubeConfig, plural: WatchedResource): List
   };
 }
 
-/** Both resources the gauges are derived from. */
+/** Every resource mirrored. */
 export function kubeObjectsApi(kc: k8s.KubeConfig): ObjectsApi {
-  return { stacks: kubeListWatch(kc, 'stacks'), programs: kubeListWatch(kc, 'programs') };
+  return {
+    stacks: kubeListWatch(kc, 'stacks'),
+    programs: kubeListWatch(kc, 'programs'),
+    workspaces: kubeListWatch(kc, 'workspaces'),
+    updates: kubeListWatch(kc, 'updates'),
+  };
 }

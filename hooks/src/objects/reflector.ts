@@ -1,3 +1,5 @@
+import { abortableSleep } from '../lib/sleep';
+
 /**
  * A list+watch mirror of one kind of object, keeping only a small projection of each (a key and
  * a value), so that 10,000 Stacks cost a map of 10,000 short entries, not 10,000 objects. It is
@@ -61,20 +63,6 @@ const MAX_RETRY_MS = 30_000;
 /** How long past its server-side timeout a silent watch is given before it is dropped. */
 const WATCH_GRACE_MS = 30_000;
 
-function abortableSleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const done = () => {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    timer.unref();
-    signal.addEventListener('abort', done, { once: true });
-  });
-}
-
 /** The HTTP status of a client-node or fetch error, if it carries one. */
 function statusOf(err: unknown): number | undefined {
   if (typeof err !== 'object' || err === null) return undefined;
@@ -95,6 +83,7 @@ export class Reflector<V> {
   private running: Promise<void> = Promise.resolve();
   private retryMs = MIN_RETRY_MS;
   private syncWaiters: (() => void)[] = [];
+  private changeWaiters: (() => void)[] = [];
   private readonly pageSize: number;
   private readonly sleep: (ms: number, signal: AbortSignal) => Promise<void>;
   private readonly watchTimeoutSeconds: () => number;
@@ -127,6 +116,30 @@ export class Reflector<V> {
     this.stopping.abort();
     await this.running;
     for (const wake of this.syncWaiters.splice(0)) wake();
+    this.notifyChange();
+  }
+
+  /**
+   * Resolves at the mirror's next change (an object added, changed or removed, a list swapped in),
+   * when it stops, or when `signal` aborts.
+   */
+  changed(signal: AbortSignal): Promise<void> {
+    if (signal.aborted || this.stopping.signal.aborted) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        signal.removeEventListener('abort', done);
+        const i = this.changeWaiters.indexOf(done);
+        if (i >= 0) this.changeWaiters.splice(i, 1);
+        resolve();
+      };
+      this.changeWaiters.push(done);
+      signal.addEventListener('abort', done, { once: true });
+    });
+  }
+
+  private notifyChange(): void {
+    if (this.changeWaiters.length === 0) return;
+    for (const wake of this.changeWaiters.slice()) wake();
   }
 
   /** Resolves when the mirror is synced (at once if it is), or when it stops. */
@@ -191,6 +204,7 @@ export class Reflector<V> {
     this.synced = true;
     this.retryMs = MIN_RETRY_MS;
     for (const wake of this.syncWaiters.splice(0)) wake();
+    this.notifyChange();
     return resourceVersion;
   }
 
@@ -240,9 +254,11 @@ export class Reflector<V> {
       if (event.type === 'ADDED' || event.type === 'MODIFIED') {
         const kept = this.options.project(event.object);
         if (kept) this.items.set(kept.key, kept.value);
+        this.notifyChange();
       } else if (event.type === 'DELETED') {
         const kept = this.options.project(event.object);
         if (kept) this.items.delete(kept.key);
+        this.notifyChange();
       }
       if (version) lastVersion = version;
     };

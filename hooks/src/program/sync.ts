@@ -2,7 +2,8 @@ import type { Program, ProgramStatus } from '../../../schemas/generated/types';
 import { Annotations, rfc3339 } from '../../../contract';
 import { formatErrors, validateProgram } from '../../../schemas';
 import { MAX_NESTING, pathNestedDeeperThan } from '../lib/json';
-import { asLastApplied, objectsOf, type KObject, type ObjectMap } from '../lib/k8s';
+import { objectsOf, type KObject, type ObjectMap } from '../lib/k8s';
+import { checkAnswer, childDigest, keptChild, recordedDigests, digestKey } from '../lib/kept-children';
 import { applyMark } from '../stack/conditions';
 import { programConfigMapName } from '../stack/source';
 import { tooDeepMessage } from '../stack/validate';
@@ -40,15 +41,33 @@ export function syncProgram(req: ProgramSyncRequest, now: Date): ProgramSyncResp
   const cmName = programConfigMapName(name);
   const observed = objectsOf(req.attachments, 'ConfigMap', 'v1').find((o) => o.metadata.name === cmName);
   const previous = program.status ?? {};
+  const answer = (status: ProgramStatus, attachment: { child: KObject; digest: string } | undefined) => {
+    const attachments = attachment ? [attachment.child] : [];
+    checkAnswer(`Program ${namespace}/${name}`, namespace, attachments, [
+      { kind: 'ConfigMap', apiVersion: 'v1', name: (n) => n === cmName },
+    ]);
+    // What this answer asks of the attachment, for the keep path of the next syncs.
+    status.childDigests = attachment ? { [digestKey('ConfigMap', cmName)]: attachment.digest } : {};
+    return { status, attachments };
+  };
 
-  // A Program that cannot be delivered keeps its last good attachment; its status has no artifact.
-  const stalled = (reason: string, message: string): ProgramSyncResponse => ({
-    status: {
-      observedGeneration: generation,
-      conditions: applyMark(previous.conditions, { kind: 'stalled', reason, message }, generation, now),
-    },
-    attachments: observed ? [asLastApplied(observed)] : [],
-  });
+  // A Program that cannot be delivered keeps its last good attachment, as last answered if the
+  // status's digest says that is what its copy is (else 409); its status has no artifact.
+  const stalled = (reason: string, message: string): ProgramSyncResponse =>
+    answer(
+      {
+        observedGeneration: generation,
+        conditions: applyMark(previous.conditions, { kind: 'stalled', reason, message }, generation, now),
+      },
+      observed
+        ? keptChild(
+            observed,
+            { kind: 'ConfigMap', apiVersion: 'v1', name: cmName, namespace },
+            recordedDigests(program.status),
+            'attachments',
+          )
+        : undefined,
+    );
   const message = programProblem(program);
   if (message !== undefined) return stalled('SpecInvalid', message);
 
@@ -88,7 +107,7 @@ export function syncProgram(req: ProgramSyncRequest, now: Date): ProgramSyncResp
   };
   const tooLarge = configMapTooLarge(`${namespace}/${name}`, configMap, rendered.size);
   if (tooLarge !== undefined) return stalled(PROGRAM_TOO_LARGE, tooLarge);
-  return { status, attachments: [configMap] };
+  return answer(status, { child: configMap, digest: childDigest(configMap, namespace) });
 }
 
 /** What is wrong with a Program, or undefined. Nesting first: validation and rendering walk it recursively. */

@@ -12,6 +12,7 @@ import { PLAN_NOT_FOUND, rfc3339 } from '../../../contract';
 import { parseDuration } from '../lib/duration';
 import { isRecord } from '../lib/json';
 import type { KObject } from '../lib/k8s';
+import { observedDeadline, observedTime } from '../lib/time';
 import type { Condition, Mark } from './conditions';
 import { buildUpdate, type UpdateIdentity, type UpdateOutcome } from './update';
 
@@ -134,39 +135,64 @@ function setState(plan: StackPlan, state: PlanState, now: Date, message?: string
 }
 
 /**
- * A finished preview that saved a plan, the Update the status follows: a success becomes the plan
- * awaiting approval (true: nothing to absorb into lastUpdate); a failure is absorbed as any failed
- * operation (false), so the Stack's backoff retries it.
+ * A finished preview that saved a plan, the Update the status follows (its plan is `status.plan`,
+ * recorded when it started): a success becomes the plan awaiting approval (true: nothing to absorb
+ * into lastUpdate); a failure is absorbed as any failed operation (false), so the Stack's backoff
+ * retries it.
  */
 export function recordPlan(
   stack: Stack,
   status: StackStatus,
   update: KObject,
-  id: UpdateIdentity,
   outcome: UpdateOutcome,
   now: Date,
 ): boolean {
-  if (!isPlanPreview(update)) return false;
-  const name = update.metadata.name;
+  const recorded = status.plan;
+  if (!isPlanPreview(update) || recorded?.id !== update.metadata.name) return false;
   if (outcome.result.state !== 'succeeded') {
-    status.plan = { ...planOf(name, id), state: 'Failed', message: outcome.result.message, decidedAt: rfc3339(now) };
+    status.plan = { ...recorded, state: 'Failed', message: outcome.result.message, decidedAt: rfc3339(now) };
     return false;
   }
   const createdAt = outcome.endTime ?? rfc3339(now);
   const plan: StackPlan = {
-    ...planOf(name, id),
+    ...recorded,
     state: 'AwaitingApproval',
     summary: summaryOf(outcome.result.resourceChanges ?? {}),
     message: outcome.result.message,
     createdAt,
   };
+  delete plan.decidedAt;
+  delete plan.expiresAt;
   const after = stack.spec?.approval?.expiresAfter;
   const ms = after !== undefined ? parseDuration(after) : undefined;
-  const created = Date.parse(createdAt);
-  if (ms !== undefined && ms > 0 && !Number.isNaN(created)) plan.expiresAt = rfc3339(new Date(created + ms));
+  const created = observedTime(createdAt, now);
+  if (ms !== undefined && ms > 0 && created !== undefined) plan.expiresAt = rfc3339(new Date(created + ms));
   status.plan = plan;
   delete status.currentUpdate;
   return true;
+}
+
+/**
+ * Whether the plan fields of the Update `status.currentUpdate` names are the ones the gate gave it:
+ * a preview saves a plan exactly when `status.plan` is its plan, and an `up` applies exactly the
+ * plan that was approved.
+ */
+export function planAsRecorded(status: StackStatus, update: KObject): boolean {
+  const plan = status.plan;
+  if (isPlanPreview(update)) return plan?.id === update.metadata.name;
+  const applied = appliedPlan(update);
+  if (applied !== undefined) return plan?.id === applied && plan.state === 'Approved';
+  return plan?.id !== update.metadata.name;
+}
+
+/**
+ * Under the gate, a result may make the Stack's last update a succeeded `up` only if that `up`
+ * applied the approved plan (one started before the gate was turned on does not count).
+ */
+export function mayRecordSuccess(stack: Stack, status: StackStatus, update: KObject, outcome: UpdateOutcome): boolean {
+  if (!approvalRequired(stack) || outcome.result.type !== 'up' || outcome.result.state !== 'succeeded') return true;
+  const plan = status.plan;
+  return plan?.state === 'Approved' && appliedPlan(update) === plan.id;
 }
 
 /** After an `up` that applied the plan in the status was absorbed: what became of the plan. */
@@ -266,14 +292,14 @@ export function approvalGate(input: GateInput): GateAnswer {
   const approved = stack.metadata.annotations?.[ApprovalAnnotations.approve] === plan.id;
   const rejected = stack.metadata.annotations?.[ApprovalAnnotations.reject] === plan.id;
   if (plan.state === 'Previewing') {
-    // Its preview ran (a lost status write): start it again, which adopts the same Update.
+    // Recorded (sync.ts makes the Update on the next call), or its Update is gone: the same Update again.
     const preview = buildUpdate(stack, 'preview', message, id);
     (preview.spec as UpdateSpec).savePlan = true;
     status.currentUpdate = { ...currentOf(id), name: preview.metadata.name };
     return { start: preview };
   }
   if (plan.state === 'AwaitingApproval') {
-    const expires = plan.expiresAt ? Date.parse(plan.expiresAt) : NaN;
+    const expires = observedDeadline(plan.expiresAt);
     if (rejected) {
       setState(
         plan,
@@ -283,7 +309,7 @@ export function approvalGate(input: GateInput): GateAnswer {
       );
     } else if (approved) {
       setState(plan, 'Approved', now, `plan ${plan.id} was approved; applying it`);
-    } else if (!Number.isNaN(expires) && now.getTime() >= expires) {
+    } else if (expires !== undefined && now.getTime() >= expires) {
       setState(
         plan,
         'Expired',
@@ -291,7 +317,7 @@ export function approvalGate(input: GateInput): GateAnswer {
         `plan ${plan.id} expired at ${plan.expiresAt} without an approval; nothing was applied`,
       );
     } else {
-      const wait = Number.isNaN(expires) ? undefined : Math.max(1, Math.ceil((expires - now.getTime()) / 1000));
+      const wait = expires === undefined ? undefined : (expires - now.getTime()) / 1000;
       return {
         mark: {
           kind: 'reconciling',

@@ -5,6 +5,7 @@
  */
 import { rfc3339 } from '../../../contract';
 import type { StatusCondition } from '../lib/conditions';
+import { printable } from '../lib/printable';
 
 export const Reasons = {
   // Reconciling
@@ -47,7 +48,7 @@ export function applyMark(observed: unknown, mark: Mark, generation: number | un
       type,
       status,
       reason,
-      message,
+      message: printable(message),
       lastTransitionTime: existing && existing.status === status ? existing.lastTransitionTime : rfc3339(now),
     };
     if (generation !== undefined) next.observedGeneration = generation;
@@ -89,7 +90,7 @@ export function applyMark(observed: unknown, mark: Mark, generation: number | un
 function conditionFields(c: Condition): Condition {
   const copy: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(c)) {
-    if (CONDITION_FIELDS[key] === typeof value) copy[key] = value;
+    if (CONDITION_FIELDS[key] === typeof value) copy[key] = key === 'message' ? printable(value as string) : value;
   }
   return copy as unknown as Condition;
 }

@@ -1,5 +1,6 @@
 import type { Stack, StackUpdateState } from '../../../schemas/generated/types';
 import { formatDuration } from '../lib/duration';
+import { observedTime } from '../lib/time';
 
 /** Upstream's constants (maxUpdateFailures, cooldown and resyncFreq: https://github.com/pulumi/pulumi-kubernetes-operator/blob/475dbc6c9d34ccab38ba1d3b16c924dd8a1c59b1/operator/internal/controller/pulumi/stack_controller.go#L1084, #L1357, #L1384). */
 export const MAX_UPDATE_FAILURES = 3;
@@ -37,9 +38,10 @@ export interface DecisionInput {
 
 export type Decision = { synced: true; requeueAfterMs?: number } | { synced: false; message: string };
 
+/** How long ago an observed time was; an unknown one (lib/time.ts) is long ago. */
 function since(now: Date, time: string | undefined): number {
-  const t = time ? Date.parse(time) : NaN;
-  return Number.isNaN(t) ? Number.POSITIVE_INFINITY : now.getTime() - t;
+  const t = observedTime(time, now);
+  return t === undefined ? Number.POSITIVE_INFINITY : now.getTime() - t;
 }
 
 /**

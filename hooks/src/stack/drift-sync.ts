@@ -49,8 +49,8 @@ export function driftStep(input: DriftStepInput): DriftStep {
   if (input.deleting || !driftChecksApply(stack, status)) return {};
   // An update that is due for any other reason runs first; the check waits until it is done.
   if (!decision.synced) return {};
-  if (remediationDue(stack, status)) return { remediate: remediationMessage(status) };
-  const due = nextDriftCheck(stack, status);
+  if (remediationDue(stack, status, now)) return { remediate: remediationMessage(status) };
+  const due = nextDriftCheck(stack, status, now);
   if (due === undefined) return {};
   const inMs = due.getTime() - now.getTime();
   if (inMs > 0) return { dueInMs: inMs };

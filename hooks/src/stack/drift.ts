@@ -14,6 +14,7 @@ import { MAX_CHANGED_URNS, rfc3339 } from '../../../contract';
 import { parseDuration } from '../lib/duration';
 import { isRecord, shortHash } from '../lib/json';
 import type { KObject } from '../lib/k8s';
+import { observedTime } from '../lib/time';
 import { buildUpdate, UpdateAnnotations, type UpdateOutcome } from './update';
 
 /** On a drift check's Update: the time the check was due (what it runs for). */
@@ -71,10 +72,8 @@ export function isDriftCheck(update: KObject): boolean {
   );
 }
 
-const time = (t: string | undefined): number => {
-  const ms = t ? Date.parse(t) : NaN;
-  return Number.isNaN(ms) ? -Infinity : ms;
-};
+/** An observed time (lib/time.ts); an unknown one is earlier than any. */
+const time = (t: string | undefined, now: Date): number => observedTime(t, now) ?? -Infinity;
 
 /**
  * Whether drift checks may run for the Stack now: enabled and the last operation an `up` that
@@ -90,12 +89,12 @@ export function driftChecksApply(stack: Stack, status: StackStatus): boolean {
  * `up` has just compared program and resources). Right away after an update that followed a check
  * that found drift: to confirm that it is gone. Undefined when the schedule is invalid.
  */
-export function nextDriftCheck(stack: Stack, status: StackStatus): Date | undefined {
-  const schedule = parseSchedule(stack.spec.driftDetection?.schedule ?? '');
+export function nextDriftCheck(stack: Stack, status: StackStatus, now: Date): Date | undefined {
+  const schedule = parseSchedule(stack.spec?.driftDetection?.schedule ?? '');
   if (typeof schedule === 'string') return undefined;
   const check = status.lastDriftCheck;
-  const updated = time(status.lastUpdate?.lastResyncTime);
-  const checked = time(check?.time);
+  const updated = time(status.lastUpdate?.lastResyncTime, now);
+  const checked = time(check?.time, now);
   if (check?.drifted === true && updated > checked) return new Date(updated);
   const base = Math.max(updated, checked, 0);
   if ('interval' in schedule) return new Date(base + schedule.interval);
@@ -109,7 +108,7 @@ export function buildDriftCheck(stack: Stack, due: Date): KObject {
   const dueAt = rfc3339(due);
   const id = { generation: stack.metadata.generation ?? 0, reconcileRequest: '', commit: '', previous: '' };
   const update = buildUpdate(stack, 'refresh', 'Drift check', id);
-  update.metadata.name = `${stack.metadata.name}-refresh-${shortHash({ uid: stack.metadata.uid ?? '', drift: dueAt }, 8)}`;
+  update.metadata.name = driftCheckName(stack, due);
   // Not an operation the Stack's history follows (lastUpdate): no identity, the check's own key.
   const annotations = { ...update.metadata.annotations };
   for (const key of Object.values(UpdateAnnotations)) delete annotations[key];
@@ -124,13 +123,13 @@ export function buildDriftCheck(stack: Stack, due: Date): KObject {
 }
 
 /** Whether the Stack should run `up` now to undo drift that its last check found. */
-export function remediationDue(stack: Stack, status: StackStatus): boolean {
+export function remediationDue(stack: Stack, status: StackStatus, now: Date): boolean {
   const check = status.lastDriftCheck;
   return (
     stack.spec.driftDetection?.remediate === true &&
     check?.state === 'succeeded' &&
     check.drifted === true &&
-    time(status.lastUpdate?.lastResyncTime) < time(check.time)
+    time(status.lastUpdate?.lastResyncTime, now) < time(check.time, now)
   );
 }
 
@@ -140,20 +139,27 @@ export function remediationMessage(status: StackStatus): string {
   return `Drift detected: ${n} resource${n === 1 ? '' : 's'} changed outside Pulumi`;
 }
 
-/** A finished check whose result the status has not recorded yet: the latest to end. */
+/** The name of the check due at `due` (buildDriftCheck): a function of the Stack and that time. */
+function driftCheckName(stack: Stack, due: Date): string {
+  return `${stack.metadata.name}-refresh-${shortHash({ uid: stack.metadata.uid ?? '', drift: rfc3339(due) }, 8)}`;
+}
+
+/**
+ * A finished check whose result the status has not recorded yet: only the check the hooks started,
+ * named after the time the status and the schedule say it was due (nothing it found was recorded
+ * since, so that time has not moved). Any other check's result is not taken.
+ */
 export function checkToRecord<C extends { update: KObject; outcome: UpdateOutcome | undefined }>(
   checks: readonly C[],
+  stack: Stack,
   status: StackStatus,
+  now: Date,
 ): C | undefined {
-  let found: C | undefined;
-  for (const check of checks) {
-    if (!check.outcome) continue;
-    if (!found || time(check.outcome.endTime) > time(found.outcome!.endTime)) found = check;
-  }
-  if (!found || found.update.metadata.name === status.lastDriftCheck?.name) return undefined;
-  // An older check than the one recorded (its Update outlived it): nothing new.
-  if (time(found.outcome!.endTime) < time(status.lastDriftCheck?.time)) return undefined;
-  return found;
+  const due = nextDriftCheck(stack, status, now);
+  if (due === undefined) return undefined;
+  const name = driftCheckName(stack, due);
+  if (name === status.lastDriftCheck?.name) return undefined;
+  return checks.find((c) => c.outcome !== undefined && c.update.metadata.name === name);
 }
 
 function listUrns(urns: readonly string[], total: number): string {
@@ -180,7 +186,8 @@ function driftCondition(check: DriftCheckState): Pick<StackCondition, 'status' |
 export function recordDriftCheck(status: StackStatus, name: string, outcome: UpdateOutcome, generation: number): void {
   const { result } = outcome;
   const check: DriftCheckState = {
-    time: outcome.endTime ?? result.endTime ?? '',
+    // The outcome's end is a known time (update.ts), or there is none.
+    time: outcome.endTime ?? '',
     name,
     state: result.state,
     message: result.message,

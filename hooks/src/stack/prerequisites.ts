@@ -3,6 +3,7 @@ import type { Stack } from '../../../schemas/generated/types';
 import { Annotations, Labels } from '../../../contract';
 import { parseDuration } from '../lib/duration';
 import { findObject, objectsOf, type KObject, type ObjectMap } from '../lib/k8s';
+import { observedTime } from '../lib/time';
 import { GROUP_VERSION } from './source';
 
 /**
@@ -50,8 +51,8 @@ export function checkPrerequisites(stack: Stack, related: ObjectMap | undefined,
     }
     const within = p.requirement?.succeededWithinDuration;
     if (within !== undefined) {
-      const ended = Date.parse(last.lastResyncTime ?? '');
-      if (Number.isNaN(ended) || now.getTime() - ended > parseDuration(within)!) {
+      const ended = observedTime(last.lastResyncTime, now);
+      if (ended === undefined || now.getTime() - ended > parseDuration(within)!) {
         failures.push({
           name: p.name,
           error: `prerequisite is out of date (last succeeded at ${last.lastResyncTime ?? 'an unknown time'}, needed within ${within})`,

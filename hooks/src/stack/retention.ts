@@ -26,7 +26,7 @@ export function retainUpdates<U extends { update: KObject; absorbed: boolean }>(
   const kept: U[] = [];
   let next: number | undefined;
   for (const entry of updates) {
-    const expiry = entry.absorbed ? updateExpiry(entry.update) : undefined;
+    const expiry = entry.absorbed ? updateExpiry(entry.update, now) : undefined;
     if (expiry === undefined) {
       kept.push(entry);
     } else if (expiry > now.getTime()) {

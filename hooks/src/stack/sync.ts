@@ -8,13 +8,26 @@ import {
   type UpdateResult,
 } from '../../../contract';
 import type { HookConfig } from '../config';
-import { asLastApplied, asRetained, findObject, objectsOf, type KObject, type ObjectMap, type Typed } from '../lib/k8s';
+import { ChildNotVerified, findObject, objectsOf, type KObject, type ObjectMap, type Typed } from '../lib/k8s';
+import { isRecord } from '../lib/json';
+import {
+  byIdentity,
+  checkAnswer,
+  childField,
+  keptChild,
+  recordDigests,
+  recordedDigests,
+  type ChildIdentity,
+  type ChildRule,
+} from '../lib/kept-children';
 import { observedCondition } from '../lib/conditions';
+import { resyncAfter } from '../lib/time';
 import {
   approvalGate,
   approvalRequired,
   heldByPlan,
-  isPlanPreview,
+  mayRecordSuccess,
+  planAsRecorded,
   recordApply,
   recordPlan,
   supersedePlan,
@@ -31,8 +44,15 @@ import { checkPrerequisites, refreshRequestsFor } from './prerequisites';
 import { retainUpdates } from './retention';
 import { interruptedMark, interruptedRetryMessage } from './self-healing';
 import { resolveSource, type RefLookup } from './source';
-import { jobOutcome } from '../update/job';
-import { buildUpdate, identityOf, updateOutcome, type UpdateIdentity, type UpdateOutcome } from './update';
+import { jobOutcome, operationType } from '../update/job';
+import {
+  buildUpdate,
+  isUpdateName,
+  typeInName,
+  updateOutcome,
+  type UpdateIdentity,
+  type UpdateOutcome,
+} from './update';
 import { checkUpdateResult, readUpdateResult } from './update-result';
 import { validateStackObject } from './validate';
 import {
@@ -89,10 +109,9 @@ export interface SyncContext {
 /** Upstream requeues a Stack whose source is unavailable after 30 s. */
 const SOURCE_RETRY_SECONDS = 30;
 
-/** An observed Update with what it runs for (undefined: not one of ours) and its result (undefined: running). */
+/** An observed Update (or an earlier version's Job) and its result (undefined: running). */
 interface ObservedUpdate {
   update: KObject;
-  id: UpdateIdentity | undefined;
   outcome: UpdateOutcome | undefined;
   /** A Job of an earlier version, which ran the operation itself: absorbed as an Update, never kept. */
   legacy?: true;
@@ -100,85 +119,155 @@ interface ObservedUpdate {
 
 interface Observed {
   workspace?: Typed<Workspace>;
+  /** The Stack's operations: Updates named as the hooks name them (any other is not answered, so Metacontroller deletes it). */
   updates: ObservedUpdate[];
   /** The Stack's drift checks (drift.ts): Updates outside its history of operations. */
   driftChecks: ObservedUpdate[];
   refreshRequests: Typed<V1ConfigMap>[];
+  /** The earlier version's Job that `status.currentUpdate` names, with its result once it ended. */
+  legacyJob?: ObservedUpdate;
   /**
-   * Children of the versions before Workspace and Update objects (the StatefulSet, Service, Jobs
-   * and Roles were the Stack's own): kept while one of those Jobs runs, then dropped.
+   * While that Job runs, the children of the versions before Workspace and Update objects (the
+   * StatefulSet, Service, Jobs and Roles were the Stack's own), kept by identity until it ends.
    */
-  legacy: KObject[];
-  legacyRunning: boolean;
+  legacy: ChildIdentity[];
 }
 
-const LEGACY_KINDS: [string, string][] = [
-  ['StatefulSet', 'apps/v1'],
-  ['Service', 'v1'],
-  ['Job', 'batch/v1'],
-  ['ServiceAccount', 'v1'],
-  ['Role', 'rbac.authorization.k8s.io/v1'],
-  ['RoleBinding', 'rbac.authorization.k8s.io/v1'],
-];
+/** The kinds of child earlier versions had (kept in stack-controller.yaml, OnDelete), and the names they gave them. */
+function legacyKinds(stack: string): { kind: string; apiVersion: string; name: (n: string) => boolean }[] {
+  const workspace = `${stack}-workspace`;
+  const update = `${stack}-update`;
+  const rbac = (n: string): boolean => n === workspace || n === update;
+  return [
+    { kind: 'StatefulSet', apiVersion: 'apps/v1', name: (n) => n === workspace },
+    { kind: 'Service', apiVersion: 'v1', name: (n) => n === workspace },
+    { kind: 'Job', apiVersion: 'batch/v1', name: (n) => isUpdateName(stack, n) },
+    { kind: 'ServiceAccount', apiVersion: 'v1', name: (n) => n === update },
+    { kind: 'Role', apiVersion: 'rbac.authorization.k8s.io/v1', name: rbac },
+    { kind: 'RoleBinding', apiVersion: 'rbac.authorization.k8s.io/v1', name: rbac },
+  ];
+}
 
-function observe(children: ObjectMap | undefined, stack: string, steps: SyncSteps): Observed {
-  const legacy = LEGACY_KINDS.flatMap(([kind, apiVersion]) => objectsOf(children, kind, apiVersion));
-  // An earlier version's Job carries the same identity annotations as an Update, and its result.
-  const legacyJobs = objectsOf<V1Job>(children, 'Job', 'batch/v1').map((job): ObservedUpdate => ({
+/**
+ * What the Stack's answer may hold (checkAnswer): its Workspace, its Updates, its refresh requests,
+ * and while an earlier version's Job runs, that version's children by identity only.
+ */
+function stackChildRules(stack: string): ChildRule[] {
+  return [
+    { kind: 'Workspace', apiVersion: WORKSPACE_API_VERSION, name: (n) => n === stack },
+    { kind: 'Update', apiVersion: WORKSPACE_API_VERSION, name: (n) => isUpdateName(stack, n) },
+    { kind: 'ConfigMap', apiVersion: 'v1', name: (n) => n.startsWith(`${stack}-refresh-`) },
+    ...legacyKinds(stack).map((k) => ({ ...k, identityOnly: true as const })),
+  ];
+}
+
+/** The Stack's children that Metacontroller updates in place: kept only as their digests in the status verify. */
+const IN_PLACE_KINDS: ReadonlySet<string> = new Set(['Workspace', 'ConfigMap']);
+
+function observe(
+  children: ObjectMap | undefined,
+  stack: string,
+  namespace: string,
+  current: string | undefined,
+  steps: SyncSteps,
+  now: Date,
+): Observed {
+  const updates = objectsOf(children, 'Update', WORKSPACE_API_VERSION)
+    .filter((update) => isUpdateName(stack, update.metadata.name))
+    .map((update) => ({ update, outcome: updateOutcome(update, checkUpdateResult, now) }));
+  // An earlier version recorded its Job in status.currentUpdate before Metacontroller created it;
+  // only that Job is its operation (anyone who may create Jobs can label one as the Stack's).
+  const job =
+    current === undefined
+      ? undefined
+      : objectsOf<V1Job>(children, 'Job', 'batch/v1').find((j) => j.metadata.name === current);
+  const legacyJob: ObservedUpdate | undefined = job && {
     update: job,
-    id: identityOf(job),
-    outcome: jobOutcome(job, steps.updateResult(job.metadata.annotations?.[Annotations.updateResult])),
+    outcome: jobOutcome(job, steps.updateResult(job.metadata.annotations?.[Annotations.updateResult]), now),
     legacy: true,
-  }));
-  const updates = objectsOf(children, 'Update', WORKSPACE_API_VERSION).map((update) => ({
-    update,
-    id: identityOf(update),
-    outcome: updateOutcome(update, checkUpdateResult),
-  }));
+  };
+  const legacyRunning =
+    job !== undefined &&
+    observedCondition(job.status, 'Complete')?.status !== 'True' &&
+    observedCondition(job.status, 'Failed')?.status !== 'True';
   return {
     workspace: objectsOf<Workspace>(children, 'Workspace', WORKSPACE_API_VERSION).find(
       (o) => o.metadata.name === stack,
     ),
-    updates: [...updates.filter((o) => !isDriftCheck(o.update)), ...legacyJobs],
+    updates: updates.filter((o) => !isDriftCheck(o.update)),
     driftChecks: updates.filter((o) => isDriftCheck(o.update)),
-    refreshRequests: objectsOf<V1ConfigMap>(children, 'ConfigMap', 'v1'),
-    legacy,
-    legacyRunning: legacy.some(
-      (o) =>
-        o.kind === 'Job' &&
-        observedCondition(o.status, 'Complete')?.status !== 'True' &&
-        observedCondition(o.status, 'Failed')?.status !== 'True',
+    refreshRequests: objectsOf<V1ConfigMap>(children, 'ConfigMap', 'v1').filter((cm) =>
+      cm.metadata.name.startsWith(`${stack}-refresh-`),
     ),
+    ...(legacyJob ? { legacyJob } : {}),
+    legacy: legacyRunning
+      ? legacyKinds(stack).flatMap(({ kind, apiVersion, name }) =>
+          objectsOf(children, kind, apiVersion)
+            .filter((o) => name(o.metadata.name))
+            .map((o) => ({ kind, apiVersion, name: o.metadata.name, namespace })),
+        )
+      : [],
   };
 }
 
-/** Records a finished operation in the status (upstream's markStackSucceeded/markStackFailed). */
-function absorb(status: StackStatus, update: KObject, id: UpdateIdentity, outcome: UpdateOutcome, now: Date): void {
+/**
+ * Records a finished operation in the status (upstream's markStackSucceeded/markStackFailed):
+ * what it ran for is what `status.currentUpdate` recorded when it started.
+ */
+function absorb(
+  status: StackStatus,
+  name: string,
+  started: NonNullable<StackStatus['currentUpdate']>,
+  outcome: UpdateOutcome,
+  now: Date,
+): void {
   const prev = status.lastUpdate;
   const { result } = outcome;
   const succeeded = result.state === 'succeeded';
+  const generation = started.generation ?? 0;
+  const reconcileRequest = started.reconcileRequest ?? '';
+  const commit = started.commit ?? '';
   const sameAttempt =
-    prev !== undefined && prev.generation === id.generation && (prev.reconcileRequest ?? '') === id.reconcileRequest;
+    prev !== undefined && prev.generation === generation && (prev.reconcileRequest ?? '') === reconcileRequest;
   const last: StackUpdateState = {
-    generation: id.generation,
-    reconcileRequest: id.reconcileRequest,
-    name: update.metadata.name,
+    generation,
+    reconcileRequest,
+    name,
     type: result.type,
     state: result.state,
     message: result.message,
-    lastAttemptedCommit: id.commit,
-    lastSuccessfulCommit: succeeded ? id.commit : (prev?.lastSuccessfulCommit ?? ''),
+    lastAttemptedCommit: commit,
+    lastSuccessfulCommit: succeeded ? commit : (prev?.lastSuccessfulCommit ?? ''),
     lastResyncTime: outcome.endTime ?? rfc3339(now),
     failures: succeeded ? 0 : sameAttempt ? (prev.failures ?? 0) + 1 : 0,
   };
   if (result.permalink) last.permalink = result.permalink;
   status.lastUpdate = last;
   if (succeeded && result.type === 'up') {
-    recordOutputs(status, result, update.metadata.name, id.generation, last.lastResyncTime ?? rfc3339(now));
-    recordOutputsTo(status, result, id.generation, last.lastResyncTime ?? rfc3339(now));
+    recordOutputs(status, result, name, generation, last.lastResyncTime ?? rfc3339(now));
+    recordOutputsTo(status, result, generation, last.lastResyncTime ?? rfc3339(now));
   }
   if (succeeded && result.projectInfo) status.projectInfo = { ...result.projectInfo };
   delete status.currentUpdate;
+}
+
+/** An Update of the Stack's that the hooks did not make as it is: answered with 409, its result never taken. */
+function foreignUpdate(name: string, namespace: string, why: string): ChildNotVerified {
+  return new ChildNotVerified(
+    childField('children', { kind: 'Update', apiVersion: WORKSPACE_API_VERSION, name, namespace }),
+    `${why}; nothing is taken from it and nothing is applied until it is deleted: kubectl delete update ${name} -n ${namespace}`,
+  );
+}
+
+/**
+ * Whether the Update `status.currentUpdate` names is the one the hooks started: its type is the
+ * one its name was made with, and its plan fields are the ones the approval gate gave it.
+ */
+function startedAsRecorded(stack: Stack, status: StackStatus, update: KObject): boolean {
+  const spec = isRecord(update.spec) ? update.spec : {};
+  return (
+    operationType(spec.type) === typeInName(stack.metadata.name, update.metadata.name) && planAsRecorded(status, update)
+  );
 }
 
 /**
@@ -255,13 +344,20 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
   const generation = stack.metadata.generation ?? 0;
   const request = stack.metadata.annotations?.[Annotations.reconciliationRequest] ?? '';
   const deleting = req.finalizing === true;
-  const observed = observe(req.children, name, steps);
 
   const status: StackStatus = carriedStatus(stack.status);
   status.observedGeneration = generation;
   if (request !== '') status.observedReconcileRequest = request;
+  // The operation the observed status names: recorded before its Update was made (step 8).
+  const started = status.currentUpdate;
+  const observed = observe(req.children, name, namespace, started?.name, steps, now);
 
+  // Digests of the InPlace children already known (a cached Workspace's, a verified kept child's).
+  const known = new Map<KObject, string>();
   const respond = (mark: Mark, children: KObject[], extra: Partial<StackSyncResponse> = {}): StackSyncResponse => {
+    checkAnswer(`Stack ${namespace}/${name}`, namespace, children, stackChildRules(name));
+    // What this answer asks of each InPlace child, for the keep paths of the next syncs.
+    status.childDigests = recordDigests(children, namespace, IN_PLACE_KINDS, known);
     // The approval gate's plan and condition exist only while the gate is on (docs/approval.md).
     if (!approvalRequired(stack)) delete status.plan;
     const conditions = withApprovalCondition(
@@ -278,58 +374,71 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
     // Called again when the next finished Update's TTL runs out, unless something else comes first.
     const wake = retained.resyncAfterSeconds;
     if (wake !== undefined && (answer.resyncAfterSeconds ?? Infinity) > wake) answer.resyncAfterSeconds = wake;
+    const wait = resyncAfter(answer.resyncAfterSeconds);
+    if (wait === undefined) delete answer.resyncAfterSeconds;
+    else answer.resyncAfterSeconds = wait;
     return answer;
   };
-  // The Update that follows lastUpdate: the one whose result the status does not have yet.
-  const lastName = status.lastUpdate?.name ?? '';
-  // (A preview that saved a plan follows only while the status names it: once its plan is recorded,
-  // the plan's up is the one that follows.)
-  const follows = ({ update, id }: ObservedUpdate): boolean =>
-    update.metadata.name === status.currentUpdate?.name ||
-    (id !== undefined && id.previous === lastName && update.metadata.name !== lastName && !isPlanPreview(update));
-  // Finished Updates go once their result is in the observed status and their TTL has passed.
+  // Finished Updates go once their result is in the observed status and their TTL has passed: all
+  // but the one the status names (and a preview whose plan the status still refers to).
   // A drift check is absorbed once it is not the one whose result the status is yet to record.
-  const unrecordedCheck = checkToRecord(observed.driftChecks, status);
+  const unrecordedCheck = checkToRecord(observed.driftChecks, stack, status, now);
   const retained = retainUpdates(
     [
-      ...observed.updates
-        .filter((o) => !o.legacy)
-        .map((o) => ({ ...o, absorbed: !follows(o) && !heldByPlan(status, o.update.metadata.name) })),
+      ...observed.updates.map((o) => ({
+        ...o,
+        absorbed: o.update.metadata.name !== started?.name && !heldByPlan(status, o.update.metadata.name),
+      })),
       ...observed.driftChecks.map((o) => ({ ...o, absorbed: o !== unrecordedCheck })),
     ],
     now,
   );
-  const keptUpdates = retained.kept.map(({ update }) => asRetained(update));
-  const keptWorkspace = (): KObject[] => (observed.workspace ? [asLastApplied(observed.workspace)] : []);
-  const keepAll = (): KObject[] => [...keptWorkspace(), ...keptUpdates, ...observed.refreshRequests.map(asLastApplied)];
+  const keptUpdates = retained.kept.map(({ update }) =>
+    byIdentity({ kind: 'Update', apiVersion: WORKSPACE_API_VERSION, name: update.metadata.name, namespace }),
+  );
+  // Kept as last answered, if the status's digest says that is what the observed copy is (else 409).
+  const recorded = recordedDigests(stack.status);
+  const kept = (child: KObject, kind: string, apiVersion: string): KObject => {
+    const verified = keptChild(child, { kind, apiVersion, name: child.metadata.name, namespace }, recorded);
+    known.set(verified.child, verified.digest);
+    return verified.child;
+  };
+  const keptWorkspace = (): KObject[] =>
+    observed.workspace ? [kept(observed.workspace, 'Workspace', WORKSPACE_API_VERSION)] : [];
+  const keepAll = (): KObject[] => [
+    ...keptWorkspace(),
+    ...keptUpdates,
+    ...observed.refreshRequests.map((cm) => kept(cm, 'ConfigMap', 'v1')),
+  ];
 
   // 0. An operation of an earlier version (its own Job) still runs: wait for it, changing nothing.
-  if (observed.legacyRunning) {
+  if (observed.legacy.length > 0) {
     return respond({ kind: 'reconciling', reason: Reasons.StackProcessing, message: 'stack is being processed' }, [
       ...keepAll(),
-      ...observed.legacy.map((o) => (o.kind === 'Job' ? asRetained(o) : asLastApplied(o))),
+      ...observed.legacy.map(byIdentity),
     ]);
   }
 
-  // 1. The operation that follows lastUpdate: absorb it when finished, wait while it runs.
-  const current = observed.updates.find(follows);
-  if (current) {
-    const { update, id, outcome } = current;
-    if (id && outcome) {
-      if (!recordPlan(stack, status, update, id, outcome, now)) {
-        absorb(status, update, id, outcome, now);
-        recordApply(status, update, outcome, now);
-      }
-    } else if (id) {
-      status.currentUpdate = {
-        generation: id.generation,
-        reconcileRequest: id.reconcileRequest,
-        name: update.metadata.name,
-        commit: id.commit,
-      };
+  // 1. The operation the status names: absorb it when finished, wait while it runs. Only the
+  // hooks start operations, and each is recorded before its Update is made, so no other result
+  // is taken (one that is not the hooks' gets no answer: 409).
+  const current = observed.updates.find(({ update }) => update.metadata.name === started?.name) ?? observed.legacyJob;
+  // Recorded by the previous answer and not made yet: the Update step 8 makes if it is still the one to start.
+  const pending = current ? undefined : started?.name;
+  if (current && !current.legacy && !startedAsRecorded(stack, status, current.update))
+    throw foreignUpdate(
+      current.update.metadata.name,
+      namespace,
+      'is not the Update the operator started: its spec.type or plan is not what status.currentUpdate and status.plan record',
+    );
+  if (current?.outcome && started) {
+    const { update, outcome } = current;
+    if (!recordPlan(stack, status, update, outcome, now) && mayRecordSuccess(stack, status, update, outcome)) {
+      absorb(status, update.metadata.name, started, outcome, now);
+      recordApply(status, update, outcome, now);
     }
   }
-  if (!current) delete status.currentUpdate;
+  if (!current || current.outcome) delete status.currentUpdate;
   if (unrecordedCheck?.outcome)
     recordDriftCheck(status, unrecordedCheck.update.metadata.name, unrecordedCheck.outcome, generation);
   const running = observed.updates.filter(({ outcome }) => outcome === undefined);
@@ -355,8 +464,10 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
     observed.updates.find(({ update }) => update.metadata.name === status.lastUpdate?.name)?.outcome?.result.reason;
 
   // 2. Deleting without destroy: nothing to run (upstream marks the Stack Ready and releases it).
+  // Metacontroller applies no children once it has removed its finalizer, and garbage collection
+  // takes them with the Stack: nothing is kept that would need verifying.
   if (deleting && (stack.spec?.destroyOnFinalize !== true || stack.spec?.preview === true)) {
-    return respond({ kind: 'ready' }, keepAll(), { finalized: true });
+    return respond({ kind: 'ready' }, keptUpdates, { finalized: true });
   }
 
   // 3. An invalid Stack stalls; its children stay exactly as they are.
@@ -385,6 +496,7 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
     refreshRequestedBy: deleting ? [] : refreshRequestsFor(stack, req.related),
   });
   const workspace = steps.workspace(stack, source.source, ctx.config);
+  known.set(workspace.workspace, workspace.digest);
   const drift = driftStep({
     stack,
     status,
@@ -395,7 +507,8 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
     ready: workspaceReadiness(observed.workspace, workspace.hash).state === 'ready',
   });
   if (drift.wait) {
-    // A drift check runs: the update that is due starts when it ends; the Workspace stays as it is.
+    // A drift check runs: the update that is due starts when it ends; the Workspace stays as it is
+    // (kept, not computed: the spec it would be computed from is the one that changed).
     return respond({ kind: 'reconciling', reason: Reasons.StackProcessing, message: drift.wait }, keepAll());
   }
   // Branch polling and retries go on while a check runs.
@@ -436,8 +549,9 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
   if (!deleting) {
     const pre = checkPrerequisites(stack, req.related, now);
     if (pre.unmet.length > 0) {
+      // Nothing runs: an existing Workspace follows the spec already, none is made until they are met.
       return respond({ kind: 'reconciling', reason: Reasons.PrerequisiteNotSatisfied, message: pre.unmet.join('; ') }, [
-        ...keptWorkspace(),
+        ...(observed.workspace ? [workspace.workspace] : []),
         ...keptUpdates,
         ...pre.refreshRequests,
       ]);
@@ -478,7 +592,9 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
     return respond({ kind: 'reconciling', reason: Reasons.StackProcessing, message: readiness.message }, children);
   }
 
-  // 8. Start the operation; the next sync sees it running.
+  // 8. Start the operation, in two answers: the first records it in status.currentUpdate, the next
+  // (Metacontroller calls again on its own status write) makes its Update, once the status names
+  // it. So every Update of the Stack is recorded before it exists, and step 1 takes no other result.
   const type: OperationType = deleting ? 'destroy' : spec.preview ? 'preview' : 'up';
   const id: UpdateIdentity = {
     generation,
@@ -512,10 +628,24 @@ export function syncStack(req: StackSyncRequest, ctx: SyncContext): StackSyncRes
   // state (and through the approval gate, its preview too, so that the plan is made from that state).
   if (drift.remediate !== undefined) (update.spec as Record<string, unknown>).refresh = true;
   const startName = update.metadata.name;
-  // The Workspace is held for the Update: kept as last applied, with the hold, until the Update ends.
-  return respond({ kind: 'reconciling', reason: Reasons.StackProcessing, message: 'stack is being processed' }, [
-    heldFor(workspace.workspace, startName),
-    ...keptUpdates.filter((u) => u.metadata.name !== startName),
-    update,
-  ]);
+  // The Workspace is held for the Update from the first answer on: kept as answered, with the
+  // hold, until the Update ends.
+  const processing: Mark = {
+    kind: 'reconciling',
+    reason: Reasons.StackProcessing,
+    message: 'stack is being processed',
+  };
+  const held = heldFor(workspace.workspace, startName);
+  if (pending !== startName) {
+    // An Update of that name before the hooks recorded it was made by someone else: no result of
+    // it may count, and recording it would make it count.
+    if ([...observed.updates, ...observed.driftChecks].some((o) => o.update.metadata.name === startName))
+      throw foreignUpdate(
+        startName,
+        namespace,
+        'exists, but the operator has not recorded starting it (status.currentUpdate), so it did not make it',
+      );
+    return respond(processing, [held, ...keptUpdates]);
+  }
+  return respond(processing, [held, ...keptUpdates.filter((u) => u.metadata.name !== startName), update]);
 }

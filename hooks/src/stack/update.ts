@@ -18,12 +18,14 @@ import { observedCondition } from '../lib/conditions';
 import { isRecord, shortHash } from '../lib/json';
 import type { KObject } from '../lib/k8s';
 import { strategicMerge } from '../lib/merge';
+import { knownTime, observedTime } from '../lib/time';
 import { operationType } from '../update/job';
 import { WORKSPACE_API_VERSION } from './workspace';
 
 /**
- * Hook-internal annotations on each Update: what it runs for. They make an Update self-describing,
- * so a result is absorbed correctly even if the status that named it was never written.
+ * Annotations on each Update: what it runs for, for whoever reads the Update. The Stack reads
+ * none of them back: what an operation ran for is what `status.currentUpdate` recorded before its
+ * Update was made (sync.ts), as anyone allowed to patch an Update could write these.
  */
 export const UpdateAnnotations = {
   generation: 'pulumi.com/update-generation',
@@ -53,16 +55,16 @@ export function updateName(stack: Stack, type: OperationType, id: UpdateIdentity
   return `${stack.metadata.name}-${type}-${shortHash({ uid, type, ...id }, 8)}`;
 }
 
-export function identityOf(update: KObject): UpdateIdentity | undefined {
-  const a = update.metadata.annotations ?? {};
-  const generation = Number(a[UpdateAnnotations.generation]);
-  if (!Number.isInteger(generation)) return undefined;
-  return {
-    generation,
-    reconcileRequest: a[UpdateAnnotations.reconcileRequest] ?? '',
-    commit: a[UpdateAnnotations.commit] ?? '',
-    previous: a[UpdateAnnotations.previous] ?? '',
-  };
+/** `<stack>-<type>-<8 hex>`: the names the hooks give a Stack's Updates (drift checks too), and earlier versions its Jobs. */
+export function isUpdateName(stack: string, name: string): boolean {
+  return typeInName(stack, name) !== undefined;
+}
+
+/** The operation type an Update's name says it runs (the hash after it is of what it runs for). */
+export function typeInName(stack: string, name: string): OperationType | undefined {
+  if (!name.startsWith(`${stack}-`)) return undefined;
+  const match = /^(up|preview|refresh|destroy)-[0-9a-f]{8}$/.exec(name.slice(stack.length + 1));
+  return match ? (match[1] as OperationType) : undefined;
 }
 
 /**
@@ -164,6 +166,7 @@ const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : und
 export function updateOutcome(
   update: KObject,
   check: (result: UpdateResult) => UpdateResult,
+  now: Date,
 ): UpdateOutcome | undefined {
   const complete = observedCondition(update.status, 'Complete');
   if (complete?.status !== 'True') return undefined;
@@ -176,8 +179,10 @@ export function updateOutcome(
     message: str(status.message) ?? str(complete.message) ?? '',
   };
   if (failed?.status === 'True' && str(failed.reason)) result.reason = failed.reason;
-  for (const key of ['permalink', 'startTime', 'endTime'] as const) {
-    const v = str(status[key]);
+  const permalink = str(status.permalink);
+  if (permalink !== undefined) result.permalink = permalink;
+  for (const key of ['startTime', 'endTime'] as const) {
+    const v = knownTime(status[key], now);
     if (v !== undefined) result[key] = v;
   }
   const info = status.projectInfo;
@@ -198,17 +203,17 @@ export function updateOutcome(
       .slice(0, MAX_CHANGED_URNS);
   const changes = parseResourceChanges(status.resourceChanges);
   if (changes) result.resourceChanges = changes;
-  return { result: check(result), endTime: result.endTime ?? str(complete.lastTransitionTime) };
+  return { result: check(result), endTime: result.endTime ?? knownTime(complete.lastTransitionTime, now) };
 }
 
 /** When a finished Update may go (ms since the epoch): its end plus `ttlAfterCompleted`; undefined while it runs. */
-export function updateExpiry(update: KObject): number | undefined {
+export function updateExpiry(update: KObject, now: Date): number | undefined {
   const complete = observedCondition(update.status, 'Complete');
   if (complete?.status !== 'True') return undefined;
-  const end = Date.parse(
-    str(isRecord(update.status) ? update.status.endTime : undefined) ?? complete.lastTransitionTime ?? '',
-  );
-  if (Number.isNaN(end)) return undefined;
+  const end =
+    observedTime(isRecord(update.status) ? update.status.endTime : undefined, now) ??
+    observedTime(complete.lastTransitionTime, now);
+  if (end === undefined) return undefined;
   const ttl = isRecord(update.spec) ? str(update.spec.ttlAfterCompleted) : undefined;
   const ms = parseDuration(ttl ?? DEFAULT_TTL);
   return ms === undefined ? undefined : end + ms;

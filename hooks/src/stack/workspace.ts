@@ -10,6 +10,7 @@ import type { HookConfig } from '../config';
 import { shortHash } from '../lib/json';
 import { observedCondition } from '../lib/conditions';
 import type { Json, KObject } from '../lib/k8s';
+import { childDigest } from '../lib/kept-children';
 import { strategicMerge } from '../lib/merge';
 import { stackLabels } from '../workspace/pod';
 import { WORKSPACE_HOLD } from '../workspace/sync';
@@ -163,6 +164,8 @@ export interface DesiredStackWorkspace {
   workspace: KObject;
   /** WORKSPACE_SPEC_HASH: what the observed Workspace must carry to count as this one. */
   hash: string;
+  /** What `status.childDigests` records of it (kept-children.ts): hashed once, cached with it. */
+  digest: string;
 }
 
 /** The Workspace `<stack>` for a Stack and its resolved source. */
@@ -202,7 +205,7 @@ export function desiredWorkspace(stack: Stack, source: FetchSource, config: Hook
     },
     spec: ws,
   };
-  return { workspace, hash };
+  return { workspace, hash, digest: childDigest(workspace, namespace) };
 }
 
 export type StackWorkspaceReadiness =

@@ -13,6 +13,7 @@ import { withEphemeralStorage } from '../bounded/resources';
 import type { HookConfig } from '../config';
 import { stableStringify } from '../lib/json';
 import { conditionOf, type Json, type KObject, type Typed } from '../lib/k8s';
+import { knownTime } from '../lib/time';
 import {
   RESTRICTED_CONTAINER_SECURITY,
   RESTRICTED_POD_SECURITY,
@@ -153,6 +154,19 @@ export function buildJob(update: Update, type: OperationType, config: HookConfig
   return job;
 }
 
+/** The result with only the start and end times that are known (lib/time.ts): the same object when both are. */
+function withKnownTimes(result: UpdateResult, now: Date): UpdateResult {
+  const start = knownTime(result.startTime, now);
+  const end = knownTime(result.endTime, now);
+  if (start === result.startTime && end === result.endTime) return result;
+  const known: UpdateResult = { ...result };
+  delete known.startTime;
+  delete known.endTime;
+  if (start !== undefined) known.startTime = start;
+  if (end !== undefined) known.endTime = end;
+  return known;
+}
+
 export interface JobOutcome {
   result: UpdateResult;
   /** When the operation ended: the result's end time, else the Job's; lastResyncTime. */
@@ -163,12 +177,18 @@ export interface JobOutcome {
  * A finished Job's result, or undefined while it runs. `result` is the Job's
  * `pulumi.com/update-result` annotation, parsed; a pod that died without reporting is a failure.
  */
-export function jobOutcome(job: Typed<V1Job>, result: UpdateResult | undefined): JobOutcome | undefined {
+export function jobOutcome(job: Typed<V1Job>, result: UpdateResult | undefined, now: Date): JobOutcome | undefined {
   const type = jobType(job) ?? 'up';
   const failed = conditionOf(job, 'Failed');
   const complete = conditionOf(job, 'Complete');
-  const jobEnd = job.status?.completionTime ?? failed?.lastTransitionTime ?? complete?.lastTransitionTime;
-  if (result) return { result, endTime: result.endTime ?? jobEnd };
+  const jobEnd =
+    knownTime(job.status?.completionTime, now) ??
+    knownTime(failed?.lastTransitionTime, now) ??
+    knownTime(complete?.lastTransitionTime, now);
+  if (result) {
+    const known = withKnownTimes(result, now);
+    return { result: known, endTime: known.endTime ?? jobEnd };
+  }
   if (failed?.status === 'True') {
     const why = [failed.reason, failed.message].filter(Boolean).join(': ');
     return {

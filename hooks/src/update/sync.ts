@@ -12,6 +12,8 @@ import type { HookConfig } from '../config';
 import { observedCondition, setConditions, type DesiredCondition } from '../lib/conditions';
 import { dottedPath, MAX_NESTING, pathNestedDeeperThan, PROTOTYPE_KEY_PROBLEM, prototypeKeyPath } from '../lib/json';
 import { findObject, objectsOf, type KObject, type ObjectMap } from '../lib/k8s';
+import { checkAnswer, type ChildRule } from '../lib/kept-children';
+import { knownTime, resyncAfter } from '../lib/time';
 import { readUpdateResult } from '../stack/update-result';
 import { AUTO_GROUP_VERSION } from './customize';
 import { buildJob, jobOutcome, operationType, updateLabels, type JobOutcome } from './job';
@@ -69,9 +71,9 @@ function finished(outcome: JobOutcome): DesiredCondition[] {
 }
 
 /** What the status records of a finished operation: upstream's fields, then the outputs (ours). */
-function resultFields(status: UpdateStatus, name: string, job: KObject, outcome: JobOutcome): void {
+function resultFields(status: UpdateStatus, name: string, job: KObject, outcome: JobOutcome, now: Date): void {
   const { result } = outcome;
-  const started = (job.status as { startTime?: string } | undefined)?.startTime;
+  const started = knownTime((job.status as { startTime?: unknown } | undefined)?.startTime, now);
   const start = result.startTime ?? started;
   if (start) status.startTime = start;
   if (outcome.endTime) status.endTime = outcome.endTime;
@@ -120,6 +122,17 @@ function specProblem(update: Update, type: OperationType | undefined): string | 
   return planProblem(update.spec, type) ?? outputsToProblem(update);
 }
 
+/** What an Update's answer may hold (checkAnswer): its Job and the Job's identity, each named as the Update. */
+function childRules(update: string): ChildRule[] {
+  const named = (n: string): boolean => n === update;
+  return [
+    { kind: 'Job', apiVersion: 'batch/v1', name: named },
+    { kind: 'ServiceAccount', apiVersion: 'v1', name: named },
+    { kind: 'Role', apiVersion: 'rbac.authorization.k8s.io/v1', name: named },
+    { kind: 'RoleBinding', apiVersion: 'rbac.authorization.k8s.io/v1', name: named },
+  ];
+}
+
 export function syncUpdate(req: UpdateSyncRequest, ctx: UpdateSyncContext): UpdateSyncResponse {
   const update = req.parent;
   const name = update.metadata.name;
@@ -129,8 +142,10 @@ export function syncUpdate(req: UpdateSyncRequest, ctx: UpdateSyncContext): Upda
   const status: UpdateStatus = {};
   if (generation !== undefined) status.observedGeneration = generation;
   const answer = (conditions: DesiredCondition[], children: KObject[], resync?: number): UpdateSyncResponse => {
+    checkAnswer(`Update ${namespace}/${name}`, namespace, children, childRules(name));
     status.conditions = setConditions(update.status?.conditions, conditions, generation, ctx.now);
-    return { status, children, ...(resync !== undefined ? { resyncAfterSeconds: resync } : {}) };
+    const wait = resyncAfter(resync);
+    return { status, children, ...(wait !== undefined ? { resyncAfterSeconds: wait } : {}) };
   };
 
   const type = operationType(spec.type);
@@ -152,15 +167,15 @@ export function syncUpdate(req: UpdateSyncRequest, ctx: UpdateSyncContext): Upda
   // Running or finished: the Job is returned as it is built (OnDelete: never updated) with its identity.
   if (job) {
     const read = ctx.updateResult ?? readUpdateResult;
-    const outcome = jobOutcome(job, read(job.metadata.annotations?.[Annotations.updateResult]));
+    const outcome = jobOutcome(job, read(job.metadata.annotations?.[Annotations.updateResult]), ctx.now);
     const children = [buildJob(update, type, ctx.config), ...identity];
     if (!outcome) {
       // When it started, as far as anyone knows: also the mark that its Job existed (below).
-      const started = job.status?.startTime ?? job.metadata.creationTimestamp;
-      if (typeof started === 'string') status.startTime = started;
+      const started = knownTime(job.status?.startTime, ctx.now) ?? knownTime(job.metadata.creationTimestamp, ctx.now);
+      if (started !== undefined) status.startTime = started;
       return answer(progressing('Progressing', `the ${type} is running`), children);
     }
-    resultFields(status, name, job, outcome);
+    resultFields(status, name, job, outcome, ctx.now);
     return answer(finished(outcome), children);
   }
 

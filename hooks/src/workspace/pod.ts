@@ -26,12 +26,18 @@ import type { HookConfig } from '../config';
 import { knownHostsLinesFor } from '../git/known-hosts';
 import { shortHash, stableStringify } from '../lib/json';
 import type { Json, KObject, Typed } from '../lib/k8s';
+import { childDigest } from '../lib/kept-children';
 import { strategicMerge } from '../lib/merge';
 import { fetchSourceOf, type FetchSource } from './source';
 
 /** `<workspace>-workspace`: the StatefulSet and its headless Service (pod `<workspace>-workspace-0`), as upstream. */
 export function workspaceName(workspace: string): string {
   return `${workspace}-workspace`;
+}
+
+/** `<workspace>-workspace-status`: the ConfigMap in which the workspace pod's agent reports its state. */
+export function workspaceStatusName(workspace: string): string {
+  return `${workspaceName(workspace)}-status`;
 }
 
 /** Audience of the tokens callers present to a workspace (upstream: `<workspace>.<namespace>`). */
@@ -97,7 +103,7 @@ function literalEnv(name: string, value: string): V1EnvVar {
 function fetchContainer(
   source: FetchSource,
   config: HookConfig,
-  workspaceNameOf: string,
+  statusName: string,
 ): { container?: V1Container; volumes: Json<V1Volume>[] } {
   const env: V1EnvVar[] = [];
   const mounts: V1VolumeMount[] = [{ ...SHARE_MOUNT }];
@@ -145,8 +151,8 @@ function fetchContainer(
     case 'none':
       return { volumes };
   }
-  // Who to report a failed fetch to: the workspace StatefulSet, for the template this pod runs.
-  env.push(...workspaceIdentityEnv(workspaceNameOf));
+  // Where to report a failed fetch: the status ConfigMap, for the template this pod runs.
+  env.push(...workspaceIdentityEnv(statusName));
   const kind = source.kind === 'projectInfo' ? 'project-info' : source.kind;
   const container: V1Container = {
     name: 'fetch',
@@ -175,8 +181,8 @@ function bootstrapContainer(config: HookConfig): V1Container {
   return container;
 }
 
-/** What an agent in the workspace pod needs to report on its StatefulSet. */
-function workspaceIdentityEnv(wsName: string): V1EnvVar[] {
+/** What an agent in the workspace pod needs to report its state (in the status ConfigMap). */
+function workspaceIdentityEnv(statusName: string): V1EnvVar[] {
   return [
     { name: Env.podNamespace, valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.namespace' } } },
     { name: Env.podName, valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.name' } } },
@@ -184,7 +190,7 @@ function workspaceIdentityEnv(wsName: string): V1EnvVar[] {
       name: Env.workspaceHash,
       valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: `metadata.annotations['${Annotations.workspaceHash}']` } },
     },
-    { name: Env.workspaceName, value: wsName },
+    { name: Env.workspaceStatusConfigMap, value: statusName },
   ];
 }
 
@@ -193,6 +199,8 @@ export interface DesiredWorkspace {
   service: KObject;
   /** Hash of the desired pod template; the workspace is ready for an operation once it runs this. */
   hash: string;
+  /** What `status.childDigests` records of the StatefulSet and the Service (kept-children.ts), cached with them. */
+  digests: { statefulSet: string; service: string };
 }
 
 /** The stack `pko-agent serve` selects and configures: the Workspace's first (the agent serves one). */
@@ -214,11 +222,11 @@ function agentStack(stack: WorkspaceStack | undefined): WorkspaceStackSpec {
  * The Workspace's own environment, then what the agent needs. The names of variables set from
  * Secrets go to the agent, which masks their values in what it logs and reports.
  */
-function containerEnv(ws: Workspace, wsName: string): V1EnvVar[] {
+function containerEnv(ws: Workspace): V1EnvVar[] {
   const name = ws.metadata.name;
   const namespace = ws.metadata.namespace ?? '';
   const ours: V1EnvVar[] = [
-    ...workspaceIdentityEnv(wsName),
+    ...workspaceIdentityEnv(workspaceStatusName(name)),
     { name: Env.stackName, value: name },
     { name: Env.workspaceAudience, value: workspaceAudience(name, namespace) },
     { name: Env.workspaceStack, value: stableStringify(agentStack(ws.spec?.stacks?.[0])) },
@@ -244,7 +252,7 @@ export function desiredWorkspace(ws: Workspace, config: HookConfig): DesiredWork
   const namespace = ws.metadata.namespace ?? '';
   const wsName = workspaceName(name);
   const restricted = (spec.securityProfile ?? 'restricted') !== 'baseline';
-  const fetch = fetchContainer(fetchSourceOf(spec, namespace), config, wsName);
+  const fetch = fetchContainer(fetchSourceOf(spec, namespace), config, workspaceStatusName(name));
   const labels = inheritedLabels(ws);
 
   const pulumi: V1Container = {
@@ -254,7 +262,7 @@ export function desiredWorkspace(ws: Workspace, config: HookConfig): DesiredWork
     command: [Paths.tini, '--', Paths.agentNode, Paths.agentBundle, 'serve'],
     workingDir: Paths.workspace,
     ports: [{ name: 'http', containerPort: WORKSPACE_PORT }],
-    env: containerEnv(ws, wsName),
+    env: containerEnv(ws),
     volumeMounts: [{ ...SHARE_MOUNT }],
     readinessProbe: { httpGet: { path: '/readyz', port: WORKSPACE_PORT }, periodSeconds: 5 },
     resources: (spec.resources as V1Container['resources']) ?? { requests: { cpu: '100m', memory: '64Mi' } },
@@ -327,5 +335,6 @@ export function desiredWorkspace(ws: Workspace, config: HookConfig): DesiredWork
   };
   if (serviceMeta?.annotations && Object.keys(serviceMeta.annotations).length)
     service.metadata.annotations = { ...serviceMeta.annotations };
-  return { statefulSet, service, hash };
+  const digests = { statefulSet: childDigest(statefulSet, namespace), service: childDigest(service, namespace) };
+  return { statefulSet, service, hash, digests };
 }

@@ -2,8 +2,8 @@ import type { V1StatefulSet } from '@kubernetes/client-node';
 import {
   Annotations,
   AUTH_DELEGATOR_CLUSTER_ROLE,
-  parseWorkspaceStatus,
   WORKSPACE_UNAUTHENTICATED,
+  type WorkspaceStatus,
 } from '../../../contract';
 import type { Typed } from '../lib/k8s';
 
@@ -31,11 +31,15 @@ export type WorkspaceReadiness =
 
 /**
  * Whether the observed workspace runs the desired template and its agent is ready for operations.
- * The agent's own report (annotation on the StatefulSet) carries failures the probe cannot.
+ * The agent's own report (status-configmap.ts) carries failures the probe cannot; it counts only
+ * for the template `hash`, so the report of an earlier pod never does.
  */
-export function workspaceReadiness(observed: Typed<V1StatefulSet> | undefined, hash: string): WorkspaceReadiness {
+export function workspaceReadiness(
+  observed: Typed<V1StatefulSet> | undefined,
+  report: WorkspaceStatus | undefined,
+  hash: string,
+): WorkspaceReadiness {
   if (!observed) return { state: 'waiting', reason: 'WaitingForReplicas', message: WAITING };
-  const report = parseWorkspaceStatus(observed.metadata.annotations?.[Annotations.workspaceStatus]);
   const version = report?.hash === hash && report.pulumiVersion ? { pulumiVersion: report.pulumiVersion } : {};
   if (report && report.hash === hash && report.state === 'Failed') {
     const reason = report.reason ?? 'InitializationFailed';

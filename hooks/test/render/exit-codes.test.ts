@@ -118,3 +118,32 @@ describe('render and deeply nested documents', () => {
     expect(run.stderr).toMatch(/^error: <stdin>: not valid YAML: nesting exceeded maxDepth/);
   });
 });
+
+describe('render and alias bombs', () => {
+  /** A Stack whose config value is `levels` levels of 9 aliases to the level below: 9^levels strings as a tree. */
+  const bomb = (levels: number) => {
+    const anchors = [`  a0: &a0 [${Array(9).fill('"lol"').join(',')}]`];
+    for (let i = 1; i <= levels; i++)
+      anchors.push(
+        `  a${i}: &a${i} [${Array(9)
+          .fill(`*a${i - 1}`)
+          .join(',')}]`,
+      );
+    return `apiVersion: pulumi.com/v1\nkind: Stack\nmetadata: {name: boom}\nspec:\n  stack: dev\n  programRef: {name: p}\n  config:\n  ${anchors.join('\n  ')}\n`;
+  };
+
+  it('refuses a billion laughs (a few hundred bytes, 9^10 strings as a tree) at once, naming the budget', () => {
+    const text = bomb(10);
+    expect(text.length).toBeLessThan(800);
+    const run = runRender([], text);
+    expect(run.code).toBe(ExitCode.unreadableInput);
+    expect(run.stderr).toBe(
+      'error: <stdin>: refused: document 1: its aliases expand to more than the 16777216 bytes allowed (an alias bomb?)\n',
+    );
+  });
+
+  it('renders anchors that stay within the budget as before', () => {
+    const run = runRender([], `${bomb(2)}${PROGRAM_STACK.replace(/^/, '---\n')}`);
+    expect(run.code).toBe(ExitCode.rendered);
+  });
+});

@@ -8,6 +8,7 @@ import { refLookupKey } from '../../src/stack/source';
 import { syncStack } from '../../src/stack/sync';
 import type { Stack } from '../../../schemas/generated/types';
 import { GIT_STACK, parseOutput, RENDER_ENV, runRender, SHA } from './run';
+import { applyChildren } from '../builders';
 
 const NOW = '2026-11-22T10:00:00Z';
 const UID = '6d1c2b3a-0000-4000-8000-000000000001';
@@ -16,9 +17,15 @@ const dir = mkdtempSync(join(tmpdir(), 'render-observed-'));
 
 const owner = { apiVersion: 'pulumi.com/v1', kind: 'Stack', name: 'infra', uid: UID, controller: true };
 
-/** The observed state after Metacontroller applied an answer: the children, owned, and the Stack with its status. */
+/**
+ * The observed state after Metacontroller applied an answer: the children, owned, with the label
+ * and last-applied annotation it writes (builders.applyChildren), and the Stack with its status.
+ */
 function observedAfter(answer: { children: KObject[]; status: unknown }, stack: KObject): KObject[] {
-  const children = answer.children.map((c) => ({ ...c, metadata: { ...c.metadata, ownerReferences: [owner] } }));
+  const children = applyChildren([], answer.children).map((c) => ({
+    ...c,
+    metadata: { ...c.metadata, ownerReferences: [owner] },
+  }));
   return [{ ...stack, metadata: { ...stack.metadata, uid: UID, generation: 1 }, status: answer.status }, ...children];
 }
 
@@ -110,5 +117,19 @@ describe('render with an observed state', () => {
     expect(parseOutput(runRender(['-o', 'json', '--ref', REF], invalid).stdout).stacks[0]!.response.children).toEqual(
       [],
     );
+  });
+
+  it('refuses, as the hooks would (409), to keep an observed child it cannot verify as theirs', () => {
+    // The Workspace as if someone else had written it: no last-applied copy the status's digest verifies.
+    const observed = observedAfter(firstAnswer, stackDoc).map((o) =>
+      o.kind === 'Workspace' ? { ...o, metadata: { ...o.metadata, annotations: {} } } : o,
+    );
+    const file = writeObserved('observed-forged.yaml', observed);
+    const invalid = GIT_STACK.replace('backend: file:///tmp', 'backend: file:///tmp\n  refresh: "yes please"');
+    const run = runRender(['-o', 'json', '--now', NOW, '--ref', REF, '--observed', file], invalid);
+    expect(run.code).toBe(3);
+    expect(run.stdout).toBe('');
+    expect(run.stderr).toContain('Stack default/infra: the hooks would refuse the request (HTTP 409)');
+    expect(run.stderr).toContain('Workspace infra in namespace default');
   });
 });
