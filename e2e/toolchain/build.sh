@@ -3,7 +3,8 @@
 #   etcd, kube-apiserver + kube-controller-manager + kube-scheduler + kube-proxy + kubelet +
 #   kubectl, pulumi (+ pulumi-language-nodejs, pulumi-language-yaml and the dynamic-provider shim),
 #   pulumi-resource-command, pulumi-resource-kubernetes, helm, coredns, crictl, Flux's
-#   source-controller (with its CRDs and ClusterRole), and older pulumi CLIs (oldpulumi-<version>,
+#   source-controller (with its CRDs and ClusterRole), Flux's kustomize-controller (with its CRD
+#   and RBAC), and older pulumi CLIs (oldpulumi-<version>,
 #   one per OLD_PULUMI_VERSIONS entry: the stand-in images of older Pulumi releases, e.g. for the
 #   PulumiVersionTooLow test).
 #
@@ -11,6 +12,7 @@
 #   e2e/toolchain/build.sh [component...]   build what is missing (default: all components:
 #                                           etcd kubernetes pulumi command kubernetes-provider
 #                                           helm coredns crictl source-controller
+#                                           kustomize-controller
 #                                           oldpulumi-<version>...;
 #                                           `oldpulumi` selects them all)
 #   e2e/toolchain/build.sh --print-env      print `export` lines for `eval` (PATH and
@@ -39,7 +41,7 @@ LOGS="$TOOLCHAIN_DIR/.logs"
 # One oldpulumi-<version> component per OLD_PULUMI_VERSIONS entry (comma-separated).
 IFS=, read -ra OLD_PULUMI_LIST <<<"$OLD_PULUMI_VERSIONS"
 OLD_PULUMI_COMPONENTS=("${OLD_PULUMI_LIST[@]/#/oldpulumi-}")
-ALL_COMPONENTS=(etcd kubernetes pulumi command kubernetes-provider helm coredns crictl source-controller "${OLD_PULUMI_COMPONENTS[@]}")
+ALL_COMPONENTS=(etcd kubernetes pulumi command kubernetes-provider helm coredns crictl source-controller kustomize-controller "${OLD_PULUMI_COMPONENTS[@]}")
 # The commands of k8s.io/kubernetes/cmd/ that the kubernetes component builds, in one go build: the
 # control plane, and the node (kubelet, kube-proxy) that must match the API server's version.
 # A directory built before a binary was added lacks it, fails verify_component and is rebuilt;
@@ -75,6 +77,7 @@ component_dir() {
     coredns) echo "$TOOLCHAIN_DIR/coredns-$COREDNS_VERSION" ;;
     crictl) echo "$TOOLCHAIN_DIR/crictl-$CRICTL_VERSION" ;;
     source-controller) echo "$TOOLCHAIN_DIR/source-controller-$SOURCE_CONTROLLER_VERSION" ;;
+    kustomize-controller) echo "$TOOLCHAIN_DIR/kustomize-controller-$KUSTOMIZE_CONTROLLER_VERSION" ;;
     oldpulumi-*) local v; v=$(old_pulumi_version "$1") || exit 1; echo "$TOOLCHAIN_DIR/oldpulumi-$v" ;;
     *) die "unknown component '$1' (known: ${ALL_COMPONENTS[*]})" ;;
   esac
@@ -91,6 +94,7 @@ component_binaries() {
     coredns) echo "coredns" ;;
     crictl) echo "crictl" ;;
     source-controller) echo "source-controller" ;;
+    kustomize-controller) echo "kustomize-controller" ;;
     oldpulumi-*) echo "pulumi" ;;
   esac
 }
@@ -110,6 +114,7 @@ stamp_key() {
     coredns) key="$key coredns=$COREDNS_VERSION" ;;
     crictl) key="$key crictl=$CRICTL_VERSION" ;;
     source-controller) key="$key source-controller=$SOURCE_CONTROLLER_VERSION" ;;
+    kustomize-controller) key="$key kustomize-controller=$KUSTOMIZE_CONTROLLER_VERSION" ;;
   esac
   echo "$key"
 }
@@ -169,6 +174,10 @@ verify_component() {
       has_module "$bin/source-controller" github.com/fluxcd/source-controller "$SOURCE_CONTROLLER_VERSION" || return 1
       [ -f "$2/crds/source.toolkit.fluxcd.io_gitrepositories.yaml" ] && [ -f "$2/rbac/role.yaml" ] ||
         { echo "source-controller: no crds/ or rbac/role.yaml next to bin/" >&2; return 1; } ;;
+    kustomize-controller)
+      has_module "$bin/kustomize-controller" github.com/fluxcd/kustomize-controller "$KUSTOMIZE_CONTROLLER_VERSION" || return 1
+      [ -f "$2/crds/kustomize.toolkit.fluxcd.io_kustomizations.yaml" ] && [ -f "$2/rbac/role.yaml" ] ||
+        { echo "kustomize-controller: no crds/ or rbac/role.yaml next to bin/" >&2; return 1; } ;;
   esac
 }
 
@@ -527,6 +536,28 @@ build_source_controller() {
   chmod -R u+w "$out/crds" "$out/rbac"
 }
 
+# Flux's kustomize-controller, as its Dockerfile builds it (CGO off, -trimpath). Its go.mod has
+# replaces in blocks too (kustomize/api and kyaml pinned, go-digest's BLAKE3 fork, yaml.v3): every
+# one with a version is copied, `./api` left out as for source-controller. The CRD and the RBAC
+# its config/rbac/kustomization.yaml installs (role, role_binding, cluster_role_binding: the
+# ClusterRole and cluster-admin, bound to the controller's ServiceAccount) come from the module zip.
+build_kustomize_controller() {
+  local out=$1 w r mod=github.com/fluxcd/kustomize-controller
+  fetch_module "$mod@$KUSTOMIZE_CONTROLLER_VERSION"
+  [ -f "$MOD_DIR/config/crd/bases/kustomize.toolkit.fluxcd.io_kustomizations.yaml" ] && [ -f "$MOD_DIR/config/rbac/role.yaml" ] ||
+    die "kustomize-controller $KUSTOMIZE_CONTROLLER_VERSION has no config/crd/bases or config/rbac/role.yaml (recipe outdated)"
+  w=$(new_wrapper kustomize-controller)
+  for r in $(go mod edit -json "$MOD_GOMOD" | jq -r '.Replace[]? | select(.New.Version) | "\(.Old.Path)=\(.New.Path)@\(.New.Version)"'); do
+    run go -C "$w" mod edit -replace="$r"
+  done
+  run go -C "$w" get -tool "$mod@$KUSTOMIZE_CONTROLLER_VERSION"
+  run go -C "$w" build -trimpath -ldflags "-s -w" -o "$out/bin/kustomize-controller" "$mod"
+  mkdir -p "$out/crds" "$out/rbac"
+  cp "$MOD_DIR"/config/crd/bases/*.yaml "$out/crds/"
+  cp "$MOD_DIR"/config/rbac/{role,role_binding,cluster_role_binding}.yaml "$out/rbac/"
+  chmod -R u+w "$out/crds" "$out/rbac"
+}
+
 # --- driver -----------------------------------------------------------------------------------
 
 unavailable_note() { # dir
@@ -576,7 +607,7 @@ print_env() {
   printf 'export PKO_TOOLCHAIN_DIR=%q\n' "$TOOLCHAIN_DIR"
   # pulumi first: its bundled plugins must be the ones next to it. The older CLIs are not on PATH
   # (each would be a second `pulumi`): only images copy them.
-  for c in pulumi command kubernetes-provider kubernetes etcd helm coredns crictl source-controller "${OLD_PULUMI_COMPONENTS[@]}"; do
+  for c in pulumi command kubernetes-provider kubernetes etcd helm coredns crictl source-controller kustomize-controller "${OLD_PULUMI_COMPONENTS[@]}"; do
     dir=$(component_dir "$c")/bin
     var=$(bin_var "$c")
     printf 'export %s=%q\n' "$var" "$dir"
