@@ -43,15 +43,23 @@ export interface SourceControllerOptions {
 export interface SourceController {
   /** `--storage-path`: an artifact's `path` (status.artifact.path) is relative to it. */
   storageDir: string;
+  /** `<node address>:<port>` of the artifact server, where ARTIFACT_HOST's Service leads. */
+  artifactAddress: string;
   logFile: string;
   stop(): Promise<void>;
 }
 
-/** Where build.sh put the CRDs and the ClusterRole it took from the module zip. */
-const moduleDir = (file: 'crds' | 'rbac'): string => path.join(path.dirname(binDirOf('source-controller')), file);
+type FluxController = 'source-controller' | 'kustomize-controller';
 
-function moduleManifests(file: 'crds' | 'rbac'): k8s.KubernetesObject[] {
-  const dir = moduleDir(file);
+/** The namespace Flux installs its controllers in. */
+export const FLUX_NAMESPACE = NAMESPACE;
+
+/** Where build.sh put the CRDs and the RBAC it took from a controller's module zip. */
+const moduleDir = (controller: FluxController, file: 'crds' | 'rbac'): string =>
+  path.join(path.dirname(binDirOf(controller)), file);
+
+export function moduleManifests(controller: FluxController, file: 'crds' | 'rbac'): k8s.KubernetesObject[] {
+  const dir = moduleDir(controller, file);
   return fs
     .readdirSync(dir)
     .filter((f) => f.endsWith('.yaml'))
@@ -60,8 +68,113 @@ function moduleManifests(file: 'crds' | 'rbac'): k8s.KubernetesObject[] {
     .filter((o) => o);
 }
 
-async function createAll(objects: k8s.KubernetesObjectApi, list: k8s.KubernetesObject[]): Promise<void> {
+export async function createAll(objects: k8s.KubernetesObjectApi, list: k8s.KubernetesObject[]): Promise<void> {
   for (const o of list) await objects.create(o);
+}
+
+/**
+ * `kubectl apply --server-side` of a controller's CRDs, as Flux's install applies them:
+ * @kubernetes/client-node's typed serialization drops a schema's `default` (its model calls the
+ * field `_default`), and the controllers rely on the defaults (a GitRepository without `timeout`
+ * makes source-controller panic). Resolves once `served` succeeds.
+ */
+export async function applyModuleCrds(
+  op: Operator,
+  controller: FluxController,
+  served: () => Promise<unknown>,
+): Promise<void> {
+  const tc = requireToolchain(['kubernetes', controller]);
+  await execFileAsync(tc.binaries.kubectl, [
+    `--kubeconfig=${op.cp.kubeconfigPath}`,
+    'apply',
+    '--server-side',
+    `--filename=${moduleDir(controller, 'crds')}`,
+  ]);
+  await eventually(`the CRDs of ${controller} to be served`, async () => {
+    await served();
+    return true;
+  });
+}
+
+/** A running controller process: its directory (its log, kubeconfig and TMPDIR) and how to stop it. */
+export interface ControllerProcess {
+  dir: string;
+  logFile: string;
+  stop(): Promise<void>;
+}
+
+/**
+ * Runs a Flux controller as a process on the node, as its Deployment does (config/manager of its
+ * module) but for leader election (one process) and the addresses (metrics off, health on
+ * loopback), as the ServiceAccount `flux-system/<controller>`, until /readyz answers 200 and
+ * `ready` (if given) says so.
+ */
+export async function launchFluxController(
+  op: Operator,
+  controller: FluxController,
+  binary: string,
+  args: (dir: string) => string[],
+  env: Record<string, string> = {},
+  ready: () => Promise<boolean> = () => Promise.resolve(true),
+): Promise<ControllerProcess> {
+  const dir = fs.mkdtempSync(path.join(op.node.dir, `${controller}-`));
+  const kubeconfig = path.join(dir, 'kubeconfig');
+  fs.writeFileSync(
+    kubeconfig,
+    (await serviceAccountKubeConfig(op.cp.kubeConfig, NAMESPACE, controller)).exportConfig(),
+    { mode: 0o600 },
+  );
+  const healthPort = await freePort();
+  installHooks();
+  const state: Running = { dir, keepDir: true, procs: [] };
+  running.add(state);
+  const stop = async (): Promise<void> => {
+    if (!running.has(state)) return;
+    running.delete(state);
+    await stopProcesses(state);
+  };
+  const proc = launchProcess(
+    state,
+    controller,
+    binary,
+    [
+      '--watch-all-namespaces',
+      '--log-level=info',
+      '--log-encoding=json',
+      '--enable-leader-election=false',
+      '--metrics-addr=0',
+      `--health-addr=127.0.0.1:${healthPort}`,
+      ...args(dir),
+    ],
+    { KUBECONFIG: kubeconfig, RUNTIME_NAMESPACE: NAMESPACE, TMPDIR: dir, HOME: dir, ...env },
+  );
+  const outcome = await eventually(
+    `${controller} to be ready (/readyz)`,
+    async () => {
+      if (proc.hasExited) return 'exited';
+      const health = await request(`http://127.0.0.1:${healthPort}/readyz`).catch(() => undefined);
+      return health?.status === 200 && (await ready()) ? 'ready' : undefined;
+    },
+    60_000,
+    250,
+  ).catch((e: Error) => e.message);
+  if (outcome !== 'ready') {
+    await stop();
+    throw new Error(`${controller} did not start (${outcome}); last lines of its log:\n${tail(proc.info.logFile)}`);
+  }
+  return { dir, logFile: proc.info.logFile, stop };
+}
+
+/** The namespace and ServiceAccount of a Flux controller, as Flux installs them (once per namespace). */
+export async function createControllerAccount(op: Operator, controller: FluxController): Promise<void> {
+  const namespaces = await op.core.listNamespace({ fieldSelector: `metadata.name=${NAMESPACE}` });
+  if (namespaces.items.length === 0)
+    await op.objects.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: NAMESPACE } });
+  await op.objects.create({
+    apiVersion: 'v1',
+    kind: 'ServiceAccount',
+    metadata: { name: controller, namespace: NAMESPACE },
+  });
 }
 
 /** Starts source-controller for the operator's control plane and node; stop() before the control plane stops. */
@@ -72,24 +185,11 @@ export async function startSourceController(
   const tc = requireToolchain(['kubernetes', 'source-controller']);
   const nodeIp = op.node.address;
   const { objects } = op;
-  // kubectl, as Flux's install applies them: @kubernetes/client-node's typed serialization drops
-  // a schema's `default` (its model calls the field `_default`), and source-controller relies on
-  // the defaults (a GitRepository without `timeout` makes it panic).
-  await execFileAsync(tc.binaries.kubectl, [
-    `--kubeconfig=${op.cp.kubeconfigPath}`,
-    'apply',
-    '--server-side',
-    `--filename=${moduleDir('crds')}`,
-  ]);
-  await eventually('the Flux source CRDs to be served', async () => {
-    await op.custom.listClusterCustomObject({ ...GIT_REPOSITORIES });
-    return true;
-  });
+  await applyModuleCrds(op, 'source-controller', () => op.custom.listClusterCustomObject({ ...GIT_REPOSITORIES }));
 
-  const [role] = moduleManifests('rbac') as [k8s.V1ClusterRole];
+  await createControllerAccount(op, NAME);
+  const [role] = moduleManifests('source-controller', 'rbac') as [k8s.V1ClusterRole];
   await createAll(objects, [
-    { apiVersion: 'v1', kind: 'Namespace', metadata: { name: NAMESPACE } },
-    { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: NAME, namespace: NAMESPACE } },
     role,
     {
       apiVersion: 'rbac.authorization.k8s.io/v1',
@@ -100,14 +200,7 @@ export async function startSourceController(
     } as k8s.V1ClusterRoleBinding,
   ]);
 
-  const dir = fs.mkdtempSync(path.join(op.node.dir, 'source-controller-'));
-  const storageDir = path.join(dir, 'data');
-  fs.mkdirSync(storageDir);
-  const kubeconfig = path.join(dir, 'kubeconfig');
-  fs.writeFileSync(kubeconfig, (await serviceAccountKubeConfig(op.cp.kubeConfig, NAMESPACE, NAME)).exportConfig(), {
-    mode: 0o600,
-  });
-  const [storagePort, healthPort] = [await freePort(), await freePort()];
+  const storagePort = await freePort();
   await createAll(objects, [
     {
       apiVersion: 'v1',
@@ -129,52 +222,29 @@ export async function startSourceController(
     } as k8s.V1EndpointSlice,
   ]);
 
-  installHooks();
-  const state: Running = { dir, keepDir: true, procs: [] };
-  running.add(state);
-  const stop = async (): Promise<void> => {
-    if (!running.has(state)) return;
-    running.delete(state);
-    await stopProcesses(state);
-  };
-  // Flux's Deployment (config/manager/deployment.yaml of the module) but for leader election
-  // (one process) and the addresses: metrics off, health on loopback.
-  const proc = launchProcess(
-    state,
+  let storageDir = '';
+  const artifactAddress = `${nodeIp}:${storagePort}`;
+  const proc = await launchFluxController(
+    op,
     NAME,
     tc.binaries.sourceController,
-    [
-      '--watch-all-namespaces',
-      '--log-level=info',
-      '--log-encoding=json',
-      '--enable-leader-election=false',
-      `--storage-path=${storageDir}`,
-      `--storage-addr=${nodeIp}:${storagePort}`,
-      `--storage-adv-addr=${ARTIFACT_HOST}`,
-      '--metrics-addr=0',
-      `--health-addr=127.0.0.1:${healthPort}`,
-      ...(options.artifactRetentionTtl ? [`--artifact-retention-ttl=${options.artifactRetentionTtl}`] : []),
-      ...(options.artifactRetentionRecords !== undefined
-        ? [`--artifact-retention-records=${options.artifactRetentionRecords}`]
-        : []),
-      ...(options.artifactDigestAlgo ? [`--artifact-digest-algo=${options.artifactDigestAlgo}`] : []),
-    ],
-    { KUBECONFIG: kubeconfig, RUNTIME_NAMESPACE: NAMESPACE, TMPDIR: dir, HOME: dir },
-  );
-  const outcome = await eventually(
-    'source-controller to be ready (/readyz) and its artifact server to answer',
-    async () => {
-      if (proc.hasExited) return 'exited';
-      const ready = await request(`http://127.0.0.1:${healthPort}/readyz`).catch(() => undefined);
-      const files = await request(`http://${nodeIp}:${storagePort}/`).catch(() => undefined);
-      return ready?.status === 200 && files !== undefined ? 'ready' : undefined;
+    (dir) => {
+      storageDir = path.join(dir, 'data');
+      fs.mkdirSync(storageDir);
+      return [
+        `--storage-path=${storageDir}`,
+        `--storage-addr=${artifactAddress}`,
+        `--storage-adv-addr=${ARTIFACT_HOST}`,
+        ...(options.artifactRetentionTtl ? [`--artifact-retention-ttl=${options.artifactRetentionTtl}`] : []),
+        ...(options.artifactRetentionRecords !== undefined
+          ? [`--artifact-retention-records=${options.artifactRetentionRecords}`]
+          : []),
+        ...(options.artifactDigestAlgo ? [`--artifact-digest-algo=${options.artifactDigestAlgo}`] : []),
+      ];
     },
-    60_000,
-    250,
-  ).catch((e: Error) => e.message);
-  if (outcome !== 'ready') {
-    await stop();
-    throw new Error(`source-controller did not start (${outcome}); last lines of its log:\n${tail(proc.info.logFile)}`);
-  }
-  return { storageDir, logFile: proc.info.logFile, stop };
+    {},
+    // Its artifact server answers too.
+    async () => (await request(`http://${artifactAddress}/`).catch(() => undefined)) !== undefined,
+  );
+  return { storageDir, artifactAddress, logFile: proc.logFile, stop: () => proc.stop() };
 }
