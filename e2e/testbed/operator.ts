@@ -62,6 +62,11 @@ export interface Operator {
   followLogs(namespace: string, pod: string, container: string): Promise<FollowedLog>;
   /** Stops the hook server and starts a new one on the same port (the hooks hold no state). */
   restartHooks(): Promise<void>;
+  /**
+   * Stops the hook server: Metacontroller's calls fail (nothing a Stack owns changes, its status
+   * stays) until the returned function starts a new one on the same port.
+   */
+  stopHooks(): Promise<() => Promise<void>>;
   /** What the running hook server's event writer did so far (it starts from zero on a restart). */
   hookEvents(): EventRecorder['counts'];
   /** Resolves when the running hook server's event writer has written (or given up on) every queued event. */
@@ -132,16 +137,21 @@ export async function startOperator(options: OperatorOptions = {}): Promise<Oper
     const hooksUrl = `https://127.0.0.1:${hooksPort}`;
     hooks = await startHookServer(hookConfig, hookAccess);
     controllers = await startControllers({ kubeConfig: kc, kubeconfigPath: cp.kubeconfigPath, hooksBaseUrl: hooksUrl });
+    const stopHooks = async (): Promise<() => Promise<void>> => {
+      await hooks?.shutdown('test');
+      hooks = undefined;
+      return async () => {
+        hooks = await startHookServer(hookConfig, hookAccess);
+      };
+    };
     return operatorOf(
       cp,
       node,
       objects,
       { port: hooksPort, url: hooksUrl, credentials },
       {
-        restartHooks: async () => {
-          await hooks?.shutdown('test');
-          hooks = await startHookServer(hookConfig, hookAccess);
-        },
+        restartHooks: async () => (await stopHooks())(),
+        stopHooks,
         hookEvents: () => ({ ...defined(hooks?.events, 'the hook server writes events').counts }),
         hookEventsIdle: () => defined(hooks?.events, 'the hook server writes events').idle(),
         stop: stopAll,
@@ -236,7 +246,7 @@ function operatorOf(
   node: RealNode,
   objects: k8s.KubernetesObjectApi,
   hooks: { port: number; url: string; credentials: HookCredentials },
-  lifecycle: Pick<Operator, 'restartHooks' | 'hookEvents' | 'hookEventsIdle' | 'stop'>,
+  lifecycle: Pick<Operator, 'restartHooks' | 'stopHooks' | 'hookEvents' | 'hookEventsIdle' | 'stop'>,
 ): Operator {
   const kc = cp.kubeConfig;
   const client = hookClient(hooks);

@@ -53,6 +53,31 @@ describe('an unavailable source', () => {
     );
   });
 
+  it("a Flux source that failed without an artifact: the Stalled message carries the source's Ready message", () => {
+    const stack = makeStack({
+      programRef: undefined,
+      fluxSource: { sourceRef: { apiVersion: 'source.toolkit.fluxcd.io/v1', kind: 'GitRepository', name: 'app' } },
+    });
+    const failed =
+      'failed to checkout and determine revision: unable to clone: couldn\'t find remote ref "refs/heads/nope"';
+    const source = (ready: { status: string; reason: string; message: string }) => ({
+      apiVersion: 'source.toolkit.fluxcd.io/v1',
+      kind: 'GitRepository',
+      metadata: { name: 'app', namespace: 'team-a' },
+      status: { conditions: [{ type: 'Ready', lastTransitionTime: '2026-01-01T00:00:00Z', ...ready }] },
+    });
+    const stalled = (ready: { status: string; reason: string; message: string }) =>
+      condition(syncStack(syncRequest(stack, [], [source(ready)]), ctx()).status, 'Stalled');
+    expect(stalled({ status: 'False', reason: 'GitOperationFailed', message: failed })).toMatchObject({
+      reason: 'SourceUnavailable',
+      message: `Flux source GitRepository team-a/app has no artifact: ${failed}`,
+    });
+    // Still working on its first artifact: nothing to add.
+    expect(stalled({ status: 'Unknown', reason: 'Progressing', message: 'reconciliation in progress' })?.message).toBe(
+      'Flux source GitRepository team-a/app has no artifact',
+    );
+  });
+
   it('a branch that cannot be resolved is Stalled/SourceUnavailable with the lookup error', () => {
     const stack = makeStack({ programRef: undefined, projectRepo: 'https://g.test/r.git', branch: 'main' });
     const lookups = new Map([

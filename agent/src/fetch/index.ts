@@ -1,4 +1,3 @@
-import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as yaml from 'js-yaml';
@@ -7,7 +6,7 @@ import { AgentError, errorCode, errorMessage } from '../lib/errors';
 import { logger } from '../lib/log';
 import { hostPath } from '../lib/paths';
 import { fetchError, layout, replaceWithSymlink, type FetchLayout } from './common';
-import { fetchFlux, fluxSettingsFromEnv, parseDigest } from './flux';
+import { fetchFlux, fluxSettingsFromEnv, hasherFor, parseDigest } from './flux';
 import { fetchGit, gitSettingsFromEnv } from './git';
 
 export const FETCH_KINDS = ['git', 'flux', 'program', 'project-info', 'local'] as const;
@@ -39,7 +38,9 @@ export function fetchProgram(env: NodeJS.ProcessEnv = process.env, l: FetchLayou
       `cannot read the Program's rendered project (${errorCode(e) ?? errorMessage(e)}); the ConfigMap may not exist yet`,
     );
   }
-  const actual = crypto.createHash(expected.algorithm).update(bytes).digest('hex');
+  const hash = hasherFor(expected.algorithm);
+  hash.update(bytes);
+  const actual = hash.hex();
   if (actual !== expected.hex) {
     throw fetchError(
       'program',
