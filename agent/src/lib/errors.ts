@@ -41,7 +41,7 @@ export function truncate(s: string, max: number): string {
   return `${s.slice(0, max - 15)}… (truncated)`;
 }
 
-/** A caught system error's code (`ENOENT`), if it has one. */
+/** A caught system error's code (`ENOENT`), if it has one: read by shape (an error of another realm is one too). */
 export function errorCode(e: unknown): string | undefined {
-  return e instanceof Error && 'code' in e && typeof e.code === 'string' ? e.code : undefined;
+  return typeof e === 'object' && e !== null && 'code' in e && typeof e.code === 'string' ? e.code : undefined;
 }

@@ -2,6 +2,7 @@
  * The Updates a Stack makes, as both the Stack's controller and the Update's events read them: the
  * names the hooks give them, and when a finished one may go.
  */
+import type { UpdateSpec } from '../../../schemas/generated/types';
 import type { OperationType } from '../../../contract';
 import { observedCondition } from './conditions';
 import { parseDuration } from './duration';
@@ -38,4 +39,9 @@ export function updateExpiry(update: KObject, now: Date): number | undefined {
       : undefined;
   const ms = parseDuration(ttl ?? DEFAULT_TTL);
   return ms === undefined ? undefined : end + ms;
+}
+
+/** An observed Update's spec, or nothing if it has none (read field by field by its callers). */
+export function updateSpecOf(update: KObject): Partial<UpdateSpec> {
+  return isRecord(update.spec) ? update.spec : {};
 }

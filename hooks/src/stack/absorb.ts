@@ -8,14 +8,14 @@ import { rfc3339 } from '../../../contract';
 import { ChildNotVerified } from '../lib/k8s';
 import { childField } from '../lib/kept-children';
 import { absorbPlan } from './approval';
-import { checkToRecord, recordDriftCheck } from './drift';
+import { absorbDriftCheck } from './drift';
 import type { ObservedUpdate, StackView } from './observed';
 import { recordOutputs } from './outputs';
 import { recordOutputsTo } from './outputs-to';
 import { retainUpdates, type RetainedUpdates } from './retention';
-import { updateSpecOf, type UpdateOutcome } from './update';
+import type { UpdateOutcome } from './update';
 import { operationType } from '../lib/operation-result';
-import { typeInName } from '../lib/stack-updates';
+import { typeInName, updateSpecOf } from '../lib/stack-updates';
 import { AUTO_API_VERSION } from '../lib/api-versions';
 
 export interface Absorbed {
@@ -36,7 +36,7 @@ export interface Absorbed {
 export function absorb(view: StackView, now: Date): Absorbed {
   const { stack, carried, started } = view;
   // A drift check is absorbed once it is not the one whose result the status is yet to record.
-  const unrecordedCheck = checkToRecord(view.driftChecks, stack, carried, now);
+  const drift = absorbDriftCheck(view.driftChecks, stack, carried, view.generation, now);
   const current = view.updates.find(({ update }) => update.metadata.name === started?.name) ?? view.legacyJob;
   const plan = absorbPlan(stack, carried.plan, current, now);
   // Finished Updates go once their result is in the observed status and their TTL has passed: all
@@ -47,7 +47,7 @@ export function absorb(view: StackView, now: Date): Absorbed {
         ...o,
         absorbed: o.update.metadata.name !== started?.name && o.update.metadata.name !== plan.held,
       })),
-      ...view.driftChecks.map((o) => ({ ...o, absorbed: o !== unrecordedCheck })),
+      ...view.driftChecks.map((o) => ({ ...o, absorbed: o !== drift.unrecorded })),
     ],
     now,
   );
@@ -71,8 +71,7 @@ export function absorb(view: StackView, now: Date): Absorbed {
   if (current?.outcome && started && plan.recordResult)
     status = recordResult(status, current.update.metadata.name, started, current.outcome, now);
   if (!current || current.outcome) status = withoutCurrent(status);
-  if (unrecordedCheck?.outcome)
-    status = recordDriftCheck(status, unrecordedCheck.update.metadata.name, unrecordedCheck.outcome, view.generation);
+  status = drift.record(status);
   return { status, running, pending, retained };
 }
 

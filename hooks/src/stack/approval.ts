@@ -17,22 +17,13 @@ import { parseDuration } from '../lib/duration';
 import type { KObject } from '../lib/k8s';
 import { observedDeadline, observedTime } from '../lib/time';
 import { ApprovalAnnotations, PlanReasons, staleNote, summaryOf, type PlanState } from './plan';
-import { buildUpdate, updateSpecOf, type StackUpdate, type UpdateIdentity, type UpdateOutcome } from './update';
+import { updateSpecOf } from '../lib/stack-updates';
+import { buildUpdate, type StackUpdate, type UpdateIdentity, type UpdateOutcome } from './update';
 import type { Mark } from '../lib/conditions';
 
 /** Whether the Stack's changes wait for approval. */
 function approvalRequired(stack: Stack): boolean {
   return stack.spec?.approval?.required === true;
-}
-
-/** Semantic checks of `spec.approval` (the schema checks the types and the duration's form). */
-export function approvalProblems(stack: Stack): string[] {
-  const after = stack.spec?.approval?.expiresAfter;
-  if (after === undefined) return [];
-  const ms = parseDuration(after);
-  if (ms === undefined || ms <= 0)
-    return [`spec.approval.expiresAfter: "${after}" is not a positive duration like "24h"`];
-  return [];
 }
 
 /** Whether an Update is a preview that saves a plan (the gate's, or a hand-made one). */

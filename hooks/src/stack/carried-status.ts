@@ -1,6 +1,6 @@
-import type { StackStatus } from '../../../schemas/generated/types';
+import type { DriftCheckState, StackStatus } from '../../../schemas/generated/types';
+import { MAX_CHANGED_URNS } from '../../../contract';
 import { isRecord, MAX_NESTING, nestedDeeperThan } from '../lib/json';
-import { carriedDriftCheck } from './drift';
 import { carriedPlan } from './plan';
 
 /**
@@ -42,4 +42,18 @@ function scalarsOf(value: Record<string, unknown>): Record<string, string | numb
     if (typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean') out[key] = v;
   }
   return out;
+}
+
+/** The observed `status.lastDriftCheck`, carried over field by field . */
+function carriedDriftCheck(observed: unknown): DriftCheckState | undefined {
+  if (!isRecord(observed)) return undefined;
+  const check: DriftCheckState = {};
+  for (const key of ['time', 'name', 'message'] as const)
+    if (typeof observed[key] === 'string') check[key] = observed[key];
+  if (observed.state === 'succeeded' || observed.state === 'failed') check.state = observed.state;
+  if (typeof observed.drifted === 'boolean') check.drifted = observed.drifted;
+  if (typeof observed.changedResources === 'number') check.changedResources = observed.changedResources;
+  if (Array.isArray(observed.urns))
+    check.urns = observed.urns.filter((u): u is string => typeof u === 'string').slice(0, MAX_CHANGED_URNS);
+  return check;
 }

@@ -15,7 +15,7 @@ import { foreignUpdate, withPlan, type Absorbed } from './absorb';
 import { gateOperation } from './approval';
 import { Reasons } from './conditions';
 import { decideSync, MAX_UPDATE_FAILURES } from './decision';
-import { driftStep } from './drift-sync';
+import { driftStep } from './drift';
 import type { ObservedUpdate, StackView } from './observed';
 import { outputsToMark, outputsToRequest, withOutputsTo } from './outputs-to';
 import { checkPrerequisites, refreshRequestsFor } from './prerequisites';

@@ -15,6 +15,7 @@ import { parseDuration } from '../lib/duration';
 import { isRecord, shortHash } from '../lib/json';
 import type { KObject } from '../lib/k8s';
 import { observedTime } from '../lib/time';
+import type { Decision } from './decision';
 import { buildUpdate, UpdateAnnotations, type UpdateOutcome } from './update';
 import { errorMessage } from '../lib/errors';
 
@@ -71,6 +72,14 @@ export function isDriftCheck(update: KObject): boolean {
   return (
     typeof annotations?.[DRIFT_CHECK_ANNOTATION] === 'string' && annotations[UpdateAnnotations.generation] === undefined
   );
+}
+
+/** The Stack's Updates split into its operations (`updates`) and its drift checks: the observe phase's one call. */
+export function splitDriftChecks<U extends { update: KObject }>(all: readonly U[]): { updates: U[]; driftChecks: U[] } {
+  return {
+    updates: all.filter((o) => !isDriftCheck(o.update)),
+    driftChecks: all.filter((o) => isDriftCheck(o.update)),
+  };
 }
 
 /** An observed time (lib/time.ts); an unknown one is earlier than any. */
@@ -150,7 +159,7 @@ function driftCheckName(stack: Stack, due: Date): string {
  * named after the time the status and the schedule say it was due (nothing it found was recorded
  * since, so that time has not moved). Any other check's result is not taken.
  */
-export function checkToRecord<C extends { update: KObject; outcome: UpdateOutcome | undefined }>(
+function checkToRecord<C extends { update: KObject; outcome: UpdateOutcome | undefined }>(
   checks: readonly C[],
   stack: Stack,
   status: StackStatus,
@@ -184,12 +193,7 @@ function driftCondition(check: DriftCheckState): Pick<StackCondition, 'status' |
 }
 
 /** The status with a finished check recorded in `status.lastDriftCheck` and the Drifted condition. */
-export function recordDriftCheck(
-  status: StackStatus,
-  name: string,
-  outcome: UpdateOutcome,
-  generation: number,
-): StackStatus {
+function recordDriftCheck(status: StackStatus, name: string, outcome: UpdateOutcome, generation: number): StackStatus {
   const { result } = outcome;
   const check: DriftCheckState = {
     // The outcome's end is a known time (update.ts), or there is none.
@@ -221,18 +225,24 @@ export function recordDriftCheck(
   };
 }
 
-/** The observed `status.lastDriftCheck`, carried over field by field (carried-status.ts). */
-export function carriedDriftCheck(observed: unknown): DriftCheckState | undefined {
-  if (!isRecord(observed)) return undefined;
-  const check: DriftCheckState = {};
-  for (const key of ['time', 'name', 'message'] as const)
-    if (typeof observed[key] === 'string') check[key] = observed[key];
-  if (observed.state === 'succeeded' || observed.state === 'failed') check.state = observed.state;
-  if (typeof observed.drifted === 'boolean') check.drifted = observed.drifted;
-  if (typeof observed.changedResources === 'number') check.changedResources = observed.changedResources;
-  if (Array.isArray(observed.urns))
-    check.urns = observed.urns.filter((u): u is string => typeof u === 'string').slice(0, MAX_CHANGED_URNS);
-  return check;
+/**
+ * The absorb phase's entry: the check whose result the status is yet to record (checkToRecord,
+ * against the observed status), and a status that records it once it finished.
+ */
+export function absorbDriftCheck<C extends { update: KObject; outcome: UpdateOutcome | undefined }>(
+  checks: readonly C[],
+  stack: Stack,
+  observed: StackStatus,
+  generation: number,
+  now: Date,
+): { unrecorded: C | undefined; record: (status: StackStatus) => StackStatus } {
+  const unrecorded = checkToRecord(checks, stack, observed, now);
+  const outcome = unrecorded?.outcome;
+  return {
+    unrecorded,
+    record: (status) =>
+      unrecorded && outcome ? recordDriftCheck(status, unrecorded.update.metadata.name, outcome, generation) : status,
+  };
 }
 
 /** The event a newly recorded check implies. */
@@ -243,4 +253,58 @@ export function driftCheckEvent(check: DriftCheckState): {
 } {
   const { reason, message } = driftCondition(check);
   return { type: reason === DriftReasons.none ? 'Normal' : 'Warning', reason, message };
+}
+
+/**
+ * The sync's entry (decide.ts): what drift detection adds to a Stack's sync once it knows whether the Stack is in sync
+ * (`decision`): wait for a check that runs, undo drift a check found, or start the check that is
+ * due. A check never overlaps an operation (it starts only when nothing runs, and an update that is
+ * due waits for a running check to end), and never delays one: while an update is due, no check
+ * starts.
+ */
+export interface DriftStepInput {
+  stack: Stack;
+  /** The status so far (a finished check already recorded). */
+  status: StackStatus;
+  decision: Decision;
+  deleting: boolean;
+  now: Date;
+  /** The Stack's drift check Updates as observed. */
+  checks: readonly { update: KObject; outcome: UpdateOutcome | undefined }[];
+  /** Whether the Workspace runs the desired template and is ready for an operation. */
+  ready: boolean;
+}
+
+export interface DriftStep {
+  /** A check runs and an update is due: the Reconciling message while the update waits for it. */
+  wait?: string;
+  /** A check runs; the Stack is in sync. */
+  running?: true;
+  /** The check to start now. */
+  check?: KObject;
+  /** Run `up` (with refresh) to undo the drift the last check found: its message. */
+  remediate?: string;
+  /** A check is due but the workspace is not ready (reclaimed, or rolling): keep it, wait for it. */
+  needsWorkspace?: true;
+  /** Milliseconds until the next check is due. */
+  dueInMs?: number;
+}
+
+export function driftStep(input: DriftStepInput): DriftStep {
+  const { stack, status, decision, now } = input;
+  const running = input.checks.find((c) => c.outcome === undefined);
+  if (running) {
+    if (!decision.synced) return { wait: `waiting for drift check ${running.update.metadata.name} to finish` };
+    return { running: true };
+  }
+  if (input.deleting || !driftChecksApply(stack, status)) return {};
+  // An update that is due for any other reason runs first; the check waits until it is done.
+  if (!decision.synced) return {};
+  if (remediationDue(stack, status, now)) return { remediate: remediationMessage(status) };
+  const due = nextDriftCheck(stack, status, now);
+  if (due === undefined) return {};
+  const inMs = due.getTime() - now.getTime();
+  if (inMs > 0) return { dueInMs: inMs };
+  if (!input.ready) return { needsWorkspace: true };
+  return { check: buildDriftCheck(stack, due) };
 }

@@ -10,8 +10,8 @@ import { observedCondition } from '../lib/conditions';
 import { objectsOf, type KObject, type ObjectMap, type Typed } from '../lib/k8s';
 import type { ChildIdentity, ChildRule } from '../lib/kept-children';
 import { carriedStatus } from './carried-status';
-import { isDriftCheck } from './drift';
-import { updateOutcome, type UpdateOutcome } from './update';
+import { splitDriftChecks } from './drift';
+import { withOutcomes, type UpdateOutcome } from './update';
 import type { StackSyncRequest, SyncSteps } from './sync';
 import { checkUpdateResult, jobOutcome } from '../lib/operation-result';
 import { isUpdateName } from '../lib/stack-updates';
@@ -94,9 +94,11 @@ export function observe(req: StackSyncRequest, steps: SyncSteps, now: Date): Sta
   const started = carried.currentUpdate;
   const children = req.children;
 
-  const updates = objectsOf(children, 'Update', AUTO_API_VERSION)
-    .filter((update) => isUpdateName(name, update.metadata.name))
-    .map((update) => ({ update, outcome: updateOutcome(update, checkUpdateResult, now) }));
+  const updates = withOutcomes(
+    objectsOf(children, 'Update', AUTO_API_VERSION).filter((update) => isUpdateName(name, update.metadata.name)),
+    checkUpdateResult,
+    now,
+  );
   // An earlier version recorded its Job in status.currentUpdate before Metacontroller created it;
   // only that Job is its operation (anyone who may create Jobs can label one as the Stack's).
   const job =
@@ -123,8 +125,7 @@ export function observe(req: StackSyncRequest, steps: SyncSteps, now: Date): Sta
     carried,
     started,
     workspace: objectsOf<Workspace>(children, 'Workspace', AUTO_API_VERSION).find((o) => o.metadata.name === name),
-    updates: updates.filter((o) => !isDriftCheck(o.update)),
-    driftChecks: updates.filter((o) => isDriftCheck(o.update)),
+    ...splitDriftChecks(updates),
     refreshRequests: objectsOf<V1ConfigMap>(children, 'ConfigMap', 'v1').filter((cm) =>
       cm.metadata.name.startsWith(`${name}-refresh-`),
     ),

@@ -88,11 +88,6 @@ export type StackUpdate = KObject & Update & { spec: UpdateSpec };
 /** The plan fields only the approval gate sets (approval.ts). */
 type PlanFields = Pick<UpdateSpec, 'savePlan' | 'plan'>;
 
-/** An observed Update's spec, or nothing if it has none (read field by field by its callers). */
-export function updateSpecOf(update: KObject): Partial<UpdateSpec> {
-  return isRecord(update.spec) ? update.spec : {};
-}
-
 /** The Update that runs one operation of the Stack in its Workspace. */
 export function buildUpdate(
   stack: Stack,
@@ -161,12 +156,21 @@ export interface UpdateOutcome {
 
 const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
 
+/** Each observed Update with its outcome (undefined while it runs): the observe phase's one call. */
+export function withOutcomes(
+  updates: readonly KObject[],
+  check: (result: UpdateResult) => UpdateResult,
+  now: Date,
+): { update: KObject; outcome: UpdateOutcome | undefined }[] {
+  return updates.map((update) => ({ update, outcome: updateOutcome(update, check, now) }));
+}
+
 /**
  * A finished Update's result as the Update controller recorded it (Complete=True), or undefined
  * while it runs. The status is read field by field: it is the hooks' own, but any status writer
  * may have touched it, and the outputs go through the same checks as a Job's result (`check`).
  */
-export function updateOutcome(
+function updateOutcome(
   update: KObject,
   check: (result: UpdateResult) => UpdateResult,
   now: Date,

@@ -4,7 +4,6 @@ import { parseDuration } from '../lib/duration';
 import { MAX_NESTING, pathNestedDeeperThan, tooDeepMessage } from '../lib/json';
 import { outputsToProblems } from './outputs-to';
 import { driftScheduleProblem } from './drift';
-import { approvalProblems } from './approval';
 import { templateFieldProblems } from './template-fields';
 
 /** Flux source kinds a Stack may reference, with their resource names (customize needs the plural). */
@@ -203,4 +202,14 @@ function checkStack(stack: Stack): string[] {
     );
   }
   return problems;
+}
+
+/** Semantic checks of `spec.approval` (the schema checks the types and the duration's form). */
+function approvalProblems(stack: Stack): string[] {
+  const after = stack.spec?.approval?.expiresAfter;
+  if (after === undefined) return [];
+  const ms = parseDuration(after);
+  if (ms === undefined || ms <= 0)
+    return [`spec.approval.expiresAfter: "${after}" is not a positive duration like "24h"`];
+  return [];
 }
