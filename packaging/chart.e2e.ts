@@ -16,6 +16,7 @@ import * as yaml from 'js-yaml';
 import { Agent, request } from 'undici';
 import { configFromEnv, DEFAULT_AGENT_IMAGE, DEFAULT_WORKSPACE_IMAGE } from '../hooks/src/config';
 import { describeEgress } from '../hooks/src/git/egress';
+import { TokenReviewer } from '../hooks/src/kube/token-review';
 import { buildServer } from '../hooks/src/server';
 import { eventually } from '../e2e/testbed/helpers';
 import { IMAGE_REFS } from '../e2e/testbed/images/refs';
@@ -82,6 +83,7 @@ describe('helm template with the default values', () => {
         'Secret/pulumi-system/pulumi-operator-auth',
         'Secret/pulumi-system/pulumi-operator-tls',
         'ClusterRole/pulumi-operator:hooks',
+        'ClusterRole/pulumi-operator:metrics-reader',
         'ClusterRole/pulumi-operator:stacks-editor',
         'ClusterRole/pulumi-operator:stacks-viewer',
         'ClusterRoleBinding/pulumi-operator:hooks',
@@ -174,7 +176,14 @@ describe('helm template with the default values', () => {
         ...configFromEnv({ TLS_CERT_FILE: files.cert, TLS_KEY_FILE: files.key, AUTH_TOKEN_FILES: files.token }),
         logLevel: 'silent',
       },
-      { logger: false },
+      {
+        logger: false,
+        // METRICS_AUTH is on with the token: an API server that authenticates no scraper.
+        reviewer: new TokenReviewer({
+          tokenReview: () => Promise.resolve({ authenticated: false }),
+          subjectAccessReview: () => Promise.resolve({ allowed: false }),
+        }),
+      },
     );
     await app.listen({ port: 0, host: '127.0.0.1' });
     const agent = new Agent({ connect: { ca: data('ca.crt'), servername: 'pulumi-operator.pulumi-system' } });
@@ -227,6 +236,7 @@ describe('helm template with the default values', () => {
       ['ClusterRole', 'pulumi-mc-hooks:stacks-editor', 'pulumi-operator:stacks-editor'],
       ['ClusterRole', 'pulumi-mc-hooks:stacks-viewer', 'pulumi-operator:stacks-viewer'],
       ['ClusterRole', 'pulumi-mc-hooks:hooks', 'pulumi-operator:hooks'],
+      ['ClusterRole', 'pulumi-mc-hooks:metrics-reader', 'pulumi-operator:metrics-reader'],
     ];
     const strip = (o: KObject) => {
       const { metadata, ...rest } = o;
@@ -636,6 +646,7 @@ describe("upstream's values.yaml, unchanged", () => {
     expect(objects.map(objectKey).sort()).toEqual(
       [
         'ClusterRole/pko-pulumi-operator:hooks',
+        'ClusterRole/pko-pulumi-operator:metrics-reader',
         'ClusterRole/pko-pulumi-operator:stacks-editor',
         'ClusterRole/pko-pulumi-operator:stacks-viewer',
         'ClusterRoleBinding/pko-pulumi-operator:hooks',
