@@ -179,14 +179,14 @@ function checkStack(stack: Stack): string[] {
 
   for (const [i, p] of (spec.prerequisites ?? []).entries()) {
     const d = p.requirement?.succeededWithinDuration;
-    if (d !== undefined && (parseDuration(d) === undefined || parseDuration(d)! < 0)) {
+    if (d !== undefined && (parseDuration(d) ?? -1) < 0) {
       problems.push(
         `spec.prerequisites[${i}].requirement.succeededWithinDuration: "${d}" is not a duration like "1h" or "30m"`,
       );
     }
   }
   const ttl = spec.updateTemplate?.spec?.ttlAfterCompleted;
-  if (ttl !== undefined && (parseDuration(ttl) === undefined || parseDuration(ttl)! < 0)) {
+  if (ttl !== undefined && (parseDuration(ttl) ?? -1) < 0) {
     problems.push(`spec.updateTemplate.spec.ttlAfterCompleted: "${ttl}" is not a duration like "24h"`);
   }
   problems.push(...templateFieldProblems(stack, hasGitSource(spec)));
