@@ -11,6 +11,7 @@ import { redactUrl } from '../lib/redact';
 import { sleep } from '../lib/sleep';
 import { fetchError, layout, linkWorkspace, privateTempDir, type FetchLayout } from './common';
 import { DEFAULT_MAX_UNTAR_BYTES, DEFAULT_MAX_UNTAR_ENTRIES, safeExtract, UnsafeArchiveError } from './untar';
+import { bufferChunks } from '../lib/bytes';
 
 export interface FluxSettings {
   url: string;
@@ -81,17 +82,20 @@ function nodeHasher(algorithm: string): Hasher {
 
 /** A hasher for an algorithm that parseDigest accepted. */
 export function hasherFor(algorithm: string): Hasher {
-  return ALGORITHMS[algorithm]!();
+  const hasher = Object.hasOwn(ALGORITHMS, algorithm) ? ALGORITHMS[algorithm] : undefined;
+  if (hasher === undefined) throw new Error(`unsupported digest algorithm "${algorithm}"`);
+  return hasher();
 }
 
 /** `sha256:<hex>` → algorithm and hex. */
 export function parseDigest(digest: string): { algorithm: string; hex: string } {
   const m = /^([a-z0-9]+):([0-9a-fA-F]+)$/.exec(digest.trim());
-  if (!m || !Object.hasOwn(ALGORITHMS, m[1]!))
+  const [, algorithm, hex] = m ?? [];
+  if (algorithm === undefined || hex === undefined || !Object.hasOwn(ALGORITHMS, algorithm))
     throw new Error(
       `unsupported digest "${digest}" (expected <algorithm>:<hex>, the algorithm one of ${Object.keys(ALGORITHMS).join(', ')})`,
     );
-  return { algorithm: m[1]!, hex: m[2]!.toLowerCase() };
+  return { algorithm, hex: hex.toLowerCase() };
 }
 
 let agent: ReturnType<Agent['compose']> | undefined;
@@ -116,8 +120,7 @@ async function download(url: string, file: string, algorithm: string, maxBytes: 
   const out = fs.createWriteStream(file, { mode: 0o600 });
   let bytes = 0;
   try {
-    for await (const chunk of res.body) {
-      const buf = chunk as Buffer;
+    for await (const buf of bufferChunks(res.body)) {
       bytes += buf.length;
       if (maxBytes >= 0 && bytes > maxBytes) {
         res.body.destroy();

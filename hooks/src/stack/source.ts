@@ -138,7 +138,7 @@ export function resolveSource(
   sourceLessDestroy: boolean,
 ): SourceResolution {
   const spec = stack.spec;
-  const ns = stack.metadata?.namespace as string;
+  const ns = stack.metadata?.namespace;
   const projectInfo: unknown = stack.status?.projectInfo;
   // The observed status is not validated: strings only reach the workspace.
   if (
