@@ -275,9 +275,12 @@ describe('a Program larger than its ConfigMap may carry', () => {
     });
     expect(stalled.reason).toBe('ProgramTooLarge');
     expect(stalled.message).toContain('262144 bytes (256 KiB) of annotations');
-    const stack = await eventually('the Stack to stall', async () => {
+    // The Stack may stall first on a Program with no status yet ("has no artifact"), and says why
+    // once a later sync sees the Program's: wait for that sync, not the first.
+    const stack = await eventually('the Stack to stall saying why', async () => {
       const s = await op.getStack(ns, 'toolarge');
-      return condition(s, 'Stalled')?.status === 'True' ? s : undefined;
+      const c = condition(s, 'Stalled');
+      return c?.status === 'True' && c.message?.includes(':') ? s : undefined;
     });
     expect(condition(stack, 'Stalled')?.reason).toBe('SourceUnavailable');
     expect(condition(stack, 'Stalled')?.message).toContain('renders to a Pulumi.yaml of');
