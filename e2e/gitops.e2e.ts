@@ -6,7 +6,8 @@
  * deletes the Stack destroys it (`destroyOnFinalize`), and `render` run on a clone of the same
  * repository at each commit answers what the hooks answered in the cluster.
  */
-import { execFileSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -71,10 +72,14 @@ const appliedReady = (sha: string) =>
     1000,
   );
 
-/** `render` of a clone of the repository at its current head, in the namespace the Kustomization targets. */
-function renderRepository(): { programs: RenderedEntry[]; stacks: RenderedEntry[] } {
+/**
+ * `render` of a clone of the repository at its current head, in the namespace the Kustomization
+ * targets. The clone runs beside this process, not blocking it: the git server answering it is
+ * this process's own.
+ */
+async function renderRepository(): Promise<{ programs: RenderedEntry[]; stacks: RenderedEntry[] }> {
   const dir = mkdtempSync(join(tmpdir(), 'pko-gitops-render-'));
-  execFileSync('git', ['clone', '--quiet', `${git.baseUrl}/${REPO}.git`, dir], { stdio: 'ignore' });
+  await promisify(execFile)('git', ['clone', '--quiet', `${git.baseUrl}/${REPO}.git`, dir], { timeout: 60_000 });
   // The hook server's settings that shape children, as the test bed sets them (harness.ts).
   const out = runRender(['-f', join(dir, 'platform'), '-n', NS, '-o', 'json'], '', { AGENT_IMAGE });
   expect(out.stderr).toBe('');
@@ -156,7 +161,7 @@ describe('a Git repository of Stacks and Programs applied by kustomize-controlle
     recordTiming('commit to Ready through Flux', started);
     expect(stack.metadata?.labels?.['kustomize.toolkit.fluxcd.io/name']).toBe(REPO);
 
-    const rendered = renderRepository();
+    const rendered = await renderRepository();
     expect(rendered.programs.map((p) => p.name)).toEqual(['greeting']);
     expect(rendered.stacks.map((s) => s.name)).toEqual(['greeting']);
     await expectProgramAgrees(rendered.programs[0]!);
@@ -185,7 +190,7 @@ describe('a Git repository of Stacks and Programs applied by kustomize-controlle
     expect(stack.status?.outputs).toEqual({ greeting: 'hello again from git' });
     await appliedReady(sha);
     recordTiming('Program edit to new outputs', started);
-    await expectProgramAgrees(renderRepository().programs[0]!);
+    await expectProgramAgrees((await renderRepository()).programs[0]!);
   }, 600_000);
 
   it('a commit that deletes the Stack destroys its resources (destroyOnFinalize); render agrees', async () => {
@@ -202,7 +207,7 @@ describe('a Git repository of Stacks and Programs applied by kustomize-controlle
     recordTiming('Stack removed from Git to gone (destroyOnFinalize)', started);
     expect(checkpointResources(op.stateDir(NS), 'greeting', 'dev')).toEqual([]);
     await appliedReady(sha);
-    const rendered = renderRepository();
+    const rendered = await renderRepository();
     expect(rendered.stacks).toEqual([]);
     await expectProgramAgrees(rendered.programs[0]!);
   }, 600_000);
