@@ -8,7 +8,7 @@
  */
 import * as k8s from '@kubernetes/client-node';
 import type { Stack } from '../schemas/generated/types';
-import { defined, e2eStackSpec, eventually, exists, stackCondition, type Operator, greetingProgram } from './harness';
+import { defined, e2eStackSpec, eventually, exists, condition, type Operator, greetingProgram } from './harness';
 import { e2eSuite } from './suite';
 
 let op: Operator;
@@ -85,10 +85,10 @@ describe('a Stack behind the approval gate', () => {
     // A new stack: its root resource is to be created.
     expect(plan.summary).toMatchObject({ create: 1, update: 0, delete: 0, replace: 0 });
     expect(plan.expiresAt).toBeDefined();
-    const condition = stackCondition(stack, 'AwaitingApproval');
-    expect(condition).toMatchObject({ status: 'True', reason: 'AwaitingApproval' });
-    expect(condition?.message).toContain(`kubectl annotate stack gated -n ${ns} pulumi.com/approve=${firstPlan}`);
-    expect(stackCondition(stack, 'Ready')?.status).toBe('False');
+    const gate = condition(stack, 'AwaitingApproval');
+    expect(gate).toMatchObject({ status: 'True', reason: 'AwaitingApproval' });
+    expect(gate?.message).toContain(`kubectl annotate stack gated -n ${ns} pulumi.com/approve=${firstPlan}`);
+    expect(condition(stack, 'Ready')?.status).toBe('False');
     // Nothing was applied: no up, no lastUpdate, no outputs.
     expect(stack.status?.lastUpdate).toBeUndefined();
     expect(stack.status?.outputs).toBeUndefined();
@@ -112,7 +112,7 @@ describe('a Stack behind the approval gate', () => {
       'the stale approval to be reported',
       async () => {
         const s = await getStack();
-        return stackCondition(s, 'AwaitingApproval')?.message?.includes('names another plan and was ignored')
+        return condition(s, 'AwaitingApproval')?.message?.includes('names another plan and was ignored')
           ? s
           : undefined;
       },
@@ -132,7 +132,7 @@ describe('a Stack behind the approval gate', () => {
     expect(stack.status?.lastUpdate).toMatchObject({ type: 'up', state: 'succeeded', lastSuccessfulCommit: '1' });
     expect(stack.status?.outputs).toEqual({ greeting: 'hello', secretWord: '[secret]' });
     expect(stack.status?.plan).toMatchObject({ id: firstPlan, state: 'Applied' });
-    expect(stackCondition(stack, 'AwaitingApproval')).toMatchObject({ status: 'False', reason: 'PlanApplied' });
+    expect(condition(stack, 'AwaitingApproval')).toMatchObject({ status: 'False', reason: 'PlanApplied' });
     const up = defined(
       (await updates()).find((u) => u.metadata.name === stack.status?.lastUpdate?.name),
       'the up Update',
@@ -153,7 +153,7 @@ describe('a Stack behind the approval gate', () => {
     await eventually(
       'the old approval to be reported as ignored',
       async () =>
-        stackCondition(await getStack(), 'AwaitingApproval')?.message?.includes('names another plan and was ignored'),
+        condition(await getStack(), 'AwaitingApproval')?.message?.includes('names another plan and was ignored'),
       60_000,
       500,
     );
@@ -175,8 +175,8 @@ describe('a Stack behind the approval gate', () => {
       60_000,
       500,
     );
-    expect(stackCondition(stack, 'AwaitingApproval')).toMatchObject({ status: 'False', reason: 'PlanRejected' });
-    expect(stackCondition(stack, 'Stalled')).toMatchObject({ status: 'True', reason: 'PlanRejected' });
+    expect(condition(stack, 'AwaitingApproval')).toMatchObject({ status: 'False', reason: 'PlanRejected' });
+    expect(condition(stack, 'Stalled')).toMatchObject({ status: 'True', reason: 'PlanRejected' });
     expect(stack.status?.outputs).toEqual({ greeting: 'hello', secretWord: '[secret]' });
     expect((await updates()).filter((u) => u.spec.type === 'up')).toHaveLength(1);
   });

@@ -14,7 +14,7 @@ import * as k8s from '@kubernetes/client-node';
 import { expect } from '@jest/globals';
 import { Labels } from '../contract';
 import { toolchain } from './testbed/toolchain';
-import { defined, e2eStackSpec, eventually, stackCondition, workspaceReport, type Operator } from './harness';
+import { defined, e2eStackSpec, eventually, condition, workspaceReport, type Operator } from './harness';
 import { e2eSuite } from './suite';
 
 let op: Operator;
@@ -54,13 +54,13 @@ describe('a workspace whose ServiceAccount lacks system:auth-delegator', () => {
       'the Stack to be Stalled with reason Unauthenticated',
       async () => {
         const s = await getStack(STACK);
-        return stackCondition(s, 'Stalled')?.reason === 'Unauthenticated' ? s : undefined;
+        return condition(s, 'Stalled')?.reason === 'Unauthenticated' ? s : undefined;
       },
       180_000,
       500,
     );
     recordTiming('apply to Stalled/Unauthenticated', started);
-    const message = defined(stackCondition(stalled, 'Stalled')?.message, 'the Stalled message');
+    const message = defined(condition(stalled, 'Stalled')?.message, 'the Stalled message');
     expect(message).toMatch(/^Unauthenticated: the workspace cannot verify its callers: /);
     expect(message).toContain(
       `its ServiceAccount (system:serviceaccount:${ns}:${ACCOUNT}) may not create tokenreviews.authentication.k8s.io ` +
@@ -68,7 +68,7 @@ describe('a workspace whose ServiceAccount lacks system:auth-delegator', () => {
     );
     const fix = `kubectl create clusterrolebinding pulumi-operator:auth-delegator:${ns}:${ACCOUNT} --clusterrole=system:auth-delegator --serviceaccount=${ns}:${ACCOUNT}`;
     expect(message).toContain(fix);
-    expect(stackCondition(stalled, 'Ready')).toMatchObject({ status: 'False', reason: 'NotReadyStalled' });
+    expect(condition(stalled, 'Ready')).toMatchObject({ status: 'False', reason: 'NotReadyStalled' });
     expect(stalled.status?.currentUpdate).toBeUndefined();
 
     // The agent's own report in the workspace's status ConfigMap, which the Stack's condition comes from.
@@ -107,7 +107,7 @@ describe('a workspace whose ServiceAccount lacks system:auth-delegator', () => {
     const ready = await readyStack(STACK, (s) => s.status?.lastUpdate?.state === 'succeeded', 240_000);
     recordTiming('binding granted to Ready', granted);
     expect(ready.status?.outputs).toEqual({ value: 'verified' });
-    expect(stackCondition(ready, 'Stalled')).toBeUndefined();
+    expect(condition(ready, 'Stalled')).toBeUndefined();
 
     // One Job, the one that succeeded; the same pod served it, without a restart.
     const jobs = await jobsOfStack();

@@ -7,14 +7,13 @@
  */
 import * as k8s from '@kubernetes/client-node';
 import type { Stack, StackSpec, StackUpdateState } from '../schemas/generated/types';
-import { checkpointResources, defined, e2eStackSpec, eventually, type Operator, stackCondition } from './harness';
+import { checkpointResources, defined, e2eStackSpec, eventually, type Operator, condition } from './harness';
 import { e2eSuite } from './suite';
 
 let op: Operator;
 const ns = 'deletion';
 
 const { recordTiming, getStack, readyStack } = e2eSuite('deletion', ns, (started) => (op = started));
-const condition = stackCondition;
 
 async function stackGone(name: string, timeoutMs = 240_000): Promise<void> {
   await eventually(

@@ -19,7 +19,7 @@ import {
   e2eStackSpec,
   eventually,
   kubectl,
-  stackCondition,
+  condition,
   type DescribedEvent,
   type Operator,
 } from './harness';
@@ -66,7 +66,7 @@ const reasons = (events: k8s.CoreV1Event[]) => events.map((e) => e.reason);
 /** Waits until the Stack's status is Stalled with `reason`; returns the condition. */
 function stalledAs(name: string, reason: string) {
   return eventually(`Stack ${name} to be Stalled ${reason}`, async () => {
-    const stalled = stackCondition(await getStack(name), 'Stalled');
+    const stalled = condition(await getStack(name), 'Stalled');
     return stalled?.status === 'True' && stalled.reason === reason ? stalled : undefined;
   });
 }

@@ -9,13 +9,12 @@
  */
 import * as k8s from '@kubernetes/client-node';
 import type { Stack } from '../schemas/generated/types';
-import { defined, e2eStackSpec, eventually, type Operator, stackCondition } from './harness';
+import { defined, e2eStackSpec, eventually, type Operator, condition } from './harness';
 import { e2eSuite } from './suite';
 
 let op: Operator;
 const getStack = (ns: string, name: string) => op.getStack(ns, name);
 const readyStack = (...args: Parameters<Operator['readyStack']>) => op.readyStack(...args);
-const condition = stackCondition;
 
 const { timings } = e2eSuite('failure-retry', undefined, (started) => (op = started));
 

@@ -1,389 +1,391 @@
 /**
- * Issue 5, scenario 3: a Stack whose program comes from a Flux source. Flux itself is not
- * installed: a minimal CRD stands in for its GitRepository (group source.toolkit.fluxcd.io,
- * version v1, with upstream's `status.artifact` shape), the test plays source-controller by
- * writing `status.artifact` through the status subresource, and a loopback HTTP server serves the
- * tar.gz artifacts. Everything else is the real operator: hooks behind Metacontroller, the
- * agent's fetch init container downloading and verifying the artifact, the Pulumi CLI.
+ * Stacks whose program comes from a Flux source, with Flux's real source-controller
+ * (e2e/testbed/source-controller.ts) fetching from the test bed's git server: the artifacts, their
+ * URLs, digests and revision strings, `ignore`, tag and semver refs, artifact garbage collection
+ * and the source's status transitions are Flux's own. Everything else is the real operator: hooks
+ * behind Metacontroller, the agent's fetch init container downloading and verifying the artifact
+ * from source-controller's artifact server, the Pulumi CLI.
  */
+import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { appendFileSync, existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import { expect } from '@jest/globals';
-import * as tar from 'tar';
-import type { Stack } from '../schemas/generated/types';
-import { e2eStackSpec, eventually, type Operator, stackCondition } from './harness';
+import type { Stack, StackSpec } from '../schemas/generated/types';
+import { checkpointResources, e2eStackSpec, eventually, exists, type Operator, condition } from './harness';
 import { e2eSuite } from './suite';
-import { testServerHost } from './testbed/node/environment';
+import { startGitServer, type GitServer } from './testbed/git-server';
+import { captureStack } from './testbed/stack-fixtures';
+import {
+  ARTIFACT_HOST,
+  FLUX_SOURCE_GROUP,
+  GIT_REPOSITORIES,
+  startSourceController,
+  type SourceController,
+} from './testbed/source-controller';
 
+const NS = 'flux-source';
 let op: Operator;
-const getStack = (ns: string, name: string) => op.getStack(ns, name);
-const readyStack = (...args: Parameters<Operator['readyStack']>) => op.readyStack(...args);
-const condition = stackCondition;
-let artifacts: ArtifactServer;
-
-const FLUX_GROUP = 'source.toolkit.fluxcd.io';
-const FLUX_VERSION = 'v1';
-const GITREPOS = { group: FLUX_GROUP, version: FLUX_VERSION, plural: 'gitrepositories' } as const;
-
-/**
- * Flux's GitRepository, reduced to what a Stack reads: spec as upstream (loosely), and
- * status.artifact with upstream's fields and constraints (source-controller api/v1 Artifact).
- */
-const GIT_REPOSITORY_CRD = {
-  apiVersion: 'apiextensions.k8s.io/v1',
-  kind: 'CustomResourceDefinition',
-  metadata: { name: `gitrepositories.${FLUX_GROUP}` },
-  spec: {
-    group: FLUX_GROUP,
-    names: {
-      kind: 'GitRepository',
-      listKind: 'GitRepositoryList',
-      plural: 'gitrepositories',
-      singular: 'gitrepository',
-      shortNames: ['gitrepo'],
-    },
-    scope: 'Namespaced',
-    versions: [
-      {
-        name: FLUX_VERSION,
-        served: true,
-        storage: true,
-        subresources: { status: {} },
-        schema: {
-          openAPIV3Schema: {
-            type: 'object',
-            properties: {
-              apiVersion: { type: 'string' },
-              kind: { type: 'string' },
-              metadata: { type: 'object' },
-              spec: {
-                type: 'object',
-                required: ['interval', 'url'],
-                properties: {
-                  url: { type: 'string', pattern: '^(http|https|ssh)://.*$' },
-                  interval: { type: 'string', pattern: '^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$' },
-                  ref: {
-                    type: 'object',
-                    properties: {
-                      branch: { type: 'string' },
-                      tag: { type: 'string' },
-                      semver: { type: 'string' },
-                      name: { type: 'string' },
-                      commit: { type: 'string' },
-                    },
-                  },
-                  suspend: { type: 'boolean' },
-                },
-              },
-              status: {
-                type: 'object',
-                properties: {
-                  observedGeneration: { type: 'integer', format: 'int64' },
-                  conditions: {
-                    type: 'array',
-                    items: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true },
-                  },
-                  artifact: {
-                    type: 'object',
-                    required: ['lastUpdateTime', 'path', 'revision', 'url'],
-                    properties: {
-                      digest: { type: 'string', pattern: '^[a-z0-9]+(?:[.+_-][a-z0-9]+)*:[a-zA-Z0-9=_-]+$' },
-                      lastUpdateTime: { type: 'string', format: 'date-time' },
-                      metadata: { type: 'object', additionalProperties: { type: 'string' } },
-                      path: { type: 'string' },
-                      revision: { type: 'string' },
-                      size: { type: 'integer', format: 'int64' },
-                      url: { type: 'string' },
-                    },
-                  },
-                },
-              },
-            },
-          },
-        },
-      },
-    ],
-  },
-};
-
-interface ArtifactServer {
-  baseUrl: string;
-  /** Serves `bytes` at `/<path>`. */
-  publish(path: string, bytes: Buffer): string;
-  /** How many times a path was downloaded. */
-  downloads(path: string): number;
-  close(): Promise<void>;
-}
-
-async function startArtifactServer(): Promise<ArtifactServer> {
-  const files = new Map<string, Buffer>();
-  const counts = new Map<string, number>();
-  const server: Server = createServer((req, res) => {
-    const path = new URL(req.url ?? '/', 'http://localhost').pathname.replace(/^\//, '');
-    const body = files.get(path);
-    counts.set(path, (counts.get(path) ?? 0) + 1);
-    if (req.method !== 'GET' || body === undefined) {
-      res.writeHead(req.method === 'GET' ? 404 : 405);
-      res.end();
-      return;
-    }
-    res.writeHead(200, { 'content-type': 'application/x-gzip', 'content-length': String(body.length) });
-    res.end(body);
-  });
-  const host = testServerHost();
-  await new Promise<void>((resolve) => server.listen(0, host, resolve));
-  const baseUrl = `http://${host}:${(server.address() as AddressInfo).port}`;
-  return {
-    baseUrl,
-    publish(path, bytes) {
-      files.set(path, bytes);
-      return `${baseUrl}/${path}`;
-    },
-    downloads: (path) => counts.get(path) ?? 0,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
-}
-
-/** A tar.gz of `files`, as source-controller builds artifacts (paths relative to the repository root). */
-function tarball(files: Record<string, string>): Buffer {
-  const dir = mkdtempSync(join(tmpdir(), 'pko-flux-artifact-'));
-  try {
-    const src = join(dir, 'src');
-    for (const [path, content] of Object.entries(files)) {
-      mkdirSync(dirname(join(src, path)), { recursive: true });
-      writeFileSync(join(src, path), content);
-    }
-    const file = join(dir, 'artifact.tar.gz');
-    tar.create({ gzip: true, portable: true, sync: true, cwd: src, file }, readdirSync(src).sort());
-    return readFileSync(file);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-}
-
-const sha256 = (b: Buffer): string => createHash('sha256').update(b).digest('hex');
-
-/** A Pulumi YAML project in `app/` whose only output says which artifact ran. */
-function project(message: string): Record<string, string> {
-  return {
-    'README.md': '# e2e artifact\n',
-    'app/Pulumi.yaml': ['name: fluxapp', 'runtime: yaml', 'outputs:', `  message: ${message}`, ''].join('\n'),
-  };
-}
+let git: GitServer;
+let flux: SourceController;
+const { recordTiming, getStack, readyStack } = e2eSuite('flux-source', NS, (started) => (op = started));
 
 interface Artifact {
   url: string;
+  path: string;
   revision: string;
   digest: string;
-  path: string;
-  lastUpdateTime: string;
-  size: number;
 }
-
-/** Publishes an artifact for `ns/name` at a fake commit and returns upstream's status.artifact for it. */
-function publishArtifact(ns: string, name: string, message: string, opts: { wrongDigest?: boolean } = {}): Artifact {
-  const bytes = tarball(project(message));
-  const commit = sha256(Buffer.from(`${ns}/${name}/${message}`)).slice(0, 40);
-  const path = `gitrepository/${ns}/${name}/${commit}.tar.gz`;
-  const url = artifacts.publish(path, bytes);
-  // A wrong digest: what source-controller would announce for other bytes (a corrupted or replaced file).
-  const digest = `sha256:${opts.wrongDigest ? sha256(Buffer.concat([bytes, Buffer.from('tampered')])) : sha256(bytes)}`;
-  return {
-    url,
-    revision: `main@sha1:${commit}`,
-    digest,
-    path,
-    lastUpdateTime: new Date().toISOString().replace(/\.\d{3}Z$/, 'Z'),
-    size: bytes.length,
+interface GitRepository {
+  metadata: { name: string; generation?: number };
+  spec: Record<string, unknown>;
+  status?: {
+    observedGeneration?: number;
+    artifact?: Artifact;
+    conditions?: { type: string; status: string; reason?: string; message?: string }[];
   };
 }
 
-async function setArtifact(ns: string, name: string, artifact: Artifact): Promise<void> {
-  await op.custom.patchNamespacedCustomObjectStatus(
-    {
-      ...GITREPOS,
-      namespace: ns,
-      name,
-      body: {
-        status: {
-          observedGeneration: 1,
-          artifact,
-          conditions: [
-            {
-              type: 'Ready',
-              status: 'True',
-              reason: 'Succeeded',
-              message: `stored artifact for revision '${artifact.revision}'`,
-              lastTransitionTime: artifact.lastUpdateTime,
-              observedGeneration: 1,
-            },
-          ],
-        },
-      },
-    },
+const getSource = async (name: string): Promise<GitRepository> =>
+  (await op.custom.getNamespacedCustomObject({ ...GIT_REPOSITORIES, namespace: NS, name })) as GitRepository;
+
+const patchSource = (name: string, body: object) =>
+  op.custom.patchNamespacedCustomObject(
+    { ...GIT_REPOSITORIES, namespace: NS, name, body },
     k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
   );
+
+/** What `flux reconcile source git <name>` does: asks for a reconciliation now, not at the next interval. */
+const requestReconcile = (name: string) =>
+  patchSource(name, { metadata: { annotations: { 'reconcile.fluxcd.io/requestedAt': new Date().toISOString() } } });
+
+/** Waits until the source advertises an artifact of `revision`. */
+const artifactOf = (name: string, revision: string, timeoutMs = 90_000): Promise<Artifact> =>
+  eventually(
+    `GitRepository ${NS}/${name} to advertise an artifact of ${revision}`,
+    async () => {
+      const a = (await getSource(name)).status?.artifact;
+      return a?.revision === revision ? a : undefined;
+    },
+    timeoutMs,
+    500,
+  );
+
+const sha256 = (file: string): string => createHash('sha256').update(readFileSync(file)).digest('hex');
+
+/**
+ * A Pulumi YAML project in `app/` whose output `message` is its config value, by default
+ * `defaultMessage`, and an `app/Pulumi.dev.yaml` that would set it: the GitRepositories ignore that
+ * file, so the output tells whether the artifact left it out.
+ */
+function project(defaultMessage: string): Record<string, string> {
+  return {
+    'README.md': '# e2e project\n',
+    'app/Pulumi.yaml': [
+      'name: fluxapp',
+      'runtime: yaml',
+      'config:',
+      '  message:',
+      '    type: string',
+      `    default: ${defaultMessage}`,
+      'outputs:',
+      '  message: ${message}',
+      '',
+    ].join('\n'),
+    'app/Pulumi.dev.yaml': 'config:\n  fluxapp:message: the ignored file was deployed\n',
+  };
 }
 
-const { timings } = e2eSuite('flux-source', undefined, (started) => (op = started));
+const gitRepository = (name: string, url: string, spec: Record<string, unknown>): k8s.KubernetesObject =>
+  ({
+    apiVersion: `${FLUX_SOURCE_GROUP}/v1`,
+    kind: 'GitRepository',
+    metadata: { name, namespace: NS },
+    spec: { url, interval: '10m', ignore: '/app/Pulumi.dev.yaml', ...spec },
+  }) as k8s.KubernetesObject;
+
+const fluxStack = (name: string, source: string, extra: Partial<StackSpec> = {}): k8s.KubernetesObject =>
+  ({
+    apiVersion: 'pulumi.com/v1',
+    kind: 'Stack',
+    metadata: { name, namespace: NS },
+    spec: e2eStackSpec({
+      stack: 'dev',
+      fluxSource: {
+        sourceRef: { apiVersion: `${FLUX_SOURCE_GROUP}/v1`, kind: 'GitRepository', name: source },
+        dir: 'app',
+      },
+      ...extra,
+    }),
+  }) as k8s.KubernetesObject;
+
+/** The Stack once it has deployed `revision` (the source's revision string, as Flux writes it). */
+const deployed = (name: string, revision: string, timeoutMs?: number) =>
+  readyStack(name, (s) => s.status?.lastUpdate?.lastSuccessfulCommit === revision, timeoutMs);
+
+/** Waits for a non-Ready condition of the Stack that says `pattern`, and returns the Stack. */
+const stackSays = (name: string, pattern: RegExp, timeoutMs = 180_000): Promise<Stack> =>
+  eventually(
+    `Stack ${NS}/${name} to say ${String(pattern)}`,
+    async () => {
+      const s = await getStack(name);
+      const told = (s.status?.conditions ?? []).some(
+        (c) => c.type !== 'Ready' && c.status === 'True' && pattern.test(c.message ?? ''),
+      );
+      return told ? s : undefined;
+    },
+    timeoutMs,
+    1000,
+  );
+
+/** Deletes the workspace pod, as an eviction or a node restart would: its StatefulSet makes a new one that fetches again. */
+const deleteWorkspacePod = (stack: string) =>
+  op.core.deleteNamespacedPod({ namespace: NS, name: `${stack}-workspace-0`, gracePeriodSeconds: 0 });
+
+/** The fetch init container's log lines (this run and the previous one) that match `pattern`. */
+async function fetchLog(stack: string, pattern: RegExp): Promise<string[]> {
+  const pod = `${stack}-workspace-0`;
+  const logs = [await op.logs(NS, pod, 'fetch', { previous: true }), await op.logs(NS, pod, 'fetch')].join('\n');
+  return logs.split('\n').filter((l) => pattern.test(l));
+}
 
 beforeAll(async () => {
-  artifacts = await startArtifactServer();
-  await op.objects.create(GIT_REPOSITORY_CRD);
-  await eventually('the GitRepository CRD to be served', async () => {
-    await op.custom.listClusterCustomObject({ ...GITREPOS });
-    return true;
-  });
+  git = await startGitServer();
+  // Every artifact but the advertised one is garbage once it is a second old (Flux: 60 s).
+  flux = await startSourceController(op, { artifactRetentionTtl: '1s' });
 }, 180_000);
 
 afterAll(async () => {
-  await artifacts?.close();
+  await flux?.stop();
+  await git?.close();
 });
 
-describe('a Flux source Stack', () => {
-  const ns = 'flux-source';
-  const repo = 'app';
-  const stackName = 'app';
-  let previous: Artifact;
+describe('a Stack from a GitRepository of the test git server', () => {
+  const stack = 'app';
+  const commits: string[] = [];
+  let url = '';
 
-  it('waits for the artifact, then becomes Ready at its revision', async () => {
-    await op.namespace(ns);
-    await op.objects.create({
-      apiVersion: `${FLUX_GROUP}/${FLUX_VERSION}`,
-      kind: 'GitRepository',
-      metadata: { name: repo, namespace: ns },
-      spec: { url: 'https://git.example.test/org/app', interval: '1m', ref: { branch: 'main' } },
-    } as k8s.KubernetesObject);
-    await op.objects.create({
-      apiVersion: 'pulumi.com/v1',
-      kind: 'Stack',
-      metadata: { name: stackName, namespace: ns },
-      spec: e2eStackSpec({
-        stack: 'dev',
-        fluxSource: {
-          sourceRef: { apiVersion: `${FLUX_GROUP}/${FLUX_VERSION}`, kind: 'GitRepository', name: repo },
-          dir: 'app',
-        },
-      }),
-    } as k8s.KubernetesObject);
-    // No artifact yet: the Stack says so.
-    const waiting = await eventually(
-      'the Stack to report the missing artifact',
-      async () => {
-        const s = await getStack(ns, stackName);
-        return condition(s, 'Stalled')?.status === 'True' ? s : undefined;
-      },
-      60_000,
-      500,
-    );
-    expect(condition(waiting, 'Stalled')).toMatchObject({
-      reason: 'SourceUnavailable',
-      message: expect.stringContaining('has no artifact'),
-    });
+  it('waits for the source, then is Ready at the revision Flux advertises, from `dir`, without the ignored file', async () => {
+    url = git.createRepo('app');
+    // main is its default branch (HEAD), as a hosted repository's: a semver ref clones HEAD first.
+    execFileSync('git', ['symbolic-ref', 'HEAD', 'refs/heads/main'], { cwd: join(git.root, 'repos', 'app.git') });
+    commits.push(git.commit('app', 'main', project('first'), 'first'));
+    await op.objects.create(fluxStack(stack, 'app'));
+    const waiting = await stackSays(stack, /not found/, 60_000);
+    expect(condition(waiting, 'Stalled')).toMatchObject({ reason: 'SourceUnavailable' });
 
-    const artifact = publishArtifact(ns, repo, 'first');
     const started = Date.now();
-    await setArtifact(ns, repo, artifact);
-    const stack = await readyStack(ns, stackName);
-    timings['flux: artifact to Ready'] = Date.now() - started;
-    expect(stack.status?.lastUpdate).toMatchObject({
+    // A branch is polled at the interval: the push test below relies on it.
+    await op.objects.create(gitRepository('app', url, { interval: '15s', ref: { branch: 'main' } }));
+    const revision = `main@sha1:${commits[0]}`;
+    const artifact = await artifactOf('app', revision);
+    const ready = await deployed(stack, revision);
+    recordTiming('GitRepository created to Stack Ready', started);
+    captureStack('ready', ready);
+
+    // What source-controller advertises, and what the Stack records of it.
+    expect(artifact.url).toBe(`http://${ARTIFACT_HOST}/gitrepository/${NS}/app/${commits[0]}.tar.gz`);
+    expect(artifact.path).toBe(`gitrepository/${NS}/app/${commits[0]}.tar.gz`);
+    expect(artifact.digest).toBe(`sha256:${sha256(join(flux.storageDir, artifact.path))}`);
+    expect(ready.status?.lastUpdate).toMatchObject({
       type: 'up',
       state: 'succeeded',
-      lastSuccessfulCommit: artifact.revision,
-      lastAttemptedCommit: artifact.revision,
+      lastSuccessfulCommit: revision,
+      lastAttemptedCommit: revision,
       failures: 0,
     });
-    expect(stack.status?.outputs).toEqual({ message: 'first' });
-    expect(stack.status?.projectInfo).toEqual({ name: 'fluxapp', runtime: 'yaml' });
-    expect(artifacts.downloads(artifact.path)).toBeGreaterThan(0);
-    previous = artifact;
+    expect(ready.status?.outputs).toEqual({ message: 'first' });
+    expect(ready.status?.projectInfo).toEqual({ name: 'fluxapp', runtime: 'yaml' });
   }, 360_000);
 
-  it('runs a new update for a new artifact revision', async () => {
-    const before = await getStack(ns, stackName);
-    const artifact = publishArtifact(ns, repo, 'second');
+  it('deploys a push that Flux picks up at its interval', async () => {
+    commits.push(git.commit('app', 'main', project('second'), 'second'));
+    const revision = `main@sha1:${commits[1]}`;
     const started = Date.now();
-    await setArtifact(ns, repo, artifact);
-    const stack = await readyStack(
-      ns,
-      stackName,
-      (s) => s.status?.lastUpdate?.lastSuccessfulCommit === artifact.revision,
-    );
-    timings['flux: new revision to Ready'] = Date.now() - started;
-    expect(stack.status?.lastUpdate?.name).not.toBe(before.status?.lastUpdate?.name);
-    expect(stack.status?.lastUpdate).toMatchObject({ type: 'up', state: 'succeeded', failures: 0 });
-    expect(stack.status?.outputs).toEqual({ message: 'second' });
-    previous = artifact;
+    // Nobody asks Flux: it polls the branch every 15 s.
+    const progressing = await eventually(
+      'the Stack to start an update for the push',
+      async () => {
+        const s = await getStack(stack);
+        return condition(s, 'Reconciling')?.status === 'True' ? s : undefined;
+      },
+      120_000,
+      250,
+    ).catch(() => undefined);
+    if (progressing) captureStack('progressing', progressing);
+    const ready = await deployed(stack, revision);
+    recordTiming('push to Stack Ready (Flux polling every 15 s)', started);
+    expect(ready.status?.outputs).toEqual({ message: 'second' });
   }, 360_000);
 
-  it('surfaces a wrong digest in the Stack status', async () => {
-    const artifact = publishArtifact(ns, repo, 'tampered', { wrongDigest: true });
-    const started = Date.now();
-    await setArtifact(ns, repo, artifact);
-    // The fetch init container downloads the artifact and refuses it. The Stack must say why,
-    // not just "waiting for workspace readiness".
-    let stack: Stack;
-    try {
-      stack = await eventually(
-        'the digest mismatch to appear in the Stack status',
-        async () => {
-          const s = await getStack(ns, stackName);
-          const told = (s.status?.conditions ?? []).some(
-            (c) => c.type !== 'Ready' && c.status === 'True' && /digest/i.test(c.message ?? ''),
-          );
-          return told ? s : undefined;
-        },
-        120_000,
-        1000,
-      );
-    } catch (e) {
-      // Say what the Stack shows instead, and what the init container said.
-      const s = await getStack(ns, stackName);
-      const pod = `${stackName}-workspace-0`;
-      const logs = [await op.logs(ns, pod, 'fetch', { previous: true }), await op.logs(ns, pod, 'fetch')].join('\n');
-      const fetchLog = logs
-        .split('\n')
-        .filter((l) => /digest/i.test(l))
-        .slice(-1)
-        .join('\n');
-      const fetchStatus = await op.core
-        .readNamespacedPod({ namespace: ns, name: pod })
-        .then((p) => JSON.stringify(p.status?.initContainerStatuses?.find((c) => c.name === 'fetch')))
-        .catch((err: Error) => err.message);
-      throw new Error(
-        `${(e as Error).message}\nStack conditions: ${JSON.stringify(s.status?.conditions)}\n` +
-          `artifact downloads: ${artifacts.downloads(artifact.path)}\nfetch container status: ${fetchStatus}\n` +
-          `fetch container log: ${fetchLog || '(no digest line)'}`,
-        { cause: e },
-      );
-    }
-    timings['flux: wrong digest to reported'] = Date.now() - started;
-    expect(condition(stack, 'Ready')).toMatchObject({ status: 'False' });
-    // Nothing ran with the refused artifact.
-    expect(stack.status?.lastUpdate).toMatchObject({ state: 'succeeded', lastSuccessfulCommit: previous.revision });
-    expect(stack.status?.outputs).toEqual({ message: 'second' });
-  }, 240_000);
+  it('follows a tag, then the highest tag of a semver range', async () => {
+    git.tag('app', 'v1.0.0', commits[0]!);
+    git.tag('app', 'v1.1.0', commits[1]!);
+    commits.push(git.commit('app', 'next', project('third'), 'third'));
+    git.tag('app', 'v2.0.0', commits[2]!);
 
-  it('recovers when a good artifact replaces the refused one', async () => {
-    const artifact = publishArtifact(ns, repo, 'third');
+    let started = Date.now();
+    // From here on Flux reconciles only when asked (or when the spec changes).
+    await patchSource('app', { spec: { interval: '10m', ref: { branch: null, tag: 'v1.0.0' } } });
+    let ready = await deployed(stack, `v1.0.0@sha1:${commits[0]}`);
+    recordTiming('ref changed to a tag to Stack Ready', started);
+    expect(ready.status?.outputs).toEqual({ message: 'first' });
+
+    started = Date.now();
+    await patchSource('app', { spec: { ref: { tag: null, semver: '>=1.0.0 <2.0.0' } } });
+    ready = await deployed(stack, `v1.1.0@sha1:${commits[1]}`);
+    recordTiming('ref changed to a semver range to Stack Ready', started);
+    expect(ready.status?.outputs).toEqual({ message: 'second' });
+
+    await patchSource('app', { spec: { ref: { semver: null, branch: 'main' } } });
+    await deployed(stack, `main@sha1:${commits[1]}`);
+  }, 600_000);
+
+  it('refuses an artifact whose bytes are not the advertised digest, and takes the one Flux rebuilds', async () => {
+    // The hooks are stopped while Flux stores the new artifact, so that the file can be changed
+    // on source-controller's disk before any workspace downloads it.
+    const startHooks = await op.stopHooks();
+    commits.push(git.commit('app', 'main', project('fourth'), 'fourth'));
+    const revision = `main@sha1:${commits[3]}`;
+    await requestReconcile('app');
+    const artifact = await artifactOf('app', revision);
+    const file = join(flux.storageDir, artifact.path);
+    appendFileSync(file, 'tampered on the artifact server');
     const started = Date.now();
-    await setArtifact(ns, repo, artifact);
-    const stack = await readyStack(
-      ns,
-      stackName,
-      (s) => s.status?.lastUpdate?.lastSuccessfulCommit === artifact.revision,
+    await startHooks();
+
+    const refused = await stackSays(stack, /digest/i);
+    recordTiming('tampered artifact to reported on the Stack', started);
+    expect(condition(refused, 'Ready')).toMatchObject({ status: 'False' });
+    expect(refused.status?.lastUpdate).toMatchObject({ lastSuccessfulCommit: `main@sha1:${commits[1]}` });
+    expect(refused.status?.outputs).toEqual({ message: 'second' });
+    expect((await fetchLog(stack, /digest mismatch/)).length).toBeGreaterThan(0);
+
+    // At its next reconciliation Flux checks the stored file against the digest, drops it and
+    // builds the artifact again; the fetch, retried by kubelet, then gets good bytes.
+    await requestReconcile('app');
+    await eventually('Flux to rebuild the artifact', async () => {
+      const a = (await getSource('app')).status?.artifact;
+      return a?.revision === revision && existsSync(file) && a.digest === `sha256:${sha256(file)}`;
+    });
+    // Nothing changes in the workspace's template: the fetch is retried at kubelet's back-off
+    // (10 s, doubling, up to 5 min).
+    const ready = await deployed(stack, revision, 420_000);
+    recordTiming('tampered artifact to Stack Ready at the rebuilt one', started);
+    expect(ready.status?.outputs).toEqual({ message: 'fourth' });
+  }, 720_000);
+
+  it('recovers from a workspace that asks for an artifact Flux has garbage-collected', async () => {
+    const before = (await getSource('app')).status!.artifact!;
+    const startHooks = await op.stopHooks();
+    // Two new artifacts: at the second reconciliation Flux deletes every file but the
+    // advertised one that is more than a second old (--artifact-retention-ttl=1s).
+    commits.push(git.commit('app', 'main', project('fifth'), 'fifth'));
+    await requestReconcile('app');
+    await artifactOf('app', `main@sha1:${commits[4]}`);
+    commits.push(git.commit('app', 'main', project('sixth'), 'sixth'));
+    const revision = `main@sha1:${commits[5]}`;
+    await requestReconcile('app');
+    await artifactOf('app', revision);
+    await eventually(
+      'Flux to garbage-collect the artifact the workspace was made for',
+      async () => {
+        if (!existsSync(join(flux.storageDir, before.path))) return true;
+        await requestReconcile('app');
+        return false;
+      },
+      60_000,
+      1000,
     );
-    timings['flux: good artifact after a wrong digest to Ready'] = Date.now() - started;
-    expect(stack.status?.lastUpdate).toMatchObject({ type: 'up', state: 'succeeded', failures: 0 });
-    expect(stack.status?.outputs).toEqual({ message: 'third' });
+    // The StatefulSet still has the template the hooks rendered for `before`: its new pod asks for a file that is gone.
+    await deleteWorkspacePod(stack);
+    await eventually(
+      'the fetch container to be told the artifact is gone',
+      async () => (await fetchLog(stack, /HTTP 404/)).length > 0,
+      120_000,
+      1000,
+    );
+    const started = Date.now();
+    await startHooks();
+    // Metacontroller calls the hooks again at its back-off after the failed calls.
+    const ready = await deployed(stack, revision, 420_000);
+    recordTiming('garbage-collected artifact to Stack Ready at the current one', started);
+    expect(ready.status?.outputs).toEqual({ message: 'sixth' });
+  }, 720_000);
+});
+
+describe('a Stack whose source is not Ready', () => {
+  const stack = 'pending';
+
+  it("is Stalled with Flux's reason, and deploys once Flux has an artifact", async () => {
+    const url = git.createRepo('pending');
+    git.commit('pending', 'main', project('other branch'), 'main');
+    await op.objects.create(gitRepository('pending', url, { ref: { branch: 'release' } }));
+    await op.objects.create(fluxStack(stack, 'pending', { stack: 'pending', destroyOnFinalize: true }));
+    const failed = await eventually(
+      'Flux to fail on the missing branch',
+      async () => {
+        const ready = (await getSource('pending')).status?.conditions?.find((c) => c.type === 'Ready');
+        return ready?.status === 'False' ? ready : undefined;
+      },
+      90_000,
+      500,
+    );
+    const stalled = await stackSays(stack, /has no artifact: /, 60_000);
+    captureStack('stalled', stalled);
+    expect(condition(stalled, 'Stalled')).toMatchObject({
+      reason: 'SourceUnavailable',
+      message: `Flux source GitRepository ${NS}/pending has no artifact: ${failed.message}`,
+    });
+    expect(condition(stalled, 'Ready')).toMatchObject({ status: 'False' });
+
+    const sha = git.commit('pending', 'release', project('released'), 'release');
+    const started = Date.now();
+    await requestReconcile('pending');
+    const ready = await deployed(stack, `release@sha1:${sha}`);
+    recordTiming('source Ready to Stack Ready', started);
+    expect(ready.status?.outputs).toEqual({ message: 'released' });
+  }, 360_000);
+
+  it('retries a failing update of a broken push, and is deleted with its resources destroyed', async () => {
+    const broken = git.commit(
+      'pending',
+      'release',
+      { 'app/Pulumi.yaml': 'name: fluxapp\nruntime: yaml\noutputs:\n  message: ${nowhere}\n' },
+      'broken',
+    );
+    await requestReconcile('pending');
+    const failing = await eventually(
+      'the update of the broken program to fail and be retried',
+      async () => {
+        const s = await getStack(stack);
+        return s.status?.lastUpdate?.state === 'failed' &&
+          s.status.lastUpdate.lastAttemptedCommit === `release@sha1:${broken}`
+          ? s
+          : undefined;
+      },
+      240_000,
+      1000,
+    );
+    captureStack('failed', failing);
+    expect(condition(failing, 'Ready')).toMatchObject({ status: 'False' });
+
+    const started = Date.now();
+    await op.objects.delete({ apiVersion: 'pulumi.com/v1', kind: 'Stack', metadata: { name: stack, namespace: NS } });
+    const deleting = await eventually('the Stack to be deleting', async () => {
+      const s = await getStack(stack);
+      return s.metadata.deletionTimestamp ? s : undefined;
+    });
+    captureStack('deleting', deleting);
+    await eventually(
+      'the Stack to be destroyed and gone',
+      async () => !(await exists(() => getStack(stack))),
+      240_000,
+      1000,
+    );
+    recordTiming('delete to gone (destroy)', started);
+    // destroyOnFinalize: destroyed, the backend's stack left without resources.
+    expect(checkpointResources(op.stateDir(NS), 'fluxapp', 'pending')).toEqual([]);
   }, 360_000);
 });

@@ -7,14 +7,13 @@
  */
 import * as k8s from '@kubernetes/client-node';
 import { expect } from '@jest/globals';
-import { e2eStackSpec, eventually, type Operator, stackCondition } from './harness';
+import { e2eStackSpec, eventually, type Operator, condition } from './harness';
 import { e2eSuite } from './suite';
 import { startGitServer, type GitServer } from './testbed/git-server';
 
 let op: Operator;
 const getStack = (ns: string, name: string) => op.getStack(ns, name);
 const readyStack = (...args: Parameters<Operator['readyStack']>) => op.readyStack(...args);
-const condition = stackCondition;
 let publicGit: GitServer;
 let basicGit: GitServer;
 let tokenGit: GitServer;

@@ -12,8 +12,8 @@ import { syncStack } from '../hooks/test/controllers';
 import { syncProgram } from '../hooks/src/program/sync';
 import type { KObject } from '../hooks/src/lib/k8s';
 import type { Program, Stack, StackSpec } from '../schemas/generated/types';
-import { jobsOf, makeProgram, makeStack, noLookups, NOW, syncRequest, testConfig } from '../hooks/test/builders';
-import { toFirstJob } from '../hooks/test/stories';
+import { jobsOf, makeProgram, makeStack, NOW, syncRequest } from '../hooks/test/builders';
+import { ctx, toFirstJob } from '../hooks/test/stories';
 
 let cp: ControlPlane;
 let objects: k8s.KubernetesObjectApi;
@@ -52,8 +52,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await cp?.stop();
 });
-
-const ctx = { config: testConfig, now: NOW, lookups: noLookups };
 
 /** The children of a Stack at creation and once its first Job starts (recorded, then made: stories.toFirstJob). */
 function childrenOf(spec: Parameters<typeof makeStack>[0], related: KObject[] = [makeProgram()]): KObject[] {
@@ -221,7 +219,7 @@ describe('objects the hooks emit, against a real API server', () => {
     const created = await objects.create({ ...program, status: undefined } as k8s.KubernetesObject);
     await objects.replace({ ...created, status: res.status } as k8s.KubernetesObject, undefined, undefined, undefined);
     const stack = makeStack();
-    const r = syncStack(syncRequest(stack), ctx);
+    const r = syncStack(syncRequest(stack), ctx());
     const s = await objects.create({
       apiVersion: stack.apiVersion,
       kind: stack.kind,

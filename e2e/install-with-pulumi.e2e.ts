@@ -17,7 +17,7 @@ import * as path from 'node:path';
 import { promisify } from 'node:util';
 import * as k8s from '@kubernetes/client-node';
 import { loadAll } from 'js-yaml';
-import { defined, eventually, exists, type Operator, stackCondition } from './harness';
+import { defined, eventually, exists, type Operator, condition } from './harness';
 import { e2eSuite } from './suite';
 import { loadControllerManifests, rewriteWebhooks } from './testbed/metacontroller-harness';
 import { REPO_ROOT, binDirOf, binaryPath, requireBinaries, toolchainEnv } from './testbed/toolchain';
@@ -175,7 +175,7 @@ describe('deploy/yaml with pulumi up', () => {
       'the hooks to write the Stack status',
       async () => {
         const s = await getStack('app');
-        return s.status?.observedGeneration === s.metadata.generation && stackCondition(s, 'Ready') ? s : undefined;
+        return s.status?.observedGeneration === s.metadata.generation && condition(s, 'Ready') ? s : undefined;
       },
       120_000,
       500,

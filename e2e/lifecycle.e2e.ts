@@ -17,17 +17,15 @@ import {
   eventually,
   exists,
   type Operator,
-  stackCondition,
+  condition,
 } from './harness';
 import { e2eSuite } from './suite';
+import { sleep } from './testbed/helpers';
 
 let op: Operator;
 const ns = 'lifecycle';
 
 const { recordTiming, getStack, readyStack } = e2eSuite('lifecycle', ns, (started) => (op = started));
-const condition = stackCondition;
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** A YAML program with one resource that lives only in the backend's state (`pulumi:index:Stash`). */
 function stashProgram(name: string, value: string, extra: Record<string, unknown> = {}): k8s.KubernetesObject {

@@ -12,7 +12,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import type { StackSpec } from '../schemas/generated/types';
-import { e2eStackSpec, eventually, stackCondition, type Operator } from './harness';
+import { e2eStackSpec, eventually, condition, type Operator } from './harness';
 import { e2eSuite } from './suite';
 import { startGitServer, type GitServer } from './testbed/git-server';
 import { ensureImages } from './testbed/images/containerd';
@@ -140,20 +140,20 @@ describe('a Node.js git Stack', () => {
       'the Stack to be Stalled by the workspace',
       async () => {
         const s = await op.getStack(ns, 'app');
-        return stackCondition(s, 'Stalled')?.status === 'True' ? s : undefined;
+        return condition(s, 'Stalled')?.status === 'True' ? s : undefined;
       },
       240_000,
       500,
     );
-    const message = stackCondition(stalled, 'Stalled')?.message ?? '';
+    const message = condition(stalled, 'Stalled')?.message ?? '';
     recordTiming('Node.js git Stack, pulumi-base: apply to Stalled', started, message);
-    expect(stackCondition(stalled, 'Stalled')?.reason).toBe('WorkspaceFailed');
+    expect(condition(stalled, 'Stalled')?.reason).toBe('WorkspaceFailed');
     expect(message).toMatch(
       /^InstallationFailed: the project's runtime is nodejs, but this workspace image has no Node\.js/,
     );
     expect(message).toContain('no node on PATH /pulumi/bin:');
     expect(message).toContain(`set workspaceTemplate.spec.image to an image with Node.js, such as ${DEFAULT_IMAGE}`);
-    expect(stackCondition(stalled, 'Ready')).toMatchObject({ status: 'False' });
+    expect(condition(stalled, 'Ready')).toMatchObject({ status: 'False' });
     expect(stalled.status?.lastUpdate).toBeUndefined();
     expect(await pulumiImage(ns, 'app')).toBe(BASE_IMAGE);
 
@@ -164,7 +164,7 @@ describe('a Node.js git Stack', () => {
     recordTiming('Node.js git Stack: pulumi-base to the default image, to Ready', fixed);
     expect(stack.status?.lastUpdate).toMatchObject({ state: 'succeeded', lastSuccessfulCommit: head });
     expect(stack.status?.outputs).toMatchObject({ greeting: 'hello from Node.js', token: '[secret]' });
-    expect(stackCondition(stack, 'Stalled')).toBeUndefined();
+    expect(condition(stack, 'Stalled')).toBeUndefined();
     expect(await pulumiImage(ns, 'app')).toBe(DEFAULT_IMAGE);
   }, 480_000);
 });

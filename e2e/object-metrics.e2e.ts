@@ -19,7 +19,7 @@ import { startHookServer, type RunningServer } from '../hooks/src/main';
 import { kubeObjectsApi } from '../hooks/src/objects/kubernetes';
 import { hooksKubeConfig } from './harness';
 import { type ControlPlane, startControlPlane } from './testbed/control-plane';
-import { eventually } from './testbed/eventually';
+import { eventually } from './testbed/helpers';
 import { REPO_ROOT, requireToolchain } from './testbed/toolchain';
 
 const GROUP = { group: 'pulumi.com', version: 'v1' } as const;

@@ -10,7 +10,7 @@
 import * as k8s from '@kubernetes/client-node';
 import { DEFAULT_OPERATIONS_MAX } from '../hooks/src/config';
 import type { Stack } from '../schemas/generated/types';
-import { e2eStackSpec, eventually, stackCondition, type Operator } from './harness';
+import { e2eStackSpec, eventually, condition, type Operator } from './harness';
 import { e2eSuite } from './suite';
 
 let op: Operator;
@@ -69,12 +69,12 @@ describe('a burst of Program Stacks larger than the node', () => {
       async () => {
         const items = await stacks();
         const pods = (await op.core.listNamespacedPod({ namespace: ns })).items;
-        const reconciling = items.map((s) => stackCondition(s, 'Reconciling'));
+        const reconciling = items.map((s) => condition(s, 'Reconciling'));
         for (const c of reconciling) if (c?.reason === 'Queued') queuedMessages.add(c.message ?? '');
         samples.push({
           atSeconds: Math.round((Date.now() - started) / 1000),
           ready: items.filter(
-            (s) => stackCondition(s, 'Ready')?.status === 'True' && s.status?.lastUpdate?.state === 'succeeded',
+            (s) => condition(s, 'Ready')?.status === 'True' && s.status?.lastUpdate?.state === 'succeeded',
           ).length,
           processing: reconciling.filter((c) => c?.reason === 'StackProcessing').length,
           queued: reconciling.filter((c) => c?.reason === 'Queued').length,

@@ -11,7 +11,7 @@ import * as k8s from '@kubernetes/client-node';
 import { Agent, request } from 'undici';
 import { MAX_OUTPUTS_ANNOTATION_BYTES } from '../contract';
 import type { Program } from '../schemas/generated/types';
-import { defined, e2eStackSpec, eventually, exists, stackCondition, type Operator, greetingProgram } from './harness';
+import { defined, e2eStackSpec, eventually, exists, condition, type Operator, greetingProgram } from './harness';
 import { e2eSuite } from './suite';
 
 let op: Operator;
@@ -85,7 +85,7 @@ describe('a Program Stack', () => {
     // Plain HTTP on the hook port gets no answer at all: it is a TLS port.
     await expect(request(`http://127.0.0.1:${op.hooksPort}/healthz`)).rejects.toThrow();
     // And the Stack is still Ready, its status untouched by the refused calls.
-    expect(stackCondition(await getStack(ns, 'hello'), 'Ready')?.status).toBe('True');
+    expect(condition(await getStack(ns, 'hello'), 'Ready')?.status).toBe('True');
   });
 
   it('shows upstream printer columns', async () => {
@@ -161,7 +161,7 @@ describe('a Program Stack', () => {
     // "huge" alone is over the budget: the other two are shown, the secret one still masked.
     expect(after.status?.outputs).toEqual({ greeting: 'bonjour', secretWord: '[secret]' });
     const job = defined(after.status?.lastUpdate?.name, 'lastUpdate.name');
-    const truncated = stackCondition(after, 'OutputsTruncated');
+    const truncated = condition(after, 'OutputsTruncated');
     expect(truncated).toMatchObject({ status: 'True', reason: 'OutputsTooLarge' });
     expect(truncated?.message).toContain("status.outputs holds 2 of the stack's 3 outputs");
     expect(truncated?.message).toContain(`Secret ${job}-stack-outputs`);
@@ -200,7 +200,7 @@ describe('a Program Stack', () => {
     const later = await getStack(ns, 'hello');
     expect(later.status?.lastUpdate).toEqual(after.status?.lastUpdate);
     expect(later.status?.outputs).toEqual({ greeting: 'bonjour', secretWord: '[secret]' });
-    expect(stackCondition(later, 'Ready')?.status).toBe('True');
+    expect(condition(later, 'Ready')?.status).toBe('True');
   });
 
   it('shows all outputs again, and drops the condition, once they fit', async () => {
@@ -208,7 +208,7 @@ describe('a Program Stack', () => {
     await patch('programs', { program: { outputs: { huge: null, small: 'fits' } } });
     const after = await readyStack(ns, 'hello', (s) => s.status?.lastUpdate?.name !== before.status?.lastUpdate?.name);
     expect(after.status?.outputs).toEqual({ greeting: 'bonjour', secretWord: '[secret]', small: 'fits' });
-    expect(stackCondition(after, 'OutputsTruncated')).toBeUndefined();
+    expect(condition(after, 'OutputsTruncated')).toBeUndefined();
   });
 
   it('is destroyed and removed on delete with destroyOnFinalize', async () => {
@@ -268,7 +268,7 @@ describe('a Program of about 1 MiB, served by the hook server', () => {
     } as k8s.KubernetesObject);
     const program = await eventually('the Program to be Ready', async () => {
       const p = await getProgram('large');
-      return stackCondition(p, 'Ready')?.status === 'True' ? p : undefined;
+      return condition(p, 'Ready')?.status === 'True' ? p : undefined;
     });
     expect(program.status?.artifact?.size).toBeGreaterThan(1024 * 1024);
     expect(program.status?.artifact?.url).toBe(`${op.programServer.url}/programs/${ns}/large`);

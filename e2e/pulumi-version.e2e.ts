@@ -11,7 +11,7 @@ import * as k8s from '@kubernetes/client-node';
 import { beforeAll } from '@jest/globals';
 import { PULUMI_CLI_VERSIONS } from '../agent/src/serve/cli-version';
 import type { Stack } from '../schemas/generated/types';
-import { e2eStackSpec, eventually, stackCondition, type Operator } from './harness';
+import { e2eStackSpec, eventually, condition, type Operator } from './harness';
 import { e2eSuite } from './suite';
 import { ensureImages } from './testbed/images/containerd';
 import { IMAGE_REFS } from './testbed/images/refs';
@@ -60,17 +60,17 @@ describe('a workspace image whose Pulumi CLI is too old', () => {
       'the Stack to be Stalled PulumiVersionTooLow',
       async () => {
         const s = await getStack('ports');
-        return stackCondition(s, 'Stalled')?.reason === 'PulumiVersionTooLow' ? s : undefined;
+        return condition(s, 'Stalled')?.reason === 'PulumiVersionTooLow' ? s : undefined;
       },
       240_000,
       500,
     );
     recordTiming('apply to Stalled PulumiVersionTooLow', started);
-    const message = stackCondition(stalled, 'Stalled')?.message ?? '';
+    const message = condition(stalled, 'Stalled')?.message ?? '';
     expect(message).toContain(`Pulumi CLI is ${OLDER_CLIS.tooOld}`);
     expect(message).toContain(`v${PULUMI_CLI_VERSIONS.structuredConfig} or newer`);
     expect(message).toContain('workspaceTemplate.spec.image');
-    expect(stackCondition(stalled, 'Ready')?.status).toBe('False');
+    expect(condition(stalled, 'Ready')?.status).toBe('False');
     expect(stalled.status?.lastUpdate).toBeUndefined();
     expect(stalled.status?.currentUpdate).toBeUndefined();
     // The workspace ran in the image it was given.
@@ -85,7 +85,7 @@ describe('a workspace image whose Pulumi CLI is too old', () => {
     recordTiming('image switch to Ready', started);
     expect(ready.status?.lastUpdate).toMatchObject({ type: 'up', state: 'succeeded' });
     expect(ready.status?.outputs).toEqual({ ports: [80, 443] });
-    expect(stackCondition(ready, 'Stalled')).toBeUndefined();
+    expect(condition(ready, 'Stalled')).toBeUndefined();
     const pod = await op.core.readNamespacedPod({ namespace: ns, name: 'ports-workspace-0' });
     expect(pod.spec?.containers.find((c) => c.name === 'pulumi')?.image).toBe(NEW_IMAGE);
   });

@@ -12,7 +12,7 @@
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
-import { defined, e2eStackSpec, eventually, type Operator, stackCondition } from './harness';
+import { defined, e2eStackSpec, eventually, type Operator, condition } from './harness';
 import { e2eSuite } from './suite';
 import { gatedProgram, stateGates } from './testbed/state-gate';
 
@@ -23,7 +23,6 @@ const ns = 'resilience';
 const gates = stateGates(() => op.stateDir(ns));
 afterAll(() => gates.stop());
 const { recordTiming, getStack, readyStack } = e2eSuite('resilience', ns, (started) => (op = started));
-const condition = stackCondition;
 
 async function jobsOf(name: string): Promise<k8s.V1Job[]> {
   return (await op.batch.listNamespacedJob({ namespace: ns, labelSelector: `pulumi.com/stack-name=${name}` })).items;

@@ -22,7 +22,7 @@ import {
   eventually,
   exists,
   type Operator,
-  stackCondition,
+  condition,
   workspaceReport,
 } from './harness';
 import { e2eSuite } from './suite';
@@ -33,7 +33,6 @@ let op: Operator;
 const ns = 'security';
 
 const { recordTiming, getStack, readyStack } = e2eSuite('security', ns, (started) => (op = started));
-const condition = stackCondition;
 
 const program = {
   apiVersion: 'pulumi.com/v1',
@@ -278,7 +277,7 @@ describe('security', () => {
     expect(after.spec?.template.spec?.serviceAccountName).toBe('default');
     expect(after.metadata?.annotations?.[Annotations.workspaceStatus]).toBeUndefined();
     expect(await workspaceReport(op, ns, 'as-default')).toMatchObject({ hash, state: 'Ready' });
-    expect(stackCondition(await getStack('as-default'), 'Ready')).toMatchObject({ status: 'True' });
+    expect(condition(await getStack('as-default'), 'Ready')).toMatchObject({ status: 'True' });
     recordTiming('the default account refused its workspace', started);
   });
 

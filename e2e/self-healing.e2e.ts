@@ -14,7 +14,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import type { Stack } from '../schemas/generated/types';
-import { defined, e2eStackSpec, eventually, stackCondition, type Operator } from './harness';
+import { defined, e2eStackSpec, eventually, condition, type Operator } from './harness';
 import { e2eSuite } from './suite';
 import { gatedProgram, stateGates } from './testbed/state-gate';
 
@@ -70,7 +70,7 @@ async function interruptionReported(name: string, update: string): Promise<Stack
     `the interrupted update of ${name} to be reported`,
     async () => {
       const s = await getStack(name);
-      const reconciling = stackCondition(s, 'Reconciling');
+      const reconciling = condition(s, 'Reconciling');
       return s.status?.lastUpdate?.name === update && reconciling?.message?.startsWith('Interrupted') ? s : undefined;
     },
     240_000,
@@ -130,7 +130,7 @@ describe('self-healing', () => {
     const failed = await interruptionReported('killed', interrupted);
     expect(failed.status?.lastUpdate).toMatchObject({ type: 'up', state: 'failed' });
     expect(await updateFailedReason(interrupted)).toBe('WorkspaceUnavailable');
-    recordTiming('pod killed mid-up: interruption reported', started, stackCondition(failed, 'Reconciling')?.message);
+    recordTiming('pod killed mid-up: interruption reported', started, condition(failed, 'Reconciling')?.message);
 
     const retry = Date.now();
     g.write('healed');
@@ -159,7 +159,7 @@ describe('self-healing', () => {
     const failed = await interruptionReported('orphaned', interrupted);
     expect(failed.status?.lastUpdate).toMatchObject({ type: 'up', state: 'failed' });
     expect(await updateFailedReason(interrupted)).toBe('Aborted');
-    recordTiming('Job deleted mid-up: interruption reported', started, stackCondition(failed, 'Reconciling')?.message);
+    recordTiming('Job deleted mid-up: interruption reported', started, condition(failed, 'Reconciling')?.message);
 
     // The interrupted `up` stops and unlocks the stack (its lock file goes; a retry's has another
     // name): only then is the gate written, or the stopping program could read what is meant for the retry.

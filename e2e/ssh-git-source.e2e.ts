@@ -8,7 +8,7 @@
  */
 import * as k8s from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { e2eStackSpec, eventually, type Operator, stackCondition } from './harness';
+import { e2eStackSpec, eventually, type Operator, condition } from './harness';
 import { e2eSuite } from './suite';
 import { startSshdGitServer, type SshdGitServer } from './testbed/sshd-git-server';
 
@@ -131,13 +131,13 @@ describe('an SSH server whose host key the hooks do not know', () => {
         'the Stack to be Stalled by the host key check',
         async () => {
           const s = await op.getStack(ns, 'stranger');
-          return stackCondition(s, 'Stalled')?.status === 'True' ? s : undefined;
+          return condition(s, 'Stalled')?.status === 'True' ? s : undefined;
         },
         120_000,
         500,
       );
       timings['ssh unknown host key: apply to Stalled'] = Date.now() - started;
-      expect(stackCondition(stalled, 'Stalled')).toMatchObject({
+      expect(condition(stalled, 'Stalled')).toMatchObject({
         reason: 'SourceUnavailable',
         message: expect.stringMatching(
           new RegExp(`the host key of ${stranger.host.replace(/\./g, '\\.')}:2222 is not known: .*SHA256:`),

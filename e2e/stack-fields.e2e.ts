@@ -11,7 +11,7 @@ import * as k8s from '@kubernetes/client-node';
 import { readdirSync, readFileSync } from 'fs';
 import { join } from 'path';
 import type { Stack, StackSpec } from '../schemas/generated/types';
-import { defined, e2eStackSpec, eventually, type Operator, stackCondition } from './harness';
+import { defined, e2eStackSpec, eventually, type Operator, condition } from './harness';
 import { e2eSuite } from './suite';
 
 let op: Operator;
@@ -148,23 +148,23 @@ describe('environment (Pulumi ESC) on a self-managed backend', () => {
       'the Stack to be Stalled by its workspace',
       async () => {
         const s = await getStack('esc');
-        return stackCondition(s, 'Stalled')?.status === 'True' ? s : undefined;
+        return condition(s, 'Stalled')?.status === 'True' ? s : undefined;
       },
       240_000,
       500,
     );
-    const message = stackCondition(stalled, 'Stalled')?.message ?? '';
+    const message = condition(stalled, 'Stalled')?.message ?? '';
     recordTiming('ESC environment Stack apply to Stalled', started, message);
-    expect(stackCondition(stalled, 'Stalled')?.reason).toBe('WorkspaceFailed');
+    expect(condition(stalled, 'Stalled')?.reason).toBe('WorkspaceFailed');
     expect(message).toMatch(/^InitializationFailed: cannot add environments payments\/prod: /);
     expect(message).toMatch(/Pulumi ESC environments require the Pulumi Cloud backend/);
-    expect(stackCondition(stalled, 'Ready')?.status).toBe('False');
+    expect(condition(stalled, 'Ready')?.status).toBe('False');
     expect(stalled.status?.lastUpdate).toBeUndefined();
 
     // Without environments (the values set with config, configRef or secretsRef instead), it goes on.
     await op.patchStack(ns, 'esc', { spec: { environment: null } });
     const ready: Stack = await readyStack('esc');
     expect(ready.status?.lastUpdate).toMatchObject({ type: 'up', state: 'succeeded' });
-    expect(stackCondition(ready, 'Stalled')).toBeUndefined();
+    expect(condition(ready, 'Stalled')).toBeUndefined();
   }, 480_000);
 });

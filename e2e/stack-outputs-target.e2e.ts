@@ -10,7 +10,7 @@
 import { createHash } from 'node:crypto';
 import * as k8s from '@kubernetes/client-node';
 import type { Stack } from '../schemas/generated/types';
-import { AGENT_IMAGE, defined, e2eStackSpec, eventually, exists, stackCondition, type Operator } from './harness';
+import { AGENT_IMAGE, defined, e2eStackSpec, eventually, exists, condition, type Operator } from './harness';
 import { e2eSuite } from './suite';
 import { podOf } from './testbed/pod-bed';
 
@@ -200,7 +200,7 @@ describe('outputs to a Secret or ConfigMap of the user’s naming', () => {
     const cm = await readConfigMap('app-config');
     expect(cm.data).toEqual({ GREETING: 'bonjour', replicas: '3' });
     expect(JSON.stringify(cm)).not.toContain(SECRET_WORD);
-    const skipped = stackCondition(stack, 'OutputsSkipped');
+    const skipped = condition(stack, 'OutputsSkipped');
     expect(skipped).toMatchObject({ status: 'True', reason: 'SecretOutputs' });
     expect(skipped?.message).toContain('secret outputs, which only a Secret may hold: "secretWord"');
     // The Secret of the earlier ups is gone.
@@ -221,11 +221,11 @@ describe('outputs to a Secret or ConfigMap of the user’s naming', () => {
     expect(stack.status?.outputsTo).toEqual({ kind: 'Secret', name: 'taken', state: 'conflict' });
     const stalled = await eventually('Stalled OutputsConflict', async () => {
       const s = await getStack('app');
-      const c = stackCondition(s, 'Stalled');
+      const c = condition(s, 'Stalled');
       return c?.reason === 'OutputsConflict' ? c : undefined;
     });
     expect(stalled.message).toContain('Secret taken exists and is not this Stack');
-    expect(stackCondition(stack, 'Ready')?.status).toBe('False');
+    expect(condition(stack, 'Ready')?.status).toBe('False');
     const after = await readSecret('taken');
     expect(after.metadata?.resourceVersion).toBe(foreign.metadata?.resourceVersion);
     expect(decoded(after.data)).toEqual({ theirs: 'keep me' });
@@ -240,7 +240,7 @@ describe('outputs to a Secret or ConfigMap of the user’s naming', () => {
     });
     const ready = await readyStack('app', (s) => s.status?.lastUpdate?.reconcileRequest === 'taken-is-free');
     expect(ready.status?.outputsTo).toEqual({ kind: 'Secret', name: 'taken', state: 'written' });
-    expect(stackCondition(ready, 'Stalled')).toBeUndefined();
+    expect(condition(ready, 'Stalled')).toBeUndefined();
     expect(decoded((await readSecret('taken')).data).greeting).toBe('bonjour');
   });
 

@@ -34,7 +34,7 @@ import {
   impersonating,
   type Operator,
   serviceAccountKubeConfig,
-  stackCondition,
+  condition,
 } from './harness';
 import { e2eSuite } from './suite';
 import { LAST_APPLIED } from './testbed/metacontroller/apply';
@@ -323,7 +323,7 @@ async function stalledInvalid(name: string): Promise<Stack> {
     `Stack ${name} to be Stalled/SpecInvalid`,
     async () => {
       const s = await getStack(name);
-      const stalled = stackCondition(s, 'Stalled');
+      const stalled = condition(s, 'Stalled');
       return stalled?.status === 'True' && stalled.reason === 'SpecInvalid' ? s : undefined;
     },
     120_000,
@@ -710,7 +710,7 @@ describe('a forged result (a Job the editor makes for the Stack)', () => {
         },
         async () => {
           const s = await getStack(name);
-          const noted = (stackCondition(s, 'AwaitingApproval')?.message ?? '').includes(stale);
+          const noted = (condition(s, 'AwaitingApproval')?.message ?? '').includes(stale);
           return noted || s.status?.lastUpdate?.name !== last?.name;
         },
       );

@@ -7,7 +7,7 @@
  * agent in those stand-ins.
  */
 import { Annotations } from '../contract';
-import { defined, eventually, type Operator, stackCondition, workspaceReport } from './harness';
+import { defined, eventually, type Operator, condition, workspaceReport } from './harness';
 import { e2eSuite } from './suite';
 import { applyUpstream } from './upstream/apply';
 
@@ -64,7 +64,7 @@ describe('upstream e2e manifests, applied as vendored (one image tag substituted
       const stalled = await eventually(
         'the Stack to be Stalled with PulumiVersionTooLow',
         async () => {
-          const c = stackCondition(await op.getStack(ns, name), 'Stalled');
+          const c = condition(await op.getStack(ns, name), 'Stalled');
           return c?.status === 'True' && c.reason === 'PulumiVersionTooLow' ? c : undefined;
         },
         OUTCOME_TIMEOUT_MS,

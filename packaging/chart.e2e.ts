@@ -16,8 +16,9 @@ import * as yaml from 'js-yaml';
 import { Agent, request } from 'undici';
 import { configFromEnv, DEFAULT_AGENT_IMAGE, DEFAULT_WORKSPACE_IMAGE } from '../hooks/src/config';
 import { describeEgress } from '../hooks/src/git/egress';
+import { TokenReviewer } from '../hooks/src/kube/token-review';
 import { buildServer } from '../hooks/src/server';
-import { eventually } from '../e2e/testbed/eventually';
+import { eventually } from '../e2e/testbed/helpers';
 import { IMAGE_REFS } from '../e2e/testbed/images/refs';
 import { type PodBed, startPodBed } from '../e2e/testbed/pod-bed';
 import { ApiClient } from './lib/apply';
@@ -25,7 +26,7 @@ import { CHART_DIR, helm, helmTemplate, removeHelmHome } from './lib/helm';
 import {
   findObject,
   isKind,
-  type K8sObject,
+  type KObject,
   type KindOf,
   type KnownKinds,
   loadObjects,
@@ -74,7 +75,7 @@ describe('chart metadata', () => {
 });
 
 describe('helm template with the default values', () => {
-  let objects: K8sObject[];
+  let objects: KObject[];
   beforeAll(async () => {
     ({ objects } = await helmTemplate('pulumi-operator', 'pulumi-system'));
   }, 60_000);
@@ -181,7 +182,14 @@ describe('helm template with the default values', () => {
         metricsAuth: false,
         logLevel: 'silent',
       },
-      { logger: false },
+      {
+        logger: false,
+        // METRICS_AUTH is on with the token: an API server that authenticates no scraper.
+        reviewer: new TokenReviewer({
+          tokenReview: () => Promise.resolve({ authenticated: false }),
+          subjectAccessReview: () => Promise.resolve({ allowed: false }),
+        }),
+      },
     );
     await app.listen({ port: 0, host: '127.0.0.1' });
     const agent = new Agent({ connect: { ca: data('ca.crt'), servername: 'pulumi-operator.pulumi-system' } });
@@ -240,7 +248,7 @@ describe('helm template with the default values', () => {
       ['ClusterRole', 'pulumi-mc-hooks:hooks', 'pulumi-operator:hooks'],
       ['ClusterRole', 'pulumi-mc-hooks:metrics-reader', 'pulumi-operator:metrics-reader'],
     ];
-    const strip = (o: K8sObject) => {
+    const strip = (o: KObject) => {
       const { metadata, ...rest } = o;
       return {
         ...rest,
@@ -287,7 +295,7 @@ describe('helm template with the default values', () => {
 });
 
 describe('helm template with every value changed (packaging/testdata/chart-values.yaml)', () => {
-  let objects: K8sObject[];
+  let objects: KObject[];
   let d: KindOf<'Deployment'>;
   let pod: V1PodSpec;
   beforeAll(async () => {
@@ -635,7 +643,7 @@ const keysOfRows = (treatment: Treatment) =>
   helmValuesRows.filter((r) => r.treatment === treatment).flatMap((r) => r.keys);
 
 describe("upstream's values.yaml, unchanged", () => {
-  let objects: K8sObject[];
+  let objects: KObject[];
   let d: KindOf<'Deployment'>;
   let pod: V1PodSpec;
   beforeAll(async () => {
@@ -745,13 +753,13 @@ describe("upstream's values.yaml, unchanged", () => {
       '--set',
       'controller.metricsSecure=false',
     ]);
-    const metricsAuthOf = (rendered: K8sObject[]) =>
+    const metricsAuthOf = (rendered: KObject[]) =>
       findObject(rendered, 'Deployment', 'pko-pulumi-operator').spec?.template.spec?.containers[0]?.env?.find(
         (e) => e.name === 'METRICS_AUTH',
       )?.value;
     expect(metricsAuthOf(objects)).toBe('on');
     expect(metricsAuthOf(plain)).toBe('off');
-    const reviews = (rendered: K8sObject[]) =>
+    const reviews = (rendered: KObject[]) =>
       findObject(rendered, 'ClusterRole', 'pko-pulumi-operator:hooks').rules?.filter((r) =>
         r.apiGroups?.some((g) => g.endsWith('.k8s.io')),
       );
@@ -772,7 +780,7 @@ describe("upstream's values.yaml, unchanged", () => {
 });
 
 describe('every upstream value ours honours, changed (packaging/testdata/upstream-values-changed.yaml)', () => {
-  let objects: K8sObject[];
+  let objects: KObject[];
   let d: KindOf<'Deployment'>;
   let pod: V1PodSpec;
   let hooks: V1Container;
@@ -1043,7 +1051,7 @@ describe("helm install of upstream's values.yaml on the test bed", () => {
 
   beforeAll(async () => {
     bed = await startPodBed('pulumi-kubernetes-operator');
-    api = new ApiClient(bed.cp.server, bed.cp.adminToken, bed.cp.caData);
+    api = new ApiClient(bed.cp.kubeConfig);
     const standIns = loadObjects(
       readRepoFile('packaging/testdata/metacontroller-crds.yaml'),
       'metacontroller-crds.yaml',
@@ -1053,6 +1061,7 @@ describe("helm install of upstream's values.yaml on the test bed", () => {
   }, 300_000);
 
   afterAll(async () => {
+    await api?.close();
     await bed?.stop();
   });
 

@@ -7,6 +7,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as yaml from 'js-yaml';
+import * as ts from 'typescript';
 import { HookMetrics } from '../hooks/src/http/metrics';
 import { ObjectGauges } from '../hooks/src/objects/gauges';
 import type { ListWatch } from '../hooks/src/objects/reflector';
@@ -354,4 +355,39 @@ test.each(ALL_DOCS)('the counts of controllers and images %s states are those of
   for (const m of text.matchAll(counts))
     if (!stated.has(m.index)) wrong.push(`"${m[0]}": a count that COUNTS does not cover`);
   expect(wrong).toEqual([]);
+});
+
+/** Type assertions (not `as const`), non-null assertions and double casts in the TypeScript files under `dir`. */
+function castsIn(dir: string): { as: number; nonNull: number; double: number } {
+  const counts = { as: 0, nonNull: 0, double: 0 };
+  const files = fs
+    .readdirSync(repoPath(dir), { recursive: true, encoding: 'utf8' })
+    .filter((f) => f.endsWith('.ts'))
+    .map((f) => repoPath(dir, f));
+  for (const file of files) {
+    const source = ts.createSourceFile(file, fs.readFileSync(file, 'utf8'), ts.ScriptTarget.Latest, true);
+    const walk = (node: ts.Node): void => {
+      if (ts.isAsExpression(node) && node.type.getText(source) !== 'const') {
+        counts.as++;
+        if (ts.isAsExpression(node.expression) && node.expression.type.getText(source) === 'unknown') counts.double++;
+      }
+      if (ts.isNonNullExpression(node)) counts.nonNull++;
+      ts.forEachChild(node, walk);
+    };
+    walk(source);
+  }
+  return counts;
+}
+
+test.each(['hooks/src', 'agent/src'])('%s has no more casts than contributing.md states', (dir) => {
+  // The last column of the tree's row (Prettier pads the table's cells).
+  const row = new RegExp(`^\\| ${dir} \\|.*\\| as (\\d+), ! (\\d+), as unknown as (\\d+) *\\|$`, 'm').exec(
+    readRepoFile('docs/contributing.md'),
+  );
+  const [, as = '', nonNull = '', double = ''] = row ?? [];
+  expect(row).not.toBeNull();
+  const found = castsIn(dir);
+  expect(found.as).toBeLessThanOrEqual(Number(as));
+  expect(found.nonNull).toBeLessThanOrEqual(Number(nonNull));
+  expect(found.double).toBeLessThanOrEqual(Number(double));
 });

@@ -10,7 +10,7 @@ import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import { Agent, request } from 'undici';
 import { AGENT_COMMAND, Env, WORKSPACE_PORT } from '../contract';
-import { eventually } from '../e2e/testbed/eventually';
+import { eventually } from '../e2e/testbed/helpers';
 import { IMAGE_REFS } from '../e2e/testbed/images/refs';
 import { versions } from '../e2e/testbed/toolchain';
 import { configFromEnv } from '../hooks/src/config';
@@ -19,7 +19,6 @@ import { RESTRICTED_POD_SECURITY } from '../hooks/src/workspace/pod';
 import { stackJob, stackWorkspacePod } from '../hooks/test/controllers';
 import { makeHookCredentials } from '../hooks/test/credentials';
 import type { CompositeSyncResponse, Stack } from '../schemas';
-import { httpRequest } from './lib/http';
 import {
   deleteAndWatchEnd,
   imageConfigOf,
@@ -234,9 +233,10 @@ describe('agent image', () => {
     await bed.core.createNamespacedPod({ namespace: bed.ns, body });
     const ip = await runningWithIp(bed, 'agent-serve');
     const health = await eventually('GET /healthz of the workspace server', async () => {
-      const r = await httpRequest(`http://${ip}:${WORKSPACE_PORT}/healthz`);
-      return r.status === 200 ? r : undefined;
+      const r = await request(`http://${ip}:${WORKSPACE_PORT}/healthz`, { headersTimeout: 5000, bodyTimeout: 5000 });
+      await r.body.dump();
+      return r.statusCode === 200 ? r : undefined;
     });
-    expect(health.status).toBe(200);
+    expect(health.statusCode).toBe(200);
   });
 });

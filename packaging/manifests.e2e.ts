@@ -20,7 +20,7 @@ import { UPSTREAM_VALUES } from './lib/upstream-values';
 import {
   findObject,
   isKind,
-  type K8sObject,
+  type KObject,
   loadAll,
   loadObjects,
   objectKey,
@@ -43,7 +43,7 @@ const CLUSTER_KINDS = new Set([
 ]);
 
 async function applyAll(
-  objects: K8sObject[],
+  objects: KObject[],
   opts: { dryRun: boolean; namespace?: string },
 ): Promise<{ failures: string[]; warnings: string[] }> {
   const failures: string[] = [];
@@ -56,13 +56,13 @@ async function applyAll(
   return { failures, warnings };
 }
 
-async function applyForReal(objects: K8sObject[], namespace?: string): Promise<void> {
+async function applyForReal(objects: KObject[], namespace?: string): Promise<void> {
   const { failures } = await applyAll(objects, { dryRun: false, ...(namespace ? { namespace } : {}) });
   expect(failures).toEqual([]);
   for (const crd of objects.filter((o) => isKind(o, 'CustomResourceDefinition'))) await api.waitForCrd(crd);
 }
 
-function namespaceObject(name: string, restricted: boolean): K8sObject {
+function namespaceObject(name: string, restricted: boolean): KObject {
   const labels: Record<string, string> = restricted
     ? { 'pod-security.kubernetes.io/enforce': 'restricted', 'pod-security.kubernetes.io/warn': 'restricted' }
     : {};
@@ -74,7 +74,7 @@ beforeAll(async () => {
     // The aggregation controller fills the built-in edit/admin/view roles from labelled ClusterRoles.
     controllers: [...DEFAULT_CONTROLLERS, 'clusterrole-aggregation-controller'],
   });
-  api = new ApiClient(cp.server, cp.adminToken, cp.caData);
+  api = new ApiClient(cp.kubeConfig);
   const standIns = ['metacontroller-crds.yaml', 'flux-gitrepository-crd.yaml', 'servicemonitor-crd.yaml'].flatMap((f) =>
     loadObjects(fs.readFileSync(repoPath('packaging', 'testdata', f), 'utf8'), f),
   );
@@ -85,6 +85,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   removeHelmHome();
+  await api?.close();
   await cp?.stop();
 });
 
@@ -114,7 +115,7 @@ describe('manifests/install.yaml, in its namespace', () => {
 
   test('a hook server pod is admitted under Pod Security "restricted" (enforced in pulumi-system)', async () => {
     const d = findObject(install, 'Deployment', 'pulumi-mc-hooks');
-    const pod: K8sObject = {
+    const pod: KObject = {
       apiVersion: 'v1',
       kind: 'Pod',
       metadata: {
@@ -435,12 +436,12 @@ describe('other manifests, examples and docs', () => {
     const objects = blocks
       .flatMap((b) => loadAll(b))
       .filter(
-        (o): o is K8sObject =>
+        (o): o is KObject =>
           typeof o === 'object' &&
           o !== null &&
           'apiVersion' in o &&
           'kind' in o &&
-          typeof (o as K8sObject).metadata?.name === 'string',
+          typeof (o as KObject).metadata?.name === 'string',
       );
     const served = objects.filter((o) => !EXTERNAL.has(`${o.apiVersion}/${o.kind}`));
     for (const ns of new Set(served.map((o) => o.metadata.namespace).filter((n): n is string => !!n))) {

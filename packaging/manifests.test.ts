@@ -22,7 +22,7 @@ import { makeHookCredentials } from '../hooks/test/credentials';
 import type { JsonSchema, Stack } from '../schemas';
 import { INSTALL_FILE, renderInstall } from './build-install';
 import { numericUser, parseDockerfile, stageNamed } from './lib/dockerfile';
-import { httpRequest } from './lib/http';
+import { postJson } from '../hooks/test/answers';
 import { kustomizationDocuments } from './lib/kustomize';
 import {
   findObject,
@@ -295,7 +295,8 @@ describe('the hook server Deployment', () => {
     expect(container.livenessProbe?.httpGet).toEqual({ path: '/healthz', port: 'https', scheme: 'HTTPS' });
     expect(container.readinessProbe?.httpGet).toEqual({ path: '/readyz', port: 'https', scheme: 'HTTPS' });
     await withHookServer(async (base) => {
-      for (const p of ['/healthz', '/readyz', '/metrics']) expect((await httpRequest(`${base}${p}`)).status).toBe(200);
+      for (const p of ['/healthz', '/readyz', '/metrics'])
+        expect((await request(`${base}${p}`).then(async (r) => (await r.body.dump(), r))).statusCode).toBe(200);
     });
   });
 
@@ -377,7 +378,7 @@ describe('the Metacontroller controllers', () => {
   test('call paths the hook server serves', async () => {
     await withHookServer(async (base) => {
       for (const h of hooks) {
-        const res = await httpRequest(`${base}${h.webhook.path ?? ''}`, '{}');
+        const res = await postJson(`${base}${h.webhook.path ?? ''}`, '{}');
         // A route that exists rejects the empty body; an unknown one is a 404.
         expect({ path: h.webhook.path, status: res.status }).toEqual({ path: h.webhook.path, status: 400 });
       }

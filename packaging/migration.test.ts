@@ -15,7 +15,7 @@ import { MULTIPLE_STACKS } from '../hooks/src/workspace/sync';
 import { MAX_OUTPUTS_ANNOTATION_BYTES, WORKSPACE_PORT } from '../contract';
 import { PULUMI_CLI_VERSIONS } from '../agent/src/serve/cli-version';
 import { INSTALL_FILE } from './build-install';
-import { isKind, loadObjects, readRepoFile, repoPath, type K8sObject } from './lib/repo';
+import { isKind, loadObjects, readRepoFile, repoPath, type KObject } from './lib/repo';
 
 const migration = readRepoFile('docs/migration.md');
 
@@ -39,7 +39,7 @@ function at(obj: unknown, ...keys: string[]): unknown {
 }
 
 /** A controller of manifests/metacontroller/ by its parent resource (`stacks`, `programs`, …). */
-function controller(resource: string): K8sObject {
+function controller(resource: string): KObject {
   const all = fs
     .readdirSync(repoPath('manifests', 'metacontroller'))
     .filter((f) => f.endsWith('.yaml'))

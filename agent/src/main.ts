@@ -28,16 +28,17 @@ export async function run(argv: string[]): Promise<number> {
   switch (cmd) {
     case 'fetch': {
       const { runFetch } = await import('./fetch/index');
-      if (rest.length !== 1)
+      const [kind] = rest;
+      if (kind === undefined || rest.length !== 1)
         throw new AgentError(`usage: pko-agent fetch git|flux|program|project-info|local`, {
           reason: 'InvalidArguments',
           exitCode: 2,
         });
       try {
-        await runFetch(rest[0]!);
+        await runFetch(kind);
       } catch (e) {
         const { reportFetchFailure } = await import('./fetch/report');
-        await reportFetchFailure(rest[0]!, e);
+        await reportFetchFailure(kind, e);
         throw e;
       }
       return 0;

@@ -9,6 +9,8 @@ import * as fs from 'node:fs';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import * as path from 'node:path';
+import { blake3 } from '@noble/hashes/blake3';
+import { bytesToHex } from '@noble/hashes/utils';
 import { startGitServer, type GitServer } from '../../e2e/testbed/git-server';
 import { startSshdGitServer, type SshdGitServer } from '../../e2e/testbed/sshd-git-server';
 import { capturedOutput, cleanEnv, ensureBuilt, runAgent, tmpDir } from './helpers';
@@ -406,6 +408,18 @@ describe('fetch flux', () => {
       /^pko-agent fetch flux: http:\/\/127\.0\.0\.1:\d+\/mismatch\.tar\.gz: digest mismatch: expected sha256:0{64}, got sha256:[0-9a-f]{64}$/m,
     );
     expect(fs.existsSync(path.join(root, 'share', 'source'))).toBe(false);
+  });
+
+  it('verifies a BLAKE3 digest, as source-controller writes it with --artifact-digest-algo=blake3', async () => {
+    const a = publish('blake3', [{ path: 'Pulumi.yaml', content: PROJECT }]);
+    const data = artifacts.get('/blake3.tar.gz')!;
+    const digest = `blake3:${bytesToHex(blake3(data))}`;
+    const ok = await fetchFlux({ url: a.url, digest });
+    expect(ok.stderr).toContain('flux artifact extracted');
+    expect(ok.code).toBe(0);
+    const bad = await fetchFlux({ url: a.url, digest: `blake3:${bytesToHex(blake3(Buffer.concat([data, data])))}` });
+    expect(bad.code).not.toBe(0);
+    expect(bad.stderr).toMatch(/digest mismatch: expected blake3:[0-9a-f]{64}, got blake3:[0-9a-f]{64}$/m);
   });
 
   it('reports a missing artifact', async () => {

@@ -149,25 +149,6 @@ export function startAgent(args: string[], env: Record<string, string>): AgentPr
   };
 }
 
-export async function eventually<T>(
-  what: string,
-  fn: () => Promise<T | undefined> | T | undefined,
-  timeoutMs = 60_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last = '';
-  for (;;) {
-    try {
-      const v = await fn();
-      if (v !== undefined) return v;
-    } catch (e) {
-      last = (e as Error).message;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${last}` : ''}`);
-    await sleep(200);
-  }
-}
-
 /** The toolchain binaries every Pulumi test needs (YAML programs). */
 export const YAML_BINARIES: (keyof ToolchainBinaries)[] = ['pulumi', 'pulumiLanguageYaml'];
 

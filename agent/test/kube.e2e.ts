@@ -19,12 +19,12 @@ import {
   type WorkspaceStackSpec,
 } from '../../contract';
 import { startControlPlane, type ControlPlane } from '../../e2e/testbed/control-plane';
+import { eventually } from '../../e2e/testbed/helpers';
 import { versions } from '../../e2e/testbed/toolchain';
 import { sleep } from '../src/lib/sleep';
 import {
   capturedOutput,
   ensureBuilt,
-  eventually,
   pulumiEnv,
   runAgent,
   startAgent,

@@ -12,7 +12,8 @@ import { maskOutputs, type WorkspaceStackSpec } from '../../contract';
 import { versions } from '../../e2e/testbed/toolchain';
 import type { StreamLine, WorkspaceInfo } from '../src/api';
 import { sleep } from '../src/lib/sleep';
-import { capturedOutput, eventually, pulumiEnv, testResource, writeFiles } from './helpers';
+import { eventually } from '../../e2e/testbed/helpers';
+import { capturedOutput, pulumiEnv, testResource, writeFiles } from './helpers';
 import { startWorkspace, workspaceSuite, type RunningWorkspace } from './workspace';
 import { getJson, operate, post } from './workspace-client';
 

@@ -1,7 +1,8 @@
 /** Unit tests of the agent's pure parts (the behaviour is covered end to end in *.e2e.ts). */
+import { createHash } from 'node:crypto';
 import { parseOperationRequest } from '../src/api';
 import { classifyGitError } from '../src/fetch/git';
-import { parseDigest } from '../src/fetch/flux';
+import { hasherFor, parseDigest } from '../src/fetch/flux';
 import { parseEnvFile } from '../src/lib/envfile';
 import { safeSubdir } from '../src/lib/paths';
 import { Redactor, redactUrl } from '../src/lib/redact';
@@ -222,10 +223,32 @@ describe('fetch helpers', () => {
   it('parses digests and subdirectories', () => {
     expect(parseDigest('sha256:ABCD')).toEqual({ algorithm: 'sha256', hex: 'abcd' });
     expect(() => parseDigest('md5:00')).toThrow('unsupported digest');
+    expect(() => parseDigest('constructor:00')).toThrow('unsupported digest');
+    expect(parseDigest('blake3:AF13')).toEqual({ algorithm: 'blake3', hex: 'af13' });
     expect(safeSubdir('./a/b/')).toBe('a/b');
+    expect(safeSubdir('basic/')).toBe('basic');
     expect(safeSubdir('')).toBe('');
     expect(() => safeSubdir('a/../../b')).toThrow('must be relative and inside the source');
     expect(() => safeSubdir('/etc')).toThrow();
+  });
+});
+
+describe("the digests of Flux artifacts (source-controller's --artifact-digest-algo)", () => {
+  const hex = (algorithm: string, chunks: string[]) => {
+    const h = hasherFor(algorithm);
+    for (const c of chunks) h.update(Buffer.from(c));
+    return h.hex();
+  };
+
+  it('BLAKE3, the one Node.js has not: the test vectors of its reference implementation, in one chunk or several', () => {
+    expect(hex('blake3', [])).toBe('af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262');
+    expect(hex('blake3', ['abc'])).toBe('6437b3ac38465133ffb63b75273a8db548c558465d79db03fd359c6cd5bd9d85');
+    expect(hex('blake3', ['a', 'b', 'c'])).toBe(hex('blake3', ['abc']));
+  });
+
+  it('the SHA-2 family and SHA-1 as Node.js computes them', () => {
+    for (const algorithm of ['sha256', 'sha384', 'sha512', 'sha1'])
+      expect(hex(algorithm, ['ab', 'c'])).toBe(createHash(algorithm).update('abc').digest('hex'));
   });
 });
 

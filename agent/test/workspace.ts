@@ -4,7 +4,8 @@ import * as path from 'node:path';
 import type { WorkspaceStackSpec, WorkspaceStatus } from '../../contract';
 import { afterEach, beforeAll, beforeEach } from '@jest/globals';
 import { sleep } from '../src/lib/sleep';
-import { ensureBuilt, eventually, startAgent, tmpDir, type AgentProcess } from './helpers';
+import { eventually, GiveUp } from '../../e2e/testbed/helpers';
+import { ensureBuilt, startAgent, tmpDir, type AgentProcess } from './helpers';
 import { getJson } from './workspace-client';
 
 export interface RunningWorkspace {
@@ -31,7 +32,7 @@ export async function startWorkspace(opts: {
     PULUMI_WORKSPACE_STACK: JSON.stringify(opts.stack),
   });
   const port = await eventually('the workspace port', () => {
-    if (proc.child.exitCode !== null) throw new Error(`serve exited:\n${proc.output()}`);
+    if (proc.child.exitCode !== null) throw new GiveUp(`serve exited:\n${proc.output()}`);
     return fs.existsSync(portFile) && fs.readFileSync(portFile, 'utf8') !== ''
       ? fs.readFileSync(portFile, 'utf8')
       : undefined;

@@ -9,9 +9,10 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import * as readline from 'node:readline';
 import * as k8s from '@kubernetes/client-node';
+import { exists } from './cluster';
 import { type ControlPlane, startControlPlane } from './control-plane';
 import { requireToolchain, resolveToolchain, versions } from './toolchain';
-import { eventually, sleep } from './eventually';
+import { eventually, sleep } from './helpers';
 
 let cp: ControlPlane;
 let core: k8s.CoreV1Api;
@@ -52,15 +53,9 @@ async function apiError(p: Promise<unknown>): Promise<{ code: number; text: stri
   throw new Error('expected the API call to fail, it succeeded');
 }
 
-async function isGone(read: () => Promise<unknown>): Promise<true | undefined> {
-  try {
-    await read();
-    return undefined;
-  } catch (e) {
-    if (e instanceof k8s.ApiException && e.code === 404) return true;
-    throw e;
-  }
-}
+/** For `eventually`: true once the object is gone (404). */
+const isGone = async (read: () => Promise<unknown>): Promise<true | undefined> =>
+  (await exists(read)) ? undefined : true;
 
 let nsCounter = 0;
 /** A fresh namespace, ready for pods (its default ServiceAccount exists). */

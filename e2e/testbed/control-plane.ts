@@ -21,14 +21,14 @@
  *
  * Every process is killed by stop(), and also when the Node.js process exits (exit hook, SIGINT/
  * SIGTERM/SIGHUP hooks, and a watchdog shell that kills them if Node.js dies without running hooks:
- * control-plane/processes.ts). Ports, probes and kubeconfigs: control-plane/helpers.ts.
+ * control-plane/processes.ts). Its steps (keys, tokens, kubeconfigs, command lines):
+ * control-plane/setup.ts; probes and kubeconfigs: control-plane/helpers.ts.
  */
-import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { distinctFreePorts, kubeconfigYaml, loadKubeConfig, request, tail } from './control-plane/helpers';
+import { loadKubeConfig, request } from './control-plane/helpers';
 import {
   installHooks,
   launchProcess,
@@ -39,11 +39,20 @@ import {
   startWatchdog,
   stopProcesses,
 } from './control-plane/processes';
-import { sleep } from './eventually';
+import {
+  apiserverArgs,
+  controllerManagerArgs,
+  etcdArgs,
+  type NodeIdentity,
+  writeKubeconfigs,
+  writeServiceAccountKeys,
+  writeTokens,
+} from './control-plane/setup';
+import { distinctFreePorts, eventually, GiveUp, tail } from './helpers';
 import { requireToolchain, toolchain } from './toolchain';
 
-export { freePort } from './control-plane/helpers';
 export type { ProcessInfo } from './control-plane/processes';
+export type { NodeIdentity } from './control-plane/setup';
 
 export interface ControlPlaneOptions {
   /** Parent directory of the control plane's temp dir (default: os.tmpdir()). */
@@ -99,9 +108,6 @@ export const CLUSTER_DNS_IP = '10.200.128.10';
 /** The name the node registers under. */
 export const NODE_NAME = 'pko-e2e-node';
 
-/** Identities of the node's components, each with its own static token (see tokens.csv below). */
-export type NodeIdentity = 'kubelet' | 'kube-proxy' | 'kube-scheduler' | 'coredns';
-
 /** The issuer of service account tokens; also the default API audience. */
 export const SERVICE_ACCOUNT_ISSUER = 'https://kubernetes.default.svc.cluster.local';
 
@@ -144,14 +150,7 @@ export class ControlPlaneStartError extends Error {
 
 export async function startControlPlane(options: ControlPlaneOptions = {}): Promise<ControlPlane> {
   const t0 = Date.now();
-  const needToolchain =
-    options.etcdBin === undefined ||
-    options.kubeApiserverBin === undefined ||
-    options.kubeControllerManagerBin === undefined;
-  if (needToolchain) requireToolchain(['etcd', 'kubernetes']);
-  const etcdBin = options.etcdBin ?? toolchain.binaries.etcd;
-  const apiserverBin = options.kubeApiserverBin ?? toolchain.binaries.kubeApiserver;
-  const kcmBin = options.kubeControllerManagerBin ?? toolchain.binaries.kubeControllerManager;
+  const bins = binariesOf(options);
   const timeoutMs = options.startTimeoutMs ?? 60_000;
   const deadline = t0 + timeoutMs;
   const keepDir = options.keepDir ?? process.env.PKO_KEEP_CONTROL_PLANE_DIR === '1';
@@ -167,42 +166,8 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
   running.add(state);
   state.watchdog = startWatchdog(dir, keepDir);
 
-  // Service account signing key pair.
-  const { privateKey, publicKey } = crypto.generateKeyPairSync('rsa', {
-    modulusLength: 2048,
-    publicKeyEncoding: { type: 'spki', format: 'pem' },
-    privateKeyEncoding: { type: 'pkcs8', format: 'pem' },
-  });
-  const saKey = path.join(pki, 'sa.key');
-  const saPub = path.join(pki, 'sa.pub');
-  fs.writeFileSync(saKey, privateKey, { mode: 0o600 });
-  fs.writeFileSync(saPub, publicKey);
-
-  // Static tokens: token,user,uid,"groups".
-  const newToken = (): string => crypto.randomBytes(24).toString('hex');
-  const adminToken = newToken();
-  const kcmToken = newToken();
-  // The node's components as a cluster knows them: the kubelet in system:nodes (the Node
-  // authorizer and NodeRestriction apply to it), the proxy and the scheduler under the users the
-  // bootstrap RBAC binds; CoreDNS reads Services, EndpointSlices and Namespaces (a test-bed admin).
-  const nodeIdentities: Record<NodeIdentity, { user: string; groups: string; token: string }> = {
-    kubelet: { user: `system:node:${NODE_NAME}`, groups: 'system:nodes', token: newToken() },
-    'kube-proxy': { user: 'system:kube-proxy', groups: '', token: newToken() },
-    'kube-scheduler': { user: 'system:kube-scheduler', groups: '', token: newToken() },
-    coredns: { user: 'pko-e2e-coredns', groups: 'system:masters', token: newToken() },
-  };
-  const tokensFile = path.join(pki, 'tokens.csv');
-  fs.writeFileSync(
-    tokensFile,
-    [
-      `${adminToken},admin,pko-e2e-admin,"system:masters"`,
-      // With --use-service-account-credentials=false every controller shares this identity.
-      `${kcmToken},system:kube-controller-manager,pko-e2e-kcm,"system:masters"`,
-      ...Object.values(nodeIdentities).map((i) => `${i.token},${i.user},${i.user}${i.groups ? `,"${i.groups}"` : ''}`),
-    ].join('\n') + '\n',
-    { mode: 0o600 },
-  );
-
+  const { saKey, saPub } = writeServiceAccountKeys(pki);
+  const tokens = writeTokens(pki, NODE_NAME);
   const [etcdPort, peerPort, apiPort] = (await distinctFreePorts(3)) as [number, number, number];
   const etcdEndpoint = `http://127.0.0.1:${etcdPort}`;
   // The certificate the API server makes itself names the address it advertises (and the
@@ -217,7 +182,6 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
       throw new ControlPlaneStartError((e as Error).message);
     }
   };
-
   const stop = async (): Promise<void> => {
     if (!running.has(state)) return;
     running.delete(state);
@@ -227,156 +191,99 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
     state.watchdog?.kill('SIGKILL');
     if (!keepDir) fs.rmSync(dir, { recursive: true, force: true });
   };
-
-  /** Polls check() until it returns a value, failing early if a process died. */
-  const waitFor = async <T>(what: string, watched: Managed[], check: () => Promise<T | undefined>): Promise<T> => {
-    let last = '';
-    for (;;) {
-      for (const p of watched) {
-        if (p.hasExited) {
-          throw new ControlPlaneStartError(
-            `${p.info.name} exited while waiting for ${what} (exit ${String(p.child.exitCode)}, signal ${String(p.child.signalCode)})`,
+  /** Polls check() until it holds, giving up at once if a watched process died. */
+  const waitFor = (what: string, watched: Managed[], check: () => Promise<boolean>): Promise<true> =>
+    eventually(
+      what,
+      async () => {
+        const dead = watched.find((p) => p.hasExited);
+        if (dead) {
+          throw new GiveUp(
+            `${dead.info.name} exited while waiting for ${what} (exit ${String(dead.child.exitCode)}, signal ${String(dead.child.signalCode)})`,
           );
         }
-      }
-      try {
-        const v = await check();
-        if (v !== undefined) return v;
-      } catch (e) {
-        last = (e as Error).message;
-      }
-      if (Date.now() > deadline) {
-        throw new ControlPlaneStartError(
-          `timed out after ${timeoutMs} ms waiting for ${what}${last ? ` (last error: ${last})` : ''}`,
-        );
-      }
-      await sleep(100);
-    }
+        return (await check()) || undefined;
+      },
+      Math.max(0, deadline - Date.now()),
+      100,
+    );
+  /** Milliseconds since the previous lap (or the start of the steps). */
+  let mark = Date.now();
+  const lap = (): number => {
+    const ms = Date.now() - mark;
+    mark += ms;
+    return ms;
   };
 
   try {
-    // etcd
-    let tPhase = Date.now();
-    const etcd = launch('etcd', etcdBin, [
-      '--name=default',
-      `--data-dir=${path.join(dir, 'etcd')}`,
-      `--listen-client-urls=${etcdEndpoint}`,
-      `--advertise-client-urls=${etcdEndpoint}`,
-      `--listen-peer-urls=http://127.0.0.1:${peerPort}`,
-      `--initial-advertise-peer-urls=http://127.0.0.1:${peerPort}`,
-      `--initial-cluster=default=http://127.0.0.1:${peerPort}`,
-      '--unsafe-no-fsync=true',
-      '--log-level=warn',
-    ]);
+    const etcd = launch('etcd', bins.etcd, etcdArgs(path.join(dir, 'etcd'), etcdEndpoint, peerPort));
     await waitFor('etcd /health', [etcd], async () => {
       const r = await request(`${etcdEndpoint}/health`);
-      return r.status === 200 && /"health":\s*"true"/.test(r.body) ? true : undefined;
+      return r.status === 200 && /"health":\s*"true"/.test(r.body);
     });
-    const etcdMs = Date.now() - tPhase;
+    const etcdMs = lap();
 
-    // kube-apiserver
-    tPhase = Date.now();
-    const apiserver = launch('kube-apiserver', apiserverBin, [
-      `--etcd-servers=${etcdEndpoint}`,
-      ...(options.nodeAddress
-        ? [
-            '--bind-address=0.0.0.0',
-            `--advertise-address=${options.nodeAddress}`,
-            `--service-cluster-ip-range=${SERVICE_CIDR}`,
-            '--endpoint-reconciler-type=lease',
-            // Nothing resolves the node's name inside the test network: logs and exec go by address.
-            '--kubelet-preferred-address-types=InternalIP',
-          ]
-        : [
-            '--bind-address=127.0.0.1',
-            '--advertise-address=127.0.0.1',
-            '--service-cluster-ip-range=10.0.0.0/24',
-            '--endpoint-reconciler-type=none',
-          ]),
-      `--secure-port=${apiPort}`,
-      `--cert-dir=${pki}`,
-      `--token-auth-file=${tokensFile}`,
-      '--authorization-mode=Node,RBAC',
-      '--enable-admission-plugins=NodeRestriction,PodSecurity,ServiceAccount',
-      // PodSecurity must be what rejects privileged pods in restricted namespaces, not this flag.
-      '--allow-privileged=true',
-      `--service-account-issuer=${SERVICE_ACCOUNT_ISSUER}`,
-      `--service-account-key-file=${saPub}`,
-      `--service-account-signing-key-file=${saKey}`,
-      `--api-audiences=${apiAudiences.join(',')}`,
-      '--profiling=false',
+    const apiserver = launch('kube-apiserver', bins.apiserver, [
+      ...apiserverArgs({
+        etcdEndpoint,
+        port: apiPort,
+        pki,
+        tokensFile: tokens.file,
+        saKey,
+        saPub,
+        issuer: SERVICE_ACCOUNT_ISSUER,
+        audiences: apiAudiences,
+        node: options.nodeAddress ? { address: options.nodeAddress, serviceCidr: SERVICE_CIDR } : undefined,
+      }),
       ...(options.extraApiserverArgs ?? []),
     ]);
     await waitFor('kube-apiserver /readyz', [etcd, apiserver], async () => {
-      const r = await request(`${server}/readyz`, { token: adminToken, insecure: true });
-      return r.status === 200 ? true : undefined;
+      const r = await request(`${server}/readyz`, { token: tokens.admin, insecure: true });
+      return r.status === 200;
     });
     const caFile = path.join(pki, 'apiserver.crt');
     const caData = fs.readFileSync(caFile, 'utf8');
-    const apiserverMs = Date.now() - tPhase;
+    const kubeconfigs = writeKubeconfigs(dir, server, caData, tokens);
+    const apiserverMs = lap();
 
-    const kubeconfigPath = path.join(dir, 'admin.kubeconfig');
-    fs.writeFileSync(kubeconfigPath, kubeconfigYaml(server, caData, 'admin', adminToken), { mode: 0o600 });
-    const kcmKubeconfig = path.join(dir, 'kube-controller-manager.kubeconfig');
-    fs.writeFileSync(kcmKubeconfig, kubeconfigYaml(server, caData, 'system:kube-controller-manager', kcmToken), {
-      mode: 0o600,
-    });
-    const nodeKubeconfigs = {} as Record<NodeIdentity, string>;
-    for (const [name, identity] of Object.entries(nodeIdentities) as [
-      NodeIdentity,
-      { user: string; token: string },
-    ][]) {
-      nodeKubeconfigs[name] = path.join(dir, `${name}.kubeconfig`);
-      fs.writeFileSync(nodeKubeconfigs[name], kubeconfigYaml(server, caData, identity.user, identity.token), {
-        mode: 0o600,
-      });
-    }
-
-    // kube-controller-manager
-    tPhase = Date.now();
-    const kcm = launch('kube-controller-manager', kcmBin, [
-      `--kubeconfig=${kcmKubeconfig}`,
-      '--leader-elect=false',
-      '--secure-port=0',
-      `--controllers=${(options.controllers ?? DEFAULT_CONTROLLERS).join(',')}`,
-      '--use-service-account-credentials=false',
-      `--service-account-private-key-file=${saKey}`,
-      `--root-ca-file=${caFile}`,
-      '--kube-api-qps=100',
-      '--kube-api-burst=200',
+    const kcm = launch('kube-controller-manager', bins.controllerManager, [
+      ...controllerManagerArgs(
+        kubeconfigs.controllerManager,
+        options.controllers ?? DEFAULT_CONTROLLERS,
+        saKey,
+        caFile,
+      ),
       ...(options.extraControllerManagerArgs ?? []),
     ]);
-    const controllerManagerMs = Date.now() - tPhase;
+    const controllerManagerMs = lap();
 
     // Ready for pods: the serviceaccount controller has created default/default (the
     // ServiceAccount admission plugin rejects pods until their namespace has it). This request
     // also checks the CA and the admin token for real.
-    tPhase = Date.now();
     await waitFor('the default ServiceAccount in namespace default', [etcd, apiserver, kcm], async () => {
       const r = await request(`${server}/api/v1/namespaces/default/serviceaccounts/default`, {
-        token: adminToken,
+        token: tokens.admin,
         ca: caData,
       });
-      if (r.status === 200) return true;
-      if (r.status !== 404) throw new Error(`HTTP ${r.status}: ${r.body.slice(0, 200)}`);
-      return undefined;
+      if (r.status !== 200 && r.status !== 404) throw new Error(`HTTP ${r.status}: ${r.body.slice(0, 200)}`);
+      return r.status === 200;
     });
-    const defaultServiceAccountMs = Date.now() - tPhase;
+    const defaultServiceAccountMs = lap();
 
     return {
       dir,
-      kubeconfigPath,
+      kubeconfigPath: kubeconfigs.admin,
       server,
       caData,
       caFile,
-      adminToken,
-      kubeConfig: loadKubeConfig(kubeconfigPath),
+      adminToken: tokens.admin,
+      kubeConfig: loadKubeConfig(kubeconfigs.admin),
       etcdEndpoint,
       serviceAccountIssuer: SERVICE_ACCOUNT_ISSUER,
       apiAudiences,
       serviceAccountKeyFile: saKey,
       nodeAddress: options.nodeAddress,
-      nodeKubeconfigs,
+      nodeKubeconfigs: kubeconfigs.node,
       processes: state.procs.map((p) => p.info),
       startupMs: Date.now() - t0,
       timings: { etcdMs, apiserverMs, controllerManagerMs, defaultServiceAccountMs },
@@ -391,4 +298,19 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
       `control plane did not start: ${(e as Error).message}\n${logs}${keepDir ? `\n(dir kept: ${dir})` : ''}`,
     );
   }
+}
+
+/** The binaries to run: the options', or the toolchain's (which must then be built). */
+function binariesOf(options: ControlPlaneOptions): { etcd: string; apiserver: string; controllerManager: string } {
+  if (
+    options.etcdBin === undefined ||
+    options.kubeApiserverBin === undefined ||
+    options.kubeControllerManagerBin === undefined
+  )
+    requireToolchain(['etcd', 'kubernetes']);
+  return {
+    etcd: options.etcdBin ?? toolchain.binaries.etcd,
+    apiserver: options.kubeApiserverBin ?? toolchain.binaries.kubeApiserver,
+    controllerManager: options.kubeControllerManagerBin ?? toolchain.binaries.kubeControllerManager,
+  };
 }

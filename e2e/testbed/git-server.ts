@@ -23,8 +23,11 @@ export interface GitServer {
   root: string;
   /** Creates a bare repository `<name>.git` and returns its URL. */
   createRepo(name: string): string;
-  /** Commits files to a branch of a repository (creating the branch) and returns the commit SHA. */
-  commit(repo: string, branch: string, files: Record<string, string>, message?: string): string;
+  /**
+   * Commits files to a branch of a repository (creating the branch) and returns the commit SHA; a
+   * file given as `null` is deleted.
+   */
+  commit(repo: string, branch: string, files: Record<string, string | null>, message?: string): string;
   /**
    * Commits a copy of a directory tree (symbolic links kept, ignore rules not applied: a vendored
    * node_modules goes in whole) to a branch, and returns the commit SHA.
@@ -86,11 +89,15 @@ export function commitTo(
   bare: string,
   work: string,
   branch: string,
-  files: Record<string, string>,
+  files: Record<string, string | null>,
   message = 'commit',
 ): string {
   return commitWith(bare, work, branch, message, ['add', '-A'], (dir) => {
     for (const [path, content] of Object.entries(files)) {
+      if (content === null) {
+        rmSync(join(dir, path));
+        continue;
+      }
       mkdirSync(dirname(join(dir, path)), { recursive: true });
       writeFileSync(join(dir, path), content);
     }

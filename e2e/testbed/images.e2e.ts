@@ -15,7 +15,7 @@ import { importImages } from './images/containerd';
 import { run } from './images/exec';
 import { mountsUnder } from './images/buildah';
 import { IMAGE_REFS, type ImageName } from './images/refs';
-import { eventually } from './eventually';
+import { eventually } from './helpers';
 import { OLDER_CLIS } from './older-clis';
 import { versions } from './toolchain';
 

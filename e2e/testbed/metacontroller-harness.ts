@@ -21,6 +21,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import type { KubeConfig } from '@kubernetes/client-node';
 import * as yaml from 'js-yaml';
+import { eventually, GiveUp, tail } from './helpers';
 import { type Metacontroller, startMetacontroller } from './metacontroller';
 import { clone } from './metacontroller/apply';
 import { isAlreadyExists, type KObject, Kube, type Resource } from './metacontroller/kube';
@@ -122,8 +123,6 @@ const controllerResource = (kind: string): Resource => ({
   hasStatus: true,
 });
 
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
 /** Create, or replace (PUT with the live resourceVersion) when it exists. */
 async function apply(kube: Kube, r: Resource, obj: KObject): Promise<void> {
   try {
@@ -177,14 +176,17 @@ async function startBinary(bin: string, controllers: object[], options: Controll
     for (const crd of crds) await apply(kube, crdResource, crd);
     const deadline = Date.now() + timeoutMs;
     for (const crd of crds) {
-      for (;;) {
-        const live = (await kube.get(crdResource, undefined, crd.metadata.name)) as KObject & {
-          status?: { conditions?: { type: string; status: string }[] };
-        };
-        if (live.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True')) break;
-        if (Date.now() > deadline) throw new Error(`CRD ${crd.metadata.name} not Established after ${timeoutMs} ms`);
-        await sleep(100);
-      }
+      await eventually(
+        `CRD ${crd.metadata.name} to be Established`,
+        async () => {
+          const live = (await kube.get(crdResource, undefined, crd.metadata.name)) as KObject & {
+            status?: { conditions?: { type: string; status: string }[] };
+          };
+          return live.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True');
+        },
+        deadline - Date.now(),
+        100,
+      );
     }
     // 2. Our controllers (webhooks already rewritten to URLs).
     for (const c of controllers as KObject[]) {
@@ -214,41 +216,37 @@ async function startBinary(bin: string, controllers: object[], options: Controll
     // 4. Started: the "Started controller: <name>" event of each controller (they go to default).
     //    A CreateError (e.g. discovery has not caught up yet) is retried by Metacontroller.
     for (const c of controllers as KObject[]) {
-      let lastError = '';
-      for (;;) {
-        if (proc.exitCode !== null || proc.signalCode !== null) {
-          throw new Error(
-            `metacontroller exited (${proc.exitCode ?? proc.signalCode}); log ${logFile}:\n${tail(logFile)}`,
+      await eventually(
+        `${c.kind} ${c.metadata.name} to start (log ${logFile})`,
+        async () => {
+          if (proc.exitCode !== null || proc.signalCode !== null) {
+            throw new GiveUp(
+              `metacontroller exited (${proc.exitCode ?? proc.signalCode}); log ${logFile}:\n${tail(logFile, 30)}`,
+            );
+          }
+          const selector = encodeURIComponent(`involvedObject.name=${c.metadata.name}`);
+          const evs = await kube.request<{ items: { reason: string; message: string; lastTimestamp?: string }[] }>(
+            'GET',
+            `/api/v1/namespaces/default/events?fieldSelector=${selector}`,
           );
-        }
-        const selector = encodeURIComponent(`involvedObject.name=${c.metadata.name}`);
-        const evs = await kube.request<{ items: { reason: string; message: string; lastTimestamp?: string }[] }>(
-          'GET',
-          `/api/v1/namespaces/default/events?fieldSelector=${selector}`,
-        );
-        // Timestamps have a 1 s resolution; an event of an earlier run does not count.
-        const recent = evs.items.filter((e) => Date.parse(e.lastTimestamp ?? '') >= startedAt - 1000);
-        if (recent.some((e) => e.reason === 'Started')) break;
-        lastError = recent.find((e) => e.reason === 'CreateError')?.message ?? lastError;
-        if (Date.now() > deadline) {
-          throw new Error(
-            `${c.kind} ${c.metadata.name} did not start within ${timeoutMs} ms${lastError ? ` (${lastError})` : ''}; log ${logFile}:\n${tail(logFile)}`,
-          );
-        }
-        await sleep(200);
-      }
+          // Timestamps have a 1 s resolution; an event of an earlier run does not count.
+          const recent = evs.items.filter((e) => Date.parse(e.lastTimestamp ?? '') >= startedAt - 1000);
+          if (recent.some((e) => e.reason === 'Started')) return true;
+          // Its message is what the timeout error says.
+          const createError = recent.find((e) => e.reason === 'CreateError');
+          if (createError) throw new Error(createError.message);
+          return undefined;
+        },
+        deadline - Date.now(),
+        200,
+      ).catch((e: unknown) => {
+        if (e instanceof GiveUp) throw e;
+        throw new Error(`${(e as Error).message}; log ${logFile}:\n${tail(logFile, 30)}`);
+      });
     }
   } catch (e) {
     await stop();
     throw e;
   }
   return { mode: 'binary', controllers, logFile, stop };
-}
-
-function tail(file: string, lines = 30): string {
-  try {
-    return fs.readFileSync(file, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
-  } catch {
-    return '(no log)';
-  }
 }

@@ -16,7 +16,7 @@ import { type ControlPlane, startControlPlane } from './control-plane';
 import { type Controllers, startControllers } from './metacontroller-harness';
 import { LAST_APPLIED, merge } from './metacontroller/apply';
 import { isNotFound, type KObject, Kube, type Resource } from './metacontroller/kube';
-import { eventually, sleep } from './eventually';
+import { eventually, sleep } from './helpers';
 import {
   type Call,
   calls,

@@ -6,7 +6,7 @@
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import * as k8s from '@kubernetes/client-node';
-import { eventually } from './eventually';
+import { eventually } from './helpers';
 import { IMAGE_REFS } from './images/refs';
 import { finished, logOf, type PodBed, podOf, runningWithIp, startPodBed } from './pod-bed';
 

@@ -17,11 +17,10 @@ import * as path from 'node:path';
 import { promisify } from 'node:util';
 import * as k8s from '@kubernetes/client-node';
 import { NODE_NAME, type ControlPlane } from './control-plane';
-import { tail } from './control-plane/helpers';
 import { installHooks, launchProcess, type Running, running, stopProcesses } from './control-plane/processes';
 import { corefile, kubeDnsObjects, kubeletConfig, kubeProxyConfig } from './node/configs';
 import { requireTestbedEnvironment, type TestbedEnvironment } from './node/environment';
-import { eventually } from './eventually';
+import { eventually, tail } from './helpers';
 import { requireToolchain } from './toolchain';
 
 const execFileAsync = promisify(execFile);

@@ -5,7 +5,7 @@
  */
 import * as k8s from '@kubernetes/client-node';
 import { type ControlPlane, startControlPlane } from './control-plane';
-import { eventually } from './eventually';
+import { eventually } from './helpers';
 import { ensureImages } from './images/containerd';
 import { type RealNode, startNode } from './node';
 import { requireTestbedEnvironment } from './node/environment';

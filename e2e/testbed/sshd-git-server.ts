@@ -13,10 +13,10 @@
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { commitTo, initBare } from './git-server';
+import { freePort } from './helpers';
 import { testServerHost } from './node/environment';
 
 /** The unprivileged uid/gid `git` runs as (nobody's: no file on the host belongs to it). */
@@ -44,17 +44,6 @@ export interface SshdGitServer {
   /** What sshd logged (connections, authentications). */
   log(): string;
   close(): Promise<void>;
-}
-
-function freePort(host: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.on('error', reject);
-    srv.listen(0, host, () => {
-      const { port } = srv.address() as AddressInfo;
-      srv.close(() => resolve(port));
-    });
-  });
 }
 
 function keygen(file: string, passphrase = ''): void {

@@ -37,6 +37,10 @@ export interface ToolchainVersions {
   helm: string;
   coredns: string;
   crictl: string;
+  /** Flux's source-controller (SOURCE_CONTROLLER_VERSION). */
+  sourceController: string;
+  /** Flux's kustomize-controller (KUSTOMIZE_CONTROLLER_VERSION). */
+  kustomizeController: string;
   /** OLD_PULUMI_VERSIONS: older Pulumi CLIs, for the stand-in images of those releases. */
   oldPulumi: readonly string[];
 }
@@ -52,6 +56,8 @@ export type Component =
   | 'helm'
   | 'coredns'
   | 'crictl'
+  | 'source-controller'
+  | 'kustomize-controller'
   | OldPulumiComponent;
 export const oldPulumiComponent = (version: string): OldPulumiComponent => `oldpulumi-${version}`;
 
@@ -78,6 +84,10 @@ export interface ToolchainBinaries {
   helm: string;
   coredns: string;
   crictl: string;
+  /** Flux's source-controller; its CRDs and ClusterRole are in sourceControllerManifests(). */
+  sourceController: string;
+  /** Flux's kustomize-controller; its CRD and RBAC are next to its bin directory. */
+  kustomizeController: string;
   /** `pulumi` of each OLD_PULUMI_VERSIONS entry: not on toolchainEnv()'s PATH, where it would hide the current one. */
   [old: OldPulumiBinary]: string;
 }
@@ -125,6 +135,8 @@ export function readVersions(file = VERSIONS_FILE): ToolchainVersions {
     helm: get('HELM_VERSION'),
     coredns: get('COREDNS_VERSION'),
     crictl: get('CRICTL_VERSION'),
+    sourceController: get('SOURCE_CONTROLLER_VERSION'),
+    kustomizeController: get('KUSTOMIZE_CONTROLLER_VERSION'),
     oldPulumi: get('OLD_PULUMI_VERSIONS').split(','),
   };
 }
@@ -148,6 +160,8 @@ export function resolveToolchain(env: NodeJS.ProcessEnv = process.env): Toolchai
     helm: path.join(dir, `helm-${versions.helm}`, 'bin'),
     coredns: path.join(dir, `coredns-${versions.coredns}`, 'bin'),
     crictl: path.join(dir, `crictl-${versions.crictl}`, 'bin'),
+    'source-controller': path.join(dir, `source-controller-${versions.sourceController}`, 'bin'),
+    'kustomize-controller': path.join(dir, `kustomize-controller-${versions.kustomizeController}`, 'bin'),
   };
   for (const v of versions.oldPulumi) binDirs[oldPulumiComponent(v)] = path.join(dir, `oldpulumi-${v}`, 'bin');
   const componentOf: Record<keyof ToolchainBinaries, Component> = {
@@ -167,6 +181,8 @@ export function resolveToolchain(env: NodeJS.ProcessEnv = process.env): Toolchai
     helm: 'helm',
     coredns: 'coredns',
     crictl: 'crictl',
+    sourceController: 'source-controller',
+    kustomizeController: 'kustomize-controller',
   };
   for (const v of versions.oldPulumi) componentOf[oldPulumiBinary(v)] = oldPulumiComponent(v);
   const binaries: ToolchainBinaries = {
@@ -186,6 +202,8 @@ export function resolveToolchain(env: NodeJS.ProcessEnv = process.env): Toolchai
     helm: path.join(binDirs.helm, 'helm'),
     coredns: path.join(binDirs.coredns, 'coredns'),
     crictl: path.join(binDirs.crictl, 'crictl'),
+    sourceController: path.join(binDirs['source-controller'], 'source-controller'),
+    kustomizeController: path.join(binDirs['kustomize-controller'], 'kustomize-controller'),
   };
   for (const v of versions.oldPulumi) binaries[oldPulumiBinary(v)] = path.join(dir, `oldpulumi-${v}`, 'bin', 'pulumi');
   return { dir, versions, binDirs, binaries, componentOf };
@@ -227,6 +245,8 @@ export const COMPONENTS: readonly Component[] = [
   'helm',
   'coredns',
   'crictl',
+  'source-controller',
+  'kustomize-controller',
   ...versions.oldPulumi.map(oldPulumiComponent),
 ];
 
@@ -327,6 +347,8 @@ export function toolchainEnv(tc: Toolchain = toolchain, basePath = process.env.P
     'helm',
     'coredns',
     'crictl',
+    'source-controller',
+    'kustomize-controller',
   ];
   const env: Record<string, string> = {
     PKO_TOOLCHAIN_DIR: tc.dir,

@@ -2,14 +2,18 @@
 # Builds the e2e test bed's toolchain from the Go module proxy (no prebuilt downloads):
 #   etcd, kube-apiserver + kube-controller-manager + kube-scheduler + kube-proxy + kubelet +
 #   kubectl, pulumi (+ pulumi-language-nodejs, pulumi-language-yaml and the dynamic-provider shim),
-#   pulumi-resource-command, pulumi-resource-kubernetes, helm, coredns, crictl, and older pulumi CLIs (oldpulumi-<version>, one
-#   per OLD_PULUMI_VERSIONS entry: the stand-in images of older Pulumi releases, e.g. for the
+#   pulumi-resource-command, pulumi-resource-kubernetes, helm, coredns, crictl, Flux's
+#   source-controller (with its CRDs and ClusterRole), Flux's kustomize-controller (with its CRD
+#   and RBAC), and older pulumi CLIs (oldpulumi-<version>,
+#   one per OLD_PULUMI_VERSIONS entry: the stand-in images of older Pulumi releases, e.g. for the
 #   PulumiVersionTooLow test).
 #
 # Usage:
 #   e2e/toolchain/build.sh [component...]   build what is missing (default: all components:
 #                                           etcd kubernetes pulumi command kubernetes-provider
-#                                           helm coredns crictl oldpulumi-<version>...;
+#                                           helm coredns crictl source-controller
+#                                           kustomize-controller
+#                                           oldpulumi-<version>...;
 #                                           `oldpulumi` selects them all)
 #   e2e/toolchain/build.sh --print-env      print `export` lines for `eval` (PATH and
 #                                           PKO_TOOLCHAIN_* bin dirs); builds nothing
@@ -37,7 +41,7 @@ LOGS="$TOOLCHAIN_DIR/.logs"
 # One oldpulumi-<version> component per OLD_PULUMI_VERSIONS entry (comma-separated).
 IFS=, read -ra OLD_PULUMI_LIST <<<"$OLD_PULUMI_VERSIONS"
 OLD_PULUMI_COMPONENTS=("${OLD_PULUMI_LIST[@]/#/oldpulumi-}")
-ALL_COMPONENTS=(etcd kubernetes pulumi command kubernetes-provider helm coredns crictl "${OLD_PULUMI_COMPONENTS[@]}")
+ALL_COMPONENTS=(etcd kubernetes pulumi command kubernetes-provider helm coredns crictl source-controller kustomize-controller "${OLD_PULUMI_COMPONENTS[@]}")
 # The commands of k8s.io/kubernetes/cmd/ that the kubernetes component builds, in one go build: the
 # control plane, and the node (kubelet, kube-proxy) that must match the API server's version.
 # A directory built before a binary was added lacks it, fails verify_component and is rebuilt;
@@ -77,6 +81,8 @@ component_dir() {
     helm) echo "$TOOLCHAIN_DIR/helm-$HELM_VERSION" ;;
     coredns) echo "$TOOLCHAIN_DIR/coredns-$COREDNS_VERSION" ;;
     crictl) echo "$TOOLCHAIN_DIR/crictl-$CRICTL_VERSION" ;;
+    source-controller) echo "$TOOLCHAIN_DIR/source-controller-$SOURCE_CONTROLLER_VERSION" ;;
+    kustomize-controller) echo "$TOOLCHAIN_DIR/kustomize-controller-$KUSTOMIZE_CONTROLLER_VERSION" ;;
     oldpulumi-*) local v; v=$(old_pulumi_version "$1") || exit 1; echo "$TOOLCHAIN_DIR/oldpulumi-$v" ;;
     *) die "unknown component '$1' (known: ${ALL_COMPONENTS[*]})" ;;
   esac
@@ -92,6 +98,8 @@ component_binaries() {
     helm) echo "helm" ;;
     coredns) echo "coredns" ;;
     crictl) echo "crictl" ;;
+    source-controller) echo "source-controller" ;;
+    kustomize-controller) echo "kustomize-controller" ;;
     oldpulumi-*) echo "pulumi" ;;
   esac
 }
@@ -110,6 +118,8 @@ stamp_key() {
     helm) key="$key helm=$HELM_VERSION" ;;
     coredns) key="$key coredns=$COREDNS_VERSION" ;;
     crictl) key="$key crictl=$CRICTL_VERSION" ;;
+    source-controller) key="$key source-controller=$SOURCE_CONTROLLER_VERSION" ;;
+    kustomize-controller) key="$key kustomize-controller=$KUSTOMIZE_CONTROLLER_VERSION" ;;
   esac
   echo "$key"
 }
@@ -164,6 +174,15 @@ verify_component() {
     crictl)
       out=$("$bin/crictl" --version 2>&1) || true
       [ "$out" = "crictl version $CRICTL_VERSION" ] || { echo "crictl --version: $out" >&2; return 1; } ;;
+    source-controller)
+      # No version flag: the build info names the module; the CRDs and the ClusterRole came with it.
+      has_module "$bin/source-controller" github.com/fluxcd/source-controller "$SOURCE_CONTROLLER_VERSION" || return 1
+      [ -f "$2/crds/source.toolkit.fluxcd.io_gitrepositories.yaml" ] && [ -f "$2/rbac/role.yaml" ] ||
+        { echo "source-controller: no crds/ or rbac/role.yaml next to bin/" >&2; return 1; } ;;
+    kustomize-controller)
+      has_module "$bin/kustomize-controller" github.com/fluxcd/kustomize-controller "$KUSTOMIZE_CONTROLLER_VERSION" || return 1
+      [ -f "$2/crds/kustomize.toolkit.fluxcd.io_kustomizations.yaml" ] && [ -f "$2/rbac/role.yaml" ] ||
+        { echo "kustomize-controller: no crds/ or rbac/role.yaml next to bin/" >&2; return 1; } ;;
   esac
 }
 
@@ -314,17 +333,23 @@ build_kubernetes() {
   run go -C "$w" build -trimpath -ldflags "$ld" -o "$out/bin/" "${pkgs[@]}"
 }
 
+# Copies the replaces of go.mod $2 that name a module version (not a directory) into wrapper $1:
+# a dependency's replaces are ignored, the main module's apply.
+copy_replaces() { # wrapper go.mod
+  local r
+  for r in $(awk '$1=="replace" && $3=="=>" && $4 !~ /^\./ && NF==5 {print $2"="$4"@"$5}' "$2"); do
+    run go -C "$1" mod edit -replace="$r"
+  done
+}
+
 # A wrapper module requiring pkg/v3 cmd/pulumi and sdk/v3 at version $2; prints its path. pkg's
 # go.mod replaces sdk/v3 => ../sdk (so no `go install`); its other replaces (forks such as
-# atotto/clipboard's, older pins such as sergi/go-diff's) are copied into the wrapper, where a
-# dependency's replaces would otherwise be ignored.
+# atotto/clipboard's, older pins such as sergi/go-diff's) are copied into the wrapper.
 pulumi_cli_wrapper() { # name version
-  local name=$1 v=$2 w r
+  local name=$1 v=$2 w
   fetch_module "github.com/pulumi/pulumi/pkg/v3@$v"
   w=$(new_wrapper "$name")
-  for r in $(awk '$1=="replace" && $3=="=>" && $4 !~ /^\./ && NF==5 {print $2"="$4"@"$5}' "$MOD_GOMOD"); do
-    run go -C "$w" mod edit -replace="$r"
-  done
+  copy_replaces "$w" "$MOD_GOMOD"
   run go -C "$w" get -tool "github.com/pulumi/pulumi/pkg/v3/cmd/pulumi@$v"
   run go -C "$w" get "github.com/pulumi/pulumi/sdk/v3@$v"
   echo "$w"
@@ -496,6 +521,48 @@ build_crictl() {
     sigs.k8s.io/cri-tools/cmd/crictl
 }
 
+# Flux's source-controller, as its Dockerfile builds it (CGO off, -trimpath; the Makefile's static
+# tags). Its go.mod replaces ./api (the published api module of the same tag is required instead)
+# and opencontainers/go-digest with a fork that adds BLAKE3: that one is copied. The CRDs
+# (config/crd/bases) and the controller's ClusterRole (config/rbac/role.yaml) come from the same
+# module zip, next to bin/, so that the test bed installs what this binary serves.
+build_source_controller() {
+  local out=$1 w mod=github.com/fluxcd/source-controller
+  fetch_module "$mod@$SOURCE_CONTROLLER_VERSION"
+  [ -f "$MOD_DIR/config/crd/bases/source.toolkit.fluxcd.io_gitrepositories.yaml" ] && [ -f "$MOD_DIR/config/rbac/role.yaml" ] ||
+    die "source-controller $SOURCE_CONTROLLER_VERSION has no config/crd/bases or config/rbac/role.yaml (recipe outdated)"
+  w=$(new_wrapper source-controller)
+  copy_replaces "$w" "$MOD_GOMOD"
+  run go -C "$w" get -tool "$mod@$SOURCE_CONTROLLER_VERSION"
+  run go -C "$w" build -trimpath -tags netgo,osusergo,static_build -ldflags "-s -w" -o "$out/bin/source-controller" "$mod"
+  mkdir -p "$out/crds" "$out/rbac"
+  cp "$MOD_DIR"/config/crd/bases/*.yaml "$out/crds/"
+  cp "$MOD_DIR/config/rbac/role.yaml" "$out/rbac/"
+  chmod -R u+w "$out/crds" "$out/rbac"
+}
+
+# Flux's kustomize-controller, as its Dockerfile builds it (CGO off, -trimpath). Its go.mod has
+# replaces in blocks too (kustomize/api and kyaml pinned, go-digest's BLAKE3 fork, yaml.v3): every
+# one with a version is copied, `./api` left out as for source-controller. The CRD and the RBAC
+# its config/rbac/kustomization.yaml installs (role, role_binding, cluster_role_binding: the
+# ClusterRole and cluster-admin, bound to the controller's ServiceAccount) come from the module zip.
+build_kustomize_controller() {
+  local out=$1 w r mod=github.com/fluxcd/kustomize-controller
+  fetch_module "$mod@$KUSTOMIZE_CONTROLLER_VERSION"
+  [ -f "$MOD_DIR/config/crd/bases/kustomize.toolkit.fluxcd.io_kustomizations.yaml" ] && [ -f "$MOD_DIR/config/rbac/role.yaml" ] ||
+    die "kustomize-controller $KUSTOMIZE_CONTROLLER_VERSION has no config/crd/bases or config/rbac/role.yaml (recipe outdated)"
+  w=$(new_wrapper kustomize-controller)
+  for r in $(go mod edit -json "$MOD_GOMOD" | jq -r '.Replace[]? | select(.New.Version) | "\(.Old.Path)=\(.New.Path)@\(.New.Version)"'); do
+    run go -C "$w" mod edit -replace="$r"
+  done
+  run go -C "$w" get -tool "$mod@$KUSTOMIZE_CONTROLLER_VERSION"
+  run go -C "$w" build -trimpath -ldflags "-s -w" -o "$out/bin/kustomize-controller" "$mod"
+  mkdir -p "$out/crds" "$out/rbac"
+  cp "$MOD_DIR"/config/crd/bases/*.yaml "$out/crds/"
+  cp "$MOD_DIR"/config/rbac/{role,role_binding,cluster_role_binding}.yaml "$out/rbac/"
+  chmod -R u+w "$out/crds" "$out/rbac"
+}
+
 # --- driver -----------------------------------------------------------------------------------
 
 unavailable_note() { # dir
@@ -545,7 +612,7 @@ print_env() {
   printf 'export PKO_TOOLCHAIN_DIR=%q\n' "$TOOLCHAIN_DIR"
   # pulumi first: its bundled plugins must be the ones next to it. The older CLIs are not on PATH
   # (each would be a second `pulumi`): only images copy them.
-  for c in pulumi command kubernetes-provider kubernetes etcd helm coredns crictl "${OLD_PULUMI_COMPONENTS[@]}"; do
+  for c in pulumi command kubernetes-provider kubernetes etcd helm coredns crictl source-controller kustomize-controller "${OLD_PULUMI_COMPONENTS[@]}"; do
     dir=$(component_dir "$c")/bin
     var=$(bin_var "$c")
     printf 'export %s=%q\n' "$var" "$dir"
@@ -573,7 +640,7 @@ main() {
         done
         return 0 ;;
       --force) FORCE=true ;;
-      -h|--help) sed -n '2,23p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; return 0 ;;
+      -h|--help) sed -n '2,26p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; return 0 ;;
       -*) die "unknown option $1 (see --help)" ;;
       oldpulumi) components+=("${OLD_PULUMI_COMPONENTS[@]}") ;;
       *) component_dir "$1" >/dev/null; components+=("$1") ;;

@@ -50,9 +50,12 @@ function isManifest(doc: unknown): doc is Manifest {
   return typeof d.apiVersion === 'string' && typeof d.kind === 'string' && typeof meta?.name === 'string';
 }
 
-/** The objects of one vendored folder (upstream's path, e.g. `operator/e2e/testdata/targets`), as kubectl reads them. */
-export function manifestsIn(dir: string): Manifest[] {
-  const abs = join(UPSTREAM_DIR, dir);
+/**
+ * The objects of one vendored folder (upstream's path, e.g. `operator/e2e/testdata/targets`), as
+ * kubectl reads them; `root` is where the vendored files live (another vendored source's folder).
+ */
+export function manifestsIn(dir: string, root = UPSTREAM_DIR): Manifest[] {
+  const abs = join(root, dir);
   const files = readdirSync(abs, { withFileTypes: true })
     .filter((e) => e.isFile() && /\.(ya?ml|json)$/.test(e.name))
     .map((e) => e.name)

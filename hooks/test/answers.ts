@@ -4,6 +4,7 @@
  * status schemas) before the test reads it through the matching generated type.
  */
 import type { ValidateFunction } from 'ajv';
+import type { FastifyInstance } from 'fastify';
 import { request } from 'undici';
 import {
   createAjv,
@@ -103,6 +104,14 @@ export function errorAnswer(body: unknown): ErrorAnswer {
   if (typeof body.message === 'string') answer.message = body.message;
   if (typeof body.field === 'string') answer.field = body.field;
   return answer;
+}
+
+/**
+ * Serves a hook server built by buildServer (hooks/src/server.ts) on a free loopback port, as the
+ * tests that talk to it over HTTP do: its base URL (http://127.0.0.1:<port>).
+ */
+export function listenOnLoopback(app: Pick<FastifyInstance, 'listen'>): Promise<string> {
+  return app.listen({ port: 0, host: '127.0.0.1' });
 }
 
 /** The status, bytes and parsed body of a POST with a JSON body (a string is sent as it is). */

@@ -129,9 +129,21 @@ export function find(res: { children: KObject[] }, kind: string, name?: string):
   return res.children.find((c) => c.kind === kind && (name === undefined || c.metadata.name === name));
 }
 
-/** The condition of `type` in a Stack's, Workspace's or Update's status. */
-export function condition<C extends { type: string }>(status: { conditions?: C[] } | undefined, type: string) {
-  return status?.conditions?.find((c) => c.type === type);
+/**
+ * The condition of `type` of an object (a Stack, Program, Workspace or Update as the API server has
+ * it) or of its status (as a hook answers it). The one condition helper of the unit and e2e tests.
+ */
+export function condition<C extends { type: string }>(
+  of: { status?: { conditions?: C[] } } | { conditions?: C[] } | undefined,
+  type: string,
+): C | undefined {
+  const conditions =
+    of === undefined
+      ? undefined
+      : 'conditions' in of
+        ? of.conditions
+        : (of as { status?: { conditions?: C[] } }).status?.conditions;
+  return conditions?.find((c) => c.type === type);
 }
 
 /** The `controller-uid` label value the stand-in gives applied children (Metacontroller: the parent's uid). */

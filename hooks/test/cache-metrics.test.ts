@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { request as httpRequest } from 'undici';
 import { configFromEnv } from '../src/config';
 import { buildServer, type HookServer } from '../src/server';
+import { listenOnLoopback } from './answers';
 
 const REQUESTS = join(__dirname, '..', '..', 'bench', 'requests');
 
@@ -56,7 +57,7 @@ describe('cache metrics', () => {
       { ...configFromEnv({}), agentImage: stack.agentImage, programServer: stack.programServer },
       { logger: false },
     );
-    await server.app.listen({ port: 0, host: '127.0.0.1' });
+    await listenOnLoopback(server.app);
   });
   afterAll(() => server.app.close());
 
@@ -101,7 +102,7 @@ describe('the sync caches of Stacks with large specs', () => {
       },
       { logger: false },
     );
-    await server.app.listen({ port: 0, host: '127.0.0.1' });
+    await listenOnLoopback(server.app);
     try {
       expect(await cacheBytes(server)).toEqual({
         stack_spec: 0,

@@ -8,7 +8,6 @@
  * with no new child. The benchmarks measure these requests, so this test also says when the
  * recordings no longer match what the hooks build: then record them again (see the script's header).
  */
-import type { AddressInfo } from 'node:net';
 import { request as httpRequest } from 'undici';
 import { recording, restingClock } from '../../bench/recordings';
 import { validateStack, validateUpdate, validateWorkspace } from '../../schemas';
@@ -19,7 +18,7 @@ import { syncStack, type StackSyncRequest } from '../src/stack/sync';
 import { syncUpdate, type UpdateSyncRequest } from '../src/update/sync';
 import { syncWorkspace, type WorkspaceSyncRequest } from '../src/workspace/sync';
 import { LAST_APPLIED_ANNOTATION, type KObject, type ObjectMap } from '../src/lib/k8s';
-import { stackSyncAnswer, updateSyncAnswer, workspaceSyncAnswer } from './answers';
+import { stackSyncAnswer, updateSyncAnswer, workspaceSyncAnswer, listenOnLoopback } from './answers';
 import { condition, workspaceHashOf } from './builders';
 import { asChild } from './children';
 
@@ -132,10 +131,10 @@ describe('sync requests recorded from a real cluster, a Stack at rest', () => {
 
   it('are answered over HTTP with the same bytes every time, and the same with their managed fields parsed', async () => {
     const { app } = buildServer(config, { logger: false, clock: () => NOW });
-    await app.listen({ port: 0, host: '127.0.0.1' });
+    const base = await listenOnLoopback(app);
     try {
       const post = async (route: string, body: string) => {
-        const res = await httpRequest(`http://127.0.0.1:${(app.server.address() as AddressInfo).port}${route}`, {
+        const res = await httpRequest(`${base}${route}`, {
           method: 'POST',
           headers: { 'content-type': 'application/json' },
           body,

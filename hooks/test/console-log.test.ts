@@ -1,9 +1,8 @@
-import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import { configFromEnv } from '../src/config';
 import { consoleLine } from '../src/http/console-log';
 import { buildServer } from '../src/server';
-import { postJson } from './answers';
+import { postJson, listenOnLoopback } from './answers';
 import { makeStack, NOW, syncRequest, testConfig } from './builders';
 
 describe('LOG_FORMAT=console (upstream: controller.logFormat console)', () => {
@@ -25,8 +24,7 @@ describe('LOG_FORMAT=console (upstream: controller.logFormat console)', () => {
       { ...testConfig, logLevel: 'info', logFormat: 'console' },
       { logStream, clock: () => NOW },
     );
-    await app.listen({ port: 0, host: '127.0.0.1' });
-    const base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+    const base = await listenOnLoopback(app);
     const res = await postJson(
       `${base}/stack/sync`,
       { controller: {}, ...syncRequest(makeStack()) },

@@ -8,7 +8,7 @@ import { configFromEnv } from '../src/config';
 import { describeEgress, EgressDenied, egressRulesFromEnv, EgressPolicy, type HostResolver } from '../src/git/egress';
 import { GitResolver } from '../src/git/ls-remote';
 import { buildServer } from '../src/server';
-import { postJson, stackSyncAnswer } from './answers';
+import { postJson, stackSyncAnswer, listenOnLoopback } from './answers';
 import { condition, makeStack, syncRequest, testConfig } from './builders';
 import { startFakeSshGitServer, type FakeSshGitServer } from './ssh-git-server';
 
@@ -489,14 +489,14 @@ describe('a Stack whose repository the egress lists deny', () => {
 
   const sync = async (env: NodeJS.ProcessEnv) => {
     const { app } = buildServer({ ...testConfig, egress: egressRulesFromEnv(env) }, { logger: false });
-    await app.listen({ port: 0, host: '127.0.0.1' });
+    const base = await listenOnLoopback(app);
     try {
       const stack = makeStack({
         programRef: undefined,
         projectRepo: `http://127.0.0.1:${relay.port}/org/app.git`,
         branch: 'main',
       });
-      const res = await postJson(`http://127.0.0.1:${(app.server.address() as AddressInfo).port}/stack/sync`, {
+      const res = await postJson(`${base}/stack/sync`, {
         controller: {},
         ...syncRequest(stack, [], []),
       });

@@ -1,13 +1,12 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { AddressInfo } from 'node:net';
 import { eventsAccessFromEnv } from '../src/events/kubernetes';
 import type { Update, Workspace } from '../../schemas/generated/types';
 import type { HookEvent } from '../src/events/event';
 import { EventRecorder, microTime, type EventBody, type EventsApi } from '../src/events/recorder';
 import type { ObjectMirror } from '../src/objects/gauges';
 import { buildServer } from '../src/server';
-import { postJson } from './answers';
+import { postJson, listenOnLoopback } from './answers';
 import { NOW, testConfig } from './builders';
 import { FakeCluster } from './fake-cluster';
 
@@ -213,8 +212,7 @@ describe('the hook server with events on', () => {
 
   async function serve(api: EventsApi) {
     const server = buildServer(testConfig, { logger: false, clock: () => NOW, events: { api, via: 'a test' } });
-    await server.app.listen({ port: 0, host: '127.0.0.1' });
-    const base = `http://127.0.0.1:${(server.app.server.address() as AddressInfo).port}`;
+    const base = await listenOnLoopback(server.app);
     return { server, base };
   }
 
@@ -276,8 +274,7 @@ describe('the hook server with events on', () => {
   it('answers exactly as with events off, however the API fails', async () => {
     const off = buildServer(testConfig, { logger: false, clock: () => NOW });
     expect(off.events).toBeUndefined();
-    await off.app.listen({ port: 0, host: '127.0.0.1' });
-    const offBase = `http://127.0.0.1:${(off.app.server.address() as AddressInfo).port}`;
+    const offBase = await listenOnLoopback(off.app);
     const { server, base } = await serve(fakeApi(never).api);
     try {
       for (const [route, name] of [
@@ -434,10 +431,7 @@ describe('the hook server with events on and the objects watched', () => {
       clock: () => NOW,
       events: { api: unwatched.api, via: 'a test' },
     });
-    const urlOf = async (s: typeof server) => {
-      await s.app.listen({ port: 0, host: '127.0.0.1' });
-      return `http://127.0.0.1:${(s.app.server.address() as AddressInfo).port}/stack/sync`;
-    };
+    const urlOf = async (s: typeof server) => `${await listenOnLoopback(s.app)}/stack/sync`;
     const [url, controlUrl] = [await urlOf(server), await urlOf(control)];
     try {
       await server.objects?.whenSynced();
@@ -507,8 +501,7 @@ describe('the hook server with events on and the objects watched', () => {
       objects: { api: cluster.api(), via: 'a test' },
       mirrorWaitMs: 100,
     });
-    await server.app.listen({ port: 0, host: '127.0.0.1' });
-    const base = `http://127.0.0.1:${(server.app.server.address() as AddressInfo).port}`;
+    const base = await listenOnLoopback(server.app);
     try {
       await server.objects?.whenSynced();
       const forged = <T extends { parent: { metadata: object } }>(body: T): T => ({

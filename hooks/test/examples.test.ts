@@ -8,7 +8,6 @@
  */
 import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { AddressInfo } from 'node:net';
 import { request } from 'undici';
 import { Annotations, SECRET_MASK } from '../../contract';
 import { syncStack, withControllerStatus } from './controllers';
@@ -20,6 +19,7 @@ import {
   stackSyncAnswer,
   updateSyncAnswer,
   workspaceSyncAnswer,
+  listenOnLoopback,
 } from './answers';
 import {
   applyChildren,
@@ -28,8 +28,6 @@ import {
   jobsOf,
   makeProgram,
   makeStack,
-  noLookups,
-  NOW,
   syncRequest,
   testConfig,
   withStatus,
@@ -37,9 +35,9 @@ import {
 } from './builders';
 import { at } from './children';
 import { LAST_APPLIED_ANNOTATION, type KObject } from '../src/lib/k8s';
+import { ctx } from './stories';
 
 const DIR = join(__dirname, '..', '..', 'examples', 'hooks');
-const ctx = { config: testConfig, now: NOW, lookups: noLookups };
 
 function buildExamples(): Record<string, unknown> {
   const controller = {
@@ -51,14 +49,14 @@ function buildExamples(): Record<string, unknown> {
     envRefs: { PULUMI_CONFIG_PASSPHRASE: { type: 'Literal', literal: { value: 'example' } } },
     backend: 'file:///state',
   });
-  const r1 = syncStack(syncRequest(stack), ctx);
+  const r1 = syncStack(syncRequest(stack), ctx());
   const s1 = withStatus(stack, r1);
   const ready = workspaceBecomesReady(applyChildren([], r1.children));
   // The up is recorded first (status.currentUpdate); the call on that status write makes its Update.
-  const recorded = syncStack(syncRequest(s1, ready), ctx);
+  const recorded = syncStack(syncRequest(s1, ready), ctx());
   const sRecorded = withStatus(s1, recorded);
   const readyRecorded = applyChildren(ready, recorded.children);
-  const r2 = syncStack(syncRequest(sRecorded, readyRecorded), ctx);
+  const r2 = syncStack(syncRequest(sRecorded, readyRecorded), ctx());
   const s2 = withStatus(sRecorded, r2);
   const running = applyChildren(readyRecorded, r2.children);
   const job = at(jobsOf(r2), 0, 'Job');
@@ -117,7 +115,7 @@ function buildExamples(): Record<string, unknown> {
       children: byKind(
         running.filter((o) => o.metadata.name === update.metadata.name && o.kind !== 'Update' && o.kind !== 'Job'),
       ),
-      related: byKind(withControllerStatus(ready, ctx).filter((o) => o.kind === 'Workspace')),
+      related: byKind(withControllerStatus(ready, ctx()).filter((o) => o.kind === 'Workspace')),
     },
     'stack-sync-workspace-ready.json': { controller, ...syncRequest(s1, ready) },
     'stack-sync-start.json': { controller, ...syncRequest(sRecorded, readyRecorded) },
@@ -156,8 +154,18 @@ function buildExamples(): Record<string, unknown> {
   };
 }
 
-/** What each example must produce; `check` reads the answer through the reader of its hook's schema. */
-const expectations: Record<string, { path: string; status: number; check: (body: unknown) => void }> = {
+/**
+ * What each example must produce; `check` reads the answer through the reader of its hook's
+ * schema. `readme`: the README's words for it in the curl walkthrough (the comment above its curl),
+ * which `check` holds it to.
+ */
+interface Expectation {
+  path: string;
+  status: number;
+  readme?: string;
+  check: (body: unknown) => void;
+}
+const expectations: Record<string, Expectation> = {
   'stack-customize.json': {
     path: '/stack/customize',
     status: 200,
@@ -167,6 +175,7 @@ const expectations: Record<string, { path: string; status: number; check: (body:
   'stack-sync-new.json': {
     path: '/stack/sync',
     status: 200,
+    readme: 'A new Stack: the hooks ask for its Workspace and wait for it to be ready.',
     check: (body) => {
       const b = stackSyncAnswer(body);
       // The Stack's Workspace; the Workspace controller makes its StatefulSet (workspace-sync.json).
@@ -201,6 +210,8 @@ const expectations: Record<string, { path: string; status: number; check: (body:
   'stack-sync-workspace-ready.json': {
     path: '/stack/sync',
     status: 200,
+    readme:
+      'The workspace is ready: the hooks record the `up` as currentUpdate, and on the next call (to that status write) make its Update, which the Update controller runs as a Job.',
     check: (body) => {
       const b = stackSyncAnswer(body);
       // Recorded, not made yet: the next call (on this status write) makes the Update.
@@ -211,6 +222,8 @@ const expectations: Record<string, { path: string; status: number; check: (body:
   'stack-sync-start.json': {
     path: '/stack/sync',
     status: 200,
+    readme:
+      'The workspace is ready: the hooks record the `up` as currentUpdate, and on the next call (to that status write) make its Update, which the Update controller runs as a Job.',
     check: (body) => {
       const b = stackSyncAnswer(body);
       // The Update the status records; the Update controller runs it as a Job (update-sync.json).
@@ -228,6 +241,7 @@ const expectations: Record<string, { path: string; status: number; check: (body:
   'stack-sync-succeeded.json': {
     path: '/stack/sync',
     status: 200,
+    readme: 'The Job reported success: lastUpdate, outputs (secrets masked as "[secret]"), Ready=True.',
     check: (body) => {
       const b = stackSyncAnswer(body);
       expect(b.status.lastUpdate?.state).toBe('succeeded');
@@ -238,6 +252,7 @@ const expectations: Record<string, { path: string; status: number; check: (body:
   'stack-sync-invalid.json': {
     path: '/stack/sync',
     status: 200,
+    readme: 'A typo in the spec: Stalled/SpecInvalid says what to fix, and every child is kept as it was.',
     check: (body) => {
       const b = stackSyncAnswer(body);
       expect(condition(b.status, 'Stalled')).toMatchObject({
@@ -251,6 +266,7 @@ const expectations: Record<string, { path: string; status: number; check: (body:
   'stack-sync-changed-child.json': {
     path: '/stack/sync',
     status: 409,
+    readme: "The same, but someone rewrote the Workspace's last-applied copy: HTTP 409 naming the child, nothing kept.",
     check: (body) =>
       expect(errorAnswer(body)).toMatchObject({
         error: 'Conflict',
@@ -285,6 +301,8 @@ const expectations: Record<string, { path: string; status: number; check: (body:
   'malformed-no-parent.json': {
     path: '/stack/sync',
     status: 400,
+    readme:
+      'A malformed request: HTTP 400 naming the field as a JSON Pointer: {"error":"Bad Request","field":"/parent","message":"/parent is required"}',
     check: (body) =>
       expect(errorAnswer(body)).toMatchObject({
         error: 'Bad Request',
@@ -314,13 +332,57 @@ describe('examples/hooks', () => {
     expect(Object.keys(expectations).sort()).toEqual(Object.keys(examples).sort());
   });
 
+  describe("the README's curl walkthrough", () => {
+    const walkthrough = readmeWalkthrough();
+
+    it('posts each example to the path its hook serves, with the words its expectation holds it to', () => {
+      expect(walkthrough.curls.length).toBeGreaterThan(0);
+      for (const c of walkthrough.curls) {
+        const e = expectations[c.file];
+        expect({ file: c.file, path: e?.path, readme: e?.readme }).toEqual({
+          file: c.file,
+          path: c.path,
+          readme: c.claim,
+        });
+      }
+      // Every example with README words is in the walkthrough.
+      const walked = new Set(walkthrough.curls.map((c) => c.file));
+      for (const [file, e] of Object.entries(expectations)) if (e.readme !== undefined) expect(walked).toContain(file);
+    });
+
+    it('names every other example, with the path it is posted to', () => {
+      const walked = new Set(walkthrough.curls.map((c) => c.file));
+      const others = Object.keys(expectations).filter((f) => !walked.has(f));
+      expect(Object.keys(walkthrough.alsoThere).sort()).toEqual(others.sort());
+      for (const [file, path] of Object.entries(walkthrough.alsoThere)) expect(path).toBe(expectations[file]?.path);
+    });
+
+    it('shows the exact answer where it prints one', async () => {
+      const shown = walkthrough.curls.filter((c) => /\{.*\}/.test(c.claim));
+      expect(shown.map((c) => c.file)).toEqual(['malformed-no-parent.json']);
+      const { app } = buildServer(testConfig, { logger: false });
+      try {
+        const base = await listenOnLoopback(app);
+        for (const c of shown) {
+          const res = await request(`${base}${c.path}`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json' },
+            body: readFileSync(join(DIR, c.file)),
+          });
+          expect(await res.body.json()).toEqual(JSON.parse(/\{.*\}/.exec(c.claim)![0]));
+        }
+      } finally {
+        await app.close();
+      }
+    });
+  });
+
   describe('posted to a real server (as the README does with curl)', () => {
     let base: string;
     let close: () => Promise<void>;
     beforeAll(async () => {
       const { app } = buildServer(testConfig, { logger: false });
-      await app.listen({ port: 0, host: '127.0.0.1' });
-      base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+      base = await listenOnLoopback(app);
       close = () => app.close();
     });
     afterAll(() => close());
@@ -339,6 +401,37 @@ describe('examples/hooks', () => {
 });
 
 export { Annotations };
+
+/**
+ * The README's section "Try the hooks with curl": each curl of its code block (the example file,
+ * the path, and the comment above it, the claim), and the examples its "Also there:" sentence
+ * names (file -> path).
+ */
+function readmeWalkthrough(): {
+  curls: { file: string; path: string; claim: string }[];
+  alsoThere: Record<string, string | undefined>;
+} {
+  const readme = readFileSync(join(__dirname, '..', '..', 'README.md'), 'utf8');
+  const section = readme.split('\n## Try the hooks with curl\n')[1]?.split('\n## ')[0] ?? '';
+  const block = /```sh\n([\s\S]*?)```/.exec(section)?.[1] ?? '';
+  const curls: { file: string; path: string; claim: string }[] = [];
+  let comment: string[] = [];
+  let claim = '';
+  for (const line of block.split('\n')) {
+    const c = /^# ?(.*)$/.exec(line.trim());
+    if (c) {
+      comment.push(c[1]!);
+      continue;
+    }
+    if (comment.length > 0) [claim, comment] = [comment.join(' '), []];
+    const curl = /^curl .*localhost:8080(\/\S+) .*-d @examples\/hooks\/(\S+\.json)/.exec(line.trim());
+    if (curl) curls.push({ file: curl[2]!, path: curl[1]!, claim });
+  }
+  const also = /\nAlso there: ([\s\S]*?)\.\n/.exec(section)?.[1] ?? '';
+  const alsoThere: Record<string, string | undefined> = {};
+  for (const m of also.matchAll(/`([\w-]+\.json)`(?: \(`(\/[\w/]+)`)?/g)) alsoThere[m[1]!] = m[2];
+  return { curls, alsoThere };
+}
 
 function withoutProgramRef<T extends { programRef?: unknown }>(spec: T): Omit<T, 'programRef'> {
   const rest: T = { ...spec };

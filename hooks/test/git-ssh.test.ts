@@ -16,7 +16,7 @@ import { customizeStack } from '../src/stack/customize';
 import { gitAuthEnv, planRefLookup } from '../src/stack/source';
 import { buildServer } from '../src/server';
 import { stackWorkspacePod } from './controllers';
-import { postJson, stackSyncAnswer } from './answers';
+import { postJson, stackSyncAnswer, listenOnLoopback } from './answers';
 import { condition, makeStack, objectMap, syncRequest, testConfig } from './builders';
 import { asChild, envList, fetchContainerOf } from './children';
 import {
@@ -322,7 +322,7 @@ describe('the hook server with an SSH branch', () => {
         { ...testConfig, logLevel: 'debug', sshKnownHosts },
         { logStream: new Writable({ write: (c, _e, cb) => (logs.push(String(c)), cb()) }) },
       );
-      await app.listen({ port: 0, host: '127.0.0.1' });
+      await listenOnLoopback(app);
       return app;
     };
     const stack = makeStack({
@@ -409,9 +409,9 @@ describe('the hook server with an SSH key asking for 2^32-1 bcrypt rounds', () =
       data: { id: Buffer.from(key).toString('base64'), passphrase: Buffer.from('pass').toString('base64') },
     };
     const { app } = buildServer({ ...testConfig, logLevel: 'error' });
-    await app.listen({ port: 0, host: '127.0.0.1' });
+    const base = await listenOnLoopback(app);
     try {
-      const res = await postJson(`http://127.0.0.1:${(app.server.address() as AddressInfo).port}/stack/sync`, {
+      const res = await postJson(`${base}/stack/sync`, {
         controller: {},
         ...syncRequest(stack, [], [secret]),
       });

@@ -5,7 +5,6 @@
  * and the server answers the next healthy request as a fresh one would.
  */
 import fc from 'fast-check';
-import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import type { Stack } from '../../schemas/generated/types';
 import { Annotations, WORKSPACE_STATUS_KEY } from '../../contract';
@@ -18,6 +17,7 @@ import {
   stackSyncAnswer,
   updateSyncAnswer,
   workspaceSyncAnswer,
+  listenOnLoopback,
 } from './answers';
 import { condition, jobFinishes, makeProgram, makeStack, NOW, objectMap, syncRequest, testConfig } from './builders';
 import { toFirstJob, withChildren } from './stories';
@@ -67,8 +67,7 @@ beforeAll(async () => {
       }),
     },
   );
-  await app.listen({ port: 0, host: '127.0.0.1' });
-  base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+  base = await listenOnLoopback(app);
   close = () => app.close();
 });
 afterAll(() => close());

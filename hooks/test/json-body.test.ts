@@ -7,6 +7,7 @@ import { installJsonBodyParser, mayHidePrototypeKeys } from '../src/http/body-pa
 import { buildServer } from '../src/server';
 import { testConfig } from './builders';
 import { deleteAt, parseObject } from './json';
+import { listenOnLoopback } from './answers';
 
 /** A route that answers with what the body parsed to, so two servers' parsing can be compared. */
 function echoServer(ours: boolean): FastifyInstance {
@@ -155,7 +156,7 @@ describe('JSON bodies: the fast path answers exactly as Fastify does', () => {
   it('is what the hook server uses: a poisoned sync request is a 400 naming the problem', async () => {
     const { app } = buildServer(testConfig, { logger: false });
     try {
-      await app.listen({ port: 0, host: '127.0.0.1' });
+      await listenOnLoopback(app);
       const res = await post(app, '/stack/sync', '{"parent":{"__proto__":{"x":1}}}');
       expect(res.statusCode).toBe(400);
       expect(JSON.parse(res.body)).toMatchObject({ error: expect.any(String), message: expect.any(String) });

@@ -5,13 +5,13 @@
  * (fake-cluster.ts); the real one in e2e/object-metrics.e2e.ts.
  */
 import { Writable } from 'node:stream';
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify from 'fastify';
 import { request } from 'undici';
 import { ObjectGauges, programProjection, stackProjection, type WarnLog } from '../src/objects/gauges';
 import { Reflector } from '../src/objects/reflector';
 import { metricsPlugin } from '../src/http/metrics';
 import { buildServer } from '../src/server';
-import { postJson } from './answers';
+import { postJson, listenOnLoopback } from './answers';
 import { makeStack, syncRequest, testConfig } from './builders';
 import { FakeCluster, programObject, stackObject } from './fake-cluster';
 
@@ -48,7 +48,6 @@ function seed(cluster: FakeCluster): void {
 }
 
 /** Listens on a free loopback port; returns the base URL. */
-const listen = (app: FastifyInstance) => app.listen({ port: 0, host: '127.0.0.1' });
 
 async function get(base: string, path: string): Promise<{ statusCode: number; body: string }> {
   const res = await request(`${base}${path}`);
@@ -409,7 +408,7 @@ describe('the hook server', () => {
       },
     });
     const server = buildServer({ ...testConfig, logLevel: 'info' }, { logStream });
-    const base = await listen(server.app);
+    const base = await listenOnLoopback(server.app);
     await postJson(`${base}/stack/sync`, { controller: {}, ...syncRequest(makeStack()) });
     const res = await get(base, '/metrics');
     expect(res.statusCode).toBe(200);
@@ -430,7 +429,7 @@ describe('the hook server', () => {
     // The plugin's contract, exercised directly: the hooks' metrics go out whatever the gauges do.
     const app = Fastify({ logger: false });
     app.register(metricsPlugin, { metrics: server.metrics, objects: failing });
-    const res = await get(await listen(app), '/metrics');
+    const res = await get(await listenOnLoopback(app), '/metrics');
     expect(res.statusCode).toBe(200);
     expect(res.body).toContain('pulumi_hook_request_duration_seconds');
     await app.close();
@@ -445,7 +444,7 @@ describe('the hook server', () => {
         logger: false,
         objects: { api: cluster.api(), via: 'the fake' },
       });
-      const base = await listen(s.app);
+      const base = await listenOnLoopback(s.app);
       await s.objects!.whenSynced();
       return { ...s, base };
     };
@@ -508,7 +507,7 @@ describe('the hook server', () => {
     cluster.refuseLists('programs', 403, 1_000_000);
     const server = buildServer(testConfig, { logger: false, objects: { api: cluster.api(), via: 'the fake' } });
     try {
-      const base = await listen(server.app);
+      const base = await listenOnLoopback(server.app);
       const scrape = async () => (await get(base, '/metrics')).body;
       await until('a failed list of each', async () => {
         const text = await scrape();

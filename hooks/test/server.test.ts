@@ -1,9 +1,15 @@
 import { Writable } from 'node:stream';
 import { request } from 'undici';
-import type { AddressInfo } from 'node:net';
 import { buildServer } from '../src/server';
 import { GitResolver } from '../src/git/ls-remote';
-import { customizeAnswer, errorAnswer, postJson, programSyncAnswer, stackSyncAnswer } from './answers';
+import {
+  customizeAnswer,
+  errorAnswer,
+  postJson,
+  programSyncAnswer,
+  stackSyncAnswer,
+  listenOnLoopback,
+} from './answers';
 import { condition, makeStack, makeProgram, NOW, syncRequest, testConfig } from './builders';
 import { parseObject } from './json';
 import { withChildren } from './stories';
@@ -27,8 +33,7 @@ beforeAll(async () => {
       }),
     },
   );
-  await app.listen({ port: 0, host: '127.0.0.1' });
-  base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+  base = await listenOnLoopback(app);
   close = () => app.close();
 });
 afterAll(() => close());

@@ -14,7 +14,7 @@ import { Agent, request } from 'undici';
 import { configFromEnv, DEFAULT_LIMITS, type HookConfig, type ServerLimits } from '../src/config';
 import { MIN_TOKEN_LENGTH } from '../src/http/credentials';
 import { buildServer, type HookServer } from '../src/server';
-import { errorAnswer, postJson, stackSyncAnswer } from './answers';
+import { errorAnswer, postJson, stackSyncAnswer, listenOnLoopback } from './answers';
 import { makeHookCredentials, type HookCredentials } from './credentials';
 import { makeStack, syncRequest, testConfig } from './builders';
 import { parseObject } from './json';
@@ -66,8 +66,7 @@ async function serve(config: Partial<HookConfig>): Promise<Running> {
       }),
     },
   );
-  await server.app.listen({ port: 0, host: '127.0.0.1' });
-  const port = (server.app.server.address() as net.AddressInfo).port;
+  const port = Number(new URL(await listenOnLoopback(server.app)).port);
   const r: Running = { ...server, port, logs, close: () => server.app.close() };
   running.push(r);
   return r;

@@ -1,21 +1,9 @@
 import type { KObject } from '../src/lib/k8s';
 import { isStackChild, syncStack } from './controllers';
-import {
-  applyChildren,
-  condition,
-  jobsOf,
-  makeStack,
-  noLookups,
-  NOW,
-  syncRequest,
-  testConfig,
-  withStatus,
-} from './builders';
+import { applyChildren, condition, jobsOf, makeStack, syncRequest, withStatus } from './builders';
 import { childOf, declaredChildren, podSpecOf, resourceOf } from './children';
 import { syncWorkspace } from '../src/workspace/sync';
-import { toFirstJob } from './stories';
-
-const ctx = { config: testConfig, now: NOW, lookups: noLookups };
+import { toFirstJob, ctx } from './stories';
 
 describe('each controller', () => {
   it('returns only the kinds its manifest declares', () => {
@@ -25,7 +13,7 @@ describe('each controller', () => {
     for (const c of ofStack) expect(declaredChildren('stack')).toContain(resourceOf(c));
     const ws = syncWorkspace(
       { parent: { ...childOf(r2, 'Workspace'), metadata: { ...childOf(r2, 'Workspace').metadata, generation: 1 } } },
-      ctx,
+      ctx(),
     );
     expect(ws.children.map((c) => c.kind)).toEqual(['StatefulSet', 'Service', 'Role', 'RoleBinding', 'ConfigMap']);
     for (const c of ws.children) expect(declaredChildren('workspace')).toContain(resourceOf(c));
@@ -44,7 +32,7 @@ describe('the identities', () => {
   const rulesOf = (res: { children: KObject[] }, name: string) => childOf(res, 'Role', name).rules;
 
   it("give the workspace's account its own status ConfigMap only (the Workspace's Role)", () => {
-    const res = syncStack(syncRequest(makeStack({ serviceAccountName: 'deployer' })), ctx);
+    const res = syncStack(syncRequest(makeStack({ serviceAccountName: 'deployer' })), ctx());
     expect(kinds(res.children).map((c) => `${c.kind}/${c.metadata.name}`)).toEqual([
       'Role/my-stack-workspace',
       'RoleBinding/my-stack-workspace',
@@ -66,7 +54,7 @@ describe('the identities', () => {
       serviceAccountName: 'deployer',
       workspaceTemplate: { spec: { podTemplate: { spec: { serviceAccountName: 'other', containers: [] } } } },
     });
-    const res = syncStack(syncRequest(stack), ctx);
+    const res = syncStack(syncRequest(stack), ctx());
     expect(podSpecOf(childOf(res, 'StatefulSet')).serviceAccountName).toBe('other');
     expect(childOf(res, 'RoleBinding', 'my-stack-workspace').subjects).toEqual([
       { kind: 'ServiceAccount', name: 'other', namespace: 'team-a' },
@@ -91,7 +79,7 @@ describe('the identities', () => {
 
   it('are kept exactly as they were when the spec turns invalid', () => {
     const stack = makeStack({ serviceAccountName: 'deployer' });
-    const r1 = syncStack(syncRequest(stack), ctx);
+    const r1 = syncStack(syncRequest(stack), ctx());
     const cluster = applyChildren([], r1.children);
     // The Stack as stored after the first answer (its status records the children's digests), edited.
     const broken = {
@@ -104,7 +92,7 @@ describe('the identities', () => {
         programRef: undefined,
       }).spec,
     };
-    const res = syncStack(syncRequest(broken, cluster), ctx);
+    const res = syncStack(syncRequest(broken, cluster), ctx());
     const byName = (cs: KObject[]) =>
       [...kinds(cs)].sort((a, b) => `${a.kind}/${a.metadata.name}`.localeCompare(`${b.kind}/${b.metadata.name}`));
     expect(byName(res.children)).toEqual(byName(r1.children));

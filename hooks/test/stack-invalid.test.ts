@@ -1,25 +1,12 @@
 import fc from 'fast-check';
-import type { AddressInfo } from 'node:net';
 import { buildServer } from '../src/server';
 import { syncStack } from './controllers';
 import { customizeStack } from '../src/stack/customize';
 import { validateStackObject } from '../src/stack/validate';
-import { postJson, stackSyncAnswer } from './answers';
-import {
-  condition,
-  find,
-  makeProgram,
-  makeStack,
-  noLookups,
-  NOW,
-  syncRequest,
-  testConfig,
-  withStatus,
-} from './builders';
-import { withChildren } from './stories';
+import { postJson, stackSyncAnswer, listenOnLoopback } from './answers';
+import { condition, find, makeProgram, makeStack, syncRequest, testConfig, withStatus } from './builders';
+import { withChildren, ctx } from './stories';
 import { childOf } from './children';
-
-const ctx = { config: testConfig, now: NOW, lookups: noLookups };
 
 /** An array in an array … `depth` levels deep, as a free-form field the API server accepts may hold. */
 function nested(depth: number): unknown {
@@ -171,7 +158,7 @@ const cases: [string, Record<string, unknown>, RegExp][] = [
 
 describe('an invalid Stack', () => {
   it.each(cases)('with %s is Stalled/SpecInvalid with a message saying what to fix', (_name, spec, message) => {
-    const res = syncStack(syncRequest(makeStack(spec)), ctx);
+    const res = syncStack(syncRequest(makeStack(spec)), ctx());
     expect(condition(res.status, 'Stalled')).toMatchObject({ status: 'True', reason: 'SpecInvalid' });
     expect(condition(res.status, 'Stalled')?.message).toMatch(message);
     expect(condition(res.status, 'Ready')).toMatchObject({ status: 'False', reason: 'NotReadyStalled' });
@@ -185,7 +172,7 @@ describe('an invalid Stack', () => {
       metadata: { ...stack.metadata, generation: 2 },
       spec: { ...stack.spec, ...spec },
     };
-    const res = syncStack(syncRequest(broken, cluster), ctx);
+    const res = syncStack(syncRequest(broken, cluster), ctx());
     expect(res.children.map((c) => `${c.kind}/${c.metadata.name}`).sort()).toEqual(
       cluster.map((c) => `${c.kind}/${c.metadata.name}`).sort(),
     );
@@ -207,7 +194,7 @@ describe('an invalid Stack', () => {
   });
 
   it('may nest 100 levels deep (the limit), and answers in full', () => {
-    const res = syncStack(syncRequest(makeStack({ config: { deep: nested(98) } })), ctx);
+    const res = syncStack(syncRequest(makeStack({ config: { deep: nested(98) } })), ctx());
     expect(condition(res.status, 'Stalled')).toBeUndefined();
     expect(res.children.map((c) => c.kind)).toContain('Workspace');
     expect(res.children.map((c) => c.kind)).toContain('StatefulSet');
@@ -220,8 +207,7 @@ describe('an invalid Stack', () => {
     delete noSpec.spec;
     const { app } = buildServer(testConfig, { logger: false });
     try {
-      await app.listen({ port: 0, host: '127.0.0.1' });
-      const sent = await postJson(`http://127.0.0.1:${(app.server.address() as AddressInfo).port}/stack/sync`, {
+      const sent = await postJson(`${await listenOnLoopback(app)}/stack/sync`, {
         controller: {},
         ...syncRequest(stack, cluster),
         parent: noSpec,
@@ -241,9 +227,9 @@ describe('an invalid Stack', () => {
 
   it('recovers once fixed', () => {
     const broken = makeStack({ projectRepo: 'https://g.test/r.git', programRef: undefined });
-    expect(condition(syncStack(syncRequest(broken), ctx).status, 'Stalled')).toBeDefined();
+    expect(condition(syncStack(syncRequest(broken), ctx()).status, 'Stalled')).toBeDefined();
     const fixed = makeStack();
-    const res = syncStack(syncRequest(withStatus(fixed, syncStack(syncRequest(broken), ctx))), ctx);
+    const res = syncStack(syncRequest(withStatus(fixed, syncStack(syncRequest(broken), ctx()))), ctx());
     expect(condition(res.status, 'Stalled')).toBeUndefined();
     expect(find(res, 'StatefulSet')).toBeDefined();
   });
@@ -296,11 +282,11 @@ describe('any Stack', () => {
         // Any JSON in any field: the hooks validate the spec themselves.
         const spec: Record<string, unknown> = fields;
         const stack = { ...makeStack(), spec: { stack: 'dev', ...spec } };
-        const res = syncStack(syncRequest(stack, [], [makeProgram()], finalizing), ctx);
+        const res = syncStack(syncRequest(stack, [], [makeProgram()], finalizing), ctx());
         expect(condition(res.status, 'Ready')).toBeDefined();
         customizeStack(stack);
         // Deterministic for any input.
-        expect(JSON.stringify(syncStack(syncRequest(stack, [], [makeProgram()], finalizing), ctx))).toBe(
+        expect(JSON.stringify(syncStack(syncRequest(stack, [], [makeProgram()], finalizing), ctx()))).toBe(
           JSON.stringify(res),
         );
       }),
@@ -319,7 +305,7 @@ describe('validation', () => {
     const oddStatus: Record<string, unknown> = { lastUpdate: { state: 'from-a-future-version', failures: 'many' } };
     const stack = makeStack({}, {}, oddStatus);
     expect(validateStackObject(stack)).toEqual([]);
-    const res = syncStack(syncRequest(stack), ctx);
+    const res = syncStack(syncRequest(stack), ctx());
     expect(condition(res.status, 'Stalled')).toBeUndefined();
   });
 });

@@ -7,17 +7,12 @@ import {
   jobsOf,
   makeProgram,
   makeStack,
-  noLookups,
-  NOW,
   syncRequest,
-  testConfig,
   withStatus,
   workspaceBecomesReady,
 } from './builders';
 import { operationOf } from './children';
-import { step } from './stories';
-
-const ctx = (now = NOW) => ({ config: testConfig, now, lookups: noLookups });
+import { step, ctx } from './stories';
 
 function prerequisite(
   name: string,

@@ -6,22 +6,17 @@ import {
   jobsOf,
   makeProgram,
   makeStack,
-  noLookups,
-  NOW,
   syncRequest,
-  testConfig,
   withStatus,
   workspaceBecomesReady,
 } from './builders';
 import { at, childOf, fetchContainerOf } from './children';
-import { syncStarting, withChildren } from './stories';
-
-const ctx = { config: testConfig, now: NOW, lookups: noLookups };
+import { syncStarting, withChildren, ctx } from './stories';
 
 describe('an unavailable source', () => {
   it('a missing Program is Stalled/SourceUnavailable, retried in 30 s, children kept', () => {
     const { stack, cluster } = withChildren();
-    const res = syncStack(syncRequest(stack, cluster, []), ctx);
+    const res = syncStack(syncRequest(stack, cluster, []), ctx());
     expect(condition(res.status, 'Stalled')).toMatchObject({
       reason: 'SourceUnavailable',
       message: 'unable to retrieve program for stack: Program team-a/my-program not found',
@@ -32,7 +27,7 @@ describe('an unavailable source', () => {
 
   it('a Program without an artifact is Stalled/SourceUnavailable', () => {
     const program = { ...makeProgram(), status: {} };
-    const res = syncStack(syncRequest(makeStack(), [], [program]), ctx);
+    const res = syncStack(syncRequest(makeStack(), [], [program]), ctx());
     expect(condition(res.status, 'Stalled')).toMatchObject({
       reason: 'SourceUnavailable',
       message: 'Program team-a/my-program has no artifact',
@@ -50,11 +45,36 @@ describe('an unavailable source', () => {
       metadata: { name: 'oci', namespace: 'team-a' },
       status: {},
     };
-    expect(condition(syncStack(syncRequest(stack, [], [oci]), ctx).status, 'Stalled')?.message).toBe(
+    expect(condition(syncStack(syncRequest(stack, [], [oci]), ctx()).status, 'Stalled')?.message).toBe(
       'Flux source OCIRepository team-a/oci has no artifact',
     );
-    expect(condition(syncStack(syncRequest(stack, [], []), ctx).status, 'Stalled')?.message).toMatch(
+    expect(condition(syncStack(syncRequest(stack, [], []), ctx()).status, 'Stalled')?.message).toMatch(
       /unable to retrieve Flux source OCIRepository team-a\/oci/,
+    );
+  });
+
+  it("a Flux source that failed without an artifact: the Stalled message carries the source's Ready message", () => {
+    const stack = makeStack({
+      programRef: undefined,
+      fluxSource: { sourceRef: { apiVersion: 'source.toolkit.fluxcd.io/v1', kind: 'GitRepository', name: 'app' } },
+    });
+    const failed =
+      'failed to checkout and determine revision: unable to clone: couldn\'t find remote ref "refs/heads/nope"';
+    const source = (ready: { status: string; reason: string; message: string }) => ({
+      apiVersion: 'source.toolkit.fluxcd.io/v1',
+      kind: 'GitRepository',
+      metadata: { name: 'app', namespace: 'team-a' },
+      status: { conditions: [{ type: 'Ready', lastTransitionTime: '2026-01-01T00:00:00Z', ...ready }] },
+    });
+    const stalled = (ready: { status: string; reason: string; message: string }) =>
+      condition(syncStack(syncRequest(stack, [], [source(ready)]), ctx()).status, 'Stalled');
+    expect(stalled({ status: 'False', reason: 'GitOperationFailed', message: failed })).toMatchObject({
+      reason: 'SourceUnavailable',
+      message: `Flux source GitRepository team-a/app has no artifact: ${failed}`,
+    });
+    // Still working on its first artifact: nothing to add.
+    expect(stalled({ status: 'Unknown', reason: 'Progressing', message: 'reconciliation in progress' })?.message).toBe(
+      'Flux source GitRepository team-a/app has no artifact',
     );
   });
 
@@ -63,7 +83,7 @@ describe('an unavailable source', () => {
     const lookups = new Map([
       ['https://g.test/r.git#main', { error: 'timed out after 2000 ms resolving "main" in https://g.test/r.git' }],
     ]);
-    const res = syncStack(syncRequest(stack, [], []), { ...ctx, lookups });
+    const res = syncStack(syncRequest(stack, [], []), { ...ctx(), lookups });
     expect(condition(res.status, 'Stalled')).toMatchObject({
       reason: 'SourceUnavailable',
       message: 'timed out after 2000 ms resolving "main" in https://g.test/r.git',
@@ -82,7 +102,7 @@ describe('branch tracking', () => {
     });
     const sha1 = '1'.repeat(40);
     const sha2 = '2'.repeat(40);
-    const look = (sha: string) => ({ ...ctx, lookups: new Map([['https://g.test/r.git#main', { sha }]]) });
+    const look = (sha: string) => ({ ...ctx(), lookups: new Map([['https://g.test/r.git#main', { sha }]]) });
     const r1 = syncStack(syncRequest(stack, [], []), look(sha1));
     const c1 = workspaceBecomesReady(applyChildren([], r1.children));
     const { res: r2, stack: s2, cluster: started } = syncStarting(withStatus(stack, r1), c1, [], look(sha1));

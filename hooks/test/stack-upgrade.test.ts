@@ -6,9 +6,9 @@
 import { Annotations, formatUpdateResult } from '../../contract';
 import type { KObject } from '../src/lib/k8s';
 import { syncStack } from '../src/stack/sync';
-import { childrenMap, condition, makeStack, NOW, noLookups, objectMap, makeProgram, testConfig } from './builders';
+import { childrenMap, condition, makeStack, objectMap, makeProgram } from './builders';
+import { ctx } from './stories';
 
-const ctx = { config: testConfig, now: NOW, lookups: noLookups };
 const JOB = 'my-stack-up-0badc0de';
 
 /** A Job of the earlier version: named and annotated as the Update of the same operation. */
@@ -58,7 +58,7 @@ describe('a Stack upgraded from the version without Workspace and Update objects
   it('waits for its running Job, keeping every child as it is', () => {
     const res = syncStack(
       { parent: upgraded, children: childrenMap(legacySts, legacyJob('running')), related: objectMap(makeProgram()) },
-      ctx,
+      ctx(),
     );
     expect(res.children.map((c) => `${c.kind}/${c.metadata.name}`)).toEqual([
       'StatefulSet/my-stack-workspace',
@@ -70,7 +70,7 @@ describe('a Stack upgraded from the version without Workspace and Update objects
   it("absorbs its finished Job's result, then drops the old children for a Workspace", () => {
     const res = syncStack(
       { parent: upgraded, children: childrenMap(legacySts, legacyJob('succeeded')), related: objectMap(makeProgram()) },
-      ctx,
+      ctx(),
     );
     expect(res.status.lastUpdate).toMatchObject({
       name: JOB,

@@ -3,8 +3,6 @@ import { stackWorkspacePod } from './controllers';
 import {
   applyChildren,
   makeStack,
-  noLookups,
-  NOW,
   syncRequest,
   testConfig,
   withStatus,
@@ -23,8 +21,8 @@ import {
   templateOf,
   type PodTemplate,
 } from './children';
+import { ctx } from './stories';
 
-const ctx = { config: testConfig, now: NOW, lookups: noLookups };
 const programSource = {
   kind: 'program' as const,
   name: 'my-program',
@@ -43,7 +41,7 @@ const workspaceStackOf = (pod: PodTemplate): unknown =>
 
 describe('the workspace StatefulSet and Service', () => {
   it('are named after the Stack, as upstream', () => {
-    const res = syncStack(syncRequest(makeStack()), ctx);
+    const res = syncStack(syncRequest(makeStack()), ctx());
     const sts = childOf(res, 'StatefulSet');
     expect(sts.metadata.name).toBe('my-stack-workspace');
     expect(sts.spec?.serviceName).toBe('my-stack-workspace');
@@ -280,7 +278,7 @@ describe('the workspace StatefulSet and Service', () => {
       shallow: true,
       gitAuth: { accessToken: { type: 'Secret', secret: { name: 'git', key: 'token' } } },
     });
-    const res = syncStack(syncRequest(stack, [], []), ctx);
+    const res = syncStack(syncRequest(stack, [], []), ctx());
     const fetch = fetchContainerOf(childOf(res, 'StatefulSet'));
     expect(fetch.command).toEqual(['pko-agent', 'fetch', 'git']);
     expect(fetch.env).toEqual(
@@ -301,7 +299,7 @@ describe('the workspace StatefulSet and Service', () => {
       commit: 'b'.repeat(40),
       gitAuthSecret: 'legacy',
     });
-    const fetch = fetchContainerOf(childOf(syncStack(syncRequest(stack, [], []), ctx), 'StatefulSet'));
+    const fetch = fetchContainerOf(childOf(syncStack(syncRequest(stack, [], []), ctx()), 'StatefulSet'));
     const refs = envList(fetch).flatMap((e) => {
       const ref = e.valueFrom?.secretKeyRef;
       return ref ? [[e.name, ref.key, ref.optional]] : [];
@@ -336,7 +334,7 @@ describe('the workspace StatefulSet and Service', () => {
         },
       },
     };
-    const fluxCtx = { ...ctx, config: { ...testConfig, fluxMaxUntarSizeBytes: '1000' } };
+    const fluxCtx = { ...ctx(), config: { ...testConfig, fluxMaxUntarSizeBytes: '1000' } };
     const r1 = syncStack(syncRequest(stack, [], [repo]), fluxCtx);
     const fetch = fetchContainerOf(childOf(r1, 'StatefulSet'));
     expect(fetch.command).toEqual(['pko-agent', 'fetch', 'flux']);

@@ -5,9 +5,8 @@ import type { KObject } from '../src/lib/k8s';
 import { customizeUpdate } from '../src/update/customize';
 import { updateEvents } from '../src/update/events';
 import { syncUpdate, type UpdateSyncRequest } from '../src/update/sync';
-import { condition, NOW, objectMap, testConfig } from './builders';
-
-const ctx = { config: testConfig, now: NOW };
+import { condition, objectMap } from './builders';
+import { ctx } from './stories';
 
 function update(spec: Update['spec'], status?: Update['status']): Update {
   const u: Update = {
@@ -66,7 +65,7 @@ describe('an Update', () => {
   });
 
   it('waits for a missing Workspace, saying so, and starts nothing', () => {
-    const res = syncUpdate({ parent: update(spec), related: {} }, ctx);
+    const res = syncUpdate({ parent: update(spec), related: {} }, ctx());
     expect(res.children).toEqual([]);
     expect(condition(res.status, 'Progressing')).toMatchObject({
       status: 'False',
@@ -79,7 +78,7 @@ describe('an Update', () => {
 
   it("waits for a Workspace that is not ready, with the Workspace's own reason", () => {
     const stalled = workspace('False', { reason: 'InstallationFailed', message: 'npm install failed' });
-    const res = syncUpdate({ parent: update(spec), related: objectMap(stalled as KObject) }, ctx);
+    const res = syncUpdate({ parent: update(spec), related: objectMap(stalled as KObject) }, ctx());
     expect(res.children).toEqual([]);
     expect(condition(res.status, 'Progressing')).toMatchObject({
       status: 'False',
@@ -90,19 +89,19 @@ describe('an Update', () => {
 
   it("creates the Job's identity first, then the Job, once its Workspace is ready", () => {
     const related = objectMap(workspace('True') as KObject);
-    const first = syncUpdate({ parent: update(spec), related }, ctx);
+    const first = syncUpdate({ parent: update(spec), related }, ctx());
     // The binding only once the account and the Role are its own: never to one that existed before.
     expect(kinds(first.children)).toEqual(['ServiceAccount/u1', 'Role/u1']);
     expect(condition(first.status, 'Progressing')).toMatchObject({ status: 'True' });
-    const second = syncUpdate({ parent: update(spec), related, children: objectMap(...first.children) }, ctx);
+    const second = syncUpdate({ parent: update(spec), related, children: objectMap(...first.children) }, ctx());
     expect(kinds(second.children)).toEqual(['ServiceAccount/u1', 'Role/u1', 'RoleBinding/u1']);
-    const third = syncUpdate({ parent: update(spec), related, children: objectMap(...second.children) }, ctx);
+    const third = syncUpdate({ parent: update(spec), related, children: objectMap(...second.children) }, ctx());
     expect(kinds(third.children)).toEqual(['Job/u1', 'ServiceAccount/u1', 'Role/u1', 'RoleBinding/u1']);
   });
 
   it('records the outcome of its Job: times, message, permalink, outputs masked, the Secret', () => {
     const related = objectMap(workspace('True') as KObject);
-    const identity = syncUpdate({ parent: update({ ...spec, type: 'up' }), related }, ctx).children;
+    const identity = syncUpdate({ parent: update({ ...spec, type: 'up' }), related }, ctx()).children;
     const job = finishedJob({
       state: 'succeeded',
       type: 'up',
@@ -113,7 +112,7 @@ describe('an Update', () => {
     });
     const res = syncUpdate(
       { parent: update({ ...spec, type: 'up' }), related, children: objectMap(job, ...identity) },
-      ctx,
+      ctx(),
     );
     expect(res.status).toMatchObject({
       startTime: '2026-11-22T10:00:10Z',
@@ -142,7 +141,7 @@ describe('an Update', () => {
         ],
       },
     };
-    const res = syncUpdate({ parent: update(spec), children: objectMap(job) }, ctx);
+    const res = syncUpdate({ parent: update(spec), children: objectMap(job) }, ctx());
     expect(condition(res.status, 'Failed')).toMatchObject({ status: 'True', reason: 'JobFailed' });
     expect(condition(res.status, 'Complete')).toMatchObject({ status: 'True' });
   });
@@ -175,7 +174,7 @@ describe('an Update', () => {
         },
       ],
     });
-    const res = syncUpdate({ parent: done, related: objectMap(workspace('True') as KObject) }, ctx);
+    const res = syncUpdate({ parent: done, related: objectMap(workspace('True') as KObject) }, ctx());
     expect(res.children).toEqual([]);
     expect(res.status).toEqual(done.status);
   });
@@ -193,7 +192,7 @@ describe('an Update', () => {
         },
       ],
     });
-    const res = syncUpdate({ parent: started, related: objectMap(workspace('True') as KObject) }, ctx);
+    const res = syncUpdate({ parent: started, related: objectMap(workspace('True') as KObject) }, ctx());
     expect(res.children).toEqual([]);
     expect(condition(res.status, 'Failed')).toMatchObject({ status: 'True', reason: 'Aborted' });
     expect(condition(res.status, 'Complete')).toMatchObject({ status: 'True' });
@@ -201,13 +200,13 @@ describe('an Update', () => {
 
   it('named longer than a Job may be fails at once', () => {
     const long = { ...update(spec), metadata: { ...update(spec).metadata, name: 'u'.repeat(64) } };
-    const res = syncUpdate({ parent: long }, ctx);
+    const res = syncUpdate({ parent: long }, ctx());
     expect(res.children).toEqual([]);
     expect(condition(res.status, 'Failed')?.message).toMatch(/^metadata\.name is 64 characters long/);
   });
 
   it('of an unknown type fails at once, naming the field', () => {
-    const res = syncUpdate({ parent: update({ ...spec, type: 'import' }) }, ctx);
+    const res = syncUpdate({ parent: update({ ...spec, type: 'import' }) }, ctx());
     expect(res.children).toEqual([]);
     expect(condition(res.status, 'Failed')).toMatchObject({
       status: 'True',
@@ -221,7 +220,7 @@ describe('a hostile Update', () => {
   it('nested deeper than any operation fails at once, starting nothing', () => {
     let deep: unknown = 'x';
     for (let i = 0; i < 20_000; i++) deep = [deep];
-    const res = syncUpdate({ parent: update({ ...spec, target: deep as string[] }) }, ctx);
+    const res = syncUpdate({ parent: update({ ...spec, target: deep as string[] }) }, ctx());
     expect(res.children).toEqual([]);
     expect(condition(res.status, 'Failed')).toMatchObject({ status: 'True', reason: 'InvalidSpec' });
   });
@@ -240,7 +239,7 @@ describe('update plan fields', () => {
 describe('events of an Update sync', () => {
   /** Syncs and returns the answer with the events it implies. */
   const sync = (req: UpdateSyncRequest) => {
-    const res = syncUpdate(req, ctx);
+    const res = syncUpdate(req, ctx());
     return { res, events: updateEvents({ update: req.parent, related: req.related, status: res.status }) };
   };
   const related = objectMap(workspace('True') as KObject);

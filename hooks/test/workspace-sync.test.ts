@@ -7,8 +7,7 @@ import { workspaceEvents } from '../src/workspace/events';
 import { syncWorkspace, WORKSPACE_HOLD, type WorkspaceSyncResponse } from '../src/workspace/sync';
 import { agentReports, applyChildren, condition, NOW, objectMap, testConfig, workspaceHashOf } from './builders';
 import { asChild, childOf, containerOf, envValue, fetchContainerOf, podSpecOf, templateOf } from './children';
-
-const ctx = { config: testConfig, now: NOW };
+import { ctx } from './stories';
 
 /** A Workspace as a user writes it by hand: upstream's fields only. */
 function workspace(spec: Workspace['spec'] = {}): Workspace {
@@ -64,7 +63,7 @@ function withStatefulSetAnnotation(cluster: KObject[], value: unknown): KObject[
 
 describe('a Workspace', () => {
   it('gets its StatefulSet, Service, Role and status ConfigMap, named as upstream, with its labels but not its selector label', () => {
-    const res = syncWorkspace({ parent: workspace() }, ctx);
+    const res = syncWorkspace({ parent: workspace() }, ctx());
     expect(res.children.map((c) => `${c.kind}/${c.metadata.name}`)).toEqual([
       'StatefulSet/ws-workspace',
       'Service/ws-workspace',
@@ -94,45 +93,45 @@ describe('a Workspace', () => {
   });
 
   it('reports Ready False while it rolls out, and upstream’s address', () => {
-    const res = syncWorkspace({ parent: workspace() }, ctx);
+    const res = syncWorkspace({ parent: workspace() }, ctx());
     expect(res.status).toMatchObject({ observedGeneration: 3, address: 'ws-workspace.team-a:50051' });
     expect(condition(res.status, 'Ready')).toMatchObject({ status: 'False', reason: 'WaitingForReplicas' });
     expect(condition(res.status, 'Stalled')).toBeUndefined();
   });
 
   it('reports Ready True and the Pulumi version once the agent is ready for its template', () => {
-    const first = syncWorkspace({ parent: workspace() }, ctx);
-    const res = syncWorkspace({ parent: workspace(), children: objectMap(...observed(first, 'Ready')) }, ctx);
+    const first = syncWorkspace({ parent: workspace() }, ctx());
+    const res = syncWorkspace({ parent: workspace(), children: objectMap(...observed(first, 'Ready')) }, ctx());
     expect(condition(res.status, 'Ready')).toMatchObject({ status: 'True', reason: 'Succeeded' });
     expect(res.status.pulumiVersion).toBe('v3.274.1');
     // Installing, or nothing reported yet: not ready.
     const installing = syncWorkspace(
       { parent: workspace(), children: objectMap(...observed(first, 'Installing')) },
-      ctx,
+      ctx(),
     );
     expect(condition(installing.status, 'Ready')).toMatchObject({ status: 'False', reason: 'Installing' });
-    const silent = syncWorkspace({ parent: workspace(), children: objectMap(...unreported(first)) }, ctx);
+    const silent = syncWorkspace({ parent: workspace(), children: objectMap(...unreported(first)) }, ctx());
     expect(condition(silent.status, 'Ready')).toMatchObject({ status: 'False', reason: 'Installing' });
   });
 
   it('is Stalled with the reason the agent reports, and says how to fix Unauthenticated', () => {
-    const plain = syncWorkspace({ parent: workspace() }, ctx);
+    const plain = syncWorkspace({ parent: workspace() }, ctx());
     const failed = syncWorkspace(
       { parent: workspace(), children: objectMap(...observed(plain, 'Failed', 'InstallationFailed')) },
-      ctx,
+      ctx(),
     );
     expect(condition(failed.status, 'Stalled')).toMatchObject({
       status: 'True',
       reason: 'InstallationFailed',
       message: 'the message',
     });
-    const first = syncWorkspace({ parent: workspace({ serviceAccountName: 'deployer' }) }, ctx);
+    const first = syncWorkspace({ parent: workspace({ serviceAccountName: 'deployer' }) }, ctx());
     const unauth = syncWorkspace(
       {
         parent: workspace({ serviceAccountName: 'deployer' }),
         children: objectMap(...observed(first, 'Failed', 'Unauthenticated')),
       },
-      ctx,
+      ctx(),
     );
     expect(condition(unauth.status, 'Stalled')?.message).toMatch(
       /--clusterrole=system:auth-delegator --serviceaccount=team-a:deployer$/,
@@ -140,10 +139,10 @@ describe('a Workspace', () => {
   });
 
   it('keeps its conditions’ transition times while nothing changes', () => {
-    const first = syncWorkspace({ parent: workspace() }, ctx);
+    const first = syncWorkspace({ parent: workspace() }, ctx());
     const later = syncWorkspace(
       { parent: { ...workspace(), status: first.status } },
-      { ...ctx, now: new Date(NOW.getTime() + 60_000) },
+      { ...ctx(), now: new Date(NOW.getTime() + 60_000) },
     );
     expect(later.status).toEqual(first.status);
   });
@@ -152,7 +151,7 @@ describe('a Workspace', () => {
     const fetchOf = (url: string) =>
       fetchContainerOf(
         asChild(
-          syncWorkspace({ parent: workspace({ git: undefined, flux: { url, digest: 'sha256:00' } }) }, ctx).children[0],
+          syncWorkspace({ parent: workspace({ git: undefined, flux: { url, digest: 'sha256:00' } }) }, ctx()).children[0],
           'StatefulSet',
         ),
       );
@@ -177,7 +176,7 @@ describe('a hostile Workspace', () => {
   it('nested deeper than any pod spec is Stalled, and what it has stays', () => {
     let deep: unknown = 'x';
     for (let i = 0; i < 20_000; i++) deep = { a: deep };
-    const first = syncWorkspace({ parent: workspace() }, ctx);
+    const first = syncWorkspace({ parent: workspace() }, ctx());
     const parent = {
       ...workspace({
         podTemplate: { spec: { containers: [], extra: deep } } as unknown as NonNullable<
@@ -186,7 +185,7 @@ describe('a hostile Workspace', () => {
       }),
       status: first.status,
     };
-    const res = syncWorkspace({ parent, children: objectMap(...applyChildren([], first.children)) }, ctx);
+    const res = syncWorkspace({ parent, children: objectMap(...applyChildren([], first.children)) }, ctx());
     expect(condition(res.status, 'Stalled')).toMatchObject({ status: 'True', reason: 'SpecInvalid' });
     expect(condition(res.status, 'Stalled')?.message).toMatch(
       /^spec\.podTemplate\.spec\.extra.* is nested more than 108 levels deep/,
@@ -202,9 +201,9 @@ describe('a Workspace whose spec breaks its CRD schema (a request the API server
     [{ stacks: [{ name: 'dev', config: { hasOwnProperty: 1 } }] }, 'spec.stacks[0].config must be array'],
     [{ env: { A: '1' } }, 'spec.env must be array'],
   ])('is Stalled SpecInvalid naming the field, and builds nothing from it (%j)', (spec, message) => {
-    const first = syncWorkspace({ parent: workspace() }, ctx);
+    const first = syncWorkspace({ parent: workspace() }, ctx());
     const parent = { ...workspace(spec as unknown as Workspace['spec']), status: first.status };
-    const res = syncWorkspace({ parent, children: objectMap(...applyChildren([], first.children)) }, ctx);
+    const res = syncWorkspace({ parent, children: objectMap(...applyChildren([], first.children)) }, ctx());
     expect(condition(res.status, 'Stalled')).toMatchObject({ status: 'True', reason: 'SpecInvalid', message });
     expect(res.children).toEqual(first.children);
   });
@@ -221,9 +220,9 @@ function held(status: Workspace['status']): Workspace {
 
 describe('a Workspace held for a running operation', () => {
   it('keeps its StatefulSet exactly as it is, even when the hook server would build another', () => {
-    const first = syncWorkspace({ parent: workspace() }, ctx);
+    const first = syncWorkspace({ parent: workspace() }, ctx());
     const running = observed(first, 'Ready');
-    const upgraded = { ...ctx, config: { ...testConfig, agentImage: 'example.test/pko-agent:v0.2.0' } };
+    const upgraded = { ...ctx(), config: { ...testConfig, agentImage: 'example.test/pko-agent:v0.2.0' } };
     const res = syncWorkspace({ parent: held(first.status), children: objectMap(...running) }, upgraded);
     const sts = asChild(res.children[0], 'StatefulSet');
     expect(podSpecOf(sts)).toEqual(podSpecOf(childOf({ children: running }, 'StatefulSet')));
@@ -237,7 +236,7 @@ describe('a Workspace held for a running operation', () => {
 
   it('named longer than its StatefulSet allows is Stalled', () => {
     const long = { ...workspace(), metadata: { ...workspace().metadata, name: 'w'.repeat(43) } };
-    const res = syncWorkspace({ parent: long }, ctx);
+    const res = syncWorkspace({ parent: long }, ctx());
     expect(res.children).toEqual([]);
     expect(condition(res.status, 'Stalled')?.message).toMatch(/^metadata\.name is 43 characters long/);
   });
@@ -245,7 +244,7 @@ describe('a Workspace held for a running operation', () => {
 
 describe("the workspace's account", () => {
   it('may patch its status ConfigMap and nothing else: no StatefulSet, no Pod, no other object', () => {
-    const res = syncWorkspace({ parent: workspace({ serviceAccountName: 'deployer' }) }, ctx);
+    const res = syncWorkspace({ parent: workspace({ serviceAccountName: 'deployer' }) }, ctx());
     const rules = childOf(res, 'Role', 'ws-workspace').rules ?? [];
     expect(rules).toEqual([
       { apiGroups: [''], resources: ['configmaps'], verbs: ['patch'], resourceNames: ['ws-workspace-status'] },
@@ -262,12 +261,12 @@ describe("the workspace's account", () => {
 });
 
 describe("the agent's report", () => {
-  const first = syncWorkspace({ parent: workspace() }, ctx);
+  const first = syncWorkspace({ parent: workspace() }, ctx());
   const hash = workspaceHashOf(childOf(first, 'StatefulSet'));
 
   it('counts only from the status ConfigMap: the StatefulSet annotation of earlier releases, forged, does not', () => {
     const forgedReady = withStatefulSetAnnotation(observed(first, 'Installing'), { hash, state: 'Ready' });
-    const res = syncWorkspace({ parent: workspace(), children: objectMap(...forgedReady) }, ctx);
+    const res = syncWorkspace({ parent: workspace(), children: objectMap(...forgedReady) }, ctx());
     expect(condition(res.status, 'Ready')).toMatchObject({ status: 'False', reason: 'Installing' });
     const forgedFailure = withStatefulSetAnnotation(unreported(first), {
       hash,
@@ -275,7 +274,7 @@ describe("the agent's report", () => {
       reason: 'InstallationFailed',
       message: 'forged',
     });
-    const failed = syncWorkspace({ parent: workspace(), children: objectMap(...forgedFailure) }, ctx);
+    const failed = syncWorkspace({ parent: workspace(), children: objectMap(...forgedFailure) }, ctx());
     expect(condition(failed.status, 'Stalled')).toBeUndefined();
     expect(condition(failed.status, 'Ready')).toMatchObject({ status: 'False', reason: 'Installing' });
   });
@@ -286,7 +285,7 @@ describe("the agent's report", () => {
         c.kind === 'ConfigMap' ? { ...c, data: { 'workspace-status': JSON.stringify({ hash: 'old', state }) } } : c,
       );
     for (const state of ['Ready', 'Failed'] as const) {
-      const res = syncWorkspace({ parent: workspace(), children: objectMap(...stale(state)) }, ctx);
+      const res = syncWorkspace({ parent: workspace(), children: objectMap(...stale(state)) }, ctx());
       expect(condition(res.status, 'Ready')).toMatchObject({ status: 'False', reason: 'Installing' });
       expect(condition(res.status, 'Stalled')).toBeUndefined();
     }
@@ -319,7 +318,7 @@ describe("the agent's report", () => {
       status: first.status,
     };
     for (const parent of [workspace(), held(first.status), deep]) {
-      const res = syncWorkspace({ parent, children: objectMap(...tampered) }, ctx);
+      const res = syncWorkspace({ parent, children: objectMap(...tampered) }, ctx());
       expect(childOf(res, 'ConfigMap')).toEqual(fresh);
     }
   });
@@ -359,14 +358,14 @@ function earlierRelease(answer: WorkspaceSyncResponse): WorkspaceSyncResponse {
 }
 
 describe('a workspace of the release before the status ConfigMap', () => {
-  const first = syncWorkspace({ parent: workspace() }, ctx);
+  const first = syncWorkspace({ parent: workspace() }, ctx());
   const earlier = earlierRelease(first);
   const running = unreported(earlier);
   const oldHash = workspaceHashOf(childOf({ children: running }, 'StatefulSet'));
   const reported = withStatefulSetAnnotation(running, { hash: oldHash, state: 'Ready', pulumiVersion: 'v3.274.1' });
 
   it('held for a running operation: ready by its StatefulSet annotation, its Role kept, no ConfigMap made', () => {
-    const res = syncWorkspace({ parent: held(earlier.status), children: objectMap(...reported) }, ctx);
+    const res = syncWorkspace({ parent: held(earlier.status), children: objectMap(...reported) }, ctx());
     expect(condition(res.status, 'Ready')).toMatchObject({ status: 'True', reason: 'Succeeded' });
     expect(res.children.map((c) => `${c.kind}/${c.metadata.name}`)).toEqual([
       'StatefulSet/ws-workspace',
@@ -380,12 +379,12 @@ describe('a workspace of the release before the status ConfigMap', () => {
       state: 'Failed',
       reason: 'InstallationFailed',
     });
-    const failed = syncWorkspace({ parent: held(earlier.status), children: objectMap(...failing) }, ctx);
+    const failed = syncWorkspace({ parent: held(earlier.status), children: objectMap(...failing) }, ctx());
     expect(condition(failed.status, 'Stalled')).toMatchObject({ status: 'True', reason: 'InstallationFailed' });
   });
 
   it('released: rolls to the new template, whose agent reports in the ConfigMap; the annotation no longer counts', () => {
-    const res = syncWorkspace({ parent: workspace(), children: objectMap(...reported) }, ctx);
+    const res = syncWorkspace({ parent: workspace(), children: objectMap(...reported) }, ctx());
     expect(condition(res.status, 'Ready')).toMatchObject({ status: 'False', reason: 'RollingUpdate' });
     expect(workspaceHashOf(childOf(res, 'StatefulSet'))).not.toBe(oldHash);
     expect(childOf(res, 'Role').rules).toEqual(childOf(first, 'Role').rules);
@@ -406,11 +405,11 @@ describe('a workspace of the release before the status ConfigMap', () => {
     );
     const newHash = workspaceHashOf(childOf(res, 'StatefulSet'));
     const forged = withStatefulSetAnnotation(rolled, { hash: newHash, state: 'Ready' });
-    const after = syncWorkspace({ parent: workspace(), children: objectMap(...forged) }, ctx);
+    const after = syncWorkspace({ parent: workspace(), children: objectMap(...forged) }, ctx());
     expect(condition(after.status, 'Ready')).toMatchObject({ status: 'False', reason: 'Installing' });
     const ready = syncWorkspace(
       { parent: workspace(), children: objectMap(...agentReports(forged, { state: 'Ready' })) },
-      ctx,
+      ctx(),
     );
     expect(condition(ready.status, 'Ready')).toMatchObject({ status: 'True', reason: 'Succeeded' });
   });
@@ -418,9 +417,9 @@ describe('a workspace of the release before the status ConfigMap', () => {
 
 describe('a Workspace with more than one stack', () => {
   it('is Stalled MultipleStacksUnsupported, saying what to do, and what it has stays', () => {
-    const first = syncWorkspace({ parent: workspace() }, ctx);
+    const first = syncWorkspace({ parent: workspace() }, ctx());
     const parent = written(workspace({ stacks: [{ name: 'dev' }, { name: 'prod' }] }), first);
-    const res = syncWorkspace({ parent, children: objectMap(...applyChildren([], first.children)) }, ctx);
+    const res = syncWorkspace({ parent, children: objectMap(...applyChildren([], first.children)) }, ctx());
     const message =
       'spec.stacks has 2 entries ("dev", "prod"); a workspace here serves one stack. Make one Workspace per ' +
       "stack, each with this source and that stack alone in spec.stacks, and name it in the workspaceName of that stack's Updates";
@@ -442,7 +441,7 @@ describe('a Workspace with more than one stack', () => {
 
   it('lists the first five names at most', () => {
     const stacks = Array.from({ length: 7 }, (_, i) => ({ name: `s${i}` }));
-    const res = syncWorkspace({ parent: workspace({ stacks }) }, ctx);
+    const res = syncWorkspace({ parent: workspace({ stacks }) }, ctx());
     expect(condition(res.status, 'Stalled')?.message).toMatch(
       /^spec\.stacks has 7 entries \("s0", "s1", "s2", "s3", "s4", …\);/,
     );
@@ -452,7 +451,7 @@ describe('a Workspace with more than one stack', () => {
 describe('events of a Workspace sync', () => {
   /** Syncs and returns the answer with the events it implies. */
   const sync = (parent: Workspace, children: KObject[] = [], now = NOW) => {
-    const res = syncWorkspace({ parent, children: objectMap(...children) }, { ...ctx, now });
+    const res = syncWorkspace({ parent, children: objectMap(...children) }, { ...ctx(), now });
     return { res, events: workspaceEvents({ workspace: parent, status: res.status }) };
   };
 

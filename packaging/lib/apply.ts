@@ -1,24 +1,21 @@
 /**
- * Server-side apply against a real API server, for tests: discovery maps a kind to its resource,
+ * Server-side apply against a real API server, for tests (over the test bed's one REST client,
+ * e2e/testbed/metacontroller/kube.ts): discovery maps a kind to its resource,
  * objects are applied (or dry-run: `dryRun=All`) with strict field validation, and the API
  * server's warnings (Pod Security "warn" among them) are returned with the result.
  */
-import * as https from 'node:https';
 import type {
+  KubeConfig,
   V1APIGroupList,
   V1APIResourceList,
   V1CustomResourceDefinition,
   V1SubjectAccessReview,
 } from '@kubernetes/client-node';
-import { eventually } from '../../e2e/testbed/eventually';
-import type { K8sObject } from './repo';
+import { eventually } from '../../e2e/testbed/helpers';
+import { type ApiResult, Kube } from '../../e2e/testbed/metacontroller/kube';
+import type { KObject } from './repo';
 
-export interface ApiResult {
-  status: number;
-  /** Parsed JSON, or the text when it is not JSON, or undefined when empty. */
-  body: unknown;
-  warnings: string[];
-}
+export type { ApiResult };
 
 export interface ApplyOptions {
   dryRun?: boolean;
@@ -48,43 +45,20 @@ export function statusMessage(body: unknown): string | undefined {
 export class ApiClient {
   private discovery = new Map<string, ResourceInfo>();
 
-  constructor(
-    private readonly server: string,
-    private readonly token: string,
-    private readonly ca: string,
-  ) {}
+  private readonly kube: Kube;
+
+  /** A client with the credentials and TLS settings of `kubeConfig` (the admin's: cp.kubeConfig). */
+  constructor(kubeConfig: KubeConfig) {
+    this.kube = new Kube(kubeConfig);
+  }
 
   request(method: string, path: string, body?: unknown, contentType = 'application/json'): Promise<ApiResult> {
-    return new Promise((resolve, reject) => {
-      const payload = body === undefined ? undefined : JSON.stringify(body);
-      const headers: Record<string, string> = { accept: 'application/json', authorization: `Bearer ${this.token}` };
-      if (payload !== undefined) headers['content-type'] = contentType;
-      const req = https.request(
-        new URL(path, this.server),
-        { method, headers, ca: this.ca, timeout: 30_000 },
-        (res) => {
-          const chunks: Buffer[] = [];
-          res.on('data', (c: Buffer) => chunks.push(c));
-          res.on('end', () => {
-            const text = Buffer.concat(chunks).toString('utf8');
-            const warnings: string[] = [];
-            for (let i = 0; i < res.rawHeaders.length; i += 2) {
-              if (res.rawHeaders[i]!.toLowerCase() === 'warning') warnings.push(res.rawHeaders[i + 1]!);
-            }
-            let parsed: unknown = text;
-            try {
-              parsed = text ? JSON.parse(text) : undefined;
-            } catch {
-              /* not JSON */
-            }
-            resolve({ status: res.statusCode ?? 0, body: parsed, warnings });
-          });
-        },
-      );
-      req.on('error', reject);
-      req.on('timeout', () => req.destroy(new Error(`timeout: ${method} ${path}`)));
-      req.end(payload);
-    });
+    return this.kube.send(method, path, body, contentType);
+  }
+
+  /** Closes the connection pool. */
+  close(): Promise<void> {
+    return this.kube.close();
   }
 
   private async discover(): Promise<void> {
@@ -113,7 +87,7 @@ export class ApiClient {
     return info;
   }
 
-  async path(o: K8sObject, namespace?: string): Promise<string> {
+  async path(o: KObject, namespace?: string): Promise<string> {
     const info = await this.resourceOf(o.apiVersion, o.kind);
     const base = o.apiVersion.includes('/') ? `/apis/${o.apiVersion}` : `/api/${o.apiVersion}`;
     const ns = o.metadata.namespace ?? namespace;
@@ -122,7 +96,7 @@ export class ApiClient {
   }
 
   /** Server-side apply (force, strict field validation), optionally as a dry run. */
-  async apply(o: K8sObject, opts: ApplyOptions = {}): Promise<ApiResult> {
+  async apply(o: KObject, opts: ApplyOptions = {}): Promise<ApiResult> {
     const query = new URLSearchParams({ fieldManager: FIELD_MANAGER, force: 'true', fieldValidation: 'Strict' });
     if (opts.dryRun) query.set('dryRun', 'All');
     const body =
@@ -143,7 +117,7 @@ export class ApiClient {
   }
 
   /** Waits until a CRD is Established and its kind shows up in discovery. */
-  async waitForCrd(crd: K8sObject): Promise<void> {
+  async waitForCrd(crd: KObject): Promise<void> {
     await this.eventually(`CRD ${crd.metadata.name} established`, async () => {
       const r = await this.request(
         'GET',
@@ -174,7 +148,7 @@ export class ApiClient {
 }
 
 /** A readable line for a failed apply. */
-export function describeFailure(o: K8sObject, r: ApiResult): string {
+export function describeFailure(o: KObject, r: ApiResult): string {
   const detail = statusMessage(r.body) ?? (typeof r.body === 'string' ? r.body : JSON.stringify(r.body));
   return `${o.kind}/${o.metadata.name}: HTTP ${r.status} ${detail}`;
 }

@@ -5,7 +5,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { promisify } from 'node:util';
 import { requireToolchain } from '../../e2e/testbed/toolchain';
-import { type K8sObject, loadObjects, repoPath } from './repo';
+import { type KObject, loadObjects, repoPath } from './repo';
 
 const run = promisify(execFile);
 
@@ -48,7 +48,7 @@ export async function helmTemplate(
   release: string,
   namespace: string,
   args: string[] = [],
-): Promise<{ text: string; objects: K8sObject[] }> {
+): Promise<{ text: string; objects: KObject[] }> {
   const r = await helm(['template', release, CHART_DIR, '--namespace', namespace, ...args]);
   if (r.code !== 0) throw new Error(`helm template failed (exit ${r.code}):\n${r.stderr}`);
   return { text: r.stdout, objects: loadObjects(r.stdout, 'helm template output') };

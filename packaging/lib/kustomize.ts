@@ -7,14 +7,14 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as yaml from 'js-yaml';
-import { type K8sObject, loadObjects, ROOT } from './repo';
+import { type KObject, loadObjects, ROOT } from './repo';
 
 export interface ManifestDocument {
   /** The file it comes from, relative to the repository root. */
   source: string;
   /** The document's text as written (comments kept), without `---` separators. */
   text: string;
-  object: K8sObject;
+  object: KObject;
 }
 
 const ALLOWED_KEYS = new Set(['apiVersion', 'kind', 'resources']);

@@ -18,6 +18,10 @@ import type {
   V1Service,
   V1ServiceAccount,
 } from '@kubernetes/client-node';
+import type { KObject } from '../../e2e/testbed/metacontroller/kube';
+
+/** A Kubernetes object as parsed from YAML: the test bed's one object type. */
+export type { KObject };
 
 /**
  * The repository root: the nearest directory above this file holding both package.json and
@@ -41,20 +45,6 @@ export function repoPath(...parts: string[]): string {
 
 export function readRepoFile(rel: string): string {
   return fs.readFileSync(repoPath(rel), 'utf8');
-}
-
-/** A Kubernetes object as parsed from YAML. */
-export interface K8sObject {
-  apiVersion: string;
-  kind: string;
-  metadata: {
-    name: string;
-    namespace?: string;
-    labels?: Record<string, string>;
-    annotations?: Record<string, string>;
-    [k: string]: unknown;
-  };
-  [key: string]: unknown;
 }
 
 /** A Metacontroller hook (https://metacontroller.github.io/metacontroller/api/hook.html): a URL or a Service. */
@@ -121,13 +111,13 @@ export interface KnownKinds {
   ServiceMonitor: ServiceMonitor;
 }
 
-export type KindOf<K extends keyof KnownKinds> = K8sObject & KnownKinds[K];
+export type KindOf<K extends keyof KnownKinds> = KObject & KnownKinds[K];
 
 /**
  * Narrows a parsed object by its kind. Its fields are taken to have the kind's shape: the tests
  * assert on them, and manifests.e2e.ts has the API server validate every object strictly.
  */
-export function isKind<K extends keyof KnownKinds>(o: K8sObject, kind: K): o is KindOf<K> {
+export function isKind<K extends keyof KnownKinds>(o: KObject, kind: K): o is KindOf<K> {
   return o.kind === kind;
 }
 
@@ -136,9 +126,9 @@ export function loadAll(text: string): unknown[] {
   return yaml.loadAll(text).filter((d) => d !== null && d !== undefined);
 }
 
-export function loadObjects(text: string, what = 'YAML'): K8sObject[] {
+export function loadObjects(text: string, what = 'YAML'): KObject[] {
   return loadAll(text).map((d, i) => {
-    const o = d as Partial<K8sObject>;
+    const o = d as Partial<KObject>;
     if (
       typeof o !== 'object' ||
       typeof o.apiVersion !== 'string' ||
@@ -147,16 +137,16 @@ export function loadObjects(text: string, what = 'YAML'): K8sObject[] {
     ) {
       throw new Error(`${what}: document ${i + 1} is not a Kubernetes object (apiVersion, kind, metadata.name)`);
     }
-    return o as K8sObject;
+    return o as KObject;
   });
 }
 
-export function objectKey(o: K8sObject): string {
+export function objectKey(o: KObject): string {
   return `${o.kind}/${o.metadata.namespace ? `${o.metadata.namespace}/` : ''}${o.metadata.name}`;
 }
 
 /** `Kind/name` lookup that fails with the list of what there is. */
-export function findObject<K extends keyof KnownKinds>(objects: K8sObject[], kind: K, name: string): KindOf<K> {
+export function findObject<K extends keyof KnownKinds>(objects: KObject[], kind: K, name: string): KindOf<K> {
   const o = objects.find((x): x is KindOf<K> => isKind(x, kind) && x.metadata.name === name);
   if (!o) throw new Error(`no ${kind}/${name} among: ${objects.map(objectKey).join(', ')}`);
   return o;

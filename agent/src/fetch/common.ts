@@ -47,7 +47,7 @@ export function linkWorkspace(kind: string, what: string, l: FetchLayout, dir: s
   try {
     sub = safeSubdir(dir);
   } catch (e) {
-    throw fetchError(kind, what, (e as Error).message, 'SpecInvalid');
+    throw fetchError(kind, what, e instanceof Error ? e.message : String(e), 'SpecInvalid');
   }
   const projectDir = sub === '' ? l.source : path.join(l.source, sub);
   let real: string;

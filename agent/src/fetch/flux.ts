@@ -1,5 +1,7 @@
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
+import { blake3 } from '@noble/hashes/blake3';
+import { bytesToHex } from '@noble/hashes/utils';
 import * as path from 'node:path';
 import { Agent, interceptors, request } from 'undici';
 import { Env } from '../../../contract';
@@ -9,6 +11,7 @@ import { redactUrl } from '../lib/redact';
 import { sleep } from '../lib/sleep';
 import { fetchError, layout, linkWorkspace, privateTempDir, type FetchLayout } from './common';
 import { DEFAULT_MAX_UNTAR_BYTES, DEFAULT_MAX_UNTAR_ENTRIES, safeExtract, UnsafeArchiveError } from './untar';
+import { bufferChunks } from '../lib/bytes';
 
 export interface FluxSettings {
   url: string;
@@ -50,13 +53,49 @@ export function fluxSettingsFromEnv(env: NodeJS.ProcessEnv = process.env): FluxS
   return s;
 }
 
-const ALGORITHMS: Record<string, string> = { sha256: 'sha256', sha384: 'sha384', sha512: 'sha512', sha1: 'sha1' };
+/** A running hash: `update` with each chunk, then `hex`. */
+export interface Hasher {
+  update(data: Buffer): void;
+  hex(): string;
+}
+
+/**
+ * The digest algorithms of Flux artifacts: what source-controller's `--artifact-digest-algo`
+ * accepts (sha256, the default; sha384, sha512, blake3), and sha1. BLAKE3 is not in Node.js's
+ * crypto (OpenSSL has none).
+ */
+const ALGORITHMS: Record<string, () => Hasher> = {
+  sha256: () => nodeHasher('sha256'),
+  sha384: () => nodeHasher('sha384'),
+  sha512: () => nodeHasher('sha512'),
+  sha1: () => nodeHasher('sha1'),
+  blake3: () => {
+    const h = blake3.create({});
+    return { update: (data) => void h.update(data), hex: () => bytesToHex(h.digest()) };
+  },
+};
+
+function nodeHasher(algorithm: string): Hasher {
+  const h = crypto.createHash(algorithm);
+  return { update: (data) => void h.update(data), hex: () => h.digest('hex') };
+}
+
+/** A hasher for an algorithm that parseDigest accepted. */
+export function hasherFor(algorithm: string): Hasher {
+  const hasher = Object.hasOwn(ALGORITHMS, algorithm) ? ALGORITHMS[algorithm] : undefined;
+  if (hasher === undefined) throw new Error(`unsupported digest algorithm "${algorithm}"`);
+  return hasher();
+}
 
 /** `sha256:<hex>` → algorithm and hex. */
 export function parseDigest(digest: string): { algorithm: string; hex: string } {
   const m = /^([a-z0-9]+):([0-9a-fA-F]+)$/.exec(digest.trim());
-  if (!m || !ALGORITHMS[m[1]!]) throw new Error(`unsupported digest "${digest}" (expected sha256:<hex>)`);
-  return { algorithm: m[1]!, hex: m[2]!.toLowerCase() };
+  const [, algorithm, hex] = m ?? [];
+  if (algorithm === undefined || hex === undefined || !Object.hasOwn(ALGORITHMS, algorithm))
+    throw new Error(
+      `unsupported digest "${digest}" (expected <algorithm>:<hex>, the algorithm one of ${Object.keys(ALGORITHMS).join(', ')})`,
+    );
+  return { algorithm, hex: hex.toLowerCase() };
 }
 
 let agent: ReturnType<Agent['compose']> | undefined;
@@ -77,12 +116,11 @@ async function download(url: string, file: string, algorithm: string, maxBytes: 
     await res.body.dump().catch(() => undefined);
     throw new AgentError(`HTTP ${res.statusCode}`, { status: res.statusCode });
   }
-  const hash = crypto.createHash(ALGORITHMS[algorithm]!);
+  const hash = hasherFor(algorithm);
   const out = fs.createWriteStream(file, { mode: 0o600 });
   let bytes = 0;
   try {
-    for await (const chunk of res.body) {
-      const buf = chunk as Buffer;
+    for await (const buf of bufferChunks(res.body)) {
       bytes += buf.length;
       if (maxBytes >= 0 && bytes > maxBytes) {
         res.body.destroy();
@@ -94,7 +132,7 @@ async function download(url: string, file: string, algorithm: string, maxBytes: 
   } finally {
     await new Promise<void>((r) => out.end(r));
   }
-  return hash.digest('hex');
+  return hash.hex();
 }
 
 /**

@@ -1,4 +1,3 @@
-import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as yaml from 'js-yaml';
@@ -9,7 +8,7 @@ import { logger } from '../lib/log';
 import { hostPath } from '../lib/paths';
 import { sleep } from '../lib/sleep';
 import { fetchError, layout, replaceWithSymlink, type FetchLayout } from './common';
-import { fetchFlux, fluxSettingsFromEnv, parseDigest } from './flux';
+import { fetchFlux, fluxSettingsFromEnv, hasherFor, parseDigest } from './flux';
 import { fetchGit, gitSettingsFromEnv } from './git';
 
 export const FETCH_KINDS = ['git', 'flux', 'program', 'project-info', 'local'] as const;
@@ -57,7 +56,9 @@ export async function fetchProgram(env: NodeJS.ProcessEnv = process.env, l: Fetc
       await sleep(1000 * attempt);
     }
   }
-  const actual = crypto.createHash(expected.algorithm).update(bytes).digest('hex');
+  const hash = hasherFor(expected.algorithm);
+  hash.update(bytes);
+  const actual = hash.hex();
   if (actual !== expected.hex) {
     throw fetchError(
       'program',

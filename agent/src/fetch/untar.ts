@@ -184,7 +184,7 @@ export async function scanArchive(file: string, limits: ArchiveLimits): Promise<
     if (tooMany.signal.aborted)
       throw new UnsafeArchiveError(`the archive has more than ${maxEntries} entries (the entry limit)`);
     if (e instanceof UnsafeArchiveError) throw e;
-    throw new UnsafeArchiveError(`not a valid tar archive (${(e as Error).message})`);
+    throw new UnsafeArchiveError(`not a valid tar archive (${e instanceof Error ? e.message : String(e)})`);
   }
   // Nothing may be written through a symbolic link of the archive (tar would refuse, or worse, follow).
   for (const { entry, path: p } of pathsToCheck) {

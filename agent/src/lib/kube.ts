@@ -53,10 +53,10 @@ export function apiStatus(e: unknown): number | undefined {
 
 /** The `message` of a Kubernetes Status body, given as text or parsed. */
 function statusMessage(body: unknown): string | undefined {
-  let parsed = body;
+  let parsed: unknown = body;
   if (typeof body === 'string') {
     try {
-      parsed = JSON.parse(body) as unknown;
+      parsed = JSON.parse(body);
     } catch {
       return body.slice(0, 300);
     }

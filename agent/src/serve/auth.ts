@@ -97,15 +97,14 @@ export class KubeAuthorizer implements Authorizer {
   }
 
   async check(authorization: string | undefined): Promise<AuthDecision> {
-    const m = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '');
-    if (!m)
+    const [, token] = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '') ?? [];
+    if (token === undefined)
       return {
         ok: false,
         status: 401,
         reason: 'Unauthenticated',
         message: 'unauthenticated: a bearer token is required',
       };
-    const token = m[1]!;
     const key = crypto.createHash('sha256').update(token).digest('hex');
     let outcome = this.tokens.get(key);
     if (!outcome) {

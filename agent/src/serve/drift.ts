@@ -8,6 +8,7 @@
  */
 import { MAX_CHANGED_URNS } from '../../../contract';
 import { STACK_TYPE } from './stack-state';
+import { isRecord } from '../lib/json';
 
 /** Ops that change a resource whatever else the event says. */
 const CHANGING_OPS = new Set(['update', 'delete', 'replace', 'create-replacement', 'delete-replaced', 'discard']);
@@ -20,10 +21,6 @@ interface StepMetadata {
   new?: { outputs?: unknown } | null;
   diffs?: unknown;
   detailedDiff?: unknown;
-}
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
 /** JSON with object keys sorted, to compare two states whatever order their keys came in. */

@@ -11,6 +11,7 @@ import { DriftCollector } from './drift';
 import { planArgs, preparePlan } from './plans';
 import { runPulumi } from './pulumi';
 import { containsSecret, hasMarker, STACK_TYPE, type StackStateReader } from './stack-state';
+import { isRecord, parseJsonObject } from '../lib/json';
 
 export interface OperationContext {
   workDir: string;
@@ -121,7 +122,7 @@ class EventLogTail {
   private emit(line: string): void {
     if (line.trim() === '') return;
     try {
-      this.onEvent(JSON.parse(line) as Record<string, unknown>);
+      this.onEvent(parseJsonObject(line));
     } catch {
       /* a torn or non-JSON line: skip */
     }
@@ -274,10 +275,10 @@ async function readOutputs(
   let values: Record<string, unknown>;
   let maskedValues: Record<string, unknown> = {};
   try {
-    values = JSON.parse(plain.stdout || '{}') as Record<string, unknown>;
+    values = parseJsonObject(plain.stdout || '{}');
     if (masked) {
       if (masked.code !== 0) return { error: `cannot read the stack outputs: ${failureDetail([], masked.stderr, '')}` };
-      maskedValues = JSON.parse(masked.stdout || '{}') as Record<string, unknown>;
+      maskedValues = parseJsonObject(masked.stdout || '{}');
     }
   } catch {
     return { error: 'cannot read the stack outputs: the CLI did not print JSON' };
@@ -313,14 +314,15 @@ export async function runOperation(ctx: OperationContext, options: RunOperationO
   const drift = new DriftCollector();
   const tail = new EventLogTail(eventLog, (event) => {
     if (req.type === 'refresh') drift.add(event);
-    const diag = event.diagnosticEvent as { severity?: string; message?: string; ephemeral?: boolean } | undefined;
-    if (diag && diag.severity === 'error' && typeof diag.message === 'string') diagnostics.push(diag.message);
+    const diag = event.diagnosticEvent;
+    if (isRecord(diag) && diag.severity === 'error' && typeof diag.message === 'string') diagnostics.push(diag.message);
     const sum = event.summaryEvent as { resourceChanges?: Record<string, number> } | undefined;
     if (sum) summary = sum;
-    const outs = event.resOutputsEvent as
-      { metadata?: { type?: string; urn?: string; new?: { outputs?: Record<string, unknown> } } } | undefined;
-    if (outs?.metadata?.type === STACK_TYPE && outs.metadata.new?.outputs)
-      stackOutputsEvent = { outputs: outs.metadata.new.outputs, urn: outs.metadata.urn ?? '' };
+    const outs = event.resOutputsEvent;
+    const meta = isRecord(outs) && isRecord(outs.metadata) ? outs.metadata : undefined;
+    const outputs = meta && isRecord(meta.new) ? meta.new.outputs : undefined;
+    if (meta?.type === STACK_TYPE && isRecord(outputs))
+      stackOutputsEvent = { outputs, urn: typeof meta.urn === 'string' ? meta.urn : '' };
     emit({ kind: 'event', event: r.redactValue(event) });
   });
   tail.start();
@@ -399,7 +401,7 @@ export async function runOperation(ctx: OperationContext, options: RunOperationO
       startTime,
       state: 'failed',
       reason: 'UpdateFailed',
-      message: `${req.type} failed: ${(e as Error).message}`,
+      message: `${req.type} failed: ${e instanceof Error ? e.message : String(e)}`,
       endTime: '',
     };
     if (ctx.projectInfo) result.projectInfo = ctx.projectInfo;

@@ -23,6 +23,7 @@ import * as path from 'node:path';
 import type { OperationType } from '../../../contract';
 import type { OperationResult, StreamLine } from '../api';
 import { oneLine } from '../lib/errors';
+import { isRecord } from '../lib/json';
 import type { RunResult } from './pulumi';
 
 /** One lock the CLI listed in its "the stack is currently locked" error (DIY backends). */
@@ -48,8 +49,9 @@ export function parseStackLocks(text: string): StackLock[] | undefined {
   if (!counted) return undefined;
   const locks: StackLock[] = [];
   for (const line of text.split('\n')) {
-    const m = LOCK_LINE.exec(line);
-    if (m) locks.push({ file: m[1]!, user: m[2]!, host: m[3]!, pid: Number(m[4]), time: m[5]! });
+    const [, file, user, host, pid, time] = LOCK_LINE.exec(line) ?? [];
+    if (file !== undefined && user !== undefined && host !== undefined && time !== undefined)
+      locks.push({ file, user, host, pid: Number(pid), time });
   }
   const unique = new Map(locks.map((l) => [l.file, l]));
   return unique.size === Number(counted[1]) ? [...unique.values()] : undefined;
@@ -102,15 +104,16 @@ export function pendingOperations(exported: string): PendingOperation[] | undefi
   } catch {
     return undefined;
   }
-  const deployment = (doc as { deployment?: unknown } | null)?.deployment;
+  const deployment = isRecord(doc) ? doc.deployment : undefined;
   if (typeof deployment !== 'object' || deployment === null) return undefined;
-  const pending = (deployment as { pending_operations?: unknown }).pending_operations;
+  const pending = isRecord(deployment) ? deployment.pending_operations : undefined;
   if (!Array.isArray(pending)) return [];
   return pending.map((p: unknown) => {
-    const o = (typeof p === 'object' && p !== null ? p : {}) as { resource?: { urn?: unknown }; type?: unknown };
+    const resource = isRecord(p) && isRecord(p.resource) ? p.resource : undefined;
+    const type = isRecord(p) ? p.type : undefined;
     return {
-      urn: typeof o.resource?.urn === 'string' ? o.resource.urn : '(unknown)',
-      type: typeof o.type === 'string' ? o.type : 'unknown',
+      urn: typeof resource?.urn === 'string' ? resource.urn : '(unknown)',
+      type: typeof type === 'string' ? type : 'unknown',
     };
   });
 }

@@ -94,7 +94,8 @@ function readBody(req: http.IncomingMessage): Promise<string> {
 
 async function readOperationRequest(req: http.IncomingMessage): Promise<OperationRequest> {
   try {
-    return parseOperationRequest(JSON.parse(await readBody(req)) as unknown);
+    const body: unknown = JSON.parse(await readBody(req));
+    return parseOperationRequest(body);
   } catch (e) {
     throw refusal(400, 'InvalidRequest', `invalid operation: ${errorMessage(e)}`);
   }

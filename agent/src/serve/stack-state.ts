@@ -27,6 +27,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import * as zlib from 'node:zlib';
 import { runPulumi } from './pulumi';
+import { isRecord } from '../lib/json';
 
 /** Pulumi's marker of a special value (secret, asset, archive, resource reference…) in serialized state and events. */
 export const SIG_KEY = '4dabf18193072939515e22adb298388d';
@@ -49,14 +50,13 @@ export interface Deployment {
 
 type Json = unknown;
 
-const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
-const asDeployment = (v: unknown): Deployment | undefined => (isObject(v) ? v : undefined);
+const asDeployment = (v: unknown): Deployment | undefined => (isRecord(v) ? v : undefined);
 
 /** Whether every special marker in a value is a secret's (a value without markers qualifies). */
 export function onlySecretMarkers(v: Json, depth = 0): boolean {
   if (depth > MAX_DEPTH) return false;
   if (Array.isArray(v)) return v.every((x) => onlySecretMarkers(x, depth + 1));
-  if (!isObject(v)) return true;
+  if (!isRecord(v)) return true;
   if (SIG_KEY in v) return v[SIG_KEY] === SECRET_SIG;
   return Object.values(v).every((x) => onlySecretMarkers(x, depth + 1));
 }
@@ -65,7 +65,7 @@ export function onlySecretMarkers(v: Json, depth = 0): boolean {
 export function hasMarker(v: Json, depth = 0): boolean {
   if (depth > MAX_DEPTH) return true;
   if (Array.isArray(v)) return v.some((x) => hasMarker(x, depth + 1));
-  if (!isObject(v)) return false;
+  if (!isRecord(v)) return false;
   return SIG_KEY in v || Object.values(v).some((x) => hasMarker(x, depth + 1));
 }
 
@@ -73,7 +73,7 @@ export function hasMarker(v: Json, depth = 0): boolean {
 export function containsSecret(v: Json, depth = 0): boolean {
   if (depth > MAX_DEPTH) return false;
   if (Array.isArray(v)) return v.some((x) => containsSecret(x, depth + 1));
-  if (!isObject(v)) return false;
+  if (!isRecord(v)) return false;
   return v[SIG_KEY] === SECRET_SIG || Object.values(v).some((x) => containsSecret(x, depth + 1));
 }
 
@@ -91,11 +91,11 @@ export function passphraseFromEnv(env: NodeJS.ProcessEnv, cwd: string): string |
 
 /** Decrypts one `v1:<nonce>:<ciphertext+tag>` value (base64 parts, AES-256-GCM); undefined when it does not authenticate. */
 export function decryptV1(key: Buffer, value: string): string | undefined {
-  const parts = value.split(':');
-  if (parts.length !== 3 || parts[0] !== 'v1') return undefined;
+  const [version, nonceText, sealedText, ...rest] = value.split(':');
+  if (version !== 'v1' || nonceText === undefined || sealedText === undefined || rest.length > 0) return undefined;
   try {
-    const nonce = Buffer.from(parts[1]!, 'base64');
-    const sealed = Buffer.from(parts[2]!, 'base64');
+    const nonce = Buffer.from(nonceText, 'base64');
+    const sealed = Buffer.from(sealedText, 'base64');
     if (nonce.length !== NONCE_BYTES || sealed.length < TAG_BYTES) return undefined;
     const d = crypto.createDecipheriv('aes-256-gcm', key, nonce);
     d.setAuthTag(sealed.subarray(sealed.length - TAG_BYTES));
@@ -148,7 +148,7 @@ export function diyStateFile(
   home = os.homedir(),
 ): string | undefined {
   if (!backendUrl.startsWith('file://')) return undefined;
-  let dir = backendUrl.slice('file://'.length).split('?')[0]!;
+  let [dir = ''] = backendUrl.slice('file://'.length).split('?');
   if (dir === '~') dir = home;
   else if (dir.startsWith('~/')) dir = path.join(home, dir.slice(2));
   else if (dir.startsWith('~')) return undefined;
@@ -163,7 +163,8 @@ export function diyStateFile(
   const parts = stack.split('/');
   if (parts.length > 3 || parts.some((p) => !/^[A-Za-z0-9_.-]+$/.test(p))) return undefined;
   if (parts.length > 1 && parts[0] !== 'organization') return undefined;
-  const name = parts[parts.length - 1]!;
+  // split gives at least one part, and each passed the name check above.
+  const name = parts.at(-1) ?? '';
   let base: string;
   if (version === '1') {
     const proj = parts.length === 3 ? parts[1] : project;
@@ -192,8 +193,8 @@ export function readStateFile(file: string): Deployment | undefined {
     let bytes = fs.readFileSync(file);
     if (file.endsWith('.json.gz')) bytes = zlib.gunzipSync(bytes);
     else if (!file.endsWith('.json')) return undefined;
-    const cp = JSON.parse(bytes.toString('utf8')) as { checkpoint?: { latest?: unknown } };
-    return asDeployment(cp.checkpoint?.latest);
+    const cp: unknown = JSON.parse(bytes.toString('utf8'));
+    return asDeployment(isRecord(cp) && isRecord(cp.checkpoint) ? cp.checkpoint.latest : undefined);
   } catch {
     return undefined;
   }
@@ -207,9 +208,9 @@ class Mismatch extends Error {}
  */
 function reveal(event: Json, state: Json, key: Buffer, where: string, depth = 0): Json {
   if (depth > MAX_DEPTH) throw new Mismatch(`${where}: nested too deeply`);
-  if (isObject(event) && SIG_KEY in event) {
+  if (isRecord(event) && SIG_KEY in event) {
     if (event[SIG_KEY] !== SECRET_SIG) throw new Mismatch(`${where}: a special value other than a secret`);
-    if (!isObject(state) || state[SIG_KEY] !== SECRET_SIG || typeof state.ciphertext !== 'string')
+    if (!isRecord(state) || state[SIG_KEY] !== SECRET_SIG || typeof state.ciphertext !== 'string')
       throw new Mismatch(`${where}: not a secret in the state`);
     const plaintext = decryptV1(key, state.ciphertext);
     if (plaintext === undefined) throw new Mismatch(`${where}: cannot decrypt`);
@@ -226,8 +227,8 @@ function reveal(event: Json, state: Json, key: Buffer, where: string, depth = 0)
     if (!Array.isArray(state) || state.length !== event.length) throw new Mismatch(`${where}: differs from the state`);
     return event.map((x, i) => reveal(x, state[i], key, where, depth + 1));
   }
-  if (isObject(event)) {
-    if (!isObject(state) || SIG_KEY in state) throw new Mismatch(`${where}: differs from the state`);
+  if (isRecord(event)) {
+    if (!isRecord(state) || SIG_KEY in state) throw new Mismatch(`${where}: differs from the state`);
     const keys = Object.keys(event);
     if (keys.length !== Object.keys(state).length || keys.some((k) => !(k in state)))
       throw new Mismatch(`${where}: differs from the state`);
@@ -253,10 +254,11 @@ export function revealOutputs(
   const written = Date.parse(deployment.manifest?.time ?? '');
   if (!(written >= Math.floor(notBefore.getTime()))) return { reason: 'the state was not written by this operation' };
   const stack = (deployment.resources ?? []).filter((r) => r.type === STACK_TYPE && r.urn === stackUrn && !r.delete);
-  if (stack.length !== 1 || !isObject(stack[0]!.outputs))
+  const [only] = stack;
+  if (stack.length !== 1 || !only || !isRecord(only.outputs))
     return { reason: 'the state has no single stack resource of that URN with outputs' };
   try {
-    const state = stack[0]!.outputs;
+    const state = only.outputs;
     const keys = Object.keys(eventOutputs);
     if (keys.length !== Object.keys(state).length || keys.some((k) => !(k in state)))
       return { reason: 'the state has other output names' };
@@ -319,7 +321,8 @@ export class StackStateReader {
       });
       if (r.code !== 0) return { reason: 'pulumi stack export failed' };
       try {
-        deployment = asDeployment((JSON.parse(r.stdout) as { deployment?: unknown }).deployment);
+        const exported: unknown = JSON.parse(r.stdout);
+        deployment = asDeployment(isRecord(exported) ? exported.deployment : undefined);
       } catch {
         return { reason: 'pulumi stack export did not print JSON' };
       }

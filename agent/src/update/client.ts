@@ -3,6 +3,7 @@ import type { OperationRequest } from '../../../contract';
 import { API_PREFIX, type ApiError, type OperationResult, type StreamLine } from '../api';
 import { errorMessage } from '../lib/errors';
 import { sleep } from '../lib/sleep';
+import { bufferChunks } from '../lib/bytes';
 
 function base(url: string): string {
   return url.replace(/\/+$/, '');
@@ -93,8 +94,8 @@ export async function runRemoteOperation(
     }
     let buf = '';
     let result: OperationResult | undefined;
-    for await (const chunk of res.body) {
-      buf += (chunk as Buffer).toString('utf8');
+    for await (const chunk of bufferChunks(res.body)) {
+      buf += chunk.toString('utf8');
       let i: number;
       while ((i = buf.indexOf('\n')) >= 0) {
         const text = buf.slice(0, i);

@@ -68,7 +68,8 @@ interface JobContext {
 function readJobContext(env: NodeJS.ProcessEnv): JobContext {
   let op: OperationRequest;
   try {
-    op = parseOperationRequest(JSON.parse(env[Env.operation] ?? '') as unknown);
+    const body: unknown = JSON.parse(env[Env.operation] ?? '');
+    op = parseOperationRequest(body);
   } catch (e) {
     throw new AgentError(`${Env.operation} is not a valid operation: ${errorMessage(e)}`, {
       reason: 'InvalidArguments',

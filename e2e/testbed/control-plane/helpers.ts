@@ -1,32 +1,7 @@
-/** The control plane's small helpers: free ports, plain HTTP(S) probes, log tails, kubeconfigs. */
-import * as fs from 'node:fs';
+/** The control plane's small helpers: plain HTTP(S) probes (before any kubeconfig exists) and kubeconfigs. */
 import * as http from 'node:http';
 import * as https from 'node:https';
-import * as net from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
-
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.unref();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      if (addr === null || typeof addr === 'string') {
-        srv.close();
-        reject(new Error('no port'));
-        return;
-      }
-      srv.close(() => resolve(addr.port));
-    });
-  });
-}
-
-export async function distinctFreePorts(n: number): Promise<number[]> {
-  const ports = new Set<number>();
-  while (ports.size < n) ports.add(await freePort());
-  return [...ports];
-}
 
 interface HttpResult {
   status: number;
@@ -56,15 +31,6 @@ export function request(
     req.on('error', reject);
     req.end();
   });
-}
-
-export function tail(file: string, lines = 40): string {
-  try {
-    const text = fs.readFileSync(file, 'utf8').trimEnd().split('\n');
-    return text.slice(-lines).join('\n');
-  } catch (e) {
-    return `(no log: ${(e as Error).message})`;
-  }
 }
 
 export function kubeconfigYaml(server: string, caData: string, user: string, token: string): string {

@@ -88,13 +88,20 @@ export function startWatchdog(dir: string, keepDir: boolean): ChildProcess {
 }
 
 /**
- * Starts `bin` in the group's dir with stdout and stderr appended to `<dir>/<name>.log`, and
- * registers it, so that stopProcesses() and the exit hooks stop it.
+ * Starts `bin` in the group's dir with stdout and stderr appended to `<dir>/<name>.log` (and `env`
+ * added to this process's environment), and registers it, so that stopProcesses() and the exit
+ * hooks stop it.
  */
-export function launchProcess(state: Running, name: string, bin: string, args: string[]): Managed {
+export function launchProcess(
+  state: Running,
+  name: string,
+  bin: string,
+  args: string[],
+  env: Record<string, string> = {},
+): Managed {
   const logFile = path.join(state.dir, `${name}.log`);
   const fd = fs.openSync(logFile, 'a');
-  const child = spawn(bin, args, { stdio: ['ignore', fd, fd], cwd: state.dir, env: { ...process.env } });
+  const child = spawn(bin, args, { stdio: ['ignore', fd, fd], cwd: state.dir, env: { ...process.env, ...env } });
   fs.closeSync(fd);
   if (child.pid === undefined) throw new Error(`cannot start ${bin}`);
   const m: Managed = {

@@ -1,6 +1,6 @@
 /** One image build at a time per cache dir: a lock file holding the builder's pid. */
 import * as fs from 'node:fs';
-import { sleep } from '../eventually';
+import { sleep } from '../helpers';
 
 function alive(pid: number): boolean {
   try {

@@ -5,6 +5,7 @@
  */
 import type { Agent } from 'undici';
 import { applyUpdate, clone, deepEqual, type LabelSelector, selectorMatches, setLastApplied } from './apply';
+import { sleep } from '../helpers';
 import type { Informer } from './informer';
 import {
   groupOf,
@@ -87,8 +88,6 @@ export function aggregate(errs: Error[]): Error | undefined {
   if (errs.length === 0) return undefined;
   return errs.length === 1 ? errs[0] : new Error(`[${errs.map((e) => e.message).join(', ')}]`);
 }
-
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /**
  * GET + mutate + PUT with the live resourceVersion, retried on conflict (client-go

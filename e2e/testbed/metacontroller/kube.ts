@@ -1,5 +1,5 @@
 /**
- * A small REST client for the Metacontroller driver: requests, discovery, list+watch streams and
+ * The test bed's one Kubernetes REST client (the Metacontroller driver's, and packaging/lib/apply.ts's): requests, discovery, list+watch streams and
  * Events, on one keep-alive undici Agent built from a @kubernetes/client-node KubeConfig (TLS and
  * credentials come from the KubeConfig; nothing here is specific to our control plane).
  */
@@ -73,6 +73,14 @@ export function groupOf(apiVersion: string): string {
   return i < 0 ? '' : apiVersion.slice(0, i);
 }
 
+/** What the API server answered to one request. */
+export interface ApiResult {
+  status: number;
+  /** Parsed JSON, or the text when it is not JSON, or undefined when empty. */
+  body: unknown;
+  warnings: string[];
+}
+
 export interface WatchEvent {
   type: 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK' | 'ERROR';
   object: KObject & { code?: number; reason?: string; message?: string };
@@ -108,12 +116,11 @@ export class Kube {
     return { headers };
   }
 
-  async request<T = KObject>(
-    method: string,
-    path: string,
-    body?: unknown,
-    contentType = 'application/json',
-  ): Promise<T> {
+  /**
+   * One request, whatever its answer: the status, the body (parsed JSON; the text when it is not
+   * JSON; undefined when empty) and the API server's warnings (Pod Security "warn" among them).
+   */
+  async send(method: string, path: string, body?: unknown, contentType = 'application/json'): Promise<ApiResult> {
     if (this.closed) throw new Error('client closed');
     const { headers } = await this.options();
     headers.accept = 'application/json';
@@ -127,21 +134,44 @@ export class Kube {
       bodyTimeout: 30_000,
     });
     const text = await res.body.text();
-    // A Kubernetes object on success, a metav1.Status (reason, message) on failure.
-    let parsed: { reason?: unknown; message?: unknown };
+    let parsed: unknown = text === '' ? undefined : text;
     try {
-      parsed = text === '' ? {} : (JSON.parse(text) as typeof parsed);
+      if (text !== '') parsed = JSON.parse(text);
     } catch {
-      parsed = { message: text };
+      /* not JSON */
     }
-    if (res.statusCode >= 300) {
+    const warning = res.headers.warning;
+    const warnings = warning === undefined ? [] : Array.isArray(warning) ? warning : [warning];
+    return { status: res.statusCode, body: parsed, warnings };
+  }
+
+  /** A request that must succeed: its body (a Kubernetes object), or an ApiError with the Status's reason. */
+  async request<T = KObject>(
+    method: string,
+    path: string,
+    body?: unknown,
+    contentType = 'application/json',
+  ): Promise<T> {
+    const res = await this.send(method, path, body, contentType);
+    if (res.status >= 300) {
+      // A metav1.Status (reason, message) on failure.
+      const status = (typeof res.body === 'object' && res.body !== null ? res.body : {}) as {
+        reason?: unknown;
+        message?: unknown;
+      };
+      const message =
+        typeof status.message === 'string'
+          ? status.message
+          : typeof res.body === 'string'
+            ? res.body
+            : JSON.stringify(res.body ?? '');
       throw new ApiError(
-        res.statusCode,
-        typeof parsed.reason === 'string' ? parsed.reason : '',
-        `${method} ${path}: ${res.statusCode} ${typeof parsed.message === 'string' ? parsed.message : text}`,
+        res.status,
+        typeof status.reason === 'string' ? status.reason : '',
+        `${method} ${path}: ${res.status} ${message}`,
       );
     }
-    return parsed as T;
+    return (res.body ?? {}) as T;
   }
 
   // -- paths and discovery ------------------------------------------------------------------

@@ -2,6 +2,7 @@ import type { Program, Stack } from '../../../schemas/generated/types';
 import { formatErrors, validateCompositeSyncRequest, validateDecoratorSyncRequest } from '../../../schemas';
 import type { HookConfig } from '../config';
 import { ChildNotVerified, MalformedRequest, type KObject } from '../lib/k8s';
+import { isRecord } from '../lib/json';
 import { syncProgram, type ProgramSyncResponse } from '../program/sync';
 import { Reasons } from '../stack/conditions';
 import { customizeStack } from '../stack/customize';
@@ -60,8 +61,8 @@ function isReadKind(o: KObject): boolean {
 
 /** The message of a Stalled/SpecInvalid condition in a hook's status, if that is what it says. */
 function specInvalidMessage(status: { conditions?: unknown }): string | undefined {
-  const conditions = Array.isArray(status.conditions) ? (status.conditions as Record<string, unknown>[]) : [];
-  const stalled = conditions.find((c) => c.type === 'Stalled' && c.status === 'True');
+  const conditions: unknown[] = Array.isArray(status.conditions) ? status.conditions : [];
+  const stalled = conditions.filter(isRecord).find((c) => c.type === 'Stalled' && c.status === 'True');
   return stalled?.reason === Reasons.SpecInvalid ? String(stalled.message) : undefined;
 }
 

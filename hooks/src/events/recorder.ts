@@ -15,6 +15,7 @@
 import { hostname } from 'node:os';
 import type { ObjectMirror } from '../objects/gauges';
 import { abortableSleep } from '../lib/sleep';
+import { isRecord } from '../lib/json';
 import type { HookEvent } from './event';
 
 /** Who reports the events (`source.component` and `reportingComponent`, kubectl describe's "From"). */
@@ -122,7 +123,8 @@ function describeFailure(e: unknown): string {
   const body = typeof e === 'object' && e !== null && 'body' in e ? e.body : undefined;
   let message: unknown;
   try {
-    message = typeof body === 'string' ? (JSON.parse(body) as { message?: unknown }).message : undefined;
+    const parsed: unknown = typeof body === 'string' ? JSON.parse(body) : undefined;
+    message = isRecord(parsed) ? parsed.message : undefined;
   } catch {
     message = undefined;
   }
@@ -245,8 +247,9 @@ export class EventRecorder {
   }
 
   private pump(): void {
-    while (this.inFlight < this.concurrency && this.queue.length > 0) {
-      const e = this.queue.shift()!;
+    while (this.inFlight < this.concurrency) {
+      const e = this.queue.shift();
+      if (e === undefined) break;
       this.inFlight++;
       void this.write(e).finally(() => {
         this.inFlight--;

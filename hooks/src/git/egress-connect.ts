@@ -15,12 +15,13 @@ function checkedLookup(addresses: LookupAddress[]): LookupFunction {
     const family =
       options.family === 4 || options.family === 'IPv4' ? 4 : options.family === 6 || options.family === 'IPv6' ? 6 : 0;
     const fit = family === 0 ? addresses : addresses.filter((a) => a.family === family);
-    if (fit.length === 0) {
+    const [first] = fit;
+    if (first === undefined) {
       callback(Object.assign(new Error(`${hostname} has no IPv${family} address`), { code: 'ENOTFOUND' }), '', 0);
     } else if (options.all) {
       callback(null, fit);
     } else {
-      callback(null, fit[0]!.address, fit[0]!.family);
+      callback(null, first.address, first.family);
     }
   };
 }

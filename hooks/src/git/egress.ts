@@ -39,15 +39,13 @@ const ALWAYS_DENIED: [string, string][] = [
 
 /** A parsed address with IPv4-mapped IPv6 (::ffff:a.b.c.d) turned into the IPv4 address it is. */
 function normalize(address: Address): Address {
-  return address.kind() === 'ipv6' && (address as ipaddr.IPv6).isIPv4MappedAddress()
-    ? (address as ipaddr.IPv6).toIPv4Address()
-    : address;
+  return address instanceof ipaddr.IPv6 && address.isIPv4MappedAddress() ? address.toIPv4Address() : address;
 }
 
 /** A block given as IPv4-mapped IPv6 (::ffff:10.0.0.0/104) is that IPv4 block, as the addresses are. */
 function normalizeRange([address, bits]: [Address, number]): [Address, number] {
-  if (address.kind() === 'ipv6' && bits >= 96 && (address as ipaddr.IPv6).isIPv4MappedAddress())
-    return [(address as ipaddr.IPv6).toIPv4Address(), bits - 96];
+  if (address instanceof ipaddr.IPv6 && bits >= 96 && address.isIPv4MappedAddress())
+    return [address.toIPv4Address(), bits - 96];
   return [address, bits];
 }
 

@@ -34,10 +34,10 @@ function wildcardMatch(pattern: string, name: string): boolean {
 
 /** A hashed name `|1|<salt>|<hmac-sha1(salt, name)>` (ssh-keygen -H). */
 function hashedMatch(field: string, name: string): boolean {
-  const parts = field.split('|');
-  if (parts.length !== 4 || parts[1] !== '1') return false;
-  const salt = Buffer.from(parts[2]!, 'base64');
-  const want = Buffer.from(parts[3]!, 'base64');
+  const [, version, saltText, hmacText, ...rest] = field.split('|');
+  if (version !== '1' || saltText === undefined || hmacText === undefined || rest.length > 0) return false;
+  const salt = Buffer.from(saltText, 'base64');
+  const want = Buffer.from(hmacText, 'base64');
   const got = createHmac('sha1', salt).update(name).digest();
   return want.length === got.length && timingSafeEqual(want, got);
 }
@@ -68,8 +68,9 @@ export function knownHostKeys(text: string, host: string, port: number): KnownHo
     if (line === '' || line.startsWith('#')) continue;
     const fields = line.split(/\s+/);
     let revoked = false;
-    if (fields[0]!.startsWith('@')) {
-      const marker = fields.shift()!;
+    const marker = fields[0];
+    if (marker?.startsWith('@')) {
+      fields.shift();
       if (marker === '@revoked') revoked = true;
       else continue;
     }

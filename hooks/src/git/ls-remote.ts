@@ -8,7 +8,8 @@ import { parseSshUrl, sshHostLabel, type SshRemote } from '../../../contract';
 import { egressDenied, EgressPolicy } from './egress';
 import { egressConnector } from './egress-connect';
 import type { RefLookup, RefLookupRequest } from './ref-lookup';
-import { errorMessage } from '../lib/errors';
+import { bufferChunks } from '../lib/bytes';
+import { errorCode, errorMessage } from '../lib/errors';
 
 /** Largest ref advertisement read (a repository with tens of thousands of tags fits easily). */
 const MAX_ADVERTISEMENT_BYTES = 16 * 1024 * 1024;
@@ -55,7 +56,8 @@ export function parseAdvertisement(body: Buffer): Map<string, string> {
     const nul = line.indexOf('\0');
     if (nul >= 0) line = line.slice(0, nul);
     const m = /^([0-9a-f]{40}|[0-9a-f]{64}) (.+)$/.exec(line);
-    if (m) refs.set(m[2]!, m[1]!);
+    const [, sha, ref] = m ?? [];
+    if (sha !== undefined && ref !== undefined) refs.set(ref, sha);
   }
   return refs;
 }
@@ -190,16 +192,17 @@ export class GitResolver {
         password = await this.githubAppToken(req.githubApp, signal);
         username = 'x-access-token';
       } catch (err) {
-        const e = err as Error & { code?: string };
         const denied = egressDenied(err);
         if (denied) return { error: `cannot resolve "${req.ref}" in ${shown}: the GitHub API: ${denied.message}` };
-        if (e.name === 'TimeoutError' || e.name === 'AbortError') {
+        if (isAbort(err)) {
           return {
             error: `timed out after ${this.options.timeoutMs} ms getting a GitHub App installation token to resolve "${req.ref}" in ${shown}`,
           };
         }
+        const code = errorCode(err);
+        const message = errorMessage(err);
         return {
-          error: `cannot resolve "${req.ref}" in ${shown}: ${e.code && !e.message.includes('GitHub App') ? `cannot reach the GitHub API (${e.code})` : e.message}`,
+          error: `cannot resolve "${req.ref}" in ${shown}: ${code && !message.includes('GitHub App') ? `cannot reach the GitHub API (${code})` : message}`,
         };
       }
     }
@@ -224,13 +227,13 @@ export class GitResolver {
       }
       const chunks: Buffer[] = [];
       let size = 0;
-      for await (const chunk of res.body) {
-        size += (chunk as Buffer).length;
+      for await (const chunk of bufferChunks(res.body)) {
+        size += chunk.length;
         if (size > MAX_ADVERTISEMENT_BYTES) {
           res.body.destroy();
           return { error: `the ref list of ${shown} is larger than ${MAX_ADVERTISEMENT_BYTES} bytes` };
         }
-        chunks.push(chunk as Buffer);
+        chunks.push(chunk);
       }
       let refs: Map<string, string>;
       try {
@@ -242,13 +245,12 @@ export class GitResolver {
       if (!sha) return { error: `no commits found for ref "${req.ref}" in ${shown}` };
       return { sha };
     } catch (err) {
-      const e = err as Error & { code?: string };
       const denied = egressDenied(err);
       if (denied) return { error: `cannot resolve "${req.ref}" in ${shown}: ${denied.message}` };
-      if (e.name === 'TimeoutError' || e.name === 'AbortError') {
+      if (isAbort(err)) {
         return { error: `timed out after ${this.options.timeoutMs} ms resolving "${req.ref}" in ${shown}` };
       }
-      return { error: `cannot reach ${shown} to resolve "${req.ref}": ${e.code ?? e.message}` };
+      return { error: `cannot reach ${shown} to resolve "${req.ref}": ${errorCode(err) ?? errorMessage(err)}` };
     }
   }
 
@@ -305,4 +307,9 @@ export class GitResolver {
     if (!sha) return { error: `no commits found for ref "${req.ref}" in ${shown}` };
     return { sha };
   }
+}
+
+/** Whether a caught value is the lookup's deadline or an abort (read by shape, as errorMessage). */
+function isAbort(e: unknown): boolean {
+  return typeof e === 'object' && e !== null && 'name' in e && (e.name === 'TimeoutError' || e.name === 'AbortError');
 }

@@ -24,17 +24,18 @@ export interface UserInfo {
 }
 
 /** What a SubjectAccessReview asks about: a non-resource URL, or a resource. */
-export type AccessAttributes =
-  | { nonResourceURL: string; verb: string }
-  | {
-      verb: string;
-      resource: string;
-      group?: string;
-      version?: string;
-      subresource?: string;
-      namespace?: string;
-      name?: string;
-    };
+/** A SubjectAccessReview's resource attributes, as the API names them. */
+export interface ResourceAttributes {
+  verb: string;
+  resource: string;
+  group?: string;
+  version?: string;
+  subresource?: string;
+  namespace?: string;
+  name?: string;
+}
+
+export type AccessAttributes = { nonResourceURL: string; verb: string } | ResourceAttributes;
 
 /** What the reviewer asks the API server: each call answers the review's `status`, as JSON. */
 export interface ReviewApi {
@@ -48,15 +49,7 @@ export interface SubjectAccessReviewSpec {
   groups: string[];
   extra: Record<string, string[]>;
   nonResourceAttributes?: { path: string; verb: string };
-  resourceAttributes?: {
-    verb: string;
-    resource: string;
-    group?: string;
-    version?: string;
-    subresource?: string;
-    namespace?: string;
-    name?: string;
-  };
+  resourceAttributes?: ResourceAttributes;
 }
 
 /** Authentication and authorization of bearer tokens; what callers depend on. */

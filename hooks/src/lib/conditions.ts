@@ -149,7 +149,10 @@ const CONDITION_FIELDS: Readonly<Record<string, string>> = Object.assign(Object.
 });
 
 function isCondition(c: unknown): c is StatusCondition {
-  if (typeof c !== 'object' || c === null) return false;
-  const o = c as Record<string, unknown>;
-  return typeof o.type === 'string' && typeof o.status === 'string' && typeof o.lastTransitionTime === 'string';
+  return (
+    isRecord(c) &&
+    typeof c.type === 'string' &&
+    typeof c.status === 'string' &&
+    typeof c.lastTransitionTime === 'string'
+  );
 }

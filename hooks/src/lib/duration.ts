@@ -32,7 +32,10 @@ export function parseDuration(text: string): number | undefined {
   re.lastIndex = 0;
   let m: RegExpExecArray | null;
   while ((m = re.exec(rest)) !== null) {
-    total += parseFloat(m[1]!) * UNIT_MS[m[2]!]!;
+    const [, amount = '', unit = ''] = m;
+    const unitMs = UNIT_MS[unit];
+    if (unitMs === undefined) return undefined;
+    total += parseFloat(amount) * unitMs;
     matched = re.lastIndex;
     if (matched === rest.length) break;
   }

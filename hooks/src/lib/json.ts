@@ -22,14 +22,11 @@ export function stableStringify(value: unknown): string {
         if (i > 0) todo.push(COMMA);
       }
       out += '[';
-    } else if (next !== null && typeof next === 'object') {
-      const record = next as Record<string, unknown>;
-      const keys = sortedKeys(
-        Object.keys(record).filter((k) => record[k] !== undefined && typeof record[k] !== 'function'),
-      );
+    } else if (isRecord(next)) {
+      const keys = sortedKeys(Object.keys(next).filter((k) => next[k] !== undefined && typeof next[k] !== 'function'));
       todo.push(CLOSE_OBJECT);
-      for (let i = keys.length - 1; i >= 0; i--) {
-        todo.push(record[keys[i]!], new Piece(`${i > 0 ? ',' : ''}${JSON.stringify(keys[i])}:`));
+      for (const [i, key] of [...keys.entries()].reverse()) {
+        todo.push(next[key], new Piece(`${i > 0 ? ',' : ''}${JSON.stringify(key)}:`));
       }
       out += '{';
     } else {
@@ -65,6 +62,11 @@ const CLOSE_OBJECT = new Piece('}');
 /** Short, stable hex digest of a value (sha256 of its stable JSON). */
 export function shortHash(value: unknown, length = 10): string {
   return createHash('sha256').update(stableStringify(value)).digest('hex').slice(0, length);
+}
+
+/** The members of an object, or the items of an array keyed by index, in Object.keys order. */
+function membersOf(value: object): [string, unknown][] {
+  return Object.entries(value);
 }
 
 export function isRecord(v: unknown): v is Record<string, unknown> {
@@ -110,19 +112,13 @@ export function pathNestedDeeperThan(value: unknown, max: number, root: string):
 /** Whether a JSON value nests more than `max` deep: depths only, no path (cheaper than the path). */
 export function nestedDeeperThan(value: unknown, max: number): boolean {
   if (value === null || typeof value !== 'object') return false;
-  const values: object[] = [value];
-  const depths: number[] = [1];
-  while (values.length > 0) {
-    const next = values.pop()!;
-    const depth = depths.pop()!;
-    if (depth > max) return true;
-    const children: unknown[] = Array.isArray(next) ? next : Object.values(next);
+  const pending: { value: object; depth: number }[] = [{ value, depth: 1 }];
+  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+    if (next.depth > max) return true;
+    const children: unknown[] = Array.isArray(next.value) ? next.value : Object.values(next.value);
     for (let i = 0; i < children.length; i++) {
       const child = children[i];
-      if (child !== null && typeof child === 'object') {
-        values.push(child);
-        depths.push(depth + 1);
-      }
+      if (child !== null && typeof child === 'object') pending.push({ value: child, depth: next.depth + 1 });
     }
   }
   return false;
@@ -138,8 +134,7 @@ function pathDeeperThan(value: unknown, max: number, root: string): string | und
   }
   if (value === null || typeof value !== 'object') return undefined;
   const pending: Frame[] = [{ value, depth: 1, step: root, parent: undefined }];
-  while (pending.length > 0) {
-    const frame = pending.pop()!;
+  for (let frame = pending.pop(); frame !== undefined; frame = pending.pop()) {
     if (frame.depth > max) {
       const steps: string[] = [];
       for (let f: Frame | undefined = frame; f; f = f.parent) steps.push(f.step);
@@ -148,8 +143,7 @@ function pathDeeperThan(value: unknown, max: number, root: string): string | und
       return steps.length > 8 ? `${steps.slice(0, 8).join('')}…` : steps.join('');
     }
     const isArray = Array.isArray(frame.value);
-    for (const key of Object.keys(frame.value)) {
-      const child: unknown = (frame.value as Record<string, unknown>)[key];
+    for (const [key, child] of membersOf(frame.value)) {
       if (child !== null && typeof child === 'object') {
         pending.push({ value: child, depth: frame.depth + 1, step: isArray ? `[${key}]` : `.${key}`, parent: frame });
       }
@@ -176,13 +170,11 @@ export function prototypeKeyPath(value: unknown): (string | number)[] | undefine
     return steps.reverse();
   };
   const pending: Frame[] = [{ value, step: undefined, parent: undefined }];
-  while (pending.length > 0) {
-    const frame = pending.pop()!;
+  for (let frame = pending.pop(); frame !== undefined; frame = pending.pop()) {
     const next = frame.value;
     if (next === null || typeof next !== 'object') continue;
     const isArray = Array.isArray(next);
-    for (const key of Object.keys(next)) {
-      const child: unknown = (next as Record<string, unknown>)[key];
+    for (const [key, child] of membersOf(next)) {
       const childFrame: Frame = { value: child, step: isArray ? Number(key) : key, parent: frame };
       if (
         !isArray &&

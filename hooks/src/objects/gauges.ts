@@ -11,6 +11,7 @@
 import { Counter, Gauge, Registry } from 'prom-client';
 import type { ProgramReader } from '../program/serve';
 import { Reflector, type ListWatch, type Operation, type ReflectorOptions } from './reflector';
+import { isRecord } from '../lib/json';
 import { budgetFacts, queueLengths, type BudgetFacts } from '../budget/operations';
 
 export type WatchedResource = 'stacks' | 'programs' | 'workspaces' | 'updates';
@@ -36,32 +37,30 @@ type LastOutcome = 1 | 0 | -1;
 type DriftOutcome = 1 | 0 | -1;
 
 function metadataKey(object: unknown): string | undefined {
-  if (typeof object !== 'object' || object === null) return undefined;
-  const meta = Object.hasOwn(object, 'metadata') ? (object as { metadata: unknown }).metadata : undefined;
-  if (typeof meta !== 'object' || meta === null) return undefined;
-  const { namespace, name } = meta as { namespace?: unknown; name?: unknown };
+  if (!isRecord(object)) return undefined;
+  const meta = Object.hasOwn(object, 'metadata') ? object.metadata : undefined;
+  if (!isRecord(meta)) return undefined;
+  const { namespace, name } = meta;
   if (typeof namespace !== 'string' || namespace === '' || typeof name !== 'string' || name === '') return undefined;
   return `${namespace}/${name}`;
+}
+
+/** A member of an object that is a record, as unknown: undefined when either is not. */
+function member(object: unknown, key: string): unknown {
+  return isRecord(object) ? object[key] : undefined;
 }
 
 /** Upstream counts a Stack failing when status.lastUpdate.state is "failed", not when "succeeded". */
 export function stackProjection(object: unknown): { key: string; value: LastOutcome } | undefined {
   const key = metadataKey(object);
   if (key === undefined) return undefined;
-  const status = (object as { status?: unknown }).status;
-  const lastUpdate =
-    typeof status === 'object' && status !== null ? (status as { lastUpdate?: unknown }).lastUpdate : undefined;
-  const state =
-    typeof lastUpdate === 'object' && lastUpdate !== null ? (lastUpdate as { state?: unknown }).state : undefined;
+  const state = member(member(member(object, 'status'), 'lastUpdate'), 'state');
   return { key, value: state === 'failed' ? 1 : state === 'succeeded' ? 0 : -1 };
 }
 
 /** Whether a Stack's last drift check found drift (1), found none (0), or failed or never ran (-1). */
 export function driftProjection(object: unknown): DriftOutcome {
-  const status = (object as { status?: unknown }).status;
-  const check =
-    typeof status === 'object' && status !== null ? (status as { lastDriftCheck?: unknown }).lastDriftCheck : undefined;
-  const drifted = typeof check === 'object' && check !== null ? (check as { drifted?: unknown }).drifted : undefined;
+  const drifted = member(member(member(object, 'status'), 'lastDriftCheck'), 'drifted');
   return drifted === true ? 1 : drifted === false ? 0 : -1;
 }
 
@@ -74,7 +73,7 @@ interface StackFacts {
 }
 
 function uidOf(object: unknown): string | undefined {
-  const uid = (object as { metadata?: { uid?: unknown } }).metadata?.uid;
+  const uid = member(member(object, 'metadata'), 'uid');
   return typeof uid === 'string' && uid !== '' ? uid : undefined;
 }
 

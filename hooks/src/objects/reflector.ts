@@ -1,4 +1,5 @@
 import { abortableSleep } from '../lib/sleep';
+import { isRecord } from '../lib/json';
 
 /**
  * A list+watch mirror of one kind of object, keeping only a small projection of each (a key and
@@ -66,9 +67,8 @@ const WATCH_GRACE_MS = 30_000;
 /** The HTTP status of a client-node or fetch error, if it carries one. */
 function statusOf(err: unknown): number | undefined {
   if (typeof err !== 'object' || err === null) return undefined;
-  const e = err as { code?: unknown; statusCode?: unknown };
-  if (typeof e.code === 'number') return e.code;
-  if (typeof e.statusCode === 'number') return e.statusCode;
+  if ('code' in err && typeof err.code === 'number') return err.code;
+  if ('statusCode' in err && typeof err.statusCode === 'number') return err.statusCode;
   return undefined;
 }
 
@@ -280,11 +280,12 @@ export class Reflector<V> {
 }
 
 function versionOf(object: unknown): string | undefined {
-  const v = (object as { metadata?: { resourceVersion?: unknown } } | null)?.metadata?.resourceVersion;
+  const metadata = isRecord(object) ? object.metadata : undefined;
+  const v = isRecord(metadata) ? metadata.resourceVersion : undefined;
   return typeof v === 'string' && v !== '' ? v : undefined;
 }
 
 function messageOf(object: unknown): string {
-  const m = (object as { message?: unknown } | null)?.message;
+  const m = isRecord(object) ? object.message : undefined;
   return typeof m === 'string' ? m.slice(0, 200) : 'no message';
 }

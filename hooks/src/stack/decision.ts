@@ -17,10 +17,8 @@ export function resyncFrequencyMs(stack: Stack): number {
 
 /** min(10 s · 3^failures, cap); the first step is 10 s even when the cap is lower (upstream's edge). */
 export function cooldownMs(stack: Stack, failures: number): number {
-  const cap =
-    (stack.spec.retryMaxBackoffDurationSeconds ?? 0) > 0
-      ? stack.spec.retryMaxBackoffDurationSeconds! * 1000
-      : DEFAULT_BACKOFF_CAP_MS;
+  const maxBackoffSeconds = stack.spec.retryMaxBackoffDurationSeconds ?? 0;
+  const cap = maxBackoffSeconds > 0 ? maxBackoffSeconds * 1000 : DEFAULT_BACKOFF_CAP_MS;
   const step = BACKOFF_BASE_MS * Math.pow(BACKOFF_FACTOR, Math.max(0, failures));
   return failures <= 0 ? BACKOFF_BASE_MS : Math.min(step, cap);
 }

@@ -11,13 +11,12 @@
 import { CronExpressionParser } from 'cron-parser';
 import type { DriftCheckState, Stack, StackCondition, StackStatus } from '../../../schemas/generated/types';
 import { MAX_CHANGED_URNS, rfc3339 } from '../../../contract';
-import { parseDuration } from '../lib/duration';
+import { parseDriftSchedule } from '../lib/drift-schedule';
 import { isRecord, shortHash } from '../lib/json';
 import type { KObject } from '../lib/k8s';
 import { observedTime } from '../lib/time';
 import type { Decision } from './decision';
 import { buildUpdate, UpdateAnnotations, type UpdateOutcome } from './update';
-import { errorMessage } from '../lib/errors';
 
 /** On a drift check's Update: the time the check was due (what it runs for). */
 export const DRIFT_CHECK_ANNOTATION = 'pulumi.com/drift-check';
@@ -30,38 +29,8 @@ export const DriftReasons = {
   failed: 'CheckFailed',
 } as const;
 
-/** The shortest interval a schedule may give: a check costs a refresh of every resource. */
-export const MIN_DRIFT_INTERVAL_MS = 30_000;
-
 /** How many URNs the condition's message names (the status keeps up to MAX_CHANGED_URNS). */
 const URNS_IN_MESSAGE = 5;
-
-type Schedule = { interval: number } | { cron: string };
-
-/** A schedule: a Go duration of at least MIN_DRIFT_INTERVAL_MS, or a 5-field cron expression (UTC). */
-function parseSchedule(text: string): Schedule | string {
-  const ms = parseDuration(text);
-  if (ms !== undefined) {
-    return ms >= MIN_DRIFT_INTERVAL_MS
-      ? { interval: ms }
-      : `"${text}" is shorter than the minimum of ${MIN_DRIFT_INTERVAL_MS / 1000}s between checks`;
-  }
-  const fields = text.trim().split(/\s+/);
-  if (fields.length !== 5)
-    return `"${text}" is neither a duration like "30m" nor a cron expression of 5 fields like "0 */6 * * *"`;
-  try {
-    CronExpressionParser.parse(text, { tz: 'UTC', strict: false });
-  } catch (e) {
-    return `"${text}" is not a valid cron expression: ${errorMessage(e)}`;
-  }
-  return { cron: text.trim() };
-}
-
-/** What is wrong with `spec.driftDetection.schedule`, as a sentence naming the field; undefined when valid. */
-export function driftScheduleProblem(schedule: string): string | undefined {
-  const parsed = parseSchedule(schedule);
-  return typeof parsed === 'string' ? `spec.driftDetection.schedule: ${parsed}` : undefined;
-}
 
 /**
  * Whether an Update is one of the Stack's drift checks: it has the check's key and no identity (an
@@ -100,7 +69,7 @@ export function driftChecksApply(stack: Stack, status: StackStatus): boolean {
  * that found drift: to confirm that it is gone. Undefined when the schedule is invalid.
  */
 export function nextDriftCheck(stack: Stack, status: StackStatus, now: Date): Date | undefined {
-  const schedule = parseSchedule(stack.spec?.driftDetection?.schedule ?? '');
+  const schedule = parseDriftSchedule(stack.spec?.driftDetection?.schedule ?? '');
   if (typeof schedule === 'string') return undefined;
   const check = status.lastDriftCheck;
   const updated = time(status.lastUpdate?.lastResyncTime, now);

@@ -1,14 +1,13 @@
 /**
- * A Stack's `spec.outputsTo` on the Stack's side (docs/outputs-to.md): what is wrong with the field,
+ * A Stack's `spec.outputsTo` on the Stack's side (docs/outputs-to.md; its checks are in validate.ts):
  * what each `up`'s Update asks the runner to write (and to delete: the object an earlier `up` wrote,
  * once it is not the target any more), and what the Stack records of the runner's report: where the
  * outputs are (`status.outputsTo`), the outputs left out (condition `OutputsSkipped`), and a
  * conflict with an object that is not the Stack's (Stalled `OutputsConflict`, until an `up` writes).
  * The hooks never see an output's value.
  */
-import type { OutputsToStatus, Stack, StackCondition, StackSpec, StackStatus } from '../../../schemas/generated/types';
+import type { OutputsToStatus, Stack, StackCondition, StackStatus } from '../../../schemas/generated/types';
 import {
-  isDataKey,
   isObjectName,
   OutputsToKeys,
   type OutputsToObject,
@@ -25,35 +24,6 @@ import type { Mark } from '../lib/conditions';
 export const OUTPUTS_CONFLICT = 'OutputsConflict';
 /** Condition type, True while the last `up` left some outputs out of the object. */
 export const OUTPUTS_SKIPPED = 'OutputsSkipped';
-
-/** What is wrong with spec.outputsTo beyond the schema, each naming the field. */
-export function outputsToProblems(spec: StackSpec): string[] {
-  const entries = spec.outputsTo?.outputs;
-  if (entries === undefined) return [];
-  const problems: string[] = [];
-  const keys = new Map<string, number>();
-  for (const [i, entry] of entries.entries()) {
-    const field = `spec.outputsTo.outputs[${i}]`;
-    const key = entry.key ?? entry.name;
-    if (!isDataKey(key)) {
-      problems.push(
-        entry.key === undefined
-          ? `${field}.name: "${entry.name}" is not a valid key (letters, digits, "-", "_" and "."; not "." or ".."), so give it one: set ${field}.key`
-          : `${field}.key: "${entry.key}" is not a valid key; use letters, digits, "-", "_" and ".", and not "." or ".."`,
-      );
-      continue;
-    }
-    const first = keys.get(key);
-    if (first !== undefined) {
-      problems.push(
-        `${field}: key "${key}" is already used by spec.outputsTo.outputs[${first}]; each output needs a key of its own`,
-      );
-    } else {
-      keys.set(key, i);
-    }
-  }
-  return problems;
-}
 
 function sameObject(a: OutputsToObject | undefined, b: OutputsToObject | undefined): boolean {
   return a !== undefined && b !== undefined && a.kind === b.kind && a.name === b.name;

@@ -52,7 +52,8 @@ export function checkPrerequisites(stack: Stack, related: ObjectMap | undefined,
     const within = p.requirement?.succeededWithinDuration;
     if (within !== undefined) {
       const ended = observedTime(last.lastResyncTime, now);
-      if (ended === undefined || now.getTime() - ended > parseDuration(within)!) {
+      // Validation refused a spec with an invalid duration; NaN here would compare false, as before.
+      if (ended === undefined || now.getTime() - ended > (parseDuration(within) ?? NaN)) {
         failures.push({
           name: p.name,
           error: `prerequisite is out of date (last succeeded at ${last.lastResyncTime ?? 'an unknown time'}, needed within ${within})`,
@@ -70,9 +71,10 @@ export function checkPrerequisites(stack: Stack, related: ObjectMap | undefined,
       }
     }
   }
+  const [only] = failures;
   const unmet =
-    failures.length === 1
-      ? [`prerequisite not satisfied for "${failures[0]!.name}": ${failures[0]!.error}`]
+    failures.length === 1 && only
+      ? [`prerequisite not satisfied for "${only.name}": ${only.error}`]
       : failures.length > 1
         ? [
             `multiple prerequisites were not satisfied ${failures.map((f) => f.name).join(', ')}: ${failures.map((f) => `${f.name}: ${f.error}`).join('; ')}`,

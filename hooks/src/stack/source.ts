@@ -138,7 +138,7 @@ export function resolveSource(
   programsServed: boolean,
 ): SourceResolution {
   const spec = stack.spec;
-  const ns = stack.metadata?.namespace as string;
+  const ns = stack.metadata?.namespace;
   const projectInfo: unknown = stack.status?.projectInfo;
   // The observed status is not validated: strings only reach the workspace.
   if (
@@ -189,12 +189,16 @@ export function resolveSource(
       };
     }
     const artifact = artifactOf(obj);
-    if (!artifact)
+    if (!artifact) {
+      // Upstream says only "Flux source has no artifact"; when Flux has failed, its Ready message says why.
+      const ready = conditionOf(obj, 'Ready');
+      const why = ready?.status === 'False' && ready.message ? `: ${ready.message}` : '';
       return {
         ok: false,
         reason: Reasons.SourceUnavailable,
-        message: `Flux source ${kind} ${ns}/${name} has no artifact`,
+        message: `Flux source ${kind} ${ns}/${name} has no artifact${why}`,
       };
+    }
     const source: WorkspaceSource = { kind: 'flux', url: artifact.url, digest: artifact.digest };
     if (spec.fluxSource.dir) source.dir = spec.fluxSource.dir;
     return { ok: true, commit: artifact.revision, source };

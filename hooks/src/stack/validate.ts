@@ -2,8 +2,8 @@ import type { ResourceRef, Stack, StackSpec } from '../../../schemas/generated/t
 import { validateStack } from '../../../schemas';
 import { parseDuration } from '../lib/duration';
 import { MAX_NESTING, pathNestedDeeperThan, tooDeepMessage } from '../lib/json';
-import { outputsToProblems } from './outputs-to';
-import { driftScheduleProblem } from './drift';
+import { parseDriftSchedule } from '../lib/drift-schedule';
+import { isDataKey } from '../../../contract';
 import { templateFieldProblems } from './template-fields';
 
 /** Flux source kinds a Stack may reference, with their resource names (customize needs the plural). */
@@ -179,21 +179,21 @@ function checkStack(stack: Stack): string[] {
 
   for (const [i, p] of (spec.prerequisites ?? []).entries()) {
     const d = p.requirement?.succeededWithinDuration;
-    if (d !== undefined && (parseDuration(d) === undefined || parseDuration(d)! < 0)) {
+    if (d !== undefined && (parseDuration(d) ?? -1) < 0) {
       problems.push(
         `spec.prerequisites[${i}].requirement.succeededWithinDuration: "${d}" is not a duration like "1h" or "30m"`,
       );
     }
   }
   const ttl = spec.updateTemplate?.spec?.ttlAfterCompleted;
-  if (ttl !== undefined && (parseDuration(ttl) === undefined || parseDuration(ttl)! < 0)) {
+  if (ttl !== undefined && (parseDuration(ttl) ?? -1) < 0) {
     problems.push(`spec.updateTemplate.spec.ttlAfterCompleted: "${ttl}" is not a duration like "24h"`);
   }
   problems.push(...templateFieldProblems(stack, hasGitSource(spec)));
   problems.push(...outputsToProblems(spec));
   const schedule = spec.driftDetection?.schedule;
-  const scheduleProblem = schedule === undefined ? undefined : driftScheduleProblem(schedule);
-  if (scheduleProblem) problems.push(scheduleProblem);
+  const parsedSchedule = schedule === undefined ? undefined : parseDriftSchedule(schedule);
+  if (typeof parsedSchedule === 'string') problems.push(`spec.driftDetection.schedule: ${parsedSchedule}`);
   problems.push(...approvalProblems(stack));
   const profile = spec.workspaceTemplate?.spec?.securityProfile;
   if (profile !== undefined && profile !== 'restricted' && profile !== 'baseline') {
@@ -212,4 +212,33 @@ function approvalProblems(stack: Stack): string[] {
   if (ms === undefined || ms <= 0)
     return [`spec.approval.expiresAfter: "${after}" is not a positive duration like "24h"`];
   return [];
+}
+
+/** What is wrong with spec.outputsTo beyond the schema, each naming the field. */
+function outputsToProblems(spec: StackSpec): string[] {
+  const entries = spec.outputsTo?.outputs;
+  if (entries === undefined) return [];
+  const problems: string[] = [];
+  const keys = new Map<string, number>();
+  for (const [i, entry] of entries.entries()) {
+    const field = `spec.outputsTo.outputs[${i}]`;
+    const key = entry.key ?? entry.name;
+    if (!isDataKey(key)) {
+      problems.push(
+        entry.key === undefined
+          ? `${field}.name: "${entry.name}" is not a valid key (letters, digits, "-", "_" and "."; not "." or ".."), so give it one: set ${field}.key`
+          : `${field}.key: "${entry.key}" is not a valid key; use letters, digits, "-", "_" and ".", and not "." or ".."`,
+      );
+      continue;
+    }
+    const first = keys.get(key);
+    if (first !== undefined) {
+      problems.push(
+        `${field}: key "${key}" is already used by spec.outputsTo.outputs[${first}]; each output needs a key of its own`,
+      );
+    } else {
+      keys.set(key, i);
+    }
+  }
+  return problems;
 }

@@ -128,8 +128,10 @@ function gitAuthOf(auth: SecretEnv[]): Record<string, unknown> | undefined {
   const githubApp: Record<string, unknown> = {};
   for (const a of auth) {
     const selector = { name: a.secret, key: a.key, ...(a.optional ? { optional: true } : {}) };
-    if (Object.hasOwn(fields, a.env)) out[fields[a.env]!] = selector;
-    else if (Object.hasOwn(app, a.env)) githubApp[app[a.env]!] = selector;
+    const field = Object.hasOwn(fields, a.env) ? fields[a.env] : undefined;
+    const appField = Object.hasOwn(app, a.env) ? app[a.env] : undefined;
+    if (field !== undefined) out[field] = selector;
+    else if (appField !== undefined) githubApp[appField] = selector;
   }
   if (Object.keys(githubApp).length) out.githubApp = githubApp;
   return Object.keys(out).length ? out : undefined;

@@ -16,7 +16,7 @@ export function updateServiceAccountName(update: string): string {
 
 const RBAC_GROUP = 'rbac.authorization.k8s.io';
 
-export function updateRbac(update: Update, labels: Record<string, string>): KObject[] {
+export function updateRbac(update: Update, labels: Record<string, string>): [KObject, KObject, KObject] {
   const name = update.metadata.name;
   const namespace = update.metadata.namespace ?? '';
   const workspace = update.spec?.workspaceName ?? '';

@@ -10,7 +10,14 @@ import type { Update, UpdateStatus, Workspace } from '../../../schemas/generated
 import { Annotations, type OperationType, type UpdateResult } from '../../../contract';
 import type { HookConfig } from '../config';
 import { observedCondition, setConditions, type DesiredCondition } from '../lib/conditions';
-import { dottedPath, MAX_NESTING, pathNestedDeeperThan, PROTOTYPE_KEY_PROBLEM, prototypeKeyPath } from '../lib/json';
+import {
+  dottedPath,
+  isRecord,
+  MAX_NESTING,
+  pathNestedDeeperThan,
+  PROTOTYPE_KEY_PROBLEM,
+  prototypeKeyPath,
+} from '../lib/json';
 import { findObject, objectsOf, type KObject, type ObjectMap } from '../lib/k8s';
 import { checkAnswer, type ChildRule } from '../lib/kept-children';
 import { knownTime, resyncAfter } from '../lib/time';
@@ -73,7 +80,7 @@ function finished(outcome: JobOutcome): DesiredCondition[] {
 /** What the status records of a finished operation: upstream's fields, then the outputs (ours). */
 function resultFields(status: UpdateStatus, name: string, job: KObject, outcome: JobOutcome, now: Date): void {
   const { result } = outcome;
-  const started = knownTime((job.status as { startTime?: unknown } | undefined)?.startTime, now);
+  const started = knownTime(isRecord(job.status) ? job.status.startTime : undefined, now);
   const start = result.startTime ?? started;
   if (start) status.startTime = start;
   if (outcome.endTime) status.endTime = outcome.endTime;
@@ -117,7 +124,7 @@ function specProblem(update: Update, type: OperationType | undefined): string | 
   if (type === undefined)
     return `spec.type must be one of up, preview, refresh, destroy; got ${JSON.stringify(update.spec?.type ?? '')}`;
   const deadline: unknown = update.spec?.activeDeadlineSeconds;
-  if (deadline !== undefined && !(Number.isInteger(deadline) && (deadline as number) > 0))
+  if (deadline !== undefined && !(typeof deadline === 'number' && Number.isInteger(deadline) && deadline > 0))
     return `spec.activeDeadlineSeconds must be a positive integer; got ${JSON.stringify(deadline)}`;
   return planProblem(update.spec, type) ?? outputsToProblem(update);
 }
@@ -216,7 +223,7 @@ export function syncUpdate(req: UpdateSyncRequest, ctx: UpdateSyncContext): Upda
   // create that finds one already there is not an error).
   const own = (o: KObject): boolean =>
     objectsOf(req.children, o.kind, o.apiVersion).some((c) => c.metadata.name === o.metadata.name);
-  const [account, role, binding] = identity as [KObject, KObject, KObject];
+  const [account, role, binding] = identity;
   if (!own(account) || !own(role)) return answer(progressing('Progressing', `starting the ${type}`), [account, role]);
   if (!own(binding)) return answer(progressing('Progressing', `starting the ${type}`), identity);
   return answer(progressing('Progressing', `the ${type} is starting`), [

@@ -1,6 +1,5 @@
 import type {
   V1Container,
-  V1EnvFromSource,
   V1EnvVar,
   V1PodTemplateSpec,
   V1Service,
@@ -57,7 +56,7 @@ export function workspaceAddress(workspace: string, namespace: string): string {
 
 /** The account the workspace pod runs as: a podTemplate may name another than `spec.serviceAccountName`. */
 export function workspacePodServiceAccount(ws: Workspace): string {
-  const fromPod = (ws.spec?.podTemplate?.spec as { serviceAccountName?: unknown } | undefined)?.serviceAccountName;
+  const fromPod = ws.spec?.podTemplate?.spec?.serviceAccountName;
   if (typeof fromPod === 'string' && fromPod !== '') return fromPod;
   return ws.spec?.serviceAccountName || 'default';
 }
@@ -291,7 +290,7 @@ export function desiredPod(ws: Workspace, config: HookConfig): DesiredPod {
     resources: (spec.resources as V1Container['resources']) ?? { requests: { cpu: '100m', memory: '64Mi' } },
   };
   if (spec.imagePullPolicy) pulumi.imagePullPolicy = spec.imagePullPolicy;
-  if (spec.envFrom?.length) pulumi.envFrom = [...(spec.envFrom as V1EnvFromSource[])];
+  if (spec.envFrom?.length) pulumi.envFrom = [...spec.envFrom];
 
   const initContainers = [bootstrapContainer(config), ...(fetch.container ? [fetch.container] : [])];
   let pod: PodTemplate = {

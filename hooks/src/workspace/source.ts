@@ -39,17 +39,17 @@ export function programOfUrl(url: string, server: string | undefined, namespace:
 }
 
 /** The env var of each git credential, in upstream's names. */
-const GIT_AUTH_ENV = {
-  sshPrivateKey: 'GIT_SSH_PRIVATE_KEY',
-  username: 'GIT_USERNAME',
-  password: 'GIT_PASSWORD',
-  token: 'GIT_TOKEN',
-} as const;
-const GITHUB_APP_ENV = {
-  appID: 'GIT_GITHUB_APP_ID',
-  installationID: 'GIT_GITHUB_APP_INSTALLATION_ID',
-  privateKey: 'GIT_GITHUB_APP_PRIVATE_KEY',
-} as const;
+const GIT_AUTH_ENV = [
+  ['sshPrivateKey', 'GIT_SSH_PRIVATE_KEY'],
+  ['username', 'GIT_USERNAME'],
+  ['password', 'GIT_PASSWORD'],
+  ['token', 'GIT_TOKEN'],
+] as const;
+const GITHUB_APP_ENV = [
+  ['appID', 'GIT_GITHUB_APP_ID'],
+  ['installationID', 'GIT_GITHUB_APP_INSTALLATION_ID'],
+  ['privateKey', 'GIT_GITHUB_APP_PRIVATE_KEY'],
+] as const;
 
 interface KeySelector {
   name?: string;
@@ -68,12 +68,10 @@ function secretEnv(env: string, ref: KeySelector | undefined): SecretEnv[] {
 export function fetchSourceOf(spec: WorkspaceSpec, namespace: string, programServer: string | undefined): FetchSource {
   if (spec.git?.url) {
     const auth: SecretEnv[] = [];
-    const a = spec.git.auth as Record<string, unknown> | undefined;
-    for (const [field, env] of Object.entries(GIT_AUTH_ENV))
-      auth.push(...secretEnv(env, a?.[field] as KeySelector | undefined));
-    const app = a?.githubApp as Record<string, unknown> | undefined;
-    for (const [field, env] of Object.entries(GITHUB_APP_ENV))
-      auth.push(...secretEnv(env, app?.[field] as KeySelector | undefined));
+    const a = spec.git.auth;
+    for (const [field, env] of GIT_AUTH_ENV) auth.push(...secretEnv(env, a?.[field]));
+    const app = a?.githubApp;
+    for (const [field, env] of GITHUB_APP_ENV) auth.push(...secretEnv(env, app?.[field]));
     const source: FetchSource = {
       kind: 'git',
       url: spec.git.url,

@@ -2,6 +2,7 @@ import type { V1ConfigMap, V1StatefulSet } from '@kubernetes/client-node';
 import type { Workspace } from '../../../schemas/generated/types';
 import { Annotations, Env, parseWorkspaceStatus, WORKSPACE_STATUS_KEY, type WorkspaceStatus } from '../../../contract';
 import { objectsOf, type KObject, type ObjectMap, type Typed } from '../lib/k8s';
+import { isRecord } from '../lib/json';
 import { inheritedLabels, workspaceStatusName } from './pod';
 
 /**
@@ -38,9 +39,10 @@ export function observedStatusConfigMap(
 function reportsOnStatefulSet(observed: Typed<V1StatefulSet>): boolean {
   const containers: unknown = observed.spec?.template?.spec?.containers;
   if (!Array.isArray(containers)) return false;
-  const pulumi = (containers as { name?: unknown; env?: unknown }[]).find((c) => c?.name === 'pulumi');
-  if (!pulumi || !Array.isArray(pulumi.env)) return false;
-  return !(pulumi.env as { name?: unknown }[]).some((e) => e?.name === Env.workspaceStatusConfigMap);
+  const pulumi: unknown = containers.find((c) => isRecord(c) && c.name === 'pulumi');
+  if (!isRecord(pulumi) || !Array.isArray(pulumi.env)) return false;
+  const env: unknown[] = pulumi.env;
+  return !env.some((e) => isRecord(e) && e.name === Env.workspaceStatusConfigMap);
 }
 
 /**

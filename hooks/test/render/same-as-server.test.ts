@@ -2,11 +2,10 @@
  * render prints what the hook server answers: the same input as HTTP requests to the server (built
  * by hand, as Metacontroller would send them) gives the same JSON.
  */
-import type { AddressInfo } from 'node:net';
 import { configFromEnv } from '../../src/config';
 import type { GitResolver } from '../../src/git/ls-remote';
 import { buildServer } from '../../src/server';
-import { postJson } from '../answers';
+import { postJson, listenOnLoopback } from '../answers';
 import { GIT_STACK, parseOutput, PROGRAM_STACK, RENDER_ENV, runRender, SHA } from './run';
 import type { RefLookupRequest } from '../../src/git/ref-lookup';
 
@@ -31,8 +30,7 @@ const { app } = buildServer(
 );
 let base = '';
 beforeAll(async () => {
-  await app.listen({ port: 0, host: '127.0.0.1' });
-  base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+  base = await listenOnLoopback(app);
 });
 afterAll(() => app.close());
 
