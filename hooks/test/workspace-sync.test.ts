@@ -151,7 +151,8 @@ describe('a Workspace', () => {
     const fetchOf = (url: string) =>
       fetchContainerOf(
         asChild(
-          syncWorkspace({ parent: workspace({ git: undefined, flux: { url, digest: 'sha256:00' } }) }, ctx()).children[0],
+          syncWorkspace({ parent: workspace({ git: undefined, flux: { url, digest: 'sha256:00' } }) }, ctx())
+            .children[0],
           'StatefulSet',
         ),
       );
