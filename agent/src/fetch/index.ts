@@ -6,6 +6,7 @@ import { Env, MAX_PROGRAM_BYTES, Paths } from '../../../contract';
 import { AgentError, errorCode, errorMessage } from '../lib/errors';
 import { logger } from '../lib/log';
 import { hostPath } from '../lib/paths';
+import { bufferChunks } from '../lib/bytes';
 import { sleep } from '../lib/sleep';
 import { fetchError, layout, replaceWithSymlink, type FetchLayout } from './common';
 import { fetchFlux, fluxSettingsFromEnv, hasherFor, parseDigest } from './flux';
@@ -90,13 +91,13 @@ async function downloadProgram(url: string, ca: string, token: string): Promise<
     }
     const chunks: Buffer[] = [];
     let size = 0;
-    for await (const chunk of res.body) {
-      size += (chunk as Buffer).length;
+    for await (const chunk of bufferChunks(res.body)) {
+      size += chunk.length;
       if (size > MAX_PROGRAM_BYTES) {
         res.body.destroy();
         throw new AgentError(`the answer is larger than ${MAX_PROGRAM_BYTES} bytes`);
       }
-      chunks.push(chunk as Buffer);
+      chunks.push(chunk);
     }
     return Buffer.concat(chunks);
   } finally {

@@ -115,11 +115,7 @@ interface WorkspaceFacts {
 const MAX_PROGRAM_URL = 1024;
 
 function stringAt(object: unknown, ...path: string[]): string | undefined {
-  let at: unknown = object;
-  for (const key of path) {
-    if (typeof at !== 'object' || at === null || !Object.hasOwn(at, key)) return undefined;
-    at = (at as Record<string, unknown>)[key];
-  }
+  const at = path.reduce<unknown>((o, key) => (isRecord(o) && Object.hasOwn(o, key) ? o[key] : undefined), object);
   return typeof at === 'string' ? at : undefined;
 }
 

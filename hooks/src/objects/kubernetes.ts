@@ -6,6 +6,7 @@
 import type * as k8s from '@kubernetes/client-node';
 import type { Program } from '../../../schemas/generated/types';
 import { k8sModule } from '../kube/access';
+import { isRecord } from '../lib/json';
 import type { ObjectsApi, WatchedResource } from './gauges';
 import type { ListPage, ListWatch, WatchEvent } from './reflector';
 
@@ -106,7 +107,7 @@ export function kubeProgramGetter(
         name,
       })) as Program;
     } catch (e) {
-      if ((e as { code?: unknown } | null)?.code === 404) return undefined;
+      if (isRecord(e) && e.code === 404) return undefined;
       throw e;
     }
   };

@@ -137,7 +137,8 @@ function fetchContainer(
       break;
     case 'program': {
       // Only a server that serves Programs makes this kind (fetchSourceOf).
-      const server = config.programServer!;
+      const server = config.programServer;
+      if (server === undefined) throw new Error('a Program source without a program server');
       env.push(
         literalEnv(Env.programUrl, programUrl(server.url, namespace, source.name)),
         literalEnv(Env.programDigest, source.digest),
