@@ -172,9 +172,12 @@ describe('e2e phases: .ci/run builds the older CLIs beside the suite and runs th
         'e2e/testbed/images.e2e.ts',
       ]),
     );
-    // Flux's controllers: testbed/<name>-controller.ts for the component <name>-controller.
+    // Flux's controllers: testbed/<name>-controller.ts for the component <name>-controller; the
+    // stores of OCIRepository and Bucket: testbed/flux-stores.ts.
     for (const f of late)
-      expect(fs.readFileSync(path.join(REPO_ROOT, f), 'utf8')).toMatch(/\/(older-clis|[\w-]+-controller)';/);
+      expect(fs.readFileSync(path.join(REPO_ROOT, f), 'utf8')).toMatch(
+        /\/(older-clis|flux-stores|[\w-]+-controller)';/,
+      );
     expect(early).toEqual(all.filter((f) => !late.includes(f)));
     expect(early).toContain('e2e/program-stack.e2e.ts');
   }, 60_000);
