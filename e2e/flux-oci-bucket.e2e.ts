@@ -122,9 +122,8 @@ describe('a Stack from an OCIRepository of the test bed registry', () => {
     const artifact = await artifactOf('OCIRepository', 'app', (a) => a.revision === revision);
     const ready = await deployed(stack, revision);
     recordTiming('OCIRepository created to Stack Ready', started);
-    expect(artifact.url).toBe(
-      `http://${ARTIFACT_HOST}/ocirepository/${NS}/app/${digest.replace('sha256:', '')}.tar.gz`,
-    );
+    // The file is named by the manifest's digest, algorithm and colon included (a Bucket's by the hex alone).
+    expect(artifact.url).toBe(`http://${ARTIFACT_HOST}/ocirepository/${NS}/app/${digest}.tar.gz`);
     expect(ready.status?.lastUpdate).toMatchObject({ state: 'succeeded', lastSuccessfulCommit: revision });
     expect(ready.status?.outputs).toEqual({ message: 'first' });
   }, 360_000);
