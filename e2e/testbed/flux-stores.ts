@@ -20,7 +20,7 @@ import { installHooks, launchProcess, type Running, running, stopProcesses } fro
 import { requireToolchain } from './toolchain';
 
 /** The media types `flux push artifact` gives its manifest's config and its one layer. */
-export const FLUX_CONFIG_MEDIA_TYPE = 'application/vnd.cncf.flux.config.v1+json';
+const FLUX_CONFIG_MEDIA_TYPE = 'application/vnd.cncf.flux.config.v1+json';
 export const FLUX_CONTENT_MEDIA_TYPE = 'application/vnd.cncf.flux.content.v1.tar+gzip';
 const MANIFEST_MEDIA_TYPE = 'application/vnd.oci.image.manifest.v1+json';
 
