@@ -8,7 +8,7 @@
  * list and after a failed one. pulumi_hook_objects_synced and pulumi_hook_object_watch_failures_total
  * say which, and why.
  */
-import { Counter, Gauge, Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { Reflector, type ListWatch, type Operation, type ReflectorOptions } from './reflector';
 import { isRecord } from '../lib/json';
 import { budgetFacts, queueLengths, type BudgetFacts } from '../budget/operations';
@@ -105,6 +105,42 @@ function uidProjection(object: unknown): { key: string; value: string | undefine
   return key === undefined ? undefined : { key, value: uidOf(object) };
 }
 
+/** What the mirror keeps of a Workspace: its uid (the events), and how long it took to be Ready, once it is. */
+export interface WorkspaceFacts {
+  uid: string | undefined;
+  /** Seconds from its creation to its Ready condition turning True (undefined: not Ready). */
+  readySeconds: number | undefined;
+}
+
+/** A time of the API server's (RFC 3339), in ms; undefined when it is not one. */
+function timeOf(value: unknown): number | undefined {
+  if (typeof value !== 'string' || value.length > 40) return undefined;
+  const t = Date.parse(value);
+  return Number.isFinite(t) ? t : undefined;
+}
+
+export function workspaceProjection(object: unknown): { key: string; value: WorkspaceFacts } | undefined {
+  const key = metadataKey(object);
+  if (key === undefined) return undefined;
+  const created = timeOf(member(member(object, 'metadata'), 'creationTimestamp'));
+  const conditions = member(member(object, 'status'), 'conditions');
+  const list: unknown[] = Array.isArray(conditions) ? conditions.slice(0, 32) : [];
+  const ready = list.find((c) => member(c, 'type') === 'Ready' && member(c, 'status') === 'True');
+  const readyAt = timeOf(member(ready, 'lastTransitionTime'));
+  const readySeconds =
+    created !== undefined && readyAt !== undefined && readyAt >= created ? (readyAt - created) / 1000 : undefined;
+  return { key, value: { uid: uidOf(object), readySeconds } };
+}
+
+/**
+ * Whether a watched change is a Workspace turning Ready for the first time this replica saw: a new
+ * one (another uid) or one that was not Ready before.
+ */
+export function becameReady(before: WorkspaceFacts | undefined, after: WorkspaceFacts): boolean {
+  if (after.readySeconds === undefined) return false;
+  return before === undefined || before.uid !== after.uid || before.readySeconds === undefined;
+}
+
 export function programProjection(object: unknown): { key: string; value: null } | undefined {
   const key = metadataKey(object);
   return key === undefined ? undefined : { key, value: null };
@@ -129,7 +165,7 @@ export class ObjectGauges {
   private readonly programGauges = new Registry();
   private readonly stacks: Reflector<StackFacts>;
   private readonly programs: Reflector<null>;
-  private readonly workspaces: Reflector<string | undefined>;
+  private readonly workspaces: Reflector<WorkspaceFacts>;
   private readonly updates: Reflector<string | undefined>;
   private readonly all: [WatchedResource, Reflector<unknown>][];
   private readonly failures: Counter<'resource' | 'operation'>;
@@ -160,11 +196,20 @@ export class ObjectGauges {
       project: programProjection,
       onFailure: (operation, err) => this.failed('programs', operation, err),
     });
-    this.workspaces = new Reflector<string | undefined>({
+    const wake = new Histogram({
+      name: 'pulumi_workspace_wake_seconds',
+      help: "Seconds from a Workspace's creation to its Ready condition turning True (creationTimestamp to the condition's lastTransitionTime), for each Workspace this replica's watch saw become Ready: the start of a workspace pod, a hibernating Stack's wake included.",
+      buckets: [5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 600],
+      registers: [this.health],
+    });
+    this.workspaces = new Reflector<WorkspaceFacts>({
       ...options.reflector,
       api: api.workspaces,
-      project: uidProjection,
+      project: workspaceProjection,
       onFailure: (operation, err) => this.failed('workspaces', operation, err),
+      onWatched: (before, after) => {
+        if (becameReady(before, after) && after.readySeconds !== undefined) wake.observe(after.readySeconds);
+      },
     });
     this.updates = new Reflector<string | undefined>({
       ...options.reflector,
@@ -258,7 +303,7 @@ export class ObjectGauges {
       if (uid === undefined || uid === '') return false;
       const key = `${namespace}/${name}`;
       if (kind === 'Stack') return this.stacks.entries.get(key)?.uid === uid;
-      if (kind === 'Workspace') return this.workspaces.entries.get(key) === uid;
+      if (kind === 'Workspace') return this.workspaces.entries.get(key)?.uid === uid;
       if (kind === 'Update') return this.updates.entries.get(key) === uid;
       return false;
     },
