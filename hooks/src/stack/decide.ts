@@ -206,6 +206,10 @@ export function decide(view: StackView, absorbed: Absorbed, ctx: SyncContext, st
     // turns Ready (a new sync) once its ServiceAccount is granted system:auth-delegator.
     return stall(workspaceFailureReason(readiness.reason), readiness.message, workspace);
   }
+  // A workspace to make, but its cache claim is not the Stack's (yet): wait for it, holding no slot
+  // of the operations budget (a claim someone else made first would hold one for good).
+  if (cacheMissing && readiness.state === 'waiting' && !(deleting && namespaceTerminating(stack, view.related)))
+    return wait(Reasons.CacheVolumePending, cacheWaitMessage(view.name), made);
   // The operations budget (budget/gate.ts): past it, the Stack waits its turn before its workspace
   // pod is made or used, so a burst never holds more pods than their Jobs can run beside.
   const queued = queuedWait(ctx.turn?.(stack, now));
@@ -222,7 +226,6 @@ export function decide(view: StackView, absorbed: Absorbed, ctx: SyncContext, st
         resyncAfterSeconds: SOURCE_RETRY_SECONDS,
       });
     }
-    if (cacheMissing) return wait(Reasons.StackProcessing, cacheWaitMessage(view.name), made);
     return wait(Reasons.StackProcessing, readiness.message, workspace);
   }
 
