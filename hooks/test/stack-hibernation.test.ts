@@ -105,6 +105,8 @@ describe('a hibernating Stack', () => {
     // Waiting for the claim holds no slot of the operations budget (a reason of its own).
     expect(reconciling?.reason).toBe('CacheVolumePending');
     expect(reconciling?.message).toMatch(/PersistentVolumeClaim my-stack-cache is not \(yet\)/);
+    // A claim someone else made first is no event of the Stack's: it looks again.
+    expect(res.resyncAfterSeconds).toBe(30);
   });
 
   it('runs its workspace on the cache: PULUMI_HOME and the download caches on the claim', () => {

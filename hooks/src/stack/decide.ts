@@ -207,9 +207,16 @@ export function decide(view: StackView, absorbed: Absorbed, ctx: SyncContext, st
     return stall(workspaceFailureReason(readiness.reason), readiness.message, workspace);
   }
   // A workspace to make, but its cache claim is not the Stack's (yet): wait for it, holding no slot
-  // of the operations budget (a claim someone else made first would hold one for good).
+  // of the operations budget (a claim someone else made first would hold one for good), and look
+  // again now and then (that claim's deletion is no event of the Stack's).
   if (cacheMissing && readiness.state === 'waiting' && !(deleting && namespaceTerminating(stack, view.related)))
-    return wait(Reasons.CacheVolumePending, cacheWaitMessage(view.name), made);
+    return decided({
+      kind: 'wait',
+      reason: Reasons.CacheVolumePending,
+      message: cacheWaitMessage(view.name),
+      workspace: made,
+      resyncAfterSeconds: SOURCE_RETRY_SECONDS,
+    });
   // The operations budget (budget/gate.ts): past it, the Stack waits its turn before its workspace
   // pod is made or used, so a burst never holds more pods than their Jobs can run beside.
   const queued = queuedWait(ctx.turn?.(stack, now));
