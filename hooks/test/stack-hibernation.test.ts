@@ -287,7 +287,7 @@ describe('pulumi_workspace_wake_seconds', () => {
     expect(becameReady(undefined, ready)).toBe(true);
     expect(becameReady(ready, ready)).toBe(false);
     // A woken Stack's new Workspace (another uid) counts again.
-    expect(becameReady(ready, { uid: 'w-2', readySeconds: 9 })).toBe(true);
+    expect(becameReady(ready, { ...ready, uid: 'w-2', readySeconds: 9 })).toBe(true);
   });
 
   it('ignores times it cannot read and a Ready before the creation', () => {

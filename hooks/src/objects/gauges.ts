@@ -9,6 +9,7 @@
  * say which, and why.
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { ProgramReader } from '../program/serve';
 import { Reflector, type ListWatch, type Operation, type ReflectorOptions } from './reflector';
 import { isRecord } from '../lib/json';
 import { budgetFacts, queueLengths, type BudgetFacts } from '../budget/operations';
@@ -99,17 +100,26 @@ export interface ObjectMirror {
   changed(signal: AbortSignal): Promise<void>;
 }
 
-/** What the mirror keeps of a Workspace or an Update: its uid, for the events. */
-function uidProjection(object: unknown): { key: string; value: string | undefined } | undefined {
-  const key = metadataKey(object);
-  return key === undefined ? undefined : { key, value: uidOf(object) };
-}
-
-/** What the mirror keeps of a Workspace: its uid (the events), and how long it took to be Ready, once it is. */
+/**
+ * What the mirror keeps of a Workspace: its uid (the events), what the program server needs
+ * (program/serve.ts): the URL it downloads a Program from, if any, and its pod's ServiceAccount;
+ * and how long it took to be Ready, once it is (pulumi_workspace_wake_seconds).
+ */
 export interface WorkspaceFacts {
   uid: string | undefined;
+  /** `spec.flux.url` when it is a URL of this server's Programs' length (longer ones name no Program). */
+  programUrl: string | undefined;
+  serviceAccount: string;
   /** Seconds from its creation to its Ready condition turning True (undefined: not Ready). */
   readySeconds: number | undefined;
+}
+
+/** A Program's URL is `<server>/programs/<namespace: 63>/<name: 253>`; longer strings are not kept. */
+const MAX_PROGRAM_URL = 1024;
+
+function stringAt(object: unknown, ...path: string[]): string | undefined {
+  const at = path.reduce<unknown>((o, key) => (isRecord(o) && Object.hasOwn(o, key) ? o[key] : undefined), object);
+  return typeof at === 'string' ? at : undefined;
 }
 
 /** A time of the API server's (RFC 3339), in ms; undefined when it is not one. */
@@ -119,17 +129,40 @@ function timeOf(value: unknown): number | undefined {
   return Number.isFinite(t) ? t : undefined;
 }
 
-export function workspaceProjection(object: unknown): { key: string; value: WorkspaceFacts } | undefined {
-  const key = metadataKey(object);
-  if (key === undefined) return undefined;
+/** Seconds from the Workspace's creation to its Ready condition turning True; undefined while not Ready. */
+function readySecondsOf(object: unknown): number | undefined {
   const created = timeOf(member(member(object, 'metadata'), 'creationTimestamp'));
   const conditions = member(member(object, 'status'), 'conditions');
   const list: unknown[] = Array.isArray(conditions) ? conditions.slice(0, 32) : [];
   const ready = list.find((c) => member(c, 'type') === 'Ready' && member(c, 'status') === 'True');
   const readyAt = timeOf(member(ready, 'lastTransitionTime'));
-  const readySeconds =
-    created !== undefined && readyAt !== undefined && readyAt >= created ? (readyAt - created) / 1000 : undefined;
-  return { key, value: { uid: uidOf(object), readySeconds } };
+  return created !== undefined && readyAt !== undefined && readyAt >= created ? (readyAt - created) / 1000 : undefined;
+}
+
+export function workspaceProjection(object: unknown): { key: string; value: WorkspaceFacts } | undefined {
+  const key = metadataKey(object);
+  if (key === undefined) return undefined;
+  const url = stringAt(object, 'spec', 'flux', 'url');
+  // As workspacePodServiceAccount (workspace/pod.ts): the podTemplate's account, else spec.serviceAccountName.
+  const serviceAccount =
+    stringAt(object, 'spec', 'podTemplate', 'spec', 'serviceAccountName') ||
+    stringAt(object, 'spec', 'serviceAccountName') ||
+    'default';
+  return {
+    key,
+    value: {
+      uid: uidOf(object),
+      programUrl: url !== undefined && url.length <= MAX_PROGRAM_URL ? url : undefined,
+      serviceAccount: serviceAccount.slice(0, 253),
+      readySeconds: readySecondsOf(object),
+    },
+  };
+}
+
+/** What the mirror keeps of an Update: its uid, for the events. */
+function uidProjection(object: unknown): { key: string; value: string | undefined } | undefined {
+  const key = metadataKey(object);
+  return key === undefined ? undefined : { key, value: uidOf(object) };
 }
 
 /**
@@ -317,6 +350,20 @@ export class ObjectGauges {
       signal.removeEventListener('abort', stop);
     },
   };
+
+  /**
+   * The Workspaces of `namespace` that download from `url` (a Program's URL), or undefined while
+   * the Workspace mirror is not synced (the program server answers 503 then).
+   */
+  programReaders(namespace: string, url: string): ProgramReader[] | undefined {
+    if (!this.workspaces.isSynced) return undefined;
+    const readers: ProgramReader[] = [];
+    const prefix = `${namespace}/`;
+    for (const [key, facts] of this.workspaces.entries)
+      if (facts.programUrl === url && key.startsWith(prefix))
+        readers.push({ workspace: key.slice(prefix.length), serviceAccount: facts.serviceAccount });
+    return readers;
+  }
 
   /** Starts the mirrors (in the background); idempotent. */
   start(): void {
