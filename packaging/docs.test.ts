@@ -128,6 +128,7 @@ test('observability.md describes every metric the hook server exports', async ()
     'pulumi_hook_request_duration_seconds',
     'pulumi_operations_queued',
     'pulumi_operations_running',
+    'pulumi_workspace_wake_seconds',
     'stacks_active',
     'stacks_drifted',
     'stacks_failing',

@@ -8,6 +8,7 @@
 import * as fs from 'node:fs';
 import { DEFAULT_WORKSPACE_IMAGE } from '../hooks/src/config';
 import { Reasons } from '../hooks/src/stack/conditions';
+import { hibernationProblem } from '../hooks/src/stack/hibernation';
 import { OUTPUTS_TRUNCATED } from '../hooks/src/stack/outputs';
 import { REFRESH_LABEL } from '../hooks/src/stack/prerequisites';
 import { WorkspaceEventReasons } from '../hooks/src/workspace/events';
@@ -213,6 +214,25 @@ const ROWS: Record<string, { differs: boolean; evidence: string; check: () => bo
     differs: true,
     evidence: 'the Stack CRD has spec.driftDetection',
     check: () => at(stackSpec, 'driftDetection') !== undefined,
+  },
+  'Idle workspaces': {
+    differs: true,
+    evidence: 'the Stack controller declares PersistentVolumeClaims (the cache claim `<stack>-cache`)',
+    check: () => children('stacks').includes('persistentvolumeclaims'),
+  },
+  '`Delete` with a file backend in the pod': {
+    differs: true,
+    evidence: 'a hibernating Stack with a file backend on no volume is refused',
+    check: () =>
+      hibernationProblem(
+        {
+          apiVersion: 'pulumi.com/v1',
+          kind: 'Stack',
+          metadata: { name: 's' },
+          spec: { stack: 'dev', backend: 'file:///tmp/state', workspaceReclaimPolicy: 'Delete' },
+        },
+        {},
+      ) !== undefined,
   },
   // Rows that moved to "What carries over": the check is what makes them the same.
   'Who may read `/metrics`': {

@@ -6,6 +6,7 @@ import { boundedSettingsFromEnv, withRegistry, type BoundedSettings } from './bo
 import { DEFAULT_SYNC_CACHE_MAX_BYTES } from './cache/sync-cache';
 import { egressRulesFromEnv, type EgressRules } from './git/egress';
 import { errorMessage, errorCode } from './lib/errors';
+import type { ReclaimPolicy, WorkspaceCacheSettings } from './stack/hibernation';
 
 /** Settings of the hook server, from its environment. Nothing here is per request. */
 export interface HookConfig extends BoundedSettings {
@@ -50,6 +51,17 @@ export interface HookConfig extends BoundedSettings {
    * Stacks (OBJECT_METRICS=on); without it every operation starts at once.
    */
   operationsMax?: number;
+  /**
+   * The reclaim policy of a Stack that names none (WORKSPACE_RECLAIM_DEFAULT; default Retain, as
+   * upstream): `Delete` makes every such Stack hibernate (stack/hibernation.ts).
+   */
+  workspaceReclaimDefault?: ReclaimPolicy;
+  /**
+   * The per-Stack cache volume `<stack>-cache` (WORKSPACE_CACHE_SIZE, a quantity; unset: none),
+   * its StorageClass (WORKSPACE_CACHE_STORAGE_CLASS) and whether retained workspaces get one too
+   * (WORKSPACE_CACHE_RETAINED=on; hibernating ones always do).
+   */
+  workspaceCache?: WorkspaceCacheSettings;
   /**
    * The server's certificate chain and key, PEM files (TLS_CERT_FILE, TLS_KEY_FILE): HTTPS when set,
    * plain HTTP otherwise. Re-read when they change (a rotated Secret).
@@ -228,6 +240,31 @@ function servingFromEnv(
   };
 }
 
+/** A Kubernetes quantity as a claim's size takes it (a number and an optional suffix). */
+const QUANTITY = /^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$/;
+/** A StorageClass name: a DNS subdomain. */
+const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+
+function workspaceCacheFromEnv(env: NodeJS.ProcessEnv): WorkspaceCacheSettings | undefined {
+  const size = env.WORKSPACE_CACHE_SIZE ?? '';
+  const storageClass = env.WORKSPACE_CACHE_STORAGE_CLASS ?? '';
+  if (size === '') {
+    if (storageClass !== '') throw new Error('WORKSPACE_CACHE_STORAGE_CLASS needs WORKSPACE_CACHE_SIZE');
+    return undefined;
+  }
+  if (size.length > 32 || !QUANTITY.test(size))
+    throw new Error(`WORKSPACE_CACHE_SIZE must be a quantity such as 2Gi, not ${JSON.stringify(size.slice(0, 40))}`);
+  if (storageClass !== '' && (storageClass.length > 253 || !DNS_SUBDOMAIN.test(storageClass)))
+    throw new Error(
+      `WORKSPACE_CACHE_STORAGE_CLASS must be a StorageClass name, not ${JSON.stringify(storageClass.slice(0, 40))}`,
+    );
+  return {
+    size,
+    ...(storageClass !== '' ? { storageClassName: storageClass } : {}),
+    retained: onOff('WORKSPACE_CACHE_RETAINED', env.WORKSPACE_CACHE_RETAINED, false),
+  };
+}
+
 /**
  * `knownHosts`: how the trusted host keys are read (render reads only the files SSH_KNOWN_HOSTS
  * names); `readFile`: how PROGRAM_SERVER_CA_FILE is read (tests of the manifests: a stand-in).
@@ -263,6 +300,16 @@ export function configFromEnv(
     objectMetrics: onOff('OBJECT_METRICS', env.OBJECT_METRICS, true),
     operationsMax: nonNegativeInt('OPERATIONS_MAX', env.OPERATIONS_MAX, DEFAULT_OPERATIONS_MAX),
   };
+  const reclaim = env.WORKSPACE_RECLAIM_DEFAULT ?? '';
+  if (reclaim !== '') {
+    if (reclaim !== 'Retain' && reclaim !== 'Delete')
+      throw new Error(
+        `WORKSPACE_RECLAIM_DEFAULT must be Retain or Delete, not ${JSON.stringify(reclaim.slice(0, 40))}`,
+      );
+    config.workspaceReclaimDefault = reclaim;
+  }
+  const cache = workspaceCacheFromEnv(env);
+  if (cache) config.workspaceCache = cache;
   const trusted = knownHosts(env);
   if (trusted !== '') config.sshKnownHosts = trusted;
   const policy = pullPolicy(env.AGENT_IMAGE_PULL_POLICY);

@@ -180,7 +180,7 @@ function lastAppliedOf(observed: KObject): Record<string, unknown> {
 export function applyChildren(observed: KObject[], desired: KObject[], by: Marking = byComposite): KObject[] {
   return desired.map((d) => {
     const old = observed.find((o) => o.kind === d.kind && o.metadata.name === d.metadata.name);
-    if (old && (d.kind === 'Job' || d.kind === 'Update')) return old; // OnDelete: never updated
+    if (old && (d.kind === 'Job' || d.kind === 'Update' || d.kind === 'PersistentVolumeClaim')) return old; // OnDelete: never updated
     const copy = cloneJson(d);
     by(copy);
     const lastApplied = JSON.stringify(copy);

@@ -9,6 +9,7 @@ import type {
   V1Container,
   V1EnvVar,
   V1Job,
+  V1PersistentVolumeClaim,
   V1ObjectMeta,
   V1PodSpec,
   V1Role,
@@ -43,6 +44,7 @@ interface Models {
   ServiceAccount: V1ServiceAccount;
   Role: V1Role;
   RoleBinding: V1RoleBinding;
+  PersistentVolumeClaim: V1PersistentVolumeClaim;
 }
 type ChildKind = keyof Models;
 

@@ -156,7 +156,7 @@ function grandchildren(res: StackSyncResponse, cluster: readonly KObject[], ctx:
 }
 
 /** The kinds a Stack owns: the rest of the stand-in cluster belongs to its Workspace and Updates. */
-const STACK_CHILD_KINDS = new Set(['Workspace', 'Update', 'ConfigMap']);
+const STACK_CHILD_KINDS = new Set(['Workspace', 'Update', 'ConfigMap', 'PersistentVolumeClaim']);
 
 /** Whether the Stack owns `o`: a Workspace's status ConfigMap is its Workspace's. */
 export function isStackChild(o: KObject): boolean {

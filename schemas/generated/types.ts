@@ -269,7 +269,7 @@ export interface StackSpec {
    */
   workspaceTemplate?: WorkspaceTemplate;
   /**
-   * What happens to the workspace after a successful operation: `Retain` (the default) keeps it for the next operation; `Delete` removes it, and it is created again when needed.
+   * What happens to the workspace after a successful operation: `Retain` keeps it for the next operation; `Delete` removes it, and it is created again when needed (hibernation: the Stack holds no pod at rest). Unset: the operator's default (WORKSPACE_RECLAIM_DEFAULT), `Retain` unless set otherwise.
    */
   workspaceReclaimPolicy?: "Retain" | "Delete";
   /**

@@ -70,6 +70,9 @@ export function stackHooks(app: FastifyInstance, opts: StackHooksOptions, done: 
         children: response.children,
         finalizing,
         now,
+        ...(opts.config.workspaceReclaimDefault
+          ? { workspaceReclaimDefault: opts.config.workspaceReclaimDefault }
+          : {}),
       }),
     );
     const meta = body.parent.metadata;

@@ -8,7 +8,7 @@
  * list and after a failed one. pulumi_hook_objects_synced and pulumi_hook_object_watch_failures_total
  * say which, and why.
  */
-import { Counter, Gauge, Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { ProgramReader } from '../program/serve';
 import { Reflector, type ListWatch, type Operation, type ReflectorOptions } from './reflector';
 import { isRecord } from '../lib/json';
@@ -101,14 +101,17 @@ export interface ObjectMirror {
 }
 
 /**
- * What the mirror keeps of a Workspace: its uid (the events), and what the program server needs
- * (program/serve.ts): the URL it downloads a Program from, if any, and its pod's ServiceAccount.
+ * What the mirror keeps of a Workspace: its uid (the events), what the program server needs
+ * (program/serve.ts): the URL it downloads a Program from, if any, and its pod's ServiceAccount;
+ * and how long it took to be Ready, once it is (pulumi_workspace_wake_seconds).
  */
-interface WorkspaceFacts {
+export interface WorkspaceFacts {
   uid: string | undefined;
   /** `spec.flux.url` when it is a URL of this server's Programs' length (longer ones name no Program). */
   programUrl: string | undefined;
   serviceAccount: string;
+  /** Seconds from its creation to its Ready condition turning True (undefined: not Ready). */
+  readySeconds: number | undefined;
 }
 
 /** A Program's URL is `<server>/programs/<namespace: 63>/<name: 253>`; longer strings are not kept. */
@@ -117,6 +120,23 @@ const MAX_PROGRAM_URL = 1024;
 function stringAt(object: unknown, ...path: string[]): string | undefined {
   const at = path.reduce<unknown>((o, key) => (isRecord(o) && Object.hasOwn(o, key) ? o[key] : undefined), object);
   return typeof at === 'string' ? at : undefined;
+}
+
+/** A time of the API server's (RFC 3339), in ms; undefined when it is not one. */
+function timeOf(value: unknown): number | undefined {
+  if (typeof value !== 'string' || value.length > 40) return undefined;
+  const t = Date.parse(value);
+  return Number.isFinite(t) ? t : undefined;
+}
+
+/** Seconds from the Workspace's creation to its Ready condition turning True; undefined while not Ready. */
+function readySecondsOf(object: unknown): number | undefined {
+  const created = timeOf(member(member(object, 'metadata'), 'creationTimestamp'));
+  const conditions = member(member(object, 'status'), 'conditions');
+  const list: unknown[] = Array.isArray(conditions) ? conditions.slice(0, 32) : [];
+  const ready = list.find((c) => member(c, 'type') === 'Ready' && member(c, 'status') === 'True');
+  const readyAt = timeOf(member(ready, 'lastTransitionTime'));
+  return created !== undefined && readyAt !== undefined && readyAt >= created ? (readyAt - created) / 1000 : undefined;
 }
 
 export function workspaceProjection(object: unknown): { key: string; value: WorkspaceFacts } | undefined {
@@ -134,6 +154,7 @@ export function workspaceProjection(object: unknown): { key: string; value: Work
       uid: uidOf(object),
       programUrl: url !== undefined && url.length <= MAX_PROGRAM_URL ? url : undefined,
       serviceAccount: serviceAccount.slice(0, 253),
+      readySeconds: readySecondsOf(object),
     },
   };
 }
@@ -142,6 +163,15 @@ export function workspaceProjection(object: unknown): { key: string; value: Work
 function uidProjection(object: unknown): { key: string; value: string | undefined } | undefined {
   const key = metadataKey(object);
   return key === undefined ? undefined : { key, value: uidOf(object) };
+}
+
+/**
+ * Whether a watched change is a Workspace turning Ready for the first time this replica saw: a new
+ * one (another uid) or one that was not Ready before.
+ */
+export function becameReady(before: WorkspaceFacts | undefined, after: WorkspaceFacts): boolean {
+  if (after.readySeconds === undefined) return false;
+  return before === undefined || before.uid !== after.uid || before.readySeconds === undefined;
 }
 
 export function programProjection(object: unknown): { key: string; value: null } | undefined {
@@ -199,11 +229,20 @@ export class ObjectGauges {
       project: programProjection,
       onFailure: (operation, err) => this.failed('programs', operation, err),
     });
+    const wake = new Histogram({
+      name: 'pulumi_workspace_wake_seconds',
+      help: "Seconds from a Workspace's creation to its Ready condition turning True (creationTimestamp to the condition's lastTransitionTime), for each Workspace this replica's watch saw become Ready: the start of a workspace pod, a hibernating Stack's wake included.",
+      buckets: [5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 600],
+      registers: [this.health],
+    });
     this.workspaces = new Reflector<WorkspaceFacts>({
       ...options.reflector,
       api: api.workspaces,
       project: workspaceProjection,
       onFailure: (operation, err) => this.failed('workspaces', operation, err),
+      onWatched: (before, after) => {
+        if (becameReady(before, after) && after.readySeconds !== undefined) wake.observe(after.readySeconds);
+      },
     });
     this.updates = new Reflector<string | undefined>({
       ...options.reflector,

@@ -47,6 +47,11 @@ export interface ReflectorOptions<V> {
   api: ListWatch;
   /** What to keep of an object; undefined: the object is not kept (no name, not an object). */
   project(object: unknown): { key: string; value: V } | undefined;
+  /**
+   * An object the watch added or changed, with what the mirror kept of it before (undefined: nothing).
+   * Not called for what a list brings: only changes seen as they happen.
+   */
+  onWatched?(before: V | undefined, after: V): void;
   /** A list or watch failed; the mirror retries by itself. */
   onFailure(operation: Operation, err: unknown): void;
   /** Objects per list page (default 500: a page of Stacks is a few MB at most). */
@@ -253,7 +258,11 @@ export class Reflector<V> {
       }
       if (event.type === 'ADDED' || event.type === 'MODIFIED') {
         const kept = this.options.project(event.object);
-        if (kept) this.items.set(kept.key, kept.value);
+        if (kept) {
+          const before = this.items.get(kept.key);
+          this.items.set(kept.key, kept.value);
+          this.options.onWatched?.(before, kept.value);
+        }
         this.notifyChange();
       } else if (event.type === 'DELETED') {
         const kept = this.options.project(event.object);

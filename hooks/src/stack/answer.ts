@@ -23,6 +23,8 @@ const IN_PLACE_KINDS: ReadonlySet<string> = new Set(['Workspace', 'ConfigMap']);
 export function answer(view: StackView, absorbed: Absorbed, decided: Decided, now: Date): StackSyncResponse {
   const { step } = decided;
   const { children, known } = childrenOf(view, absorbed, step);
+  // The cache volume: OnDelete, so Metacontroller creates it once and never changes it.
+  if (decided.cacheClaim) children.push(decided.cacheClaim);
   checkAnswer(`Stack ${view.namespace}/${view.name}`, view.namespace, children, stackChildRules(view.name));
   const status: StackStatus = {
     ...decided.status,

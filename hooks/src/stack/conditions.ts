@@ -13,6 +13,8 @@ export const Reasons = {
   PreviewFailed: 'PreviewFailed',
   /** Waiting for a slot of the operations budget (budget/operations.ts); the message says its position. */
   Queued: 'Queued',
+  /** A hibernating Stack's cache claim is not (yet) its child (hibernation.ts): no workspace, and no budget slot held. */
+  CacheVolumePending: 'CacheVolumePending',
   // Stalled
   SpecInvalid: 'SpecInvalid',
   SourceUnavailable: 'SourceUnavailable',

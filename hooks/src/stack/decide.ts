@@ -21,6 +21,7 @@ import { outputsToMark, outputsToRequest, withOutputsTo } from './outputs-to';
 import { checkPrerequisites, refreshRequestsFor } from './prerequisites';
 import { interruptedMark, interruptedRetryMessage } from './self-healing';
 import { resolveSource } from './source';
+import { cacheClaim, cacheClaimName, cacheFor, hibernationProblem, reclaimPolicy } from './hibernation';
 import { queuedWait } from '../budget/gate';
 import type { SyncContext, SyncSteps } from './sync';
 import type { StackUpdate, UpdateIdentity } from './update';
@@ -65,6 +66,8 @@ export interface Decided {
   /** The status with what this step records (a started operation, the plan). */
   status: StackStatus;
   step: NextStep;
+  /** The Stack's cache volume (hibernation.ts), answered with every step while the settings give it one. */
+  cacheClaim?: KObject;
 }
 
 /** Upstream requeues a Stack whose source is unavailable after 30 s. */
@@ -76,7 +79,9 @@ export function decide(view: StackView, absorbed: Absorbed, ctx: SyncContext, st
   const { stack, deleting } = view;
   const { now } = ctx;
   let status = absorbed.status;
-  const decided = (step: NextStep): Decided => ({ status, step });
+  const cache = cacheFor(stack, ctx.config);
+  const claim = cache && cacheClaim(stack, cache);
+  const decided = (step: NextStep): Decided => ({ status, step, ...(claim ? { cacheClaim: claim } : {}) });
   const wait = (reason: string, message: string, workspace: WorkspaceAnswer = 'as-observed') =>
     decided({ kind: 'wait', reason, message, workspace });
   const stall = (reason: string, message: string, workspace: WorkspaceAnswer = 'as-observed') =>
@@ -103,6 +108,9 @@ export function decide(view: StackView, absorbed: Absorbed, ctx: SyncContext, st
   const problems = steps.validate(stack);
   if (problems.length > 0) return stall(Reasons.SpecInvalid, problems.join('; '));
   const spec = stack.spec;
+  // A hibernating Stack's state must outlive its pod (a destroy on deletion runs whatever the backend).
+  const refused = deleting ? undefined : hibernationProblem(stack, ctx.config);
+  if (refused) return stall(Reasons.SpecInvalid, refused);
 
   // Where the program comes from and which commit it is at.
   const sourceLessDestroy = deleting && spec.runProgram !== true && status.projectInfo !== undefined;
@@ -127,6 +135,11 @@ export function decide(view: StackView, absorbed: Absorbed, ctx: SyncContext, st
     refreshRequestedBy: deleting ? [] : refreshRequestsFor(stack, view.related),
   });
   const workspace = steps.workspace(stack, source.source, ctx.config);
+  // A workspace mounts its cache only once Metacontroller reports the claim as the Stack's: one of
+  // that name that is not (made by someone else: Metacontroller's create ignores AlreadyExists) is
+  // never mounted; until then no workspace is made or changed.
+  const cacheMissing = claim !== undefined && view.cacheClaim === undefined;
+  const made: WorkspaceAnswer = cacheMissing ? 'as-observed' : workspace;
   const readiness = stackWorkspaceReadiness(view.workspace, workspace.hash);
   const drift = driftStep({
     stack,
@@ -155,7 +168,8 @@ export function decide(view: StackView, absorbed: Absorbed, ctx: SyncContext, st
     view.updates.find(({ update }) => update.metadata.name === status.lastUpdate?.name)?.outcome?.result.reason;
   if (decision.synced && drift.remediate === undefined) {
     status = withPlan(status, gateOperation({ stack, plan: status.plan, now }).plan);
-    const reclaim = spec.workspaceReclaimPolicy === 'Delete' && status.lastUpdate?.state === 'succeeded';
+    // Hibernation: after a success the workspace goes, unless a drift check is due.
+    const reclaim = reclaimPolicy(stack, ctx.config) === 'Delete' && status.lastUpdate?.state === 'succeeded';
     const requeueMs = Math.min(decision.requeueAfterMs ?? Infinity, drift.dueInMs ?? Infinity);
     return decided({
       kind: 'synced',
@@ -163,7 +177,7 @@ export function decide(view: StackView, absorbed: Absorbed, ctx: SyncContext, st
         outputsToMark(stack, status) ??
         interruptedMark(stack, status.lastUpdate, lastFailureReason()) ??
         resultMark(status.lastUpdate),
-      workspace: (!reclaim || drift.needsWorkspace) && !deleting ? workspace : 'none',
+      workspace: (!reclaim || drift.needsWorkspace) && !deleting ? made : 'none',
       ...(Number.isFinite(requeueMs) ? { resyncAfterSeconds: Math.ceil(requeueMs / 1000) } : {}),
       ...(deleting
         ? { finalized: status.lastUpdate?.type === 'destroy' && status.lastUpdate.state === 'succeeded' }
@@ -180,7 +194,7 @@ export function decide(view: StackView, absorbed: Absorbed, ctx: SyncContext, st
         kind: 'wait',
         reason: Reasons.PrerequisiteNotSatisfied,
         message: pre.unmet.join('; '),
-        workspace: view.workspace ? workspace : 'none',
+        workspace: view.workspace ? made : 'none',
         refreshRequests: pre.refreshRequests,
       });
   }
@@ -193,10 +207,21 @@ export function decide(view: StackView, absorbed: Absorbed, ctx: SyncContext, st
     // turns Ready (a new sync) once its ServiceAccount is granted system:auth-delegator.
     return stall(workspaceFailureReason(readiness.reason), readiness.message, workspace);
   }
+  // A workspace to make, but its cache claim is not the Stack's (yet): wait for it, holding no slot
+  // of the operations budget (a claim someone else made first would hold one for good), and look
+  // again now and then (that claim's deletion is no event of the Stack's).
+  if (cacheMissing && readiness.state === 'waiting' && !(deleting && namespaceTerminating(stack, view.related)))
+    return decided({
+      kind: 'wait',
+      reason: Reasons.CacheVolumePending,
+      message: cacheWaitMessage(view.name),
+      workspace: made,
+      resyncAfterSeconds: SOURCE_RETRY_SECONDS,
+    });
   // The operations budget (budget/gate.ts): past it, the Stack waits its turn before its workspace
   // pod is made or used, so a burst never holds more pods than their Jobs can run beside.
   const queued = queuedWait(ctx.turn?.(stack, now));
-  if (queued) return decided({ kind: 'wait', ...queued, workspace: view.workspace ? workspace : 'none' });
+  if (queued) return decided({ kind: 'wait', ...queued, workspace: view.workspace ? made : 'none' });
   if (readiness.state === 'waiting') {
     if (deleting && namespaceTerminating(stack, view.related)) {
       // No workspace can be created in a namespace being deleted, so the destroy cannot run.
@@ -307,6 +332,14 @@ function waitingOnFailedWorkspace(
   if (!waiting || !workspace) return undefined;
   const readiness = stackWorkspaceReadiness(workspace, workspace.metadata.annotations?.[WORKSPACE_SPEC_HASH] ?? '');
   return readiness.state === 'failed' ? readiness : undefined;
+}
+
+function cacheWaitMessage(stack: string): string {
+  const name = cacheClaimName(stack);
+  return (
+    `waiting for the cache volume: PersistentVolumeClaim ${name} is not (yet) this Stack's; ` +
+    `a claim of that name made by anyone else is never used: rename or delete it`
+  );
 }
 
 /** The Stalled reason of a workspace failure the agent reported. */

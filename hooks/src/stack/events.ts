@@ -24,6 +24,7 @@ import { expiredUpdateEvents } from '../update/events';
 import { Reasons } from './conditions';
 import { driftCheckEvent, isDriftCheck } from './drift';
 import { AUTO_API_VERSION, PULUMI_API_VERSION } from '../lib/api-versions';
+import { reclaimPolicy, type ReclaimPolicy } from './hibernation';
 
 /** Upstream's event reasons on Stacks (upstream's constant names differ for two of them). */
 export const EventReasons = {
@@ -50,6 +51,8 @@ export interface StackEventsInput {
   finalizing: boolean;
   /** The sync's clock: when its finished Updates expire. */
   now: Date;
+  /** The reclaim policy of a Stack that names none (WORKSPACE_RECLAIM_DEFAULT; default Retain). */
+  workspaceReclaimDefault?: ReclaimPolicy;
 }
 
 /**
@@ -143,7 +146,7 @@ export function stackEvents(input: StackEventsInput): HookEvent[] {
     hadWorkspace &&
     !keepsWorkspace &&
     !input.finalizing &&
-    stack.spec?.workspaceReclaimPolicy === 'Delete' &&
+    reclaimPolicy(stack, input) === 'Delete' &&
     last?.state === 'succeeded'
   ) {
     events.push(

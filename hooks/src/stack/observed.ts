@@ -16,6 +16,7 @@ import type { StackSyncRequest, SyncSteps } from './sync';
 import { checkUpdateResult, jobOutcome } from '../lib/operation-result';
 import { isUpdateName } from '../lib/stack-updates';
 import { AUTO_API_VERSION } from '../lib/api-versions';
+import { cacheClaimName } from './hibernation';
 
 /** An observed Update (or an earlier version's Job) and its result (undefined: running). */
 export interface ObservedUpdate {
@@ -45,6 +46,8 @@ export interface StackView {
   /** The Stack's drift checks (drift.ts): Updates outside its history of operations. */
   driftChecks: ObservedUpdate[];
   refreshRequests: Typed<V1ConfigMap>[];
+  /** The cache volume `<stack>-cache` (hibernation.ts), if Metacontroller reports it as the Stack's child. */
+  cacheClaim?: KObject;
   /** The earlier version's Job that `status.currentUpdate` names, with its result once it ended. */
   legacyJob?: ObservedUpdate;
   /**
@@ -78,8 +81,16 @@ export function stackChildRules(stack: string): ChildRule[] {
     { kind: 'Workspace', apiVersion: AUTO_API_VERSION, name: (n) => n === stack },
     { kind: 'Update', apiVersion: AUTO_API_VERSION, name: (n) => isUpdateName(stack, n) },
     { kind: 'ConfigMap', apiVersion: 'v1', name: (n) => n.startsWith(`${stack}-refresh-`) },
+    { kind: 'PersistentVolumeClaim', apiVersion: 'v1', name: (n) => n === cacheClaimName(stack) },
     ...legacyKinds(stack).map((k) => ({ ...k, identityOnly: true as const })),
   ];
+}
+
+function cacheClaimOf(children: ObjectMap | undefined, stack: string): { cacheClaim?: KObject } {
+  const claim = objectsOf(children, 'PersistentVolumeClaim', 'v1').find(
+    (c) => c.metadata.name === cacheClaimName(stack),
+  );
+  return claim ? { cacheClaim: claim } : {};
 }
 
 export function observe(req: StackSyncRequest, steps: SyncSteps, now: Date): StackView {
@@ -129,6 +140,7 @@ export function observe(req: StackSyncRequest, steps: SyncSteps, now: Date): Sta
     refreshRequests: objectsOf<V1ConfigMap>(children, 'ConfigMap', 'v1').filter((cm) =>
       cm.metadata.name.startsWith(`${name}-refresh-`),
     ),
+    ...cacheClaimOf(children, name),
     ...(legacyJob ? { legacyJob } : {}),
     legacy: legacyRunning
       ? legacyKinds(name).flatMap(({ kind, apiVersion, name: named }) =>

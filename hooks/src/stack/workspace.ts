@@ -16,6 +16,7 @@ import { stackLabels } from '../workspace/pod';
 import { WORKSPACE_HOLD } from '../workspace/sync';
 import { programUrl, type FetchSource, type SecretEnv } from '../workspace/source';
 import { AUTO_API_VERSION } from '../lib/api-versions';
+import { cacheFor, withCache } from './hibernation';
 
 /**
  * On the Workspace: hash of what the Stack asked for (spec and labels: both shape the pod); the
@@ -195,6 +196,8 @@ export function stackWorkspace(stack: Stack, source: FetchSource, config: HookCo
   ws.image ||= config.workspaceImage[ws.securityProfile === 'baseline' ? 'baseline' : 'restricted'];
   const from = [...envFrom(spec), ...((template?.spec?.envFrom ?? []) as V1EnvFromSource[])];
   if (from.length) ws.envFrom = from;
+  // The Stack's cache volume (hibernation.ts), mounted after the template: the claim is always its own.
+  if (cacheFor(stack, config)) ws = withCache(ws, name);
   const labels = { ...template?.metadata?.labels, ...stackLabels(name, 'stack') };
   const hash = shortHash({ spec: ws, labels }, 16);
   const workspace: Workspace & KObject = {
