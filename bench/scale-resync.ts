@@ -9,8 +9,10 @@
  * first time on any resync with some chance: the second is warm for about half of them, the third
  * for three quarters. Per replica and resync: CPU seconds (/proc/<pid>/stat), peak RSS (VmHWM), the hooks'
  * cache hits and misses (/metrics, pulumi_hook_cache_requests_total), and the requests the hooks
- * made: git lookups (a fake git host) and Kubernetes API calls (a fake API server: Events, the
- * gauges' list and watch), both on loopback (./scale-fakes.ts).
+ * made: git lookups (a fake git host) and Kubernetes API calls (a fake API server: Events; the
+ * list and watch of Stacks, Programs, Workspaces and Updates, whose lists hold every parent of the
+ * replay, so the replicas' mirrors hold what they would at that many Stacks), both on loopback
+ * (./scale-fakes.ts). The replicas are measured once their mirrors are synced.
  *
  * Run: npm run bench:scale -- [--stacks 1000] [--seed 22] [--namespaces 50] [--resyncs 3]
  *   [--memory-limit 512] [--json]
@@ -26,7 +28,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { request as httpRequest } from 'undici';
 import { configFromEnv } from '../hooks/src/config';
 import { buildServer } from '../hooks/src/server';
-import { fakeApiServer, fakeGitHost, kubeconfigFor, type CountingServer } from './scale-fakes';
+import { fakeApiServer, fakeGitHost, kubeconfigFor, type CountingServer, type Listed } from './scale-fakes';
 import { prng, recordings, SOURCE_KINDS, scaleStacks, type HookRequest, type Route } from './scale-stacks';
 
 const ROOT = join(__dirname, '..', '..');
@@ -136,6 +138,17 @@ function afterGc(child: ChildProcess): Promise<{ rss: number; heapTotal: number;
     });
     child.send('gc');
   });
+}
+
+/** Waits until the replica's mirrors of Stacks, Programs, Workspaces and Updates have listed everything. */
+async function mirrorsSynced(url: string): Promise<void> {
+  for (let tries = 0; tries < 1200; tries++) {
+    const res = await httpRequest(`${url}/metrics`);
+    const text = await res.body.text();
+    if ([...text.matchAll(/^pulumi_hook_objects_synced\{resource="\w+"\} 1$/gm)].length === 4) return;
+    await sleep(100);
+  }
+  throw new Error(`${url}: the mirrors did not sync in 120 s`);
 }
 
 async function cacheCounts(url: string): Promise<Map<string, number>> {
@@ -275,7 +288,8 @@ async function main(): Promise<void> {
   const limitMiB = at < 0 ? 512 : Number(process.argv[at + 1]);
   if (!Number.isInteger(limitMiB) || limitMiB < 0) throw new Error('--memory-limit must be a number of MiB (0: none)');
   const git = await fakeGitHost();
-  const api = await fakeApiServer();
+  const listed: Listed = {};
+  const api = await fakeApiServer(listed);
   const dir = mkdtempSync(join(tmpdir(), 'pko-scale-'));
   const kubeconfig = join(dir, 'kubeconfig');
   writeFileSync(kubeconfig, kubeconfigFor(api.url));
@@ -324,10 +338,25 @@ async function main(): Promise<void> {
         `request bytes per resync: stack ${(bytes('/stack/sync') / 1e6).toFixed(1)} MB, workspace ${(bytes('/workspace/sync') / 1e6).toFixed(1)} MB, update ${(bytes('/update/sync') / 1e6).toFixed(1)} MB`,
     );
 
+    // The replicas' mirrors (gauges, events, operations budget) list every Stack, Workspace and Update.
+    const parentOf = (r: HookRequest) => (JSON.parse(r.body) as { parent: unknown }).parent;
+    const updates = stacks.flatMap((s) => s.updates);
+    listed['/apis/pulumi.com/v1/stacks'] = { count: stacks.length, item: (i) => parentOf(stacks[i]!.stack) };
+    listed['/apis/auto.pulumi.com/v1alpha1/workspaces'] = {
+      count: stacks.length,
+      item: (i) => parentOf(stacks[i]!.workspace),
+    };
+    listed['/apis/auto.pulumi.com/v1alpha1/updates'] = { count: updates.length, item: (i) => parentOf(updates[i]!) };
+
     const basePort = 20000 + Math.floor(prng(seed)() * 20000);
     replicas.push(await startReplica('replica-a', basePort, agentImage, kubeconfig, limitMiB));
     replicas.push(await startReplica('replica-b', basePort + 1, agentImage, kubeconfig, limitMiB));
-    const started = replicas.map((r) => ({ name: r.name, ...memoryMiB(r.child.pid!) }));
+    await Promise.all(replicas.map((r) => mirrorsSynced(r.url)));
+    const started = replicas.map((r) => ({
+      name: r.name,
+      ...memoryMiB(r.child.pid!),
+      cpuSeconds: cpuSeconds(r.child.pid!),
+    }));
     const random = prng(seed + 1);
     const results: Record<string, ResyncResult> = {};
     const resyncs = option('resyncs', 3);
