@@ -16,7 +16,7 @@
  *
  * Run: npm run bench:scale -- [--stacks 1000] [--seed 22] [--namespaces 50] [--resyncs 3]
  *   [--memory-limit 512] [--json]
- * The replicas are `node dist/hooks/src/main.js` as deployed (LOG_LEVEL info, logs drained), each
+ * The replicas are `node dist/hooks/src/main.js` as deployed (the image's node flags, LOG_LEVEL info, logs drained), each
  * in a memory cgroup of the chart's limit (--memory-limit MiB, 0: none; needs root), since V8
  * sizes its heap from it.
  */
@@ -26,7 +26,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request as httpRequest } from 'undici';
-import { configFromEnv } from '../hooks/src/config';
+import { configFromEnv, HOOKS_NODE_FLAGS } from '../hooks/src/config';
 import { buildServer } from '../hooks/src/server';
 import { fakeApiServer, fakeGitHost, kubeconfigFor, type CountingServer, type Listed } from './scale-fakes';
 import { prng, recordings, SOURCE_KINDS, scaleStacks, type HookRequest, type Route } from './scale-stacks';
@@ -75,7 +75,7 @@ async function startReplica(
   const main = join(ROOT, 'dist', 'hooks', 'src', 'main.js');
   const probe = join(__dirname, 'scale-gc-probe.js');
   const cgroup = limitMiB > 0 ? memoryCgroup(name, limitMiB) : undefined;
-  const argv = [process.execPath, '--expose-gc', '-r', probe, main];
+  const argv = [process.execPath, ...HOOKS_NODE_FLAGS, '--expose-gc', '-r', probe, main];
   // The shell joins the cgroup, then becomes node: the replica starts inside its limit.
   const [command, ...args] = cgroup
     ? ['sh', '-c', `echo $$ > ${join(cgroup, 'cgroup.procs')} && exec "$0" "$@"`, ...argv]
