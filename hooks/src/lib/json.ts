@@ -19,11 +19,9 @@ const RECURSIVE_DEPTH = 256;
  * Undefined past RECURSIVE_DEPTH levels.
  */
 function stableJson(value: unknown, depth: number): string | undefined {
-  if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null';
-  if (depth >= RECURSIVE_DEPTH) return undefined;
-  let out: string;
   if (Array.isArray(value)) {
-    out = '[';
+    if (depth >= RECURSIVE_DEPTH) return undefined;
+    let out = '[';
     for (let i = 0; i < value.length; i++) {
       const item: unknown = value[i];
       const json = item === undefined || typeof item === 'function' ? 'null' : stableJson(item, depth + 1);
@@ -32,18 +30,18 @@ function stableJson(value: unknown, depth: number): string | undefined {
     }
     return `${out}]`;
   }
-  const record = value as Record<string, unknown>;
-  const keys = sortedKeys(
-    Object.keys(record).filter((k) => record[k] !== undefined && typeof record[k] !== 'function'),
-  );
-  out = '{';
-  for (let i = 0; i < keys.length; i++) {
-    const key = keys[i]!;
-    const json = stableJson(record[key], depth + 1);
-    if (json === undefined) return undefined;
-    out += `${i > 0 ? ',' : ''}${JSON.stringify(key)}:${json}`;
+  if (isRecord(value)) {
+    if (depth >= RECURSIVE_DEPTH) return undefined;
+    const keys = sortedKeys(Object.keys(value).filter((k) => value[k] !== undefined && typeof value[k] !== 'function'));
+    let out = '';
+    for (const key of keys) {
+      const json = stableJson(value[key], depth + 1);
+      if (json === undefined) return undefined;
+      out += `,${JSON.stringify(key)}:${json}`;
+    }
+    return `{${out.slice(1)}}`;
   }
-  return `${out}}`;
+  return JSON.stringify(value) ?? 'null';
 }
 
 /** {@link stableStringify} for a value of any depth: a work list instead of the call stack. */
