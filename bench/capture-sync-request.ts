@@ -141,17 +141,18 @@ async function syncRequestOf(
   return { controller, parent, children, related, finalizing: false };
 }
 
-/** Writes one recorded request to bench/requests/, with the agent image the hooks answering it need. */
-function write(file: string, requestBody: SyncRequest): void {
+/** Writes one recorded request to bench/requests/, with the agent image and program server the hooks answering it need. */
+function write(file: string, requestBody: SyncRequest, programServer: Operator['programServer']): void {
   mkdirSync(REQUESTS_DIR, { recursive: true });
   const out = join(REQUESTS_DIR, file);
   writeFileSync(
     out,
     `${JSON.stringify(
       {
-        note: 'Written by bench/capture-sync-request.ts from a real kube-apiserver; the hook server answering it needs AGENT_IMAGE below.',
+        note: 'Written by bench/capture-sync-request.ts from a real kube-apiserver; the hook server answering it needs AGENT_IMAGE and the program server below.',
         capturedWith: process.env.METACONTROLLER_BIN ? 'Metacontroller binary' : 'the test bed Metacontroller driver',
         agentImage: AGENT_IMAGE,
+        programServer,
         request: requestBody,
       },
       null,
@@ -259,8 +260,12 @@ async function main(): Promise<void> {
     if (updates.length !== 3) throw new Error(`expected the three Updates kept, found ${updates.length}`);
     const workspaces = Object.values(stackRequest.children['Workspace.auto.pulumi.com/v1alpha1'] ?? {});
     if (workspaces.length !== 1) throw new Error(`expected the Stack's Workspace, found ${workspaces.length}`);
-    write('steady-state-sync.json', stackRequest);
-    write('steady-state-workspace-sync.json', await syncRequestOf(op, 'workspace-controller.yaml', workspaces[0]!, []));
+    write('steady-state-sync.json', stackRequest, op.programServer);
+    write(
+      'steady-state-workspace-sync.json',
+      await syncRequestOf(op, 'workspace-controller.yaml', workspaces[0]!, []),
+      op.programServer,
+    );
     for (const [i, update] of updates.entries()) {
       const request = await syncRequestOf(
         op,
@@ -270,7 +275,7 @@ async function main(): Promise<void> {
       );
       const jobs = Object.keys(request.children['Job.batch/v1'] ?? {});
       if (jobs.length !== 1) throw new Error(`expected the Job of ${update.metadata.name}, found ${jobs.length}`);
-      write(`steady-state-update-sync-${i + 1}.json`, request);
+      write(`steady-state-update-sync-${i + 1}.json`, request, op.programServer);
     }
   } finally {
     await op.stop();

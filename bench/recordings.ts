@@ -13,20 +13,25 @@ function recordingPath(file: string): string {
   return repoPath('bench', 'requests', file);
 }
 
-/** A recorded sync request and the agent image the hooks that answered it were configured with. */
+/** A recorded sync request and the agent image and program server the hooks that answered it were configured with. */
 export interface Recording<R> {
   request: R;
   agentImage: string;
+  /** The hooks' PROGRAM_SERVER_URL and the PEM of its CA: in the Workspace's URL and its pod's fetch container. */
+  programServer: { url: string; ca: string };
 }
 
 /** A recording, checked: a Metacontroller sync request whose parent is valid against `parentSchema`. */
 export function recording<R>(file: string, parentSchema: Validator): Recording<R> {
   const data: unknown = JSON.parse(readFileSync(recordingPath(file), 'utf8'));
   if (!isRecord(data) || typeof data.agentImage !== 'string') throw new Error(`${file} holds no agent image`);
+  const server = data.programServer;
+  if (!isRecord(server) || typeof server.url !== 'string' || typeof server.ca !== 'string')
+    throw new Error(`${file} holds no program server`);
   const request = data.request;
   if (!validateCompositeSyncRequest(request).ok || !isRecord(request) || !parentSchema(request.parent).ok)
     throw new Error(`${file} holds no valid sync request for its kind`);
-  return { request: request as R, agentImage: data.agentImage };
+  return { request: request as R, agentImage: data.agentImage, programServer: { url: server.url, ca: server.ca } };
 }
 
 /** What the clock is read from: a recorded Stack sync request. */

@@ -44,9 +44,15 @@ async function main(): Promise<void> {
     HookModules,
     'configFromEnv'
   >;
-  const { agentImage } = JSON.parse(readFileSync(requestFile, 'utf8')) as { agentImage: string };
+  const { agentImage, programServer } = JSON.parse(readFileSync(requestFile, 'utf8')) as {
+    agentImage: string;
+    programServer?: { url: string; ca: string };
+  };
   const deployed = configFromEnv({});
-  const { app } = buildServer({ ...deployed, agentImage, bodyLimit: 8 * 1024 * 1024 }, { clock: () => now });
+  const { app } = buildServer(
+    { ...deployed, agentImage, ...(programServer ? { programServer } : {}), bodyLimit: 8 * 1024 * 1024 },
+    { clock: () => now },
+  );
   await app.listen({ port: 0, host: '127.0.0.1' });
   process.send!({ port: (app.server.address() as { port: number }).port } satisfies ServerMessage);
 }

@@ -156,7 +156,7 @@ export function benchHookServer(kind: RequestKind, deps: Pick<ServerDeps, 'logge
 const capturedRecording = () => recording<StackSyncRequest>('steady-state-sync.json', validateStack);
 
 const capturedHook = (file: Recording<StackSyncRequest>): BenchHook => ({
-  config: { ...configFromEnv({}), agentImage: file.agentImage },
+  config: { ...configFromEnv({}), agentImage: file.agentImage, programServer: file.programServer },
   now: restingClock(file.request),
 });
 

@@ -38,9 +38,6 @@ export const Annotations = {
   updateResult: 'pulumi.com/update-result',
   /** On the outputs Secret (agent): JSON array of the keys that hold secret values (upstream's key). */
   secretOutputs: 'pulumi.com/secrets',
-  /** On the Program's ConfigMap (hooks): revision and digest of the rendered project. */
-  programRevision: 'pulumi.com/program-revision',
-  programDigest: 'pulumi.com/program-digest',
 } as const;
 
 /** Environment variables the hooks set in pod specs and the agent reads. */
@@ -101,8 +98,11 @@ export const Env = {
   fluxMaxUntarSize: 'FLUX_MAX_UNTAR_SIZE_BYTES',
   /** The most entries a Flux artifact may hold (default 100000, `-1` no limit). */
   fluxMaxUntarEntries: 'FLUX_MAX_UNTAR_ENTRIES',
-  programFile: 'PROGRAM_FILE',
+  /** The URL of a Program's rendered Pulumi.yaml on the hook server, and its expected digest. */
+  programUrl: 'PROGRAM_URL',
   programDigest: 'PROGRAM_DIGEST',
+  /** PEM of the CA the hook server's certificate is checked against. */
+  programCa: 'PROGRAM_CA',
   projectName: 'PROJECT_NAME',
   projectRuntime: 'PROJECT_RUNTIME',
   localDir: 'LOCAL_DIR',
@@ -126,8 +126,9 @@ export const Paths = {
   /** Projected ServiceAccount token the runner presents to the workspace. */
   tokenDir: '/var/run/secrets/pulumi.com/workspace-token',
   token: '/var/run/secrets/pulumi.com/workspace-token/token',
-  /** Where the Program's ConfigMap is mounted. */
-  programDir: '/var/run/pulumi.com/program',
+  /** Projected ServiceAccount token (audience PROGRAM_TOKEN_AUDIENCE) the fetch container presents to the hook server. */
+  programTokenDir: '/var/run/secrets/pulumi.com/program-token',
+  programToken: '/var/run/secrets/pulumi.com/program-token/token',
   /** Upstream's mount roots for configRef ConfigMaps and secretsRef Secrets. */
   configMaps: '/var/run/configmaps/stacks.pulumi.com/configmaps',
   secrets: '/var/run/secrets/stacks.pulumi.com/secrets',
@@ -443,4 +444,19 @@ export interface WorkspaceStackSpec {
   secretsProvider?: string;
   environment?: string[];
   config: ConfigItem[];
+}
+
+/** The audience of the tokens a workspace's fetch container presents for its Program. */
+export const PROGRAM_TOKEN_AUDIENCE = 'programs.pulumi-mc-hooks';
+
+/**
+ * The most bytes of rendered Pulumi.yaml the hook server serves and the agent reads. A Program is
+ * at most what the API server stores (about 1.5 MiB of JSON); its YAML is of the same order, so
+ * this bound only stops a broken or hostile answer.
+ */
+export const MAX_PROGRAM_BYTES = 8 * 1024 * 1024;
+
+/** The path of a Program's rendered Pulumi.yaml on the hook server. */
+export function programPath(namespace: string, name: string): string {
+  return `/programs/${namespace}/${name}`;
 }

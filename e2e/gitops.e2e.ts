@@ -2,14 +2,14 @@
  * Issue 37, item 4: GitOps end to end. A Git repository of manifests (e2e/testdata/gitops: a
  * Program and a Stack deploying it, whose passphrase is a Secret reference) applied by Flux's real
  * kustomize-controller from the artifacts of Flux's real source-controller, both fetching from the
- * test bed's git server: the repository deploys, a commit that deletes the Stack destroys it
- * (`destroyOnFinalize`), and `render` run on a clone of the same repository at each commit answers
- * what the hooks answered in the cluster. Not here yet: a commit that edits the Program changing the
- * Stack's outputs; on the test bed it did not (docs/testbed.md, "GitOps").
+ * test bed's git server: the repository deploys, a commit that edits the Program changes the
+ * Stack's outputs, a commit that deletes the Stack destroys it (`destroyOnFinalize`), and `render`
+ * run on a clone of the same repository at each commit answers what the hooks answered in the
+ * cluster.
  */
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
@@ -33,6 +33,7 @@ import { REPO_ROOT } from './testbed/toolchain';
 const NS = 'gitops';
 const REPO = 'platform';
 const TREE = join(REPO_ROOT, 'e2e', 'testdata', 'gitops');
+const PROGRAM_FILE = 'platform/program.yaml';
 let op: Operator;
 let git: GitServer;
 let source: SourceController;
@@ -82,8 +83,14 @@ async function renderRepository(): Promise<{ programs: RenderedEntry[]; stacks: 
   await promisify(execFile)('git', ['clone', '--quiet', '--branch', 'main', `${git.baseUrl}/${REPO}.git`, dir], {
     timeout: 60_000,
   });
-  // The hook server's settings that shape children, as the test bed sets them (harness.ts).
-  const out = runRender(['-f', join(dir, 'platform'), '-n', NS, '-o', 'json'], '', { AGENT_IMAGE });
+  // The hook server's settings that shape children, as the test bed sets them (testbed/operator.ts).
+  const caFile = join(dir, 'program-server-ca.crt');
+  writeFileSync(caFile, op.programServer.ca);
+  const out = runRender(['-f', join(dir, 'platform'), '-n', NS, '-o', 'json'], '', {
+    AGENT_IMAGE,
+    PROGRAM_SERVER_URL: op.programServer.url,
+    PROGRAM_SERVER_CA_FILE: caFile,
+  });
   expect(out.stderr).toBe('');
   expect(out.code).toBe(0);
   return parseOutput(out.stdout);
@@ -97,19 +104,18 @@ const childOf = (entry: RenderedEntry, key: 'children' | 'attachments', kind: st
   return found;
 };
 
-/** The rendered Program's ConfigMap and artifact are the cluster's. */
+/** The rendered Program's artifact (the hook server's URL of it, its digest) is the cluster's. */
 async function expectProgramAgrees(rendered: RenderedEntry): Promise<void> {
-  const configMap = childOf(rendered, 'attachments', 'ConfigMap');
-  const inCluster = await op.core.readNamespacedConfigMap({ namespace: NS, name: configMap.metadata!.name! });
-  expect(inCluster.data).toEqual(configMap.data);
   const program = (await op.custom.getNamespacedCustomObject({
     group: 'pulumi.com',
     version: 'v1',
     plural: 'programs',
     namespace: NS,
     name: rendered.name,
-  })) as { status?: { artifact?: { digest?: string } } };
-  const artifact = (rendered.response.status as { artifact?: { digest?: string } }).artifact;
+  })) as { status?: { artifact?: { digest?: string; url?: string } } };
+  const artifact = (rendered.response.status as { artifact?: { digest?: string; url?: string } }).artifact;
+  expect(artifact?.url).toBe(`${op.programServer.url}/programs/${NS}/${rendered.name}`);
+  expect(program.status?.artifact?.url).toBe(artifact?.url);
   expect(program.status?.artifact?.digest).toBe(artifact?.digest);
 }
 
@@ -180,6 +186,25 @@ describe('a Git repository of Stacks and Programs applied by kustomize-controlle
       workspace.metadata?.annotations?.[WORKSPACE_SPEC_HASH],
     );
     expect(inCluster.spec).toEqual(workspace.spec);
+  }, 600_000);
+
+  it("a commit that edits the Program changes the Stack's outputs; render agrees", async () => {
+    const before = await getStack('greeting');
+    const program = readFileSync(join(TREE, PROGRAM_FILE), 'utf8').replace('hello from git', 'hello again from git');
+    expect(program).toContain('hello again from git');
+    const sha = git.commit(REPO, 'main', { [PROGRAM_FILE]: program }, 'edit the Program');
+    const started = Date.now();
+    await reconcileSource();
+    const stack = await readyStack(
+      'greeting',
+      (s) =>
+        s.status?.lastUpdate?.name !== before.status?.lastUpdate?.name &&
+        (s.status?.outputs as { greeting?: string } | undefined)?.greeting === 'hello again from git',
+    );
+    expect(stack.status?.outputs).toEqual({ greeting: 'hello again from git' });
+    await appliedReady(sha);
+    recordTiming('Program edit to new outputs', started);
+    await expectProgramAgrees((await renderRepository()).programs[0]!);
   }, 600_000);
 
   it('a commit that deletes the Stack destroys its resources (destroyOnFinalize); render agrees', async () => {

@@ -16,12 +16,13 @@ const roots = ['e2e', 'agent', 'packaging'].map((r) => path.join(rootDir, r));
 
 /**
  * The test files that need a toolchain component .ci/run builds beside the suite rather than
- * before it (the older Pulumi CLIs, Flux's controllers): the ones that import the module through
- * which tests use such a component (testbed/older-clis.ts; testbed/<name>-controller.ts for the
- * component <name>-controller). PKO_E2E_PHASE=early runs the other files, PKO_E2E_PHASE=late
+ * before it (the older Pulumi CLIs, Flux's controllers, the stores of Flux's OCIRepository and
+ * Bucket): the ones that import the module through which tests use such a component
+ * (testbed/older-clis.ts; testbed/<name>-controller.ts for the component <name>-controller;
+ * testbed/flux-stores.ts for distribution and gofakes3). PKO_E2E_PHASE=early runs the other files, PKO_E2E_PHASE=late
  * these (.ci/run runs them after that build); unset, every file.
  */
-const LATE_MODULE = /^import [^;]* from '[^']*\/(older-clis|[\w-]+-controller)';$/m;
+const LATE_MODULE = /^import [^;]* from '[^']*\/(older-clis|flux-stores|[\w-]+-controller)';$/m;
 
 function testFiles(dir) {
   return fs

@@ -3,13 +3,13 @@
  * and a Stack, watch the Stack become Ready, read its outputs and columns, edit the Program, force
  * a run, delete the Stack. Everything goes through the API server; the hooks run behind
  * Metacontroller and the agent runs in the workspace and Job pods with the real Pulumi CLI.
- * Issue 20's limits too: outputs over a result's 64 KiB, `ttlAfterCompleted: 0s`, and Programs
- * around the size the API server accepts for their ConfigMap.
+ * Issue 20's limits too: outputs over a result's 64 KiB, `ttlAfterCompleted: 0s`; and issue 38's
+ * Programs served by the hook server: one of about 1 MiB, and a download whose digest is not the
+ * expected one, refused.
  */
 import * as k8s from '@kubernetes/client-node';
 import { Agent, request } from 'undici';
 import { MAX_OUTPUTS_ANNOTATION_BYTES } from '../contract';
-import { syncProgram } from '../hooks/src/program/sync';
 import type { Program } from '../schemas/generated/types';
 import { defined, e2eStackSpec, eventually, exists, condition, type Operator, greetingProgram } from './harness';
 import { e2eSuite } from './suite';
@@ -237,80 +237,77 @@ describe('a Program Stack', () => {
   });
 });
 
-describe('a Program larger than its ConfigMap may carry', () => {
+describe('a Program of about 1 MiB, served by the hook server', () => {
   const ns = 'program-size';
-  /** A Program whose one variable is `text`, as the API server will hold it (generation 1). */
+  /** A Program whose one variable is `text` and whose output is its length. */
   const sized = (name: string, text: string): Program => ({
     apiVersion: 'pulumi.com/v1',
     kind: 'Program',
-    metadata: { name, namespace: ns, generation: 1 },
+    metadata: { name, namespace: ns },
     program: { variables: { blob: text }, outputs: { size: 'counted' } },
   });
-  const programCondition = async (name: string, type: string) =>
-    condition(
-      (await op.custom.getNamespacedCustomObject({
-        group: 'pulumi.com',
-        version: 'v1',
-        namespace: ns,
-        plural: 'programs',
-        name,
-      })) as Program,
-      type,
-    );
-  const configMapExists = (name: string) =>
-    exists(() => op.core.readNamespacedConfigMap({ namespace: ns, name: `${name}-program` }));
+  const getProgram = async (name: string) =>
+    (await op.custom.getNamespacedCustomObject({
+      group: 'pulumi.com',
+      version: 'v1',
+      namespace: ns,
+      plural: 'programs',
+      name,
+    })) as Program;
 
-  it('stalls, never writing a ConfigMap the API server refuses, and so does its Stack', async () => {
+  it('reaches Ready, and so does its Stack: no ConfigMap and no 256 KiB cap', async () => {
     await op.namespace(ns);
-    await op.objects.create(sized('toolarge', 'x'.repeat(300_000)) as k8s.KubernetesObject);
+    // Four times what the ConfigMap of earlier releases could carry; plain characters, since the
+    // API server stores `<` as `\u003c` and etcd takes at most 1.5 MiB per object.
+    await op.objects.create(sized('large', 'abc'.repeat(350_000)) as k8s.KubernetesObject);
     await op.objects.create({
       apiVersion: 'pulumi.com/v1',
       kind: 'Stack',
-      metadata: { name: 'toolarge', namespace: ns },
-      spec: e2eStackSpec({ stack: 'dev', programRef: { name: 'toolarge' } }),
+      metadata: { name: 'large', namespace: ns },
+      spec: e2eStackSpec({ stack: 'dev', programRef: { name: 'large' } }),
     } as k8s.KubernetesObject);
-    const stalled = await eventually('the Program to stall', async () => {
-      const c = await programCondition('toolarge', 'Stalled');
-      return c?.status === 'True' ? c : undefined;
+    const program = await eventually('the Program to be Ready', async () => {
+      const p = await getProgram('large');
+      return condition(p, 'Ready')?.status === 'True' ? p : undefined;
     });
-    expect(stalled.reason).toBe('ProgramTooLarge');
-    expect(stalled.message).toContain('262144 bytes (256 KiB) of annotations');
-    // The Stack may stall first on a Program with no status yet ("has no artifact"), and says why
-    // once a later sync sees the Program's: wait for that sync, not the first.
-    const stack = await eventually('the Stack to stall saying why', async () => {
-      const s = await op.getStack(ns, 'toolarge');
-      const c = condition(s, 'Stalled');
-      return c?.status === 'True' && c.message?.includes(':') ? s : undefined;
-    });
-    expect(condition(stack, 'Stalled')?.reason).toBe('SourceUnavailable');
-    expect(condition(stack, 'Stalled')?.message).toContain('renders to a Pulumi.yaml of');
-    expect(await configMapExists('toolarge')).toBe(false);
+    expect(program.status?.artifact?.size).toBeGreaterThan(1024 * 1024);
+    expect(program.status?.artifact?.url).toBe(`${op.programServer.url}/programs/${ns}/large`);
+    const stack = await readyStack(ns, 'large');
+    expect(stack.status?.outputs).toEqual({ size: 'counted' });
+    expect(await exists(() => op.core.readNamespacedConfigMap({ namespace: ns, name: 'large-program' }))).toBe(false);
   });
 
-  it('delivers the largest Program it accepts: the API server takes its ConfigMap', async () => {
-    // The longest variable the hooks accept, by bisection, with characters Go escapes in the copy.
-    const text = (n: number) => 'ab<'.repeat(Math.ceil(n / 3)).slice(0, n);
-    const accepted = (n: number) =>
-      syncProgram({ object: sized('largest', text(n)) }, new Date()).attachments.length > 0;
-    let [lo, hi] = [0, 300_000];
-    while (hi - lo > 1) {
-      const mid = Math.floor((lo + hi) / 2);
-      if (accepted(mid)) lo = mid;
-      else hi = mid;
-    }
-    await op.objects.create(sized('largest', text(lo)) as k8s.KubernetesObject);
-    await eventually('its ConfigMap', () => configMapExists('largest'), 60_000, 500);
-    const ready = await eventually('the Program to be Ready', async () => {
-      const c = await programCondition('largest', 'Ready');
-      return c?.status === 'True' ? c : undefined;
-    });
-    expect(ready.reason).toBe('ProcessingCompleted');
-    // Close to the limit: the API server's own check is what was tested.
-    const cm = await op.core.readNamespacedConfigMap({ namespace: ns, name: 'largest-program' });
-    const annotationBytes = Object.entries(cm.metadata?.annotations ?? {}).reduce(
-      (n, [k, v]) => n + Buffer.byteLength(k + v),
-      0,
+  it('is refused by the workspace when the answer is not the digest the Stack handed over', async () => {
+    // A Workspace of the namespace that downloads the Program, as a Stack's does, but expecting
+    // other content: what a tampered answer looks like to the fetch container.
+    const url = `${op.programServer.url}/programs/${ns}/large`;
+    const forged = `sha256:${'0'.repeat(64)}`;
+    await op.objects.create({
+      apiVersion: 'auto.pulumi.com/v1alpha1',
+      kind: 'Workspace',
+      metadata: { name: 'tampered', namespace: ns },
+      spec: { flux: { url, digest: forged }, stacks: [{ name: 'dev' }] },
+    } as k8s.KubernetesObject);
+    const failed = await eventually(
+      'the Workspace to report the refused download',
+      async () => {
+        const ws = (await op.custom.getNamespacedCustomObject({
+          group: 'auto.pulumi.com',
+          version: 'v1alpha1',
+          namespace: ns,
+          plural: 'workspaces',
+          name: 'tampered',
+        })) as { status?: { conditions?: { type: string; status: string; reason?: string; message?: string }[] } };
+        const ready = ws.status?.conditions?.find((c) => c.type === 'Ready');
+        return ready?.status === 'False' && ready.message?.includes('digest mismatch') ? ready : undefined;
+      },
+      180_000,
+      1000,
     );
-    expect(annotationBytes).toBeGreaterThan(254 * 1024);
+    expect(failed.message).toContain(`want sha256:${'0'.repeat(64)}`);
+    expect(failed.message).toContain('tampered with');
+    // Nothing of it reached the workspace container: the pod never got past its init containers.
+    const pod = await op.core.readNamespacedPod({ namespace: ns, name: 'tampered-workspace-0' });
+    expect(pod.status?.containerStatuses?.find((c) => c.name === 'pulumi')?.state?.running).toBeUndefined();
   });
 });

@@ -48,6 +48,10 @@ const envOf = (d: KindOf<'Deployment'>) =>
     required(d.spec?.template.spec?.containers[0]?.env, `${d.metadata.name} has env`).map((e) => [e.name, e.value]),
   );
 
+/** The hooks' config from a Deployment's env, its PROGRAM_SERVER_CA_FILE (the Secret's ca.crt) read as a stand-in PEM. */
+const deployedConfig = (env: NodeJS.ProcessEnv) =>
+  configFromEnv(env, undefined, () => '-----BEGIN CERTIFICATE-----\nthe Secret ca.crt\n-----END CERTIFICATE-----\n');
+
 describe('chart metadata', () => {
   test('helm lint --strict passes with the default values and with every value changed', async () => {
     for (const args of [[], ['-f', VALUES]]) {
@@ -105,7 +109,7 @@ describe('helm template with the default values', () => {
     expect(envOf(d).AGENT_IMAGE).toBe(DEFAULT_AGENT_IMAGE);
     // No workspace image settings: the hooks default to pulumi/pulumi:<supported version>-nonroot.
     expect(envOf(d).WORKSPACE_IMAGE).toBeUndefined();
-    expect(configFromEnv(envOf(d)).workspaceImage).toEqual(DEFAULT_WORKSPACE_IMAGE);
+    expect(deployedConfig(envOf(d)).workspaceImage).toEqual(DEFAULT_WORKSPACE_IMAGE);
     // No bounded-operation settings: no deadline, no ephemeral storage, the images' own registries.
     for (const name of [
       'IMAGE_REGISTRY',
@@ -174,6 +178,8 @@ describe('helm template with the default values', () => {
     const { app } = buildServer(
       {
         ...configFromEnv({ TLS_CERT_FILE: files.cert, TLS_KEY_FILE: files.key, AUTH_TOKEN_FILES: files.token }),
+        // Only the certificate and the token are under test: /metrics open, no API to review scrapers with.
+        metricsAuth: false,
         logLevel: 'silent',
       },
       {
@@ -210,9 +216,13 @@ describe('helm template with the default values', () => {
     );
     expect(policy.spec?.ingress).toEqual([
       {
-        from: ['metacontroller', 'monitoring'].map((ns) => ({
-          namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': ns } },
-        })),
+        from: [
+          ...['metacontroller', 'monitoring'].map((ns) => ({
+            namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': ns } },
+          })),
+          // Workspace pods of any namespace, for their Program.
+          { namespaceSelector: {}, podSelector: { matchLabels: { 'auto.pulumi.com/component': 'workspace' } } },
+        ],
         ports: [{ port: 'https', protocol: 'TCP' }],
       },
     ]);
@@ -329,7 +339,7 @@ describe('helm template with every value changed (packaging/testdata/chart-value
       knownHosts,
       findObject(objects, 'ConfigMap', 'platform-pulumi-operator-ssh-known-hosts').data?.known_hosts ?? '',
     );
-    const config = configFromEnv({ ...envOf(d), SSH_KNOWN_HOSTS: knownHosts });
+    const config = deployedConfig({ ...envOf(d), SSH_KNOWN_HOSTS: knownHosts });
     fs.rmSync(dir, { recursive: true, force: true });
     expect(config.sshKnownHosts).toMatch(/^git\.example\.com ssh-ed25519 AAAA/);
     const egress = describeEgress(config.egress);
@@ -430,6 +440,7 @@ describe('helm template with every value changed (packaging/testdata/chart-value
         items: [
           { key: 'tls.crt', path: 'tls.crt' },
           { key: 'tls.key', path: 'tls.key' },
+          { key: 'ca.crt', path: 'ca.crt' },
         ],
       },
     });
@@ -460,6 +471,7 @@ describe('helm template with every value changed (packaging/testdata/chart-value
             namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'observability' } },
             podSelector: { matchLabels: { 'app.kubernetes.io/name': 'prometheus' } },
           },
+          { namespaceSelector: {}, podSelector: { matchLabels: { 'auto.pulumi.com/component': 'workspace' } } },
         ],
         ports: [{ port: 'https', protocol: 'TCP' }],
       },
@@ -556,14 +568,17 @@ describe('helm template with every value changed (packaging/testdata/chart-value
     expect(pod?.containers[0]?.env).toContainEqual({ name: 'METRICS_AUTH', value: 'off' });
   }, 60_000);
 
-  test('each of events, the gauges from objects and metricsAuth grants only its own rules', async () => {
+  test('each of events, the gauges from objects (with the program server) and metricsAuth grants only its own rules', async () => {
     const reviews = [
       { apiGroups: ['authentication.k8s.io'], resources: ['tokenreviews'], verbs: ['create'] },
       { apiGroups: ['authorization.k8s.io'], resources: ['subjectaccessreviews'], verbs: ['create'] },
     ];
+    // The program server gets the Program it serves, after reviewing the workspace's token.
     const watches = [
-      { apiGroups: ['pulumi.com'], resources: ['stacks', 'programs'], verbs: ['list', 'watch'] },
+      { apiGroups: ['pulumi.com'], resources: ['stacks'], verbs: ['list', 'watch'] },
+      { apiGroups: ['pulumi.com'], resources: ['programs'], verbs: ['get', 'list', 'watch'] },
       { apiGroups: ['auto.pulumi.com'], resources: ['workspaces', 'updates'], verbs: ['list', 'watch'] },
+      { apiGroups: ['authentication.k8s.io'], resources: ['tokenreviews'], verbs: ['create'] },
     ];
     const events = [{ apiGroups: [''], resources: ['events'], verbs: ['create'] }];
     for (const [flags, rules] of [
@@ -678,7 +693,7 @@ describe("upstream's values.yaml, unchanged", () => {
   test('controller.logLevel and controller.logFormat become LOG_LEVEL and LOG_FORMAT, which the hook server reads', () => {
     expect(envOf(d)).toMatchObject({ LOG_LEVEL: 'info', LOG_FORMAT: 'console' });
     expect(envOf(d).FLUX_MAX_UNTAR_SIZE_BYTES).toBeUndefined(); // flux.maxUntarSizeBytes ""
-    expect(configFromEnv(envOf(d))).toMatchObject({ logLevel: 'info', logFormat: 'console' });
+    expect(deployedConfig(envOf(d))).toMatchObject({ logLevel: 'info', logFormat: 'console' });
   });
 
   test('the strategy, grace period, resources and security contexts are upstream’s, over this chart’s', async () => {
@@ -752,7 +767,10 @@ describe("upstream's values.yaml, unchanged", () => {
       { apiGroups: ['authentication.k8s.io'], resources: ['tokenreviews'], verbs: ['create'] },
       { apiGroups: ['authorization.k8s.io'], resources: ['subjectaccessreviews'], verbs: ['create'] },
     ]);
-    expect(reviews(plain)).toEqual([]);
+    // The program server's TokenReviews stay (objectMetrics.enabled): no SubjectAccessReview.
+    expect(reviews(plain)).toEqual([
+      { apiGroups: ['authentication.k8s.io'], resources: ['tokenreviews'], verbs: ['create'] },
+    ]);
     expect(findObject(objects, 'ClusterRole', 'pko-pulumi-operator:metrics-reader').rules).toEqual([
       { nonResourceURLs: ['/metrics'], verbs: ['get'] },
     ]);

@@ -46,7 +46,8 @@ const sh = (script: string) => ({ command: ['/bin/sh', '-c', script] });
 
 /** Every distinct container command of the pods the hooks build (workspace StatefulSets, Jobs). */
 function hookCommands(): string[][] {
-  const config = configFromEnv({});
+  // A server that serves Programs, so that the Program's fetch container is among the pods.
+  const config = { ...configFromEnv({}), programServer: { url: 'https://hooks.test', ca: 'PEM' } };
   const stack: Stack = {
     apiVersion: 'pulumi.com/v1',
     kind: 'Stack',
@@ -56,7 +57,7 @@ function hookCommands(): string[][] {
   const sources: WorkspaceSource[] = [
     { kind: 'git', url: 'https://example.com/repo.git', revision: 'a'.repeat(40), shallow: false, auth: [] },
     { kind: 'flux', url: 'http://source-controller/artifact.tar.gz', digest: 'sha256:00' },
-    { kind: 'program', configMap: 'p-program', digest: 'sha256:00' },
+    { kind: 'program', name: 'p', digest: 'sha256:00' },
     { kind: 'local', dir: '/src' },
     { kind: 'projectInfo', name: 'p', runtime: 'yaml' },
   ];

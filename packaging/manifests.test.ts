@@ -115,6 +115,15 @@ describe('manifests/install.yaml', () => {
 });
 
 describe('the hook server Deployment', () => {
+  const CA_PEM = '-----BEGIN CERTIFICATE-----\nthe Secret ca.crt\n-----END CERTIFICATE-----\n';
+  /** The files the deployed configuration read (the CA only: the others are read when serving). */
+  const files: string[] = [];
+  /** The hook server's configuration from the Deployment's env, its CA file a stand-in. */
+  const deployedConfig = (env: NodeJS.ProcessEnv) =>
+    configFromEnv(env, undefined, (file) => {
+      files.push(file);
+      return CA_PEM;
+    });
   test('runs 2 replicas in the restricted Pod Security namespace pulumi-system', () => {
     expect(deployment.spec?.replicas).toBe(2);
     expect(deployment.metadata.namespace).toBe('pulumi-system');
@@ -149,6 +158,7 @@ describe('the hook server Deployment', () => {
           items: [
             { key: 'tls.crt', path: 'tls.crt' },
             { key: 'tls.key', path: 'tls.key' },
+            { key: 'ca.crt', path: 'ca.crt' },
           ],
         },
       },
@@ -158,7 +168,7 @@ describe('the hook server Deployment', () => {
       { name: 'tls', mountPath: '/etc/pulumi-operator/tls', readOnly: true },
       { name: 'auth', mountPath: '/etc/pulumi-operator/auth', readOnly: true },
     ]);
-    const config = configFromEnv(envOf(container.env));
+    const config = deployedConfig(envOf(container.env));
     expect(config.tls).toEqual({
       certFile: '/etc/pulumi-operator/tls/tls.crt',
       keyFile: '/etc/pulumi-operator/tls/tls.key',
@@ -168,6 +178,9 @@ describe('the hook server Deployment', () => {
       '/etc/pulumi-operator/auth/token',
       '/etc/pulumi-operator/auth/previous-token',
     ]);
+    // The Secret's ca.crt: what workspace pods check the program server against, at its Service.
+    expect(config.programServer).toEqual({ url: 'https://pulumi-mc-hooks.pulumi-system.svc', ca: CA_PEM });
+    expect(files).toEqual(['/etc/pulumi-operator/tls/ca.crt']);
   });
 
   test('serves what manifests/hooks-credentials.sh makes: HTTPS for the Service, the token required', async () => {
@@ -186,6 +199,7 @@ describe('the hook server Deployment', () => {
       mkdirSync(volume('auth'));
       writeFileSync(join(volume('tls'), 'tls.crt'), creds.cert);
       writeFileSync(join(volume('tls'), 'tls.key'), creds.key);
+      writeFileSync(join(volume('tls'), 'ca.crt'), creds.ca);
       writeFileSync(join(volume('auth'), 'token'), creds.token);
       const env = Object.fromEntries(
         Object.entries(envOf(container.env)).map(([k, v]) => [k, v.replaceAll('/etc/pulumi-operator', dir)]),
@@ -222,7 +236,7 @@ describe('the hook server Deployment', () => {
     }
   });
 
-  test('may create Events, list and watch Stacks and Programs, and review tokens, nothing else: one binding, the token mounted by this pod only', () => {
+  test('may create Events, list and watch Stacks and Programs, get Programs and review tokens, nothing else: one binding, the token mounted by this pod only', () => {
     expect(podSpec.automountServiceAccountToken).toBe(true);
     const serviceAccount = required(podSpec.serviceAccountName, 'the pod names its ServiceAccount');
     expect(findObject(install, 'ServiceAccount', serviceAccount).automountServiceAccountToken).toBe(false);
@@ -236,8 +250,11 @@ describe('the hook server Deployment', () => {
     ]);
     expect(findObject(install, 'ClusterRole', 'pulumi-operator:hooks').rules).toEqual([
       { apiGroups: [''], resources: ['events'], verbs: ['create'] },
-      { apiGroups: ['pulumi.com'], resources: ['stacks', 'programs'], verbs: ['list', 'watch'] },
+      { apiGroups: ['pulumi.com'], resources: ['stacks'], verbs: ['list', 'watch'] },
+      // The program server gets the Program it serves.
+      { apiGroups: ['pulumi.com'], resources: ['programs'], verbs: ['get', 'list', 'watch'] },
       { apiGroups: ['auto.pulumi.com'], resources: ['workspaces', 'updates'], verbs: ['list', 'watch'] },
+      // Whose token a workspace or a scraper sent; whether a scraper may get /metrics.
       { apiGroups: ['authentication.k8s.io'], resources: ['tokenreviews'], verbs: ['create'] },
       { apiGroups: ['authorization.k8s.io'], resources: ['subjectaccessreviews'], verbs: ['create'] },
     ]);
@@ -263,9 +280,10 @@ describe('the hook server Deployment', () => {
     const defaults = configFromEnv({});
     expect(container.ports).toEqual([{ name: 'https', containerPort: defaults.port, protocol: 'TCP' }]);
     const env = envOf(container.env);
-    const { tls, authTokenFiles, metricsAuth, ...rest } = configFromEnv(env);
+    const { tls, authTokenFiles, programServer, metricsAuth, ...rest } = deployedConfig(env);
     expect(tls).toBeDefined();
     expect(authTokenFiles).toBeDefined();
+    expect(programServer).toBeDefined();
     expect(metricsAuth).toBe(true);
     // With a token to ask for, the server listens on every interface (127.0.0.1 without).
     expect(rest).toEqual({ ...defaults, host: '0.0.0.0', logLevel: 'info', metricsAuth: undefined });
@@ -297,16 +315,20 @@ describe('the hook server Deployment', () => {
     expect(service.spec?.ports).toEqual([{ name: 'https', port: 443, targetPort: 'https', protocol: 'TCP' }]);
   });
 
-  test("the NetworkPolicy admits only Metacontroller's and Prometheus' namespaces, to the hook port", () => {
+  test("the NetworkPolicy admits only Metacontroller's and Prometheus' namespaces and workspace pods, to the hook port", () => {
     const policy = findObject(install, 'NetworkPolicy', 'pulumi-mc-hooks');
     expect(policy.metadata.namespace).toBe('pulumi-system');
     expect(policy.spec?.podSelector?.matchLabels).toEqual(deployment.spec?.selector.matchLabels);
     expect(policy.spec?.policyTypes).toEqual(['Ingress']);
     expect(policy.spec?.ingress).toEqual([
       {
-        from: ['metacontroller', 'monitoring'].map((ns) => ({
-          namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': ns } },
-        })),
+        from: [
+          ...['metacontroller', 'monitoring'].map((ns) => ({
+            namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': ns } },
+          })),
+          // Workspace pods of any namespace, for their Program (with their own token).
+          { namespaceSelector: {}, podSelector: { matchLabels: { 'auto.pulumi.com/component': 'workspace' } } },
+        ],
         ports: [{ port: 'https', protocol: 'TCP' }],
       },
     ]);

@@ -163,11 +163,6 @@ const ROWS: Record<string, { differs: boolean; evidence: string; check: () => bo
     evidence: 'the agent requires 3.160.0 of any CLI',
     check: () => PULUMI_CLI_VERSIONS.minimum === '3.160.0',
   },
-  Programs: {
-    differs: true,
-    evidence: 'the Program controller attaches ConfigMaps (the rendered Pulumi.yaml); no file server',
-    check: () => children('programs').includes('configmaps'),
-  },
   'SSH login and host keys': {
     differs: true,
     evidence: "host keys from the hooks' SSH_KNOWN_HOSTS",
@@ -224,6 +219,14 @@ const ROWS: Record<string, { differs: boolean; evidence: string; check: () => bo
     differs: false,
     evidence: 'install.yaml lets the hook server create TokenReviews (it authenticates scrapers)',
     check: () => !installGrantsTokenReviews(),
+  },
+  Programs: {
+    differs: false,
+    evidence:
+      'the Program controller attaches the rendered Pulumi.yaml (a ConfigMap) instead of the hooks serving it over HTTP',
+    check: () =>
+      children('programs').length > 0 ||
+      !readRepoFile('hooks/src/http/program-routes.ts').includes("'/programs/:namespace/:name'"),
   },
   'Operation results': {
     differs: false,

@@ -161,23 +161,39 @@ describe('e2e phases: .ci/run builds the older CLIs beside the suite and runs th
       .sort();
   };
 
-  test('the late phase holds the files that use the older CLIs, the early one every other file', () => {
+  test('the late phase holds the files that use the older CLIs, Flux and its stores, the early one every other file', () => {
     const all = listTests(undefined);
     const early = listTests('early');
     const late = listTests('late');
     expect(late).toEqual(
       expect.arrayContaining([
         'agent/test/pulumi-version.e2e.ts',
+        'e2e/flux-oci-bucket.e2e.ts',
         'e2e/pulumi-version.e2e.ts',
         'e2e/testbed/images.e2e.ts',
       ]),
     );
-    // Flux's controllers: testbed/<name>-controller.ts for the component <name>-controller.
+    // Flux's controllers: testbed/<name>-controller.ts for the component <name>-controller; the
+    // stores of OCIRepository and Bucket: testbed/flux-stores.ts.
     for (const f of late)
-      expect(fs.readFileSync(path.join(REPO_ROOT, f), 'utf8')).toMatch(/\/(older-clis|[\w-]+-controller)';/);
+      expect(fs.readFileSync(path.join(REPO_ROOT, f), 'utf8')).toMatch(
+        /\/(older-clis|flux-stores|[\w-]+-controller)';/,
+      );
     expect(early).toEqual(all.filter((f) => !late.includes(f)));
     expect(early).toContain('e2e/program-stack.e2e.ts');
   }, 60_000);
+
+  test('.ci/run builds in the background the components that only late files use, and no other', () => {
+    const run = fs.readFileSync(path.join(REPO_ROOT, '.ci', 'run'), 'utf8');
+    const late = new RegExp(/^LATE_COMPONENT='(.+)'$/m.exec(run)?.[1] ?? 'no LATE_COMPONENT in .ci/run');
+    expect(COMPONENTS.filter((c) => late.test(c))).toEqual([
+      'source-controller',
+      'kustomize-controller',
+      'distribution',
+      'gofakes3',
+      ...readVersions().oldPulumi.map(oldPulumiComponent),
+    ]);
+  });
 
   test('an unknown phase is refused', () => {
     const bad = spawnSync(

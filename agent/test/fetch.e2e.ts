@@ -1,7 +1,7 @@
 /**
  * `pko-agent fetch`: git against a real smart-HTTP git server (public, basic auth, token, GitHub App
- * token exchange), Flux artifacts over HTTP (digest, size cap, unsafe archives), Program,
- * project-info and local. Runs the real CLI (bin/pko-agent) with PKO_AGENT_ROOT as the pod's `/`.
+ * token exchange), Flux artifacts over HTTP (digest, size cap, unsafe archives), project-info and
+ * local (Programs: fetch-program.test.ts). Runs the real CLI (bin/pko-agent) with PKO_AGENT_ROOT as the pod's `/`.
  */
 import { execFileSync } from 'node:child_process';
 import * as crypto from 'node:crypto';
@@ -533,30 +533,7 @@ describe('fetch flux', () => {
   });
 });
 
-describe('fetch program, project-info, local', () => {
-  function programEnv(content: string, digestOf: string): Record<string, string> {
-    const file = path.join(root, 'var/run/pulumi.com/program/Pulumi.yaml');
-    fs.mkdirSync(path.dirname(file), { recursive: true });
-    fs.writeFileSync(file, content);
-    return env({
-      PROGRAM_FILE: '/var/run/pulumi.com/program/Pulumi.yaml',
-      PROGRAM_DIGEST: `sha256:${crypto.createHash('sha256').update(digestOf).digest('hex')}`,
-    });
-  }
-
-  it('copies the Program when its digest matches', async () => {
-    const r = await runAgent(['fetch', 'program'], programEnv(PROJECT, PROJECT));
-    expect(r.code).toBe(0);
-    expect(fs.readFileSync(path.join(ws(), 'Pulumi.yaml'), 'utf8')).toBe(PROJECT);
-  });
-
-  it('fails (to be retried by the kubelet) while the ConfigMap is at another revision', async () => {
-    const r = await runAgent(['fetch', 'program'], programEnv('name: old\nruntime: yaml\n', PROJECT));
-    expect(r.code).not.toBe(0);
-    expect(r.stderr).toContain("digest mismatch: the Program's ConfigMap is not yet at the expected revision");
-    expect(fs.existsSync(path.join(ws(), 'Pulumi.yaml'))).toBe(false);
-  });
-
+describe('fetch project-info, local', () => {
   it('writes a project-info Pulumi.yaml', async () => {
     const r = await runAgent(['fetch', 'project-info'], env({ PROJECT_NAME: 'gone', PROJECT_RUNTIME: 'nodejs' }));
     expect(r.code).toBe(0);

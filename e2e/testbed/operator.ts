@@ -17,7 +17,7 @@ import { Agent, request } from 'undici';
 import type { Stack } from '../../schemas/generated/types';
 import { configFromEnv, type HookConfig } from '../../hooks/src/config';
 import { kubeEventsApi } from '../../hooks/src/events/kubernetes';
-import { kubeObjectsApi } from '../../hooks/src/objects/kubernetes';
+import { kubeObjectsApi, kubeProgramGetter } from '../../hooks/src/objects/kubernetes';
 import { kubeReviewApi, TokenReviewer } from '../../hooks/src/kube/token-review';
 import type { EventRecorder } from '../../hooks/src/events/recorder';
 import { startHookServer, type RunningServer } from '../../hooks/src/main';
@@ -47,6 +47,11 @@ export interface Operator {
   hooksPort: number;
   /** Where the hook server is served: https://127.0.0.1:<hooksPort>. */
   hooksUrl: string;
+  /**
+   * Where workspace pods download Programs from it, https://<node address>:<hooksPort>
+   * (PROGRAM_SERVER_URL), and the CA they check it against: the hooks' config.programServer.
+   */
+  programServer: { url: string; ca: string };
   /**
    * A request to the hook server as Metacontroller makes it (HTTPS checked against the CA of the
    * hooks' Secret, with its bearer token), or with another Authorization header or none
@@ -148,7 +153,12 @@ export async function startOperator(options: OperatorOptions = {}): Promise<Oper
       cp,
       node,
       objects,
-      { port: hooksPort, url: hooksUrl, credentials },
+      {
+        port: hooksPort,
+        url: hooksUrl,
+        programServer: defined(hookConfig.programServer, 'the hooks serve Programs'),
+        credentials,
+      },
       {
         restartHooks: async () => (await stopHooks())(),
         stopHooks,
@@ -194,21 +204,31 @@ async function hookServerSettings(
   // ClusterRole and binding of manifests/install.yaml, through a token of that ServiceAccount.
   // Events go only to Stacks that watch holds, as in a cluster.
   const hooksKc = await hooksKubeConfig(cp.kubeConfig);
+  // One reviewer for the workspaces' tokens and the scrapers', as hooks/src/main.ts.
+  const reviewer = new TokenReviewer(kubeReviewApi(hooksKc));
   const hookAccess = {
     events: { api: kubeEventsApi(hooksKc), via: 'pulumi-mc-hooks' },
     objects: { api: kubeObjectsApi(hooksKc), via: 'pulumi-mc-hooks' },
+    programs: { api: { reviewer, getProgram: kubeProgramGetter(hooksKc) }, via: 'pulumi-mc-hooks' },
     // Reviews the tokens of scrapers when a test turns METRICS_AUTH on (hookConfig.metricsAuth).
-    reviewer: new TokenReviewer(kubeReviewApi(hooksKc)),
+    reviewer,
   };
   // The hook server's certificate and token, as the quickstart makes them; Metacontroller reads
   // the Secrets when it starts the controllers.
-  const credentials = makeHookCredentials(join(cp.dir, 'hooks-credentials'), { EXTRA_SANS: 'IP:127.0.0.1' });
+  // Metacontroller calls the hooks on 127.0.0.1; workspace pods download Programs from the node
+  // address (the hooks' Service address in a cluster), so the certificate names both.
+  const credentials = makeHookCredentials(join(cp.dir, 'hooks-credentials'), {
+    EXTRA_SANS: `IP:127.0.0.1,IP:${cp.nodeAddress}`,
+  });
   for (const secret of credentials.secrets) await objects.create(secret);
+  const port = await freePort();
   const hookConfig: HookConfig = {
     ...configFromEnv({}),
     ...credentials.serving,
-    port: await freePort(),
-    host: '127.0.0.1',
+    port,
+    // Every address of the test network: no packet leaves it.
+    host: '0.0.0.0',
+    programServer: { url: `https://${cp.nodeAddress}:${port}`, ca: credentials.ca },
     agentImage: AGENT_IMAGE,
     logLevel: process.env.PKO_E2E_HOOK_LOGS ? 'info' : 'warn',
     ...options.hookConfig,
@@ -245,7 +265,7 @@ function operatorOf(
   cp: ControlPlane,
   node: RealNode,
   objects: k8s.KubernetesObjectApi,
-  hooks: { port: number; url: string; credentials: HookCredentials },
+  hooks: { port: number; url: string; programServer: Operator['programServer']; credentials: HookCredentials },
   lifecycle: Pick<Operator, 'restartHooks' | 'stopHooks' | 'hookEvents' | 'hookEventsIdle' | 'stop'>,
 ): Operator {
   const kc = cp.kubeConfig;
@@ -262,6 +282,7 @@ function operatorOf(
     node,
     hooksPort: hooks.port,
     hooksUrl: hooks.url,
+    programServer: hooks.programServer,
     hookRequest: client.hookRequest,
     ...stackClient(custom),
     ...podLogs(kc, core),

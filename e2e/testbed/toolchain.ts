@@ -41,6 +41,10 @@ export interface ToolchainVersions {
   sourceController: string;
   /** Flux's kustomize-controller (KUSTOMIZE_CONTROLLER_VERSION). */
   kustomizeController: string;
+  /** distribution's registry (DISTRIBUTION_VERSION): the OCI registry of Flux's OCIRepository. */
+  distribution: string;
+  /** gofakes3 (GOFAKES3_VERSION): the S3 stand-in of Flux's Bucket. */
+  gofakes3: string;
   /** OLD_PULUMI_VERSIONS: older Pulumi CLIs, for the stand-in images of those releases. */
   oldPulumi: readonly string[];
 }
@@ -58,6 +62,8 @@ export type Component =
   | 'crictl'
   | 'source-controller'
   | 'kustomize-controller'
+  | 'distribution'
+  | 'gofakes3'
   | OldPulumiComponent;
 export const oldPulumiComponent = (version: string): OldPulumiComponent => `oldpulumi-${version}`;
 
@@ -88,6 +94,10 @@ export interface ToolchainBinaries {
   sourceController: string;
   /** Flux's kustomize-controller; its CRD and RBAC are next to its bin directory. */
   kustomizeController: string;
+  /** distribution's `registry`, an OCI registry. */
+  registry: string;
+  /** gofakes3, an S3 stand-in. */
+  gofakes3: string;
   /** `pulumi` of each OLD_PULUMI_VERSIONS entry: not on toolchainEnv()'s PATH, where it would hide the current one. */
   [old: OldPulumiBinary]: string;
 }
@@ -137,6 +147,8 @@ export function readVersions(file = VERSIONS_FILE): ToolchainVersions {
     crictl: get('CRICTL_VERSION'),
     sourceController: get('SOURCE_CONTROLLER_VERSION'),
     kustomizeController: get('KUSTOMIZE_CONTROLLER_VERSION'),
+    distribution: get('DISTRIBUTION_VERSION'),
+    gofakes3: get('GOFAKES3_VERSION'),
     oldPulumi: get('OLD_PULUMI_VERSIONS').split(','),
   };
 }
@@ -162,6 +174,8 @@ export function resolveToolchain(env: NodeJS.ProcessEnv = process.env): Toolchai
     crictl: path.join(dir, `crictl-${versions.crictl}`, 'bin'),
     'source-controller': path.join(dir, `source-controller-${versions.sourceController}`, 'bin'),
     'kustomize-controller': path.join(dir, `kustomize-controller-${versions.kustomizeController}`, 'bin'),
+    distribution: path.join(dir, `distribution-${versions.distribution}`, 'bin'),
+    gofakes3: path.join(dir, `gofakes3-${versions.gofakes3}`, 'bin'),
   };
   for (const v of versions.oldPulumi) binDirs[oldPulumiComponent(v)] = path.join(dir, `oldpulumi-${v}`, 'bin');
   const componentOf: Record<keyof ToolchainBinaries, Component> = {
@@ -183,6 +197,8 @@ export function resolveToolchain(env: NodeJS.ProcessEnv = process.env): Toolchai
     crictl: 'crictl',
     sourceController: 'source-controller',
     kustomizeController: 'kustomize-controller',
+    registry: 'distribution',
+    gofakes3: 'gofakes3',
   };
   for (const v of versions.oldPulumi) componentOf[oldPulumiBinary(v)] = oldPulumiComponent(v);
   const binaries: ToolchainBinaries = {
@@ -204,6 +220,8 @@ export function resolveToolchain(env: NodeJS.ProcessEnv = process.env): Toolchai
     crictl: path.join(binDirs.crictl, 'crictl'),
     sourceController: path.join(binDirs['source-controller'], 'source-controller'),
     kustomizeController: path.join(binDirs['kustomize-controller'], 'kustomize-controller'),
+    registry: path.join(binDirs.distribution, 'registry'),
+    gofakes3: path.join(binDirs.gofakes3, 'gofakes3'),
   };
   for (const v of versions.oldPulumi) binaries[oldPulumiBinary(v)] = path.join(dir, `oldpulumi-${v}`, 'bin', 'pulumi');
   return { dir, versions, binDirs, binaries, componentOf };
@@ -247,6 +265,8 @@ export const COMPONENTS: readonly Component[] = [
   'crictl',
   'source-controller',
   'kustomize-controller',
+  'distribution',
+  'gofakes3',
   ...versions.oldPulumi.map(oldPulumiComponent),
 ];
 
@@ -349,6 +369,8 @@ export function toolchainEnv(tc: Toolchain = toolchain, basePath = process.env.P
     'crictl',
     'source-controller',
     'kustomize-controller',
+    'distribution',
+    'gofakes3',
   ];
   const env: Record<string, string> = {
     PKO_TOOLCHAIN_DIR: tc.dir,

@@ -4,7 +4,8 @@
 #   kubectl, pulumi (+ pulumi-language-nodejs, pulumi-language-yaml and the dynamic-provider shim),
 #   pulumi-resource-command, pulumi-resource-kubernetes, helm, coredns, crictl, Flux's
 #   source-controller (with its CRDs and ClusterRole), Flux's kustomize-controller (with its CRD
-#   and RBAC), and older pulumi CLIs (oldpulumi-<version>,
+#   and RBAC), an OCI registry (distribution) and an S3 stand-in (gofakes3) for Flux's
+#   OCIRepository and Bucket, and older pulumi CLIs (oldpulumi-<version>,
 #   one per OLD_PULUMI_VERSIONS entry: the stand-in images of older Pulumi releases, e.g. for the
 #   PulumiVersionTooLow test).
 #
@@ -12,7 +13,7 @@
 #   e2e/toolchain/build.sh [component...]   build what is missing (default: all components:
 #                                           etcd kubernetes pulumi command kubernetes-provider
 #                                           helm coredns crictl source-controller
-#                                           kustomize-controller
+#                                           kustomize-controller distribution gofakes3
 #                                           oldpulumi-<version>...;
 #                                           `oldpulumi` selects them all)
 #   e2e/toolchain/build.sh --print-env      print `export` lines for `eval` (PATH and
@@ -41,7 +42,7 @@ LOGS="$TOOLCHAIN_DIR/.logs"
 # One oldpulumi-<version> component per OLD_PULUMI_VERSIONS entry (comma-separated).
 IFS=, read -ra OLD_PULUMI_LIST <<<"$OLD_PULUMI_VERSIONS"
 OLD_PULUMI_COMPONENTS=("${OLD_PULUMI_LIST[@]/#/oldpulumi-}")
-ALL_COMPONENTS=(etcd kubernetes pulumi command kubernetes-provider helm coredns crictl source-controller kustomize-controller "${OLD_PULUMI_COMPONENTS[@]}")
+ALL_COMPONENTS=(etcd kubernetes pulumi command kubernetes-provider helm coredns crictl source-controller kustomize-controller distribution gofakes3 "${OLD_PULUMI_COMPONENTS[@]}")
 # The commands of k8s.io/kubernetes/cmd/ that the kubernetes component builds, in one go build: the
 # control plane, and the node (kubelet, kube-proxy) that must match the API server's version.
 # A directory built before a binary was added lacks it, fails verify_component and is rebuilt;
@@ -83,6 +84,8 @@ component_dir() {
     crictl) echo "$TOOLCHAIN_DIR/crictl-$CRICTL_VERSION" ;;
     source-controller) echo "$TOOLCHAIN_DIR/source-controller-$SOURCE_CONTROLLER_VERSION" ;;
     kustomize-controller) echo "$TOOLCHAIN_DIR/kustomize-controller-$KUSTOMIZE_CONTROLLER_VERSION" ;;
+    distribution) echo "$TOOLCHAIN_DIR/distribution-$DISTRIBUTION_VERSION" ;;
+    gofakes3) echo "$TOOLCHAIN_DIR/gofakes3-$GOFAKES3_VERSION" ;;
     oldpulumi-*) local v; v=$(old_pulumi_version "$1") || exit 1; echo "$TOOLCHAIN_DIR/oldpulumi-$v" ;;
     *) die "unknown component '$1' (known: ${ALL_COMPONENTS[*]})" ;;
   esac
@@ -100,6 +103,8 @@ component_binaries() {
     crictl) echo "crictl" ;;
     source-controller) echo "source-controller" ;;
     kustomize-controller) echo "kustomize-controller" ;;
+    distribution) echo "registry" ;;
+    gofakes3) echo "gofakes3" ;;
     oldpulumi-*) echo "pulumi" ;;
   esac
 }
@@ -120,6 +125,8 @@ stamp_key() {
     crictl) key="$key crictl=$CRICTL_VERSION" ;;
     source-controller) key="$key source-controller=$SOURCE_CONTROLLER_VERSION" ;;
     kustomize-controller) key="$key kustomize-controller=$KUSTOMIZE_CONTROLLER_VERSION" ;;
+    distribution) key="$key distribution=$DISTRIBUTION_VERSION" ;;
+    gofakes3) key="$key gofakes3=$GOFAKES3_VERSION" ;;
   esac
   echo "$key"
 }
@@ -183,6 +190,13 @@ verify_component() {
       has_module "$bin/kustomize-controller" github.com/fluxcd/kustomize-controller "$KUSTOMIZE_CONTROLLER_VERSION" || return 1
       [ -f "$2/crds/kustomize.toolkit.fluxcd.io_kustomizations.yaml" ] && [ -f "$2/rbac/role.yaml" ] ||
         { echo "kustomize-controller: no crds/ or rbac/role.yaml next to bin/" >&2; return 1; } ;;
+    distribution)
+      out=$("$bin/registry" --version 2>&1) || true
+      [ "$out" = "$bin/registry github.com/distribution/distribution/v3 $DISTRIBUTION_VERSION" ] ||
+        { echo "registry --version: $out" >&2; return 1; } ;;
+    gofakes3)
+      # No version flag: the build info names the module.
+      has_module "$bin/gofakes3" github.com/johannesboyne/gofakes3 "$GOFAKES3_VERSION" || return 1 ;;
   esac
 }
 
@@ -563,6 +577,25 @@ build_kustomize_controller() {
   chmod -R u+w "$out/crds" "$out/rbac"
 }
 
+# distribution's registry (the reference OCI registry, Docker's `registry:2`), as its Makefile
+# builds cmd/registry: the version linked into version.version (`registry --version`), no extra
+# build tags (the Makefile's optional ones add storage drivers the test bed does not use), CGO off.
+build_distribution() {
+  local out=$1 mod=github.com/distribution/distribution/v3
+  fetch_module "$mod@$DISTRIBUTION_VERSION"
+  build_with_wrapper distribution "$mod@$DISTRIBUTION_VERSION" \
+    "-s -w -X $mod/version.version=$DISTRIBUTION_VERSION -X $mod/version.mainpkg=$mod" "$out/bin" \
+    "$mod/cmd/registry"
+}
+
+# gofakes3, a small S3 server written for tests: a stand-in for an S3-compatible store (MinIO, AWS)
+# behind Flux's Bucket with the `generic` provider (docs/testbed.md says why not MinIO).
+build_gofakes3() {
+  local out=$1 mod=github.com/johannesboyne/gofakes3
+  fetch_module "$mod@$GOFAKES3_VERSION"
+  build_with_wrapper gofakes3 "$mod@$GOFAKES3_VERSION" "-s -w" "$out/bin" "$mod/cmd/gofakes3"
+}
+
 # --- driver -----------------------------------------------------------------------------------
 
 unavailable_note() { # dir
@@ -612,7 +645,7 @@ print_env() {
   printf 'export PKO_TOOLCHAIN_DIR=%q\n' "$TOOLCHAIN_DIR"
   # pulumi first: its bundled plugins must be the ones next to it. The older CLIs are not on PATH
   # (each would be a second `pulumi`): only images copy them.
-  for c in pulumi command kubernetes-provider kubernetes etcd helm coredns crictl source-controller kustomize-controller "${OLD_PULUMI_COMPONENTS[@]}"; do
+  for c in pulumi command kubernetes-provider kubernetes etcd helm coredns crictl source-controller kustomize-controller distribution gofakes3 "${OLD_PULUMI_COMPONENTS[@]}"; do
     dir=$(component_dir "$c")/bin
     var=$(bin_var "$c")
     printf 'export %s=%q\n' "$var" "$dir"

@@ -70,6 +70,12 @@ export interface HookConfig extends BoundedSettings {
    * is open to whoever reaches the port (`npm start` on 127.0.0.1).
    */
   metricsAuth?: boolean;
+  /**
+   * Where workspace pods download Programs from this server (PROGRAM_SERVER_URL, e.g.
+   * https://pulumi-mc-hooks.pulumi-system.svc:443) and the PEM of the CA its certificate is checked
+   * against (read from PROGRAM_SERVER_CA_FILE). Unset: Programs have no artifact (Stalled).
+   */
+  programServer?: { url: string; ca: string };
 }
 
 /** What one caller can hold of the hook server: time and memory (docs/security.md, "The hook server"). */
@@ -231,10 +237,14 @@ function servingFromEnv(
   };
 }
 
-/** `knownHosts`: how the trusted host keys are read (render reads only the files SSH_KNOWN_HOSTS names). */
+/**
+ * `knownHosts`: how the trusted host keys are read (render reads only the files SSH_KNOWN_HOSTS
+ * names); `readFile`: how PROGRAM_SERVER_CA_FILE is read (tests of the manifests: a stand-in).
+ */
 export function configFromEnv(
   env: NodeJS.ProcessEnv = process.env,
   knownHosts: (env: NodeJS.ProcessEnv) => string = readKnownHosts,
+  readFile: (file: string) => string = (file) => readFileSync(file, 'utf8'),
 ): HookConfig {
   const bounded = boundedSettingsFromEnv(env);
   const image = (ref: string): string => withRegistry(ref, bounded.imageRegistry);
@@ -267,5 +277,33 @@ export function configFromEnv(
   const policy = pullPolicy(env.AGENT_IMAGE_PULL_POLICY);
   if (policy) config.agentImagePullPolicy = policy;
   if (env.FLUX_MAX_UNTAR_SIZE_BYTES) config.fluxMaxUntarSizeBytes = env.FLUX_MAX_UNTAR_SIZE_BYTES;
+  const programServer = programServerFromEnv(env, readFile);
+  if (programServer) config.programServer = programServer;
   return config;
+}
+
+/** PROGRAM_SERVER_URL and PROGRAM_SERVER_CA_FILE go together: an https URL without path, and a PEM file. */
+function programServerFromEnv(env: NodeJS.ProcessEnv, readFile: (file: string) => string): HookConfig['programServer'] {
+  const url = env.PROGRAM_SERVER_URL ?? '';
+  const caFile = env.PROGRAM_SERVER_CA_FILE ?? '';
+  if (url === '' && caFile === '') return undefined;
+  if (url === '' || caFile === '')
+    throw new Error('PROGRAM_SERVER_URL and PROGRAM_SERVER_CA_FILE go together: set both or neither');
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new Error(`PROGRAM_SERVER_URL is not a URL: ${JSON.stringify(url)}`);
+  }
+  if (parsed.protocol !== 'https:' || parsed.pathname !== '/' || parsed.search !== '' || parsed.username !== '')
+    throw new Error(`PROGRAM_SERVER_URL must be https://<host>[:<port>], not ${JSON.stringify(url)}`);
+  let ca: string;
+  try {
+    ca = readFile(caFile);
+  } catch (e) {
+    throw new Error(`PROGRAM_SERVER_CA_FILE: cannot read ${caFile}: ${errorMessage(e)}`, { cause: e });
+  }
+  if (!ca.includes('-----BEGIN CERTIFICATE-----'))
+    throw new Error(`PROGRAM_SERVER_CA_FILE: ${caFile} holds no PEM certificate`);
+  return { url: parsed.origin, ca };
 }

@@ -2,7 +2,7 @@ import { configFromEnv, type HookConfig } from './config';
 import { kubeEventsApi } from './events/kubernetes';
 import { kubeAccessFromEnv } from './kube/access';
 import { kubeReviewApi, TokenReviewer } from './kube/token-review';
-import { kubeObjectsApi } from './objects/kubernetes';
+import { kubeObjectsApi, kubeProgramGetter } from './objects/kubernetes';
 import { buildServer, type HookServer, type ServerDeps } from './server';
 
 export interface RunningServer extends HookServer {
@@ -31,6 +31,9 @@ export async function startHookServer(config: HookConfig, deps: ServerDeps = {})
 async function main(): Promise<void> {
   const config = configFromEnv();
   const access = kubeAccessFromEnv();
+  // One reviewer, so one cache of answers and one bound on reviews in flight, for both /metrics's
+  // scrapers and the workspace pods downloading Programs.
+  const reviewed = 'kc' in access ? { ...access, reviewer: new TokenReviewer(kubeReviewApi(access.kc)) } : access;
   const running = await startHookServer(config, {
     events: 'kc' in access ? { api: kubeEventsApi(access.kc), via: access.via } : access,
     objects:
@@ -39,7 +42,11 @@ async function main(): Promise<void> {
         : 'kc' in access
           ? { api: kubeObjectsApi(access.kc), via: access.via }
           : access,
-    ...('kc' in access && config.metricsAuth ? { reviewer: new TokenReviewer(kubeReviewApi(access.kc)) } : {}),
+    programs:
+      'reviewer' in reviewed
+        ? { api: { reviewer: reviewed.reviewer, getProgram: kubeProgramGetter(reviewed.kc) }, via: reviewed.via }
+        : reviewed,
+    ...('reviewer' in reviewed && config.metricsAuth ? { reviewer: reviewed.reviewer } : {}),
   });
   const onSignal = (signal: string) => {
     running.shutdown(signal).then(

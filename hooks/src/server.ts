@@ -16,13 +16,14 @@ import { installErrorHandler } from './http/errors';
 import { BodyBudget, installGuard } from './http/guard';
 import { healthPlugin, type Health } from './http/health';
 import { HookMetrics, instrument, metricsPlugin } from './http/metrics';
-import { programHooks } from './http/program-routes';
+import { programHooks, programServer, type ProgramServerAccess } from './http/program-routes';
 import { installRequestLog, OneLinePerRequest } from './http/request-log';
 import { stackHooks } from './http/stack-routes';
 import { updateHooks, workspaceHooks } from './http/workspace-routes';
 import type { Reviewer } from './kube/token-review';
 import { ObjectGauges, type ObjectsAccess } from './objects/gauges';
 import { mirrorTurn } from './budget/gate';
+import type { ProgramServerApi } from './program/serve';
 
 export interface ServerDeps {
   /** The hooks' only notion of time; tests pin it. */
@@ -36,6 +37,8 @@ export interface ServerDeps {
   events?: EventsAccess;
   /** Upstream's gauges of Stacks and Programs: the API to list and watch them with, or why they are off (the default). */
   objects?: ObjectsAccess;
+  /** The program server's TokenReviews and reads of Programs (program/serve.ts), or why it has none (the default). */
+  programs?: { api: ProgramServerApi; via: string } | { off: string };
   /** What reviews the bearer tokens of scrapers when METRICS_AUTH is on (kube/token-review.ts). */
   reviewer?: Reviewer;
   /** How often the TLS and token files are read again (default 30 s). */
@@ -124,6 +127,8 @@ export function buildServer(config: HookConfig, deps: ServerDeps = {}): HookServ
             ...(logStream ? { stream: logStream } : {}),
           },
     bodyLimit: config.bodyLimit,
+    // A Program's name may be 253 characters (/programs/:namespace/:name); longer is a 400 from its schema.
+    routerOptions: { maxParamLength: 300 },
     genReqId: (req) => {
       const given = req.headers['x-request-id'];
       return typeof given === 'string' && given.length > 0 && given.length <= 128 ? given : randomUUID();
@@ -206,9 +211,20 @@ export function buildServer(config: HookConfig, deps: ServerDeps = {}): HookServ
     });
     hooks.register(workspaceHooks, { prefix: '/workspace', config, clock, cache, ...(events ? { events } : {}) });
     hooks.register(updateHooks, { prefix: '/update', config, clock, cache, ...(events ? { events } : {}) });
-    hooks.register(programHooks, { prefix: '/program', clock });
+    hooks.register(programHooks, { prefix: '/program', clock, config });
     done();
   });
+  // The Programs, for the workspaces that run them: they prove who they are with their own token.
+  const programsAccess = deps.programs ?? { off: 'no Kubernetes API access given' };
+  const programAccess: ProgramServerAccess =
+    'off' in programsAccess
+      ? programsAccess
+      : objects
+        ? { api: programsAccess.api, readers: (namespace, url) => objects.programReaders(namespace, url) }
+        : { off: 'the hook server does not watch Workspaces (OBJECT_METRICS=off)' };
+  if (config.programServer && 'off' in programAccess)
+    app.log.warn({ why: programAccess.off }, 'Programs are not served');
+  app.register(programServer, { access: programAccess, serverUrl: config.programServer?.url });
   // A rotated Secret reaches the mounted files within a minute or so; this picks it up.
   const reloadCredentials = (): void => {
     const tls = credentials.reload();

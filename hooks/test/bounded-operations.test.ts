@@ -14,7 +14,7 @@ import { stackJob, stackWorkspacePod } from './controllers';
 
 const noHosts = (): string => '';
 const id = { generation: 1, reconcileRequest: '', commit: '', previous: '' };
-const program = { kind: 'program', configMap: 'my-program', digest: 'sha256:' + 'a'.repeat(64) } as const;
+const program = { kind: 'program', name: 'my-program', digest: 'sha256:' + 'a'.repeat(64) } as const;
 
 function update(spec: Update['spec']): Update {
   return {

@@ -30,6 +30,10 @@ export const testConfig: HookConfig = {
   logLevel: 'silent',
   gitTimeoutMs: 2000,
   gitCacheTtlMs: 20000,
+  programServer: {
+    url: 'https://pulumi-mc-hooks.pulumi-system.svc',
+    ca: '-----BEGIN CERTIFICATE-----\ntest CA\n-----END CERTIFICATE-----\n',
+  },
 };
 
 export function makeStack(
@@ -63,7 +67,7 @@ export function makeProgram(name = 'my-program', generation = 1, digest = 'sha25
       observedGeneration: generation,
       artifact: {
         path: `programs/team-a/${name}/${generation}`,
-        url: `configmap://team-a/${name}-program/Pulumi.yaml`,
+        url: `https://pulumi-mc-hooks.pulumi-system.svc/programs/team-a/${name}`,
         revision: String(generation),
         digest,
         lastUpdateTime: '2026-11-22T09:00:00Z',
@@ -152,13 +156,6 @@ type Marking = (child: KObject) => void;
 const byComposite: Marking = (child) => {
   child.metadata.labels = { ...child.metadata.labels, 'controller-uid': STAND_IN_CONTROLLER_UID };
 };
-
-/** A DecoratorController: the annotation naming it (github.com/metacontroller/metacontroller v4.17.2, pkg/controller/decorator/controller.go). */
-export const byDecorator =
-  (name: string): Marking =>
-  (child) => {
-    child.metadata.annotations = { ...child.metadata.annotations, 'metacontroller.k8s.io/decorator-controller': name };
-  };
 
 /** The top-level fields Metacontroller last applied to an observed child (its annotation), none if unreadable. */
 function lastAppliedOf(observed: KObject): Record<string, unknown> {

@@ -14,8 +14,11 @@ import { listenOnLoopback } from './answers';
 
 const REQUESTS = join(__dirname, '..', '..', 'bench', 'requests');
 
-function recorded(file: string): { request: unknown; agentImage: string } {
-  return JSON.parse(readFileSync(join(REQUESTS, file), 'utf8')) as { request: unknown; agentImage: string };
+/** A recording and what the hooks that answered it were configured with (bench/recordings.ts). */
+type Recorded = { request: unknown; agentImage: string; programServer: { url: string; ca: string } };
+
+function recorded(file: string): Recorded {
+  return JSON.parse(readFileSync(join(REQUESTS, file), 'utf8')) as Recorded;
 }
 
 const stack = recorded('steady-state-sync.json');
@@ -50,7 +53,10 @@ async function cacheCounts(server: HookServer): Promise<Record<string, number>> 
 describe('cache metrics', () => {
   let server: HookServer;
   beforeAll(async () => {
-    server = buildServer({ ...configFromEnv({}), agentImage: stack.agentImage }, { logger: false });
+    server = buildServer(
+      { ...configFromEnv({}), agentImage: stack.agentImage, programServer: stack.programServer },
+      { logger: false },
+    );
     await listenOnLoopback(server.app);
   });
   afterAll(() => server.app.close());
@@ -89,7 +95,11 @@ describe('the sync caches of Stacks with large specs', () => {
   it('hold at most SYNC_CACHE_MAX_BYTES, and /metrics says how much each holds', async () => {
     const budget = 64 * 1024 * 1024;
     const server = buildServer(
-      { ...configFromEnv({ SYNC_CACHE_MAX_BYTES: String(budget) }), agentImage: stack.agentImage },
+      {
+        ...configFromEnv({ SYNC_CACHE_MAX_BYTES: String(budget) }),
+        agentImage: stack.agentImage,
+        programServer: stack.programServer,
+      },
       { logger: false },
     );
     await listenOnLoopback(server.app);

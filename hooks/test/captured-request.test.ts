@@ -30,7 +30,7 @@ const workspace = recording<WorkspaceSyncRequest & { parent: Workspace }>(
 const updates = [1, 2, 3].map((n) =>
   recording<UpdateSyncRequest & { parent: Update }>(`steady-state-update-sync-${n}.json`, validateUpdate),
 );
-const config = { ...configFromEnv({}), agentImage: stack.agentImage };
+const config = { ...configFromEnv({}), agentImage: stack.agentImage, programServer: stack.programServer };
 // The answers depend on the clock: the one the benches answer these requests at too.
 const NOW = restingClock(stack.request);
 

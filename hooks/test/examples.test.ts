@@ -33,7 +33,7 @@ import {
   withStatus,
   workspaceBecomesReady,
 } from './builders';
-import { asChild, at } from './children';
+import { at } from './children';
 import { LAST_APPLIED_ANNOTATION, type KObject } from '../src/lib/k8s';
 import { ctx } from './stories';
 
@@ -294,7 +294,8 @@ const expectations: Record<string, Expectation> = {
     check: (body) => {
       const b = programSyncAnswer(body);
       expect(b.status.artifact?.revision).toBe('1');
-      expect(asChild(b.attachments[0], 'ConfigMap').data?.['Pulumi.yaml']).toContain('name: my-program');
+      expect(b.status.artifact?.url).toBe('https://pulumi-mc-hooks.pulumi-system.svc/programs/team-a/my-program');
+      expect(b.attachments).toEqual([]);
     },
   },
   'malformed-no-parent.json': {

@@ -6,15 +6,13 @@
  * adopted: the answer holds only the hooks' own children, or is a 409 naming the child that cannot
  * be verified. A genuine keep (the digest in the status verifies) answers each child unchanged.
  */
-import type { Program, Stack, Workspace } from '../../schemas/generated/types';
+import type { Stack, Workspace } from '../../schemas/generated/types';
 import { ChildNotVerified, LAST_APPLIED_ANNOTATION, type KObject } from '../src/lib/k8s';
 import { checkAnswer, childDigest } from '../src/lib/kept-children';
-import { syncProgram } from '../src/program/sync';
 import { syncStack as stackHook, type StackSyncRequest, type StackSyncResponse } from '../src/stack/sync';
 import { syncWorkspace, WORKSPACE_HOLD } from '../src/workspace/sync';
 import {
   applyChildren,
-  byDecorator,
   childrenMap,
   condition,
   jobFinishes,
@@ -376,33 +374,6 @@ describe("a Workspace's keep paths", () => {
         expect.objectContaining({ field: ['children', `RoleBinding.${RBAC}/v1`, 'team-a/ws-workspace'] }) as Error,
       );
     });
-  });
-});
-
-describe("a Program's keep path (invalid or too large)", () => {
-  const valid = makeProgram() as unknown as Program;
-  const first = syncProgram({ object: valid }, NOW);
-  const attached = applyChildren([], first.attachments, byDecorator('pulumi-programs'));
-  const invalid = {
-    ...valid,
-    metadata: { ...valid.metadata, generation: 2 },
-    program: { resources: { x: {} } },
-    status: first.status,
-  } as unknown as Program;
-  const sync = (attachments: KObject[]) =>
-    syncProgram({ object: invalid, attachments: objectMap(...attachments) }, NOW);
-
-  it('answers its ConfigMap as the hooks last answered it, and nothing else', () => {
-    const res = sync([...attached, ...intruders([['ConfigMap', 'v1']])]);
-    expect(condition(res.status, 'Stalled')).toMatchObject({ reason: 'SpecInvalid' });
-    expect(res.attachments).toEqual(first.attachments);
-    expect(res.status.childDigests).toEqual(first.status.childDigests);
-  });
-
-  it.each(forgeries)('answers 409 naming the ConfigMap when its copy is %s', (_forgery, forgery) => {
-    expect(() => sync(attached.map((o) => forge(o, forgery)))).toThrow(
-      expect.objectContaining({ field: ['attachments', 'ConfigMap.v1', 'team-a/my-program-program'] }) as Error,
-    );
   });
 });
 

@@ -12,8 +12,7 @@ import { makeStack, noLookups, NOW, syncRequest, testConfig } from './builders';
 
 const programSource = {
   kind: 'program' as const,
-  program: 'my-program',
-  configMap: 'my-program-program',
+  name: 'my-program',
   digest: 'sha256:' + 'a'.repeat(64),
 };
 

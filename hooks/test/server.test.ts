@@ -84,7 +84,10 @@ describe('the hook server', () => {
       finalizing: false,
     });
     expect(p.status).toBe(200);
-    expect(programSyncAnswer(p.json).attachments[0]?.metadata.name).toBe('my-program-program');
+    expect(programSyncAnswer(p.json).attachments).toEqual([]);
+    expect(programSyncAnswer(p.json).status.artifact?.url).toBe(
+      'https://pulumi-mc-hooks.pulumi-system.svc/programs/team-a/my-program',
+    );
   });
 
   it.each([

@@ -10,8 +10,7 @@ import { asChild, containerOf, templateOf, type PodTemplate } from './children';
 
 const programSource = {
   kind: 'program' as const,
-  program: 'my-program',
-  configMap: 'my-program-program',
+  name: 'my-program',
   digest: 'sha256:' + 'a'.repeat(64),
 };
 

@@ -25,8 +25,7 @@ import { ctx } from './stories';
 
 const programSource = {
   kind: 'program' as const,
-  program: 'my-program',
-  configMap: 'my-program-program',
+  name: 'my-program',
   digest: 'sha256:' + 'a'.repeat(64),
 };
 
@@ -87,7 +86,7 @@ describe('the workspace StatefulSet and Service', () => {
     expect(pulumiContainer(pod).securityContext).toBeUndefined();
   });
 
-  it('fetch the Program from its ConfigMap, checking the digest', () => {
+  it("download the Program from the hook server with the pod's own token, checking the digest", () => {
     const pod = podOf({});
     const fetch = fetchOf(pod);
     expect(fetch.name).toBe('fetch');
@@ -95,11 +94,27 @@ describe('the workspace StatefulSet and Service', () => {
     expect(fetch.command).toEqual(['pko-agent', 'fetch', 'program']);
     expect(fetch.env).toEqual(
       expect.arrayContaining([
-        { name: 'PROGRAM_FILE', value: '/var/run/pulumi.com/program/Pulumi.yaml' },
+        { name: 'PROGRAM_URL', value: 'https://pulumi-mc-hooks.pulumi-system.svc/programs/team-a/my-program' },
         { name: 'PROGRAM_DIGEST', value: programSource.digest },
+        { name: 'PROGRAM_CA', value: testConfig.programServer!.ca },
       ]),
     );
-    expect(pod.spec.volumes).toContainEqual({ name: 'program', configMap: { name: 'my-program-program' } });
+    // A token for the hooks' audience only, bound to the pod, short-lived; mounted in fetch alone.
+    expect(pod.spec.volumes).toContainEqual({
+      name: 'program-token',
+      projected: {
+        sources: [
+          { serviceAccountToken: { audience: 'programs.pulumi-mc-hooks', expirationSeconds: 600, path: 'token' } },
+        ],
+      },
+    });
+    expect(fetch.volumeMounts).toContainEqual({
+      name: 'program-token',
+      mountPath: '/var/run/secrets/pulumi.com/program-token',
+      readOnly: true,
+    });
+    const pulumi = pod.spec.containers.find((c) => c.name === 'pulumi');
+    expect(pulumi?.volumeMounts?.map((m) => m.name)).not.toContain('program-token');
   });
 
   it('pass the backend, access token and envRefs in upstream order, Secret values only by reference', () => {

@@ -147,30 +147,29 @@ describe('a Workspace', () => {
     expect(later.status).toEqual(first.status);
   });
 
-  it('runs a Program handed over as its artifact URL (a Stack with programRef) from the ConfigMap', () => {
-    const res = syncWorkspace(
-      {
-        parent: workspace({
-          git: undefined,
-          flux: { url: 'configmap://team-a/hello-program/Pulumi.yaml', digest: 'sha256:00' },
-        }),
-      },
-      ctx(),
-    );
-    const sts = asChild(res.children[0], 'StatefulSet');
-    expect(fetchContainerOf(sts).command).toEqual(['pko-agent', 'fetch', 'program']);
-    expect(podSpecOf(sts).volumes).toContainEqual({ name: 'program', configMap: { name: 'hello-program' } });
-    // Another namespace's ConfigMap is not one a pod can mount: it stays a URL to download.
-    const other = syncWorkspace(
-      {
-        parent: workspace({
-          git: undefined,
-          flux: { url: 'configmap://team-b/x-program/Pulumi.yaml', digest: 'sha256:00' },
-        }),
-      },
-      ctx(),
-    );
-    expect(fetchContainerOf(asChild(other.children[0], 'StatefulSet')).command).toEqual(['pko-agent', 'fetch', 'flux']);
+  it('runs a Program handed over as its artifact URL (a Stack with programRef) from the hook server', () => {
+    const fetchOf = (url: string) =>
+      fetchContainerOf(
+        asChild(
+          syncWorkspace({ parent: workspace({ git: undefined, flux: { url, digest: 'sha256:00' } }) }, ctx())
+            .children[0],
+          'StatefulSet',
+        ),
+      );
+    const program = fetchOf('https://pulumi-mc-hooks.pulumi-system.svc/programs/team-a/hello');
+    expect(program.command).toEqual(['pko-agent', 'fetch', 'program']);
+    expect(program.env).toContainEqual({
+      name: 'PROGRAM_URL',
+      value: 'https://pulumi-mc-hooks.pulumi-system.svc/programs/team-a/hello',
+    });
+    // Another namespace's Program, another server's or a path that names no Program: a plain
+    // Flux download, without the pod's token.
+    for (const url of [
+      'https://pulumi-mc-hooks.pulumi-system.svc/programs/team-b/hello',
+      'https://other.test/programs/team-a/hello',
+      'https://pulumi-mc-hooks.pulumi-system.svc/programs/team-a/hello/../x',
+    ])
+      expect(fetchOf(url).command).toEqual(['pko-agent', 'fetch', 'flux']);
   });
 });
 

@@ -1,42 +1,61 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as yaml from 'js-yaml';
-import { Env } from '../../../contract';
+import { Agent, request } from 'undici';
+import { Env, MAX_PROGRAM_BYTES, Paths } from '../../../contract';
 import { AgentError, errorCode, errorMessage } from '../lib/errors';
 import { logger } from '../lib/log';
 import { hostPath } from '../lib/paths';
+import { bufferChunks } from '../lib/bytes';
+import { sleep } from '../lib/sleep';
 import { fetchError, layout, replaceWithSymlink, type FetchLayout } from './common';
 import { fetchFlux, fluxSettingsFromEnv, hasherFor, parseDigest } from './flux';
 import { fetchGit, gitSettingsFromEnv } from './git';
 
 export const FETCH_KINDS = ['git', 'flux', 'program', 'project-info', 'local'] as const;
 
+/** How long the whole download of a Program may take. */
+const PROGRAM_TIMEOUT_MS = 60_000;
+
 /**
- * The rendered Program (a mounted ConfigMap key) after checking that it is the revision the Stack's
- * hook saw: a kubelet may still hold an older copy, so a mismatch fails and the kubelet retries the
- * init container.
+ * The rendered Program, downloaded from the hook server (PROGRAM_URL, over HTTPS checked against
+ * PROGRAM_CA, with the pod's projected ServiceAccount token), at most MAX_PROGRAM_BYTES in at most
+ * a minute, and written to the workspace only if its digest is PROGRAM_DIGEST: the one the Stack
+ * saw in the Program's status. Anything else (a Program changed since, an answer tampered with) is
+ * refused, reported, and retried by the kubelet.
  */
-export function fetchProgram(env: NodeJS.ProcessEnv = process.env, l: FetchLayout = layout(env)): void {
-  const fileEnv = env[Env.programFile];
+export async function fetchProgram(env: NodeJS.ProcessEnv = process.env, l: FetchLayout = layout(env)): Promise<void> {
+  const url = env[Env.programUrl];
   const digest = env[Env.programDigest];
-  if (!fileEnv) throw fetchError('program', '(no file)', `${Env.programFile} is not set`, 'SpecInvalid');
-  if (!digest) throw fetchError('program', fileEnv, `${Env.programDigest} is not set`, 'SpecInvalid');
-  const file = hostPath(fileEnv, env);
+  const ca = env[Env.programCa];
+  if (!url) throw fetchError('program', '(no URL)', `${Env.programUrl} is not set`, 'SpecInvalid');
+  if (!digest) throw fetchError('program', url, `${Env.programDigest} is not set`, 'SpecInvalid');
+  if (!ca) throw fetchError('program', url, `${Env.programCa} is not set`, 'SpecInvalid');
   let expected: { algorithm: string; hex: string };
   try {
     expected = parseDigest(digest);
   } catch (e) {
-    throw fetchError('program', fileEnv, errorMessage(e), 'SpecInvalid');
+    throw fetchError('program', url, errorMessage(e), 'SpecInvalid');
   }
-  let bytes: Buffer;
+  let token: string;
   try {
-    bytes = fs.readFileSync(file);
+    token = fs.readFileSync(hostPath(Paths.programToken, env), 'utf8').trim();
   } catch (e) {
-    throw fetchError(
-      'program',
-      fileEnv,
-      `cannot read the Program's rendered project (${errorCode(e) ?? errorMessage(e)}); the ConfigMap may not exist yet`,
-    );
+    throw fetchError('program', url, `cannot read the ServiceAccount token (${errorCode(e) ?? errorMessage(e)})`);
+  }
+  let bytes: Buffer | undefined;
+  // Three attempts while the answer may change by itself: the hook server has not seen the
+  // Workspace yet (403), is busy (429) or cannot decide yet (503), or the connection failed.
+  for (let attempt = 1; bytes === undefined; attempt++) {
+    try {
+      bytes = await downloadProgram(url, ca, token);
+    } catch (e) {
+      // A failed connection is not an AgentError; an answer is, with its status (none: too large).
+      const transient = !(e instanceof AgentError) || [403, 429, 503].includes(e.status ?? 0);
+      if (!transient || attempt >= 3) throw fetchError('program', url, errorMessage(e));
+      logger.info('program download failed; retrying', { url, attempt, error: errorMessage(e) });
+      await sleep(1000 * attempt);
+    }
   }
   const hash = hasherFor(expected.algorithm);
   hash.update(bytes);
@@ -44,14 +63,46 @@ export function fetchProgram(env: NodeJS.ProcessEnv = process.env, l: FetchLayou
   if (actual !== expected.hex) {
     throw fetchError(
       'program',
-      fileEnv,
-      `digest mismatch: the Program's ConfigMap is not yet at the expected revision (have ${expected.algorithm}:${actual}, want ${expected.algorithm}:${expected.hex}); the init container will be retried`,
+      url,
+      `digest mismatch: refused the answer of ${bytes.length} bytes (have ${expected.algorithm}:${actual}, want ${expected.algorithm}:${expected.hex}); the Program changed since the Stack read it, or the answer was tampered with`,
       'DigestMismatch',
     );
   }
   resetDir(l.workspace);
   fs.writeFileSync(path.join(l.workspace, 'Pulumi.yaml'), bytes);
-  logger.info('program copied', { file: fileEnv, digest: `${expected.algorithm}:${actual}` });
+  logger.info('program downloaded', { url, bytes: bytes.length, digest: `${expected.algorithm}:${actual}` });
+}
+
+/** GET with the bearer token; the body, at most MAX_PROGRAM_BYTES, within PROGRAM_TIMEOUT_MS. */
+async function downloadProgram(url: string, ca: string, token: string): Promise<Buffer> {
+  const dispatcher = new Agent({ connect: { ca, timeout: 10_000 } });
+  try {
+    const res = await request(url, {
+      method: 'GET',
+      headers: { authorization: `Bearer ${token}` },
+      dispatcher,
+      headersTimeout: 30_000,
+      bodyTimeout: 30_000,
+      signal: AbortSignal.timeout(PROGRAM_TIMEOUT_MS),
+    });
+    if (res.statusCode !== 200) {
+      const why = (await res.body.text().catch(() => '')).slice(0, 300);
+      throw new AgentError(`HTTP ${res.statusCode}${why ? `: ${why}` : ''}`, { status: res.statusCode });
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const chunk of bufferChunks(res.body)) {
+      size += chunk.length;
+      if (size > MAX_PROGRAM_BYTES) {
+        res.body.destroy();
+        throw new AgentError(`the answer is larger than ${MAX_PROGRAM_BYTES} bytes`);
+      }
+      chunks.push(chunk);
+    }
+    return Buffer.concat(chunks);
+  } finally {
+    await dispatcher.close().catch(() => undefined);
+  }
 }
 
 /** A minimal Pulumi.yaml (name and runtime), for destroying a stack whose source is gone. */
@@ -101,7 +152,7 @@ export async function runFetch(kind: string, env: NodeJS.ProcessEnv = process.en
       await fetchFlux(fluxSettingsFromEnv(env), l);
       return;
     case 'program':
-      fetchProgram(env, l);
+      await fetchProgram(env, l);
       return;
     case 'project-info':
       fetchProjectInfo(env, l);

@@ -8,9 +8,10 @@ import { StatusReporter } from '../serve/status';
 /**
  * A fetch that fails (bad credentials, missing ref, digest mismatch) is reported in the workspace's
  * status ConfigMap as a Failed WorkspaceStatus for this pod's template, so the Stack shows it
- * (Stalled/WorkspaceFailed with the cause) instead of waiting for readiness forever. A Program
- * that is missing or not at the expected digest is not reported: it only means the kubelet does
- * not hold the current ConfigMap yet, which the init container's retry resolves.
+ * (Stalled/WorkspaceFailed with the cause) instead of waiting for readiness forever. A Program's
+ * download that fails for other reasons than its settings or its digest is not reported: the hook
+ * server may not have seen the Workspace yet (403) or be restarting, which the init container's
+ * retry resolves.
  */
 export async function reportFetchFailure(
   kind: string,
@@ -22,7 +23,7 @@ export async function reportFetchFailure(
   const hash = env[Env.workspaceHash];
   if (!name || !namespace || !hash) return;
   const reason = err instanceof AgentError ? err.reason : undefined;
-  if (kind === 'program' && reason !== 'SpecInvalid') return;
+  if (kind === 'program' && reason !== 'SpecInvalid' && reason !== 'DigestMismatch') return;
   try {
     const reporter = new StatusReporter({ kubeConfig: loadKubeConfig(env), namespace, name });
     reporter.report({

@@ -1,7 +1,7 @@
 import * as path from 'node:path';
 
 /**
- * Every absolute path the agent reads or writes (the contract's Paths, PROGRAM_FILE, config files,
+ * Every absolute path the agent reads or writes (the contract's Paths, config files,
  * PULUMI_ENV, LOCAL_DIR, the projected token, the in-cluster ServiceAccount files) goes through
  * hostPath. In a pod it is the identity. For local runs and tests, PKO_AGENT_ROOT names a
  * directory that stands for the container's `/`.

@@ -114,7 +114,7 @@ export function render(input: RenderInput, settings: RenderSettings): RenderResu
     const request = { object: object as Program, attachments: objectMap(ownedBy(object, input.observed)) };
     const check = validateDecoratorSyncRequest(request);
     if (!check.ok) throw refused(object, formatErrors(check.errors));
-    const response = answered(object, () => syncProgram(request, settings.now));
+    const response = answered(object, () => syncProgram(request, settings.now, settings.config.programServer?.url));
     programs.push({
       kind: 'Program',
       namespace: object.metadata.namespace ?? '',

@@ -8,6 +8,7 @@ import type { LookupAddress } from 'node:dns';
 import { connect, type LookupFunction, type Socket } from 'node:net';
 import { buildConnector } from 'undici';
 import type { EgressPolicy } from './egress';
+import { asError } from '../lib/errors';
 
 /** A socket lookup that resolves nothing: it answers with addresses already checked. */
 function checkedLookup(addresses: LookupAddress[]): LookupFunction {
@@ -38,7 +39,7 @@ export function egressConnector(policy: EgressPolicy, timeoutMs: number): buildC
         try {
           buildConnector({ timeout: timeoutMs, lookup: checkedLookup(addresses) })(options, callback);
         } catch (err) {
-          callback(err as Error, null);
+          callback(asError(err), null);
         }
       },
       (err: Error) => callback(err, null),

@@ -11,7 +11,7 @@ import { createPrivateKey, sign, type KeyObject } from 'node:crypto';
 import { Worker } from 'node:worker_threads';
 import { BaseAgent, utils, type IdentityCallback, type ParsedKey, type SignCallback } from 'ssh2';
 import { sshKeyRoundsProblem } from '../../../contract';
-import { errorMessage } from '../lib/errors';
+import { asError, errorMessage } from '../lib/errors';
 
 /** How long one key may take to decrypt. At MAX_SSH_KEY_ROUNDS it takes about 1.5 to 3.5 s. */
 const DECRYPT_TIMEOUT_MS = 5000;
@@ -177,7 +177,7 @@ export class KeyAgent extends BaseAgent<ParsedKey> {
     try {
       done?.(null, sign(hash, data, this.identity.privateKey));
     } catch (e) {
-      done?.(e as Error);
+      done?.(asError(e));
     }
   }
 }

@@ -5,7 +5,7 @@ import { sshHostLabel, uploadPackCommand, type SshRemote } from '../../../contra
 import { egressDenied, type EgressPolicy } from './egress';
 import { egressSocket } from './egress-connect';
 import { KeyAgent, type SshIdentity } from './ssh-key';
-import { errorMessage } from '../lib/errors';
+import { asError, errorMessage } from '../lib/errors';
 
 /** Host key algorithms ssh2 can verify; others in known_hosts (security keys, certificates) are not offered. */
 const SSH2_HOST_KEY_ALGORITHMS = new Set<string>([
@@ -143,7 +143,7 @@ export function sshAdvertisement(req: SshAdvertisementRequest): Promise<Buffer> 
           try {
             end = flush.feed(chunk);
           } catch (e) {
-            return finish(e as Error);
+            return finish(asError(e));
           }
           out.push(end >= 0 ? chunk.subarray(0, end) : chunk);
           size += chunk.length;

@@ -10,3 +10,8 @@ export function errorMessage(e: unknown): string {
 export function errorCode(e: unknown): string | undefined {
   return typeof e === 'object' && e !== null && 'code' in e && typeof e.code === 'string' ? e.code : undefined;
 }
+
+/** A caught value as an Error, for callbacks typed `(err: Error) => …`: itself when it is one, else one saying it. */
+export function asError(e: unknown): Error {
+  return e instanceof Error ? e : new Error(errorMessage(e));
+}

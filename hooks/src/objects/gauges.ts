@@ -9,6 +9,7 @@
  * say which, and why.
  */
 import { Counter, Gauge, Registry } from 'prom-client';
+import type { ProgramReader } from '../program/serve';
 import { Reflector, type ListWatch, type Operation, type ReflectorOptions } from './reflector';
 import { isRecord } from '../lib/json';
 import { budgetFacts, queueLengths, type BudgetFacts } from '../budget/operations';
@@ -99,7 +100,45 @@ export interface ObjectMirror {
   changed(signal: AbortSignal): Promise<void>;
 }
 
-/** What the mirror keeps of a Workspace or an Update: its uid, for the events. */
+/**
+ * What the mirror keeps of a Workspace: its uid (the events), and what the program server needs
+ * (program/serve.ts): the URL it downloads a Program from, if any, and its pod's ServiceAccount.
+ */
+interface WorkspaceFacts {
+  uid: string | undefined;
+  /** `spec.flux.url` when it is a URL of this server's Programs' length (longer ones name no Program). */
+  programUrl: string | undefined;
+  serviceAccount: string;
+}
+
+/** A Program's URL is `<server>/programs/<namespace: 63>/<name: 253>`; longer strings are not kept. */
+const MAX_PROGRAM_URL = 1024;
+
+function stringAt(object: unknown, ...path: string[]): string | undefined {
+  const at = path.reduce<unknown>((o, key) => (isRecord(o) && Object.hasOwn(o, key) ? o[key] : undefined), object);
+  return typeof at === 'string' ? at : undefined;
+}
+
+export function workspaceProjection(object: unknown): { key: string; value: WorkspaceFacts } | undefined {
+  const key = metadataKey(object);
+  if (key === undefined) return undefined;
+  const url = stringAt(object, 'spec', 'flux', 'url');
+  // As workspacePodServiceAccount (workspace/pod.ts): the podTemplate's account, else spec.serviceAccountName.
+  const serviceAccount =
+    stringAt(object, 'spec', 'podTemplate', 'spec', 'serviceAccountName') ||
+    stringAt(object, 'spec', 'serviceAccountName') ||
+    'default';
+  return {
+    key,
+    value: {
+      uid: uidOf(object),
+      programUrl: url !== undefined && url.length <= MAX_PROGRAM_URL ? url : undefined,
+      serviceAccount: serviceAccount.slice(0, 253),
+    },
+  };
+}
+
+/** What the mirror keeps of an Update: its uid, for the events. */
 function uidProjection(object: unknown): { key: string; value: string | undefined } | undefined {
   const key = metadataKey(object);
   return key === undefined ? undefined : { key, value: uidOf(object) };
@@ -129,7 +168,7 @@ export class ObjectGauges {
   private readonly programGauges = new Registry();
   private readonly stacks: Reflector<StackFacts>;
   private readonly programs: Reflector<null>;
-  private readonly workspaces: Reflector<string | undefined>;
+  private readonly workspaces: Reflector<WorkspaceFacts>;
   private readonly updates: Reflector<string | undefined>;
   private readonly all: [WatchedResource, Reflector<unknown>][];
   private readonly failures: Counter<'resource' | 'operation'>;
@@ -160,10 +199,10 @@ export class ObjectGauges {
       project: programProjection,
       onFailure: (operation, err) => this.failed('programs', operation, err),
     });
-    this.workspaces = new Reflector<string | undefined>({
+    this.workspaces = new Reflector<WorkspaceFacts>({
       ...options.reflector,
       api: api.workspaces,
-      project: uidProjection,
+      project: workspaceProjection,
       onFailure: (operation, err) => this.failed('workspaces', operation, err),
     });
     this.updates = new Reflector<string | undefined>({
@@ -258,7 +297,7 @@ export class ObjectGauges {
       if (uid === undefined || uid === '') return false;
       const key = `${namespace}/${name}`;
       if (kind === 'Stack') return this.stacks.entries.get(key)?.uid === uid;
-      if (kind === 'Workspace') return this.workspaces.entries.get(key) === uid;
+      if (kind === 'Workspace') return this.workspaces.entries.get(key)?.uid === uid;
       if (kind === 'Update') return this.updates.entries.get(key) === uid;
       return false;
     },
@@ -272,6 +311,20 @@ export class ObjectGauges {
       signal.removeEventListener('abort', stop);
     },
   };
+
+  /**
+   * The Workspaces of `namespace` that download from `url` (a Program's URL), or undefined while
+   * the Workspace mirror is not synced (the program server answers 503 then).
+   */
+  programReaders(namespace: string, url: string): ProgramReader[] | undefined {
+    if (!this.workspaces.isSynced) return undefined;
+    const readers: ProgramReader[] = [];
+    const prefix = `${namespace}/`;
+    for (const [key, facts] of this.workspaces.entries)
+      if (facts.programUrl === url && key.startsWith(prefix))
+        readers.push({ workspace: key.slice(prefix.length), serviceAccount: facts.serviceAccount });
+    return readers;
+  }
 
   /** Starts the mirrors (in the background); idempotent. */
   start(): void {

@@ -4,7 +4,9 @@
  * and watch is all its ClusterRole grants for them).
  */
 import type * as k8s from '@kubernetes/client-node';
+import type { Program } from '../../../schemas/generated/types';
 import { k8sModule } from '../kube/access';
+import { isRecord } from '../lib/json';
 import type { ObjectsApi, WatchedResource } from './gauges';
 import type { ListPage, ListWatch, WatchEvent } from './reflector';
 
@@ -83,5 +85,30 @@ export function kubeObjectsApi(kc: k8s.KubeConfig): ObjectsApi {
     programs: kubeListWatch(kc, 'programs'),
     workspaces: kubeListWatch(kc, 'workspaces'),
     updates: kubeListWatch(kc, 'updates'),
+  };
+}
+
+/**
+ * A Program as the API server holds it now, or undefined when there is none (get, granted to the
+ * hooks for the program server: program/serve.ts). The API server bounds its size.
+ */
+export function kubeProgramGetter(
+  kc: k8s.KubeConfig,
+): (namespace: string, name: string) => Promise<Program | undefined> {
+  const custom = kc.makeApiClient(k8sModule().CustomObjectsApi);
+  const { group, version } = GROUP_VERSIONS.programs;
+  return async (namespace, name) => {
+    try {
+      return (await custom.getNamespacedCustomObject({
+        group,
+        version,
+        namespace,
+        plural: 'programs',
+        name,
+      })) as Program;
+    } catch (e) {
+      if (isRecord(e) && e.code === 404) return undefined;
+      throw e;
+    }
   };
 }

@@ -1,13 +1,10 @@
 import type { Program, ProgramStatus } from '../../../schemas/generated/types';
-import { Annotations, rfc3339 } from '../../../contract';
+import { MAX_PROGRAM_BYTES, programPath, rfc3339 } from '../../../contract';
 import { formatErrors, validateProgram } from '../../../schemas';
-import { MAX_NESTING, pathNestedDeeperThan, tooDeepMessage } from '../lib/json';
-import { objectsOf, type KObject, type ObjectMap } from '../lib/k8s';
-import { checkAnswer, childDigest, keptChild, recordedDigests, digestKey } from '../lib/kept-children';
-import { renderProgram } from './render';
-import { configMapTooLarge } from './size';
-import { programConfigMapName } from '../lib/names';
 import { applyMark } from '../lib/conditions';
+import { MAX_NESTING, pathNestedDeeperThan, tooDeepMessage } from '../lib/json';
+import type { KObject, ObjectMap } from '../lib/k8s';
+import { renderProgram } from './render';
 
 export interface ProgramSyncRequest {
   object: Program;
@@ -20,97 +17,73 @@ export interface ProgramSyncResponse {
   attachments: KObject[];
 }
 
-const PROGRAM_LABEL = 'pulumi.com/program-name';
-
-/** Stalled reason of a Program whose ConfigMap could not be written (size.ts). */
-export const PROGRAM_TOO_LARGE = 'ProgramTooLarge';
+/** Stalled reason of a Program while the hook server does not serve Programs (PROGRAM_SERVER_URL unset). */
+export const PROGRAM_SERVER_OFF = 'ProgramServerNotConfigured';
 
 /**
- * The Program decorator: validates the Program, renders it, attaches a ConfigMap holding the
- * project, and reports an upstream-shaped artifact (revision = generation, sha256 digest) that
- * Stacks consume like a Flux artifact. An invalid Program, or one too large for its ConfigMap,
- * keeps its last good attachment and artifact-less status says why, so Stacks using it stall
+ * The Program decorator: validates the Program, renders it, and reports an upstream-shaped artifact
+ * (revision = generation, the sha256 digest of the rendered Pulumi.yaml, the URL the hook server
+ * serves it at: program/serve.ts) that Stacks consume like a Flux artifact. It attaches nothing: the
+ * hook server renders the Program again when a workspace downloads it, and the workspace checks the
+ * digest. An invalid Program has no artifact and its status says why, so Stacks using it stall
  * (SourceUnavailable, with the Program's message) instead of deploying garbage or an old program.
  */
-export function syncProgram(req: ProgramSyncRequest, now: Date): ProgramSyncResponse {
+export function syncProgram(req: ProgramSyncRequest, now: Date, serverUrl: string | undefined): ProgramSyncResponse {
   const program = req.object;
   const name = program.metadata.name;
   const namespace = program.metadata.namespace ?? '';
   const generation = program.metadata.generation;
-  const cmName = programConfigMapName(name);
-  const observed = objectsOf(req.attachments, 'ConfigMap', 'v1').find((o) => o.metadata.name === cmName);
   const previous = program.status ?? {};
-  const answer = (status: ProgramStatus, attachment: { child: KObject; digest: string } | undefined) => {
-    const attachments = attachment ? [attachment.child] : [];
-    checkAnswer(`Program ${namespace}/${name}`, namespace, attachments, [
-      { kind: 'ConfigMap', apiVersion: 'v1', name: (n) => n === cmName },
-    ]);
-    // What this answer asks of the attachment, for the keep path of the next syncs.
-    status.childDigests = attachment ? { [digestKey('ConfigMap', cmName)]: attachment.digest } : {};
-    return { status, attachments };
-  };
-
-  // A Program that cannot be delivered keeps its last good attachment, as last answered if the
-  // status's digest says that is what its copy is (else 409); its status has no artifact.
-  const stalled = (reason: string, message: string): ProgramSyncResponse =>
-    answer(
-      {
-        observedGeneration: generation,
-        conditions: applyMark(previous.conditions, { kind: 'stalled', reason, message }, generation, now),
-      },
-      observed
-        ? keptChild(
-            observed,
-            { kind: 'ConfigMap', apiVersion: 'v1', name: cmName, namespace },
-            recordedDigests(program.status),
-            'attachments',
-          )
-        : undefined,
-    );
+  const stalled = (reason: string, message: string): ProgramSyncResponse => ({
+    status: {
+      observedGeneration: generation,
+      conditions: applyMark(previous.conditions, { kind: 'stalled', reason, message }, generation, now),
+    },
+    attachments: [],
+  });
   const message = programProblem(program);
   if (message !== undefined) return stalled('SpecInvalid', message);
+  if (serverUrl === undefined)
+    return stalled(
+      PROGRAM_SERVER_OFF,
+      'the hook server does not serve Programs: set PROGRAM_SERVER_URL and PROGRAM_SERVER_CA_FILE (docs/design.md)',
+    );
 
   const rendered = renderProgram(program);
+  if (rendered.size > MAX_PROGRAM_BYTES)
+    return stalled(
+      'SpecInvalid',
+      `Program ${namespace}/${name} renders to a Pulumi.yaml of ${rendered.size} bytes, more than the ${MAX_PROGRAM_BYTES} bytes the hook server serves`,
+    );
   const revision = String(generation);
   const unchanged = previous.artifact?.revision === revision && previous.artifact?.digest === rendered.digest;
-  const status: ProgramStatus = {
-    observedGeneration: generation,
-    conditions: applyMark(
-      previous.conditions,
-      { kind: 'ready', message: 'the program has been rendered' },
-      generation,
-      now,
-    ),
-    artifact: {
-      path: `programs/${namespace}/${name}/${revision}`,
-      url: `configmap://${namespace}/${cmName}/Pulumi.yaml`,
-      revision,
-      digest: rendered.digest,
-      size: rendered.size,
-      lastUpdateTime:
-        unchanged && typeof previous.artifact?.lastUpdateTime === 'string'
-          ? previous.artifact.lastUpdateTime
-          : rfc3339(now),
+  return {
+    status: {
+      observedGeneration: generation,
+      conditions: applyMark(
+        previous.conditions,
+        { kind: 'ready', message: 'the program has been rendered' },
+        generation,
+        now,
+      ),
+      artifact: {
+        path: `programs/${namespace}/${name}/${revision}`,
+        url: `${serverUrl}${programPath(namespace, name)}`,
+        revision,
+        digest: rendered.digest,
+        size: rendered.size,
+        lastUpdateTime:
+          unchanged && typeof previous.artifact?.lastUpdateTime === 'string'
+            ? previous.artifact.lastUpdateTime
+            : rfc3339(now),
+      },
     },
+    attachments: [],
   };
-  const configMap: KObject = {
-    apiVersion: 'v1',
-    kind: 'ConfigMap',
-    metadata: {
-      name: cmName,
-      namespace,
-      labels: { [PROGRAM_LABEL]: name },
-      annotations: { [Annotations.programRevision]: revision, [Annotations.programDigest]: rendered.digest },
-    },
-    data: { 'Pulumi.yaml': rendered.yaml },
-  };
-  const tooLarge = configMapTooLarge(`${namespace}/${name}`, configMap, rendered.size);
-  if (tooLarge !== undefined) return stalled(PROGRAM_TOO_LARGE, tooLarge);
-  return answer(status, { child: configMap, digest: childDigest(configMap, namespace) });
 }
 
 /** What is wrong with a Program, or undefined. Nesting first: validation and rendering walk it recursively. */
-function programProblem(program: Program): string | undefined {
+export function programProblem(program: Program): string | undefined {
   const tooDeep = pathNestedDeeperThan(program.program, MAX_NESTING, 'program');
   if (tooDeep !== undefined) return tooDeepMessage(tooDeep, 'program');
   const check = validateProgram(program);

@@ -106,7 +106,8 @@ export function decide(view: StackView, absorbed: Absorbed, ctx: SyncContext, st
 
   // Where the program comes from and which commit it is at.
   const sourceLessDestroy = deleting && spec.runProgram !== true && status.projectInfo !== undefined;
-  const source = resolveSource(stack, view.related, ctx.lookups, sourceLessDestroy);
+  const programsServed = ctx.config.programServer !== undefined;
+  const source = resolveSource(stack, view.related, ctx.lookups, sourceLessDestroy, programsServed);
   if (!source.ok)
     return decided({
       kind: 'stall',

@@ -7,7 +7,6 @@ import { Reasons } from './conditions';
 import { parseSshUrl } from '../../../contract';
 import { localSourceDir, type FetchSource, type SecretEnv } from '../workspace/source';
 import { PULUMI_API_VERSION } from '../lib/api-versions';
-import { programConfigMapName } from '../lib/names';
 import { type RefLookup, type RefLookupRequest, refLookupKey } from '../git/ref-lookup';
 
 /** The source a Stack's Workspace fetches (workspace/source.ts). */
@@ -136,6 +135,7 @@ export function resolveSource(
   related: ObjectMap | undefined,
   lookups: ReadonlyMap<string, RefLookup>,
   sourceLessDestroy: boolean,
+  programsServed: boolean,
 ): SourceResolution {
   const spec = stack.spec;
   const ns = stack.metadata?.namespace;
@@ -220,11 +220,14 @@ export function resolveSource(
       const why = invalid?.message ? `: ${invalid.message}` : '';
       return { ok: false, reason: Reasons.SourceUnavailable, message: `Program ${ns}/${name} has no artifact${why}` };
     }
-    return {
-      ok: true,
-      commit: artifact.revision,
-      source: { kind: 'program', configMap: programConfigMapName(name), digest: artifact.digest },
-    };
+    if (!programsServed)
+      return {
+        ok: false,
+        reason: Reasons.SourceUnavailable,
+        message: `Program ${ns}/${name}: the hook server does not serve Programs (PROGRAM_SERVER_URL is unset)`,
+      };
+    // Only the digest and revision come from the Program's status: the URL is this server's own.
+    return { ok: true, commit: artifact.revision, source: { kind: 'program', name, digest: artifact.digest } };
   }
   const local = spec.workspaceTemplate?.spec?.local?.dir;
   if (local) return { ok: true, commit: '', source: { kind: 'local', dir: localSourceDir(local) } };

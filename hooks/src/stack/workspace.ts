@@ -14,7 +14,7 @@ import { childDigest } from '../lib/kept-children';
 import { strategicMerge } from '../lib/merge';
 import { stackLabels } from '../workspace/pod';
 import { WORKSPACE_HOLD } from '../workspace/sync';
-import type { FetchSource, SecretEnv } from '../workspace/source';
+import { programUrl, type FetchSource, type SecretEnv } from '../workspace/source';
 import { AUTO_API_VERSION } from '../lib/api-versions';
 
 /**
@@ -138,7 +138,7 @@ function gitAuthOf(auth: SecretEnv[]): Record<string, unknown> | undefined {
 }
 
 /** The Workspace's source fields for a resolved source (a Program as a Flux source with its artifact URL, as upstream). */
-function sourceFields(source: FetchSource, namespace: string): WorkspaceSpec {
+function sourceFields(source: FetchSource, namespace: string, config: HookConfig): WorkspaceSpec {
   switch (source.kind) {
     case 'git': {
       const git: NonNullable<WorkspaceSpec['git']> = { url: source.url, ref: source.revision };
@@ -151,7 +151,9 @@ function sourceFields(source: FetchSource, namespace: string): WorkspaceSpec {
     case 'flux':
       return { flux: { url: source.url, digest: source.digest, ...(source.dir ? { dir: source.dir } : {}) } };
     case 'program':
-      return { flux: { url: `configmap://${namespace}/${source.configMap}/Pulumi.yaml`, digest: source.digest } };
+      return {
+        flux: { url: programUrl(config.programServer?.url ?? '', namespace, source.name), digest: source.digest },
+      };
     case 'local':
       return { local: { dir: source.dir } };
     case 'projectInfo':
@@ -176,7 +178,7 @@ export function stackWorkspace(stack: Stack, source: FetchSource, config: HookCo
   const namespace = stack.metadata.namespace ?? '';
   const template = spec.workspaceTemplate;
   const { stack: wsStack, volumes, mounts } = workspaceStack(spec);
-  let ws: WorkspaceSpec = { ...sourceFields(source, namespace) };
+  let ws: WorkspaceSpec = { ...sourceFields(source, namespace, config) };
   if (spec.serviceAccountName) ws.serviceAccountName = spec.serviceAccountName;
   const env = pulumiEnv(spec);
   if (env.length) ws.env = env;
@@ -188,7 +190,7 @@ export function stackWorkspace(stack: Stack, source: FetchSource, config: HookCo
   if (template?.spec) ws = strategicMerge(ws, template.spec);
   // The source is the one resolved (a template's `local` is, unless a destroy runs from projectInfo).
   delete ws.local;
-  ws = { ...ws, ...sourceFields(source, namespace) };
+  ws = { ...ws, ...sourceFields(source, namespace, config) };
   // The image is written out, as upstream's Workspaces show it (`kubectl get workspace`: IMAGE).
   ws.image ||= config.workspaceImage[ws.securityProfile === 'baseline' ? 'baseline' : 'restricted'];
   const from = [...envFrom(spec), ...((template?.spec?.envFrom ?? []) as V1EnvFromSource[])];

@@ -16,6 +16,7 @@ import {
   Labels,
   parseSshUrl,
   Paths,
+  PROGRAM_TOKEN_AUDIENCE,
   WORKSPACE_PORT,
   type ConfigItem,
   type WorkspaceStackSpec,
@@ -27,7 +28,7 @@ import { shortHash, stableStringify } from '../lib/json';
 import type { Json, KObject, Typed } from '../lib/k8s';
 import { childDigest } from '../lib/kept-children';
 import { strategicMerge } from '../lib/merge';
-import { fetchSourceOf, type FetchSource } from './source';
+import { fetchSourceOf, programUrl, type FetchSource } from './source';
 
 /** `<workspace>-workspace`: the StatefulSet and its headless Service (pod `<workspace>-workspace-0`), as upstream. */
 export function workspaceName(workspace: string): string {
@@ -103,6 +104,7 @@ function fetchContainer(
   source: FetchSource,
   config: HookConfig,
   statusName: string,
+  namespace: string,
 ): { container?: V1Container; volumes: Json<V1Volume>[] } {
   const env: V1EnvVar[] = [];
   const mounts: V1VolumeMount[] = [{ ...SHARE_MOUNT }];
@@ -133,14 +135,28 @@ function fetchContainer(
       if (source.dir) env.push(literalEnv(Env.fluxDir, source.dir));
       if (config.fluxMaxUntarSizeBytes) env.push(literalEnv(Env.fluxMaxUntarSize, config.fluxMaxUntarSizeBytes));
       break;
-    case 'program':
+    case 'program': {
+      // Only a server that serves Programs makes this kind (fetchSourceOf).
+      const server = config.programServer;
+      if (server === undefined) throw new Error('a Program source without a program server');
       env.push(
-        literalEnv(Env.programFile, `${Paths.programDir}/Pulumi.yaml`),
+        literalEnv(Env.programUrl, programUrl(server.url, namespace, source.name)),
         literalEnv(Env.programDigest, source.digest),
+        literalEnv(Env.programCa, server.ca),
       );
-      volumes.push({ name: 'program', configMap: { name: source.configMap } });
-      mounts.push({ name: 'program', mountPath: Paths.programDir, readOnly: true });
+      // The fetch container's identity for the hook server (program/serve.ts): a token of the pod's
+      // ServiceAccount, bound to this pod, for the hooks' audience only, valid 10 minutes.
+      volumes.push({
+        name: 'program-token',
+        projected: {
+          sources: [
+            { serviceAccountToken: { audience: PROGRAM_TOKEN_AUDIENCE, expirationSeconds: 600, path: 'token' } },
+          ],
+        },
+      });
+      mounts.push({ name: 'program-token', mountPath: Paths.programTokenDir, readOnly: true });
       break;
+    }
     case 'local':
       env.push(literalEnv(Env.localDir, source.dir));
       break;
@@ -254,7 +270,12 @@ export function desiredPod(ws: Workspace, config: HookConfig): DesiredPod {
   const namespace = ws.metadata.namespace ?? '';
   const wsName = workspaceName(name);
   const restricted = (spec.securityProfile ?? 'restricted') !== 'baseline';
-  const fetch = fetchContainer(fetchSourceOf(spec, namespace), config, workspaceStatusName(name));
+  const fetch = fetchContainer(
+    fetchSourceOf(spec, namespace, config.programServer?.url),
+    config,
+    workspaceStatusName(name),
+    namespace,
+  );
   const labels = inheritedLabels(ws);
 
   const pulumi: V1Container = {

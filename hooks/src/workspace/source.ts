@@ -1,6 +1,6 @@
 import { posix } from 'node:path';
 import type { WorkspaceSpec } from '../../../schemas/generated/types';
-import { Paths } from '../../../contract';
+import { Paths, programPath } from '../../../contract';
 
 /** A Secret key the fetch container receives as an env var (secretKeyRef); never a literal value. */
 export interface SecretEnv {
@@ -14,17 +14,29 @@ export interface SecretEnv {
 export type FetchSource =
   | { kind: 'git'; url: string; revision: string; dir?: string; shallow: boolean; auth: SecretEnv[] }
   | { kind: 'flux'; url: string; digest: string; dir?: string }
-  | { kind: 'program'; configMap: string; digest: string }
+  | { kind: 'program'; name: string; digest: string }
   | { kind: 'local'; dir: string }
   | { kind: 'projectInfo'; name: string; runtime: string }
   | { kind: 'none' };
 
 /**
- * The scheme of a Program's artifact URL (`configmap://<namespace>/<configmap>/Pulumi.yaml`): a
- * Stack hands a Program to its Workspace as a Flux source with this URL, as upstream hands over the
- * Program's artifact; the pod mounts the ConfigMap instead of downloading.
+ * The URL of a Program on the hook server (`<server>/programs/<namespace>/<name>`, program/serve.ts):
+ * a Stack hands a Program to its Workspace as a Flux source with this URL, as upstream hands over
+ * the Program's artifact (served by its operator); the fetch container downloads it with a token
+ * of the workspace's ServiceAccount and checks its digest.
  */
-const PROGRAM_URL = /^configmap:\/\/([^/]+)\/([^/]+)\/Pulumi\.yaml$/;
+export function programUrl(server: string, namespace: string, name: string): string {
+  return `${server}${programPath(namespace, name)}`;
+}
+
+/** A Program's name (a DNS subdomain) in the URL of a Workspace of this namespace; undefined for any other URL. */
+export function programOfUrl(url: string, server: string | undefined, namespace: string): string | undefined {
+  if (server === undefined) return undefined;
+  const prefix = programUrl(server, namespace, '');
+  if (!url.startsWith(prefix)) return undefined;
+  const name = url.slice(prefix.length);
+  return /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/.test(name) ? name : undefined;
+}
 
 /** The env var of each git credential, in upstream's names. */
 const GIT_AUTH_ENV = [
@@ -53,7 +65,7 @@ function secretEnv(env: string, ref: KeySelector | undefined): SecretEnv[] {
 }
 
 /** The fetch source of a Workspace: git, then Flux (or a Program), then local, then projectInfo, as upstream. */
-export function fetchSourceOf(spec: WorkspaceSpec, namespace: string): FetchSource {
+export function fetchSourceOf(spec: WorkspaceSpec, namespace: string, programServer: string | undefined): FetchSource {
   if (spec.git?.url) {
     const auth: SecretEnv[] = [];
     const a = spec.git.auth;
@@ -71,9 +83,8 @@ export function fetchSourceOf(spec: WorkspaceSpec, namespace: string): FetchSour
     return source;
   }
   if (spec.flux?.url) {
-    const program = PROGRAM_URL.exec(spec.flux.url);
-    if (program && program[1] === namespace && program[2])
-      return { kind: 'program', configMap: program[2], digest: spec.flux.digest ?? '' };
+    const program = programOfUrl(spec.flux.url, programServer, namespace);
+    if (program !== undefined) return { kind: 'program', name: program, digest: spec.flux.digest ?? '' };
     const source: FetchSource = { kind: 'flux', url: spec.flux.url, digest: spec.flux.digest ?? '' };
     if (spec.flux.dir) source.dir = spec.flux.dir;
     return source;

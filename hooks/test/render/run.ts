@@ -1,4 +1,5 @@
 /** Runs `render` in-process, as the bin would, capturing what it prints. */
+import { join } from 'node:path';
 import { runCli } from '../../src/cli/main';
 
 export interface RenderRun {
@@ -12,6 +13,9 @@ export const RENDER_ENV = {
   AGENT_IMAGE: 'example.test/pko-agent:v0.1.0',
   WORKSPACE_IMAGE: 'example.test/pulumi:3-nonroot',
   WORKSPACE_IMAGE_BASELINE: 'example.test/pulumi:3',
+  // Programs are served by the hook server (program/serve.ts); its URL and CA shape the workspace pod.
+  PROGRAM_SERVER_URL: 'https://pulumi-mc-hooks.pulumi-system.svc',
+  PROGRAM_SERVER_CA_FILE: join(__dirname, 'testdata', 'program-ca.pem'),
 };
 
 export function runRender(args: string[], stdin = '', env: NodeJS.ProcessEnv = RENDER_ENV): RenderRun {
