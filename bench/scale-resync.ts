@@ -65,13 +65,15 @@ function memoryCgroup(name: string, limitMiB: number): string {
   return dir;
 }
 
-async function startReplica(
-  name: string,
-  port: number,
-  agentImage: string,
-  kubeconfig: string,
-  limitMiB: number,
-): Promise<Replica> {
+/** What the replicas are configured with, as the hooks that answered the recordings were. */
+interface ReplicaConfig {
+  agentImage: string;
+  /** The program server's URL and the file holding its CA. */
+  programServer: { url: string; caFile: string };
+  kubeconfig: string;
+}
+
+async function startReplica(name: string, port: number, config: ReplicaConfig, limitMiB: number): Promise<Replica> {
   const main = join(ROOT, 'dist', 'hooks', 'src', 'main.js');
   const probe = join(__dirname, 'scale-gc-probe.js');
   const cgroup = limitMiB > 0 ? memoryCgroup(name, limitMiB) : undefined;
@@ -86,8 +88,10 @@ async function startReplica(
       HOME: process.env.HOME,
       PORT: String(port),
       HOST: '127.0.0.1',
-      AGENT_IMAGE: agentImage,
-      KUBECONFIG: kubeconfig,
+      AGENT_IMAGE: config.agentImage,
+      PROGRAM_SERVER_URL: config.programServer.url,
+      PROGRAM_SERVER_CA_FILE: config.programServer.caFile,
+      KUBECONFIG: config.kubeconfig,
       // For trying V8 or allocator settings on the replicas (docs/benchmarks.md, "Scale").
       ...(process.env.SCALE_REPLICA_NODE_OPTIONS ? { NODE_OPTIONS: process.env.SCALE_REPLICA_NODE_OPTIONS } : {}),
       ...(process.env.MALLOC_ARENA_MAX ? { MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX } : {}),
@@ -293,12 +297,15 @@ async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'pko-scale-'));
   const kubeconfig = join(dir, 'kubeconfig');
   writeFileSync(kubeconfig, kubeconfigFor(api.url));
-  const { agentImage } = recordings();
+  const { agentImage, programServer } = recordings();
+  const caFile = join(dir, 'program-server-ca.pem');
+  writeFileSync(caFile, programServer.ca);
+  const replicaConfig: ReplicaConfig = { agentImage, programServer: { url: programServer.url, caFile }, kubeconfig };
   const replicas: Replica[] = [];
   try {
     // The requests, brought to rest by an in-process hook server (its git lookups go to the fake host too).
     const t0 = performance.now();
-    const settler = buildServer({ ...configFromEnv({}), agentImage }, { logger: false });
+    const settler = buildServer({ ...configFromEnv({}), agentImage, programServer }, { logger: false });
     await settler.app.listen({ port: 0, host: '127.0.0.1' });
     const settlerUrl = `http://127.0.0.1:${(settler.app.server.address() as { port: number }).port}`;
     const stacks = await scaleStacks({
@@ -349,8 +356,8 @@ async function main(): Promise<void> {
     listed['/apis/auto.pulumi.com/v1alpha1/updates'] = { count: updates.length, item: (i) => parentOf(updates[i]!) };
 
     const basePort = 20000 + Math.floor(prng(seed)() * 20000);
-    replicas.push(await startReplica('replica-a', basePort, agentImage, kubeconfig, limitMiB));
-    replicas.push(await startReplica('replica-b', basePort + 1, agentImage, kubeconfig, limitMiB));
+    replicas.push(await startReplica('replica-a', basePort, replicaConfig, limitMiB));
+    replicas.push(await startReplica('replica-b', basePort + 1, replicaConfig, limitMiB));
     await Promise.all(replicas.map((r) => mirrorsSynced(r.url)));
     const started = replicas.map((r) => ({
       name: r.name,

@@ -65,12 +65,16 @@ const LAST_APPLIED = 'metacontroller.k8s.io/last-applied-configuration';
 const FLUX_API = 'source.toolkit.fluxcd.io/v1';
 const WORKSPACE_KEY = 'Workspace.auto.pulumi.com/v1alpha1';
 
-/** The recorded requests' texts, and the agent image they were answered with. */
-export function recordings(): { texts: string[]; agentImage: string } {
+/** The recorded requests' texts, and the agent image and program server they were answered with. */
+export function recordings(): { texts: string[]; agentImage: string; programServer: { url: string; ca: string } } {
   const files = ['steady-state-sync.json', 'steady-state-workspace-sync.json'];
   for (let n = 1; n <= 3; n++) files.push(`steady-state-update-sync-${n}.json`);
   const data = files.map((f) => JSON.parse(readFileSync(join(REQUESTS, f), 'utf8')) as Json);
-  return { texts: data.map((d) => JSON.stringify(d.request)), agentImage: data[0]!.agentImage as string };
+  return {
+    texts: data.map((d) => JSON.stringify(d.request)),
+    agentImage: data[0]!.agentImage as string,
+    programServer: data[0]!.programServer as { url: string; ca: string },
+  };
 }
 
 /** mulberry32: a small seeded PRNG, so that a seed names one set of Stacks. */
