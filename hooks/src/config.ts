@@ -116,7 +116,7 @@ export const DEFAULT_AGENT_IMAGE = `ghcr.io/pulumi-mc-operator/agent:v${version}
  * The flags the hooks image runs node with (the Dockerfile's CMD). Under the chart's 512 MiB memory
  * limit V8 gives the young generation 1 MB semi-spaces, so each sync request's objects (a 25 KB
  * request parses into a few hundred KB) outlive a scavenge and are promoted and marked; 16 MB
- * semi-spaces took a fifth to a quarter off the CPU of a resync for 30 MiB more RSS
+ * semi-spaces took about a quarter off the CPU of a resync for about 30 MiB more RSS
  * (docs/benchmarks.md, "Control plane").
  */
 export const HOOKS_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=16'];
