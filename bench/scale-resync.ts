@@ -1,6 +1,6 @@
 /**
  * The control plane at scale: one full resync of N Stacks at rest (default 1,000, mixed sources,
- * ./scale-stacks.ts) replayed against two replicas of the real hook server, as Metacontroller sends
+ * ./scale-stacks.ts) replayed against two replicas (--replicas) of the real hook server, as Metacontroller sends
  * it: every parent of each of the three controllers (Stacks, Workspaces, Updates) once, each
  * controller with 5 workers (Metacontroller's --workers default), every request sent to one of the
  * replicas picked at random (a Service in iptables mode). Several resyncs (--resyncs, default 3): cold (the
@@ -15,7 +15,7 @@
  * (./scale-fakes.ts). The replicas are measured once their mirrors are synced.
  *
  * Run: npm run bench:scale -- [--stacks 1000] [--seed 22] [--namespaces 50] [--resyncs 3]
- *   [--memory-limit 512] [--json]
+ *   [--replicas 2] [--memory-limit 512] [--json]
  * The replicas are `node dist/hooks/src/main.js` as deployed (the image's node flags, LOG_LEVEL info, logs drained), each
  * in a memory cgroup of the chart's limit (--memory-limit MiB, 0: none; needs root), since V8
  * sizes its heap from it.
@@ -356,8 +356,8 @@ async function main(): Promise<void> {
     listed['/apis/auto.pulumi.com/v1alpha1/updates'] = { count: updates.length, item: (i) => parentOf(updates[i]!) };
 
     const basePort = 20000 + Math.floor(prng(seed)() * 20000);
-    replicas.push(await startReplica('replica-a', basePort, replicaConfig, limitMiB));
-    replicas.push(await startReplica('replica-b', basePort + 1, replicaConfig, limitMiB));
+    for (let k = 0; k < option('replicas', 2); k++)
+      replicas.push(await startReplica(`replica-${'abcdefghij'[k] ?? k}`, basePort + k, replicaConfig, limitMiB));
     await Promise.all(replicas.map((r) => mirrorsSynced(r.url)));
     const started = replicas.map((r) => ({
       name: r.name,
@@ -384,6 +384,7 @@ async function main(): Promise<void> {
       stacks: count,
       seed,
       namespaces,
+      replicas: replicas.length,
       memoryLimitMiB: limitMiB,
       sources: bySource,
       node: process.version,
