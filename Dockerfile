@@ -110,7 +110,7 @@ RUN set -eu; \
     "$dir/node" "$dir/agent.js" version
 
 # ---------------------------------------------------------------------------------------------
-# hooks: `node dist/hooks/src/main.js` on port 8080.
+# hooks: `node --max-semi-space-size=16 dist/hooks/src/main.js` on port 8080.
 FROM node:${NODE_VERSION}-${DEBIAN_RELEASE}-slim AS hooks
 # npm, npx, corepack and yarn are not needed at run time.
 RUN rm -rf /usr/local/lib/node_modules/npm /usr/local/lib/node_modules/corepack \
@@ -123,7 +123,8 @@ COPY --from=build /src/dist ./dist
 USER 65532:65532
 EXPOSE 8080
 ENTRYPOINT []
-CMD ["node", "dist/hooks/src/main.js"]
+# The node flags are HOOKS_NODE_FLAGS (hooks/src/config.ts: why).
+CMD ["node", "--max-semi-space-size=16", "dist/hooks/src/main.js"]
 
 # ---------------------------------------------------------------------------------------------
 # agent: `pko-agent fetch|serve|update`. uid/gid 1000 (the image's `node` user, home /home/node),

@@ -3,8 +3,11 @@
  * the requests it is sent:
  * - a git host answering smart-HTTP ref advertisements (`/<repo>.git/info/refs?service=git-upload-pack`)
  *   with one branch, `main`, at a commit derived from the repository's name;
- * - a Kubernetes API server for the hooks' own calls (Events, the gauges' list and watch of Stacks
- *   and Programs): lists are empty, watches stay open and silent, writes are accepted as sent.
+ * - a Kubernetes API server for the hooks' own calls (Events; the list and watch of Stacks,
+ *   Programs, Workspaces and Updates that the gauges, the events and the operations budget mirror):
+ *   lists hold the objects the bench gives it (every Stack, Workspace and Update of the replay, so
+ *   the replicas' mirrors hold what they would in a cluster of that many Stacks), in pages as the
+ *   client asks (`limit`, `continue`); watches stay open and silent; writes are accepted as sent.
  * Neither is the real thing: they stand in so that the replicas' own requests can be counted
  * without a cluster or the network.
  */
@@ -82,7 +85,13 @@ export function fakeGitHost(): Promise<CountingServer> {
   );
 }
 
-export function fakeApiServer(): Promise<CountingServer> {
+/**
+ * The objects a list returns, by the list's path (`/apis/<group>/<version>/<plural>`): a count and
+ * the i-th object, built when a page asks for it (so that 10,000 Stacks are not held twice).
+ */
+export type Listed = Record<string, { count: number; item(i: number): unknown }>;
+
+export function fakeApiServer(listed: Listed = {}): Promise<CountingServer> {
   return listen(
     (req, res, body) => {
       const url = new URL(req.url ?? '/', 'http://api.invalid');
@@ -93,9 +102,15 @@ export function fakeApiServer(): Promise<CountingServer> {
         return;
       }
       if (req.method === 'GET') {
+        const objects = listed[url.pathname] ?? { count: 0, item: () => undefined };
+        const from = Number(url.searchParams.get('continue') ?? 0) || 0;
+        const limit = Number(url.searchParams.get('limit') ?? 0) || objects.count;
+        const to = Math.min(objects.count, from + limit);
+        const items = Array.from({ length: Math.max(0, to - from) }, (_, k) => objects.item(from + k));
+        const metadata = { resourceVersion: '1', ...(to < objects.count ? { continue: String(to) } : {}) };
         res
           .writeHead(200, { 'content-type': 'application/json' })
-          .end(JSON.stringify({ apiVersion: 'v1', kind: 'List', metadata: { resourceVersion: '1' }, items: [] }));
+          .end(JSON.stringify({ apiVersion: 'v1', kind: 'List', metadata, items }));
         return;
       }
       res.writeHead(201, { 'content-type': 'application/json' }).end(body.length ? body : '{}');

@@ -1,6 +1,6 @@
 /**
  * The control plane at scale: one full resync of N Stacks at rest (default 1,000, mixed sources,
- * ./scale-stacks.ts) replayed against two replicas of the real hook server, as Metacontroller sends
+ * ./scale-stacks.ts) replayed against two replicas (--replicas) of the real hook server, as Metacontroller sends
  * it: every parent of each of the three controllers (Stacks, Workspaces, Updates) once, each
  * controller with 5 workers (Metacontroller's --workers default), every request sent to one of the
  * replicas picked at random (a Service in iptables mode). Several resyncs (--resyncs, default 3): cold (the
@@ -9,12 +9,14 @@
  * first time on any resync with some chance: the second is warm for about half of them, the third
  * for three quarters. Per replica and resync: CPU seconds (/proc/<pid>/stat), peak RSS (VmHWM), the hooks'
  * cache hits and misses (/metrics, pulumi_hook_cache_requests_total), and the requests the hooks
- * made: git lookups (a fake git host) and Kubernetes API calls (a fake API server: Events, the
- * gauges' list and watch), both on loopback (./scale-fakes.ts).
+ * made: git lookups (a fake git host) and Kubernetes API calls (a fake API server: Events; the
+ * list and watch of Stacks, Programs, Workspaces and Updates, whose lists hold every parent of the
+ * replay, so the replicas' mirrors hold what they would at that many Stacks), both on loopback
+ * (./scale-fakes.ts). The replicas are measured once their mirrors are synced.
  *
  * Run: npm run bench:scale -- [--stacks 1000] [--seed 22] [--namespaces 50] [--resyncs 3]
- *   [--memory-limit 512] [--json]
- * The replicas are `node dist/hooks/src/main.js` as deployed (LOG_LEVEL info, logs drained), each
+ *   [--replicas 2] [--memory-limit 512] [--json]
+ * The replicas are `node dist/hooks/src/main.js` as deployed (the image's node flags, LOG_LEVEL info, logs drained), each
  * in a memory cgroup of the chart's limit (--memory-limit MiB, 0: none; needs root), since V8
  * sizes its heap from it.
  */
@@ -24,9 +26,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request as httpRequest } from 'undici';
-import { configFromEnv } from '../hooks/src/config';
+import { configFromEnv, HOOKS_NODE_FLAGS } from '../hooks/src/config';
 import { buildServer } from '../hooks/src/server';
-import { fakeApiServer, fakeGitHost, kubeconfigFor, type CountingServer } from './scale-fakes';
+import { fakeApiServer, fakeGitHost, kubeconfigFor, type CountingServer, type Listed } from './scale-fakes';
 import { prng, recordings, SOURCE_KINDS, scaleStacks, type HookRequest, type Route } from './scale-stacks';
 
 const ROOT = join(__dirname, '..', '..');
@@ -63,17 +65,19 @@ function memoryCgroup(name: string, limitMiB: number): string {
   return dir;
 }
 
-async function startReplica(
-  name: string,
-  port: number,
-  agentImage: string,
-  kubeconfig: string,
-  limitMiB: number,
-): Promise<Replica> {
+/** What the replicas are configured with, as the hooks that answered the recordings were. */
+interface ReplicaConfig {
+  agentImage: string;
+  /** The program server's URL and the file holding its CA. */
+  programServer: { url: string; caFile: string };
+  kubeconfig: string;
+}
+
+async function startReplica(name: string, port: number, config: ReplicaConfig, limitMiB: number): Promise<Replica> {
   const main = join(ROOT, 'dist', 'hooks', 'src', 'main.js');
   const probe = join(__dirname, 'scale-gc-probe.js');
   const cgroup = limitMiB > 0 ? memoryCgroup(name, limitMiB) : undefined;
-  const argv = [process.execPath, '--expose-gc', '-r', probe, main];
+  const argv = [process.execPath, ...HOOKS_NODE_FLAGS, '--expose-gc', '-r', probe, main];
   // The shell joins the cgroup, then becomes node: the replica starts inside its limit.
   const [command, ...args] = cgroup
     ? ['sh', '-c', `echo $$ > ${join(cgroup, 'cgroup.procs')} && exec "$0" "$@"`, ...argv]
@@ -84,8 +88,10 @@ async function startReplica(
       HOME: process.env.HOME,
       PORT: String(port),
       HOST: '127.0.0.1',
-      AGENT_IMAGE: agentImage,
-      KUBECONFIG: kubeconfig,
+      AGENT_IMAGE: config.agentImage,
+      PROGRAM_SERVER_URL: config.programServer.url,
+      PROGRAM_SERVER_CA_FILE: config.programServer.caFile,
+      KUBECONFIG: config.kubeconfig,
       // For trying V8 or allocator settings on the replicas (docs/benchmarks.md, "Scale").
       ...(process.env.SCALE_REPLICA_NODE_OPTIONS ? { NODE_OPTIONS: process.env.SCALE_REPLICA_NODE_OPTIONS } : {}),
       ...(process.env.MALLOC_ARENA_MAX ? { MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX } : {}),
@@ -136,6 +142,17 @@ function afterGc(child: ChildProcess): Promise<{ rss: number; heapTotal: number;
     });
     child.send('gc');
   });
+}
+
+/** Waits until the replica's mirrors of Stacks, Programs, Workspaces and Updates have listed everything. */
+async function mirrorsSynced(url: string): Promise<void> {
+  for (let tries = 0; tries < 1200; tries++) {
+    const res = await httpRequest(`${url}/metrics`);
+    const text = await res.body.text();
+    if ([...text.matchAll(/^pulumi_hook_objects_synced\{resource="\w+"\} 1$/gm)].length === 4) return;
+    await sleep(100);
+  }
+  throw new Error(`${url}: the mirrors did not sync in 120 s`);
 }
 
 async function cacheCounts(url: string): Promise<Map<string, number>> {
@@ -275,16 +292,20 @@ async function main(): Promise<void> {
   const limitMiB = at < 0 ? 512 : Number(process.argv[at + 1]);
   if (!Number.isInteger(limitMiB) || limitMiB < 0) throw new Error('--memory-limit must be a number of MiB (0: none)');
   const git = await fakeGitHost();
-  const api = await fakeApiServer();
+  const listed: Listed = {};
+  const api = await fakeApiServer(listed);
   const dir = mkdtempSync(join(tmpdir(), 'pko-scale-'));
   const kubeconfig = join(dir, 'kubeconfig');
   writeFileSync(kubeconfig, kubeconfigFor(api.url));
-  const { agentImage } = recordings();
+  const { agentImage, programServer } = recordings();
+  const caFile = join(dir, 'program-server-ca.pem');
+  writeFileSync(caFile, programServer.ca);
+  const replicaConfig: ReplicaConfig = { agentImage, programServer: { url: programServer.url, caFile }, kubeconfig };
   const replicas: Replica[] = [];
   try {
     // The requests, brought to rest by an in-process hook server (its git lookups go to the fake host too).
     const t0 = performance.now();
-    const settler = buildServer({ ...configFromEnv({}), agentImage }, { logger: false });
+    const settler = buildServer({ ...configFromEnv({}), agentImage, programServer }, { logger: false });
     await settler.app.listen({ port: 0, host: '127.0.0.1' });
     const settlerUrl = `http://127.0.0.1:${(settler.app.server.address() as { port: number }).port}`;
     const stacks = await scaleStacks({
@@ -324,10 +345,25 @@ async function main(): Promise<void> {
         `request bytes per resync: stack ${(bytes('/stack/sync') / 1e6).toFixed(1)} MB, workspace ${(bytes('/workspace/sync') / 1e6).toFixed(1)} MB, update ${(bytes('/update/sync') / 1e6).toFixed(1)} MB`,
     );
 
+    // The replicas' mirrors (gauges, events, operations budget) list every Stack, Workspace and Update.
+    const parentOf = (r: HookRequest) => (JSON.parse(r.body) as { parent: unknown }).parent;
+    const updates = stacks.flatMap((s) => s.updates);
+    listed['/apis/pulumi.com/v1/stacks'] = { count: stacks.length, item: (i) => parentOf(stacks[i]!.stack) };
+    listed['/apis/auto.pulumi.com/v1alpha1/workspaces'] = {
+      count: stacks.length,
+      item: (i) => parentOf(stacks[i]!.workspace),
+    };
+    listed['/apis/auto.pulumi.com/v1alpha1/updates'] = { count: updates.length, item: (i) => parentOf(updates[i]!) };
+
     const basePort = 20000 + Math.floor(prng(seed)() * 20000);
-    replicas.push(await startReplica('replica-a', basePort, agentImage, kubeconfig, limitMiB));
-    replicas.push(await startReplica('replica-b', basePort + 1, agentImage, kubeconfig, limitMiB));
-    const started = replicas.map((r) => ({ name: r.name, ...memoryMiB(r.child.pid!) }));
+    for (let k = 0; k < option('replicas', 2); k++)
+      replicas.push(await startReplica(`replica-${'abcdefghij'[k] ?? k}`, basePort + k, replicaConfig, limitMiB));
+    await Promise.all(replicas.map((r) => mirrorsSynced(r.url)));
+    const started = replicas.map((r) => ({
+      name: r.name,
+      ...memoryMiB(r.child.pid!),
+      cpuSeconds: cpuSeconds(r.child.pid!),
+    }));
     const random = prng(seed + 1);
     const results: Record<string, ResyncResult> = {};
     const resyncs = option('resyncs', 3);
@@ -348,6 +384,7 @@ async function main(): Promise<void> {
       stacks: count,
       seed,
       namespaces,
+      replicas: replicas.length,
       memoryLimitMiB: limitMiB,
       sources: bySource,
       node: process.version,

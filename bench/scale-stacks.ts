@@ -11,7 +11,8 @@
  * - then brought to rest as Metacontroller would leave it, by asking the real hooks: the Stack's
  *   last update is for the source's commit, its Workspace carries the spec (and spec hash) the
  *   Stack hook asks for, the Workspace's StatefulSet and Service the ones the Workspace hook asks
- *   for (merged over the recorded objects, so the API server's defaults and status stay). Each
+ *   for (merged over the recorded objects, so the API server's defaults and status stay), and its
+ *   status the one the Workspace hook answers once Ready. Each
  *   request is checked to be answered as at rest (Stack Ready with no new Update, Workspace Ready,
  *   Updates Complete) before it is used.
  */
@@ -64,12 +65,16 @@ const LAST_APPLIED = 'metacontroller.k8s.io/last-applied-configuration';
 const FLUX_API = 'source.toolkit.fluxcd.io/v1';
 const WORKSPACE_KEY = 'Workspace.auto.pulumi.com/v1alpha1';
 
-/** The recorded requests' texts, and the agent image they were answered with. */
-export function recordings(): { texts: string[]; agentImage: string } {
+/** The recorded requests' texts, and the agent image and program server they were answered with. */
+export function recordings(): { texts: string[]; agentImage: string; programServer: { url: string; ca: string } } {
   const files = ['steady-state-sync.json', 'steady-state-workspace-sync.json'];
   for (let n = 1; n <= 3; n++) files.push(`steady-state-update-sync-${n}.json`);
   const data = files.map((f) => JSON.parse(readFileSync(join(REQUESTS, f), 'utf8')) as Json);
-  return { texts: data.map((d) => JSON.stringify(d.request)), agentImage: data[0]!.agentImage as string };
+  return {
+    texts: data.map((d) => JSON.stringify(d.request)),
+    agentImage: data[0]!.agentImage as string,
+    programServer: data[0]!.programServer as { url: string; ca: string },
+  };
 }
 
 /** mulberry32: a small seeded PRNG, so that a seed names one set of Stacks. */
@@ -295,8 +300,12 @@ export async function scaleStacks(opts: {
       workspace.children[group]![name] = applied(stored, child);
     }
     agentReports(workspace.children);
+    // Its status as the hook answers it once Ready (Metacontroller writes it once: the recorded
+    // one predates status.childDigests), then the request at rest.
+    const wsReady = (await opts.ask('/workspace/sync', workspace)) as Answer;
+    if (!conditionTrue(wsReady, 'Ready')) throw new Error(`${label}: Workspace not Ready: ${describe(wsReady)}`);
+    if (wsReady.status) workspace.parent.status = wsReady.status;
     const wsAtRest = (await opts.ask('/workspace/sync', workspace)) as Answer;
-    if (!conditionTrue(wsAtRest, 'Ready')) throw new Error(`${label}: Workspace not Ready: ${describe(wsAtRest)}`);
 
     // The Updates see the Workspace as it now is.
     const updates = updateTexts.map((t) => {

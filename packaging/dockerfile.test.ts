@@ -6,7 +6,7 @@
  */
 import * as fs from 'node:fs';
 import { compareVersions } from '../agent/src/serve/config';
-import { PULUMI_VERSION } from '../hooks/src/config';
+import { HOOKS_NODE_FLAGS, PULUMI_VERSION } from '../hooks/src/config';
 import { TEST_LANGUAGE_HOST_VERSION } from '../agent/testkit/language-nodejs';
 import { effectiveStage, parseDockerfile, stageNamed } from './lib/dockerfile';
 import { contextFiles, isExcluded, parseDockerignore } from './lib/dockerignore';
@@ -32,6 +32,10 @@ describe('Dockerfile: stages and build arguments', () => {
       'hooks',
       'agent',
     ]);
+  });
+
+  test('the hooks image runs node with HOOKS_NODE_FLAGS, as the scale bench runs its replicas', () => {
+    expect(stageNamed(df, 'hooks').cmd).toEqual(['node', ...HOOKS_NODE_FLAGS, 'dist/hooks/src/main.js']);
   });
 
   test('PULUMI_STAGE picks where /pulumi/bin comes from, by default the release download', () => {

@@ -124,6 +124,15 @@ export const DEFAULT_OPERATIONS_MAX = 20;
 
 export const DEFAULT_AGENT_IMAGE = `ghcr.io/pulumi-mc-operator/agent:v${version}`;
 
+/**
+ * The flags the hooks image runs node with (the Dockerfile's CMD). Under the chart's 512 MiB memory
+ * limit V8 gives the young generation 1 MB semi-spaces, so each sync request's objects (a 25 KB
+ * request parses into a few hundred KB) outlive a scavenge and are promoted and marked; 16 MB
+ * semi-spaces took about a quarter off the CPU of a resync for about 30 MiB more RSS
+ * (docs/benchmarks.md, "Control plane").
+ */
+export const HOOKS_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=16'];
+
 /** The Pulumi CLI release this operator is built and tested with (the Dockerfile's PULUMI_VERSION). */
 export const PULUMI_VERSION = '3.274.1';
 

@@ -42,6 +42,11 @@ describe('stableStringify', () => {
     );
   });
 
+  it('writes the same JSON on either side of the depth where it stops recursing', () => {
+    for (const depth of [127, 128, 129, 255, 256, 257, 300])
+      expect(stableStringify(nested(depth))).toBe(`${'['.repeat(depth)}"x"${',{"k":1}]'.repeat(depth)}`);
+  });
+
   it('writes and freezes values 100,000 levels deep without overflowing the stack', () => {
     const deep = nested(100_000);
     expect(stableStringify(deep)).toBe(`${'['.repeat(100_000)}"x"${',{"k":1}]'.repeat(100_000)}`);

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { deepFreeze, nestedDeeperThan } from '../src/lib/json';
 import { contentTokens, matchesSnapshot, snapshotBytes, snapshotJson } from '../src/cache/snapshot';
+import { IDLE_BEFORE_EVICTION_MS } from '../src/cache/admission';
 import { FrozenCache, SyncCache } from '../src/cache/sync-cache';
 import { responseJson } from '../src/http/stack-routes';
 import { syncStack } from '../src/stack/sync';
@@ -44,16 +45,24 @@ describe('FrozenCache', () => {
     expect(make(1)).toEqual({ list: [1], nested: { n: 1 } });
   });
 
-  it('is bounded: the least recently used entry is forgotten, and recomputed when asked again', () => {
+  it('is bounded: a new entry takes the room of the least recently used only once that one has gone unasked a while', () => {
+    let now = 0;
     let calls = 0;
-    const f = memoize((n: number) => ({ n, call: ++calls }), 2);
+    const cache = new FrozenCache<{ n: number; call: number }>({ max: 2 }, undefined, () => now);
+    const f = (n: number) => cache.get(String(n), () => ({ n, call: ++calls }));
     f(1);
     f(2);
+    now += 1000;
     f(1); // 1 is now more recent than 2
-    f(3); // evicts 2
-    expect(calls).toBe(3);
+    f(3); // no room, and 1 and 2 are in use: 3 is not kept
+    expect(f(3).call).toBe(4);
+    expect(f(2).call).toBe(2);
+    now += IDLE_BEFORE_EVICTION_MS;
+    f(1);
+    f(5); // 2, the least recently used, has gone unasked long enough: 5 takes its room
+    expect(f(5).call).toBe(5);
     expect(f(1).call).toBe(1);
-    expect(f(2).call).toBe(4);
+    expect(f(2).call).toBe(6);
   });
 });
 
@@ -355,8 +364,14 @@ describe('a SyncCache bounded by bytes', () => {
   it('forgets the least recently used answers past its budget, and computes them again alike', () => {
     const lookups: string[] = [];
     const maxBytes = 16 * 1024 * 1024;
-    const cache = new SyncCache({ maxBytes, counted: (name, hit) => lookups.push(`${name} ${hit ? 'hit' : 'miss'}`) });
-    for (let i = 0; i < 40; i++) cache.workspace(large(i), programSource, testConfig);
+    let now = 0;
+    const cache = new SyncCache({
+      maxBytes,
+      counted: (name, hit) => lookups.push(`${name} ${hit ? 'hit' : 'miss'}`),
+      now: () => now,
+    });
+    // Each Stack comes when the ones before have gone unasked long enough to make room.
+    for (let i = 0; i < 40; i++, now += IDLE_BEFORE_EVICTION_MS) cache.workspace(large(i), programSource, testConfig);
     expect(Object.values(cache.bytes()).reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(maxBytes);
     lookups.length = 0;
     // The last Stack's workspace is still there; the first one's was forgotten, and is the same again.
@@ -365,6 +380,28 @@ describe('a SyncCache bounded by bytes', () => {
       stackWorkspace(large(0), programSource, testConfig),
     );
     expect(lookups).toEqual(['stack_workspace hit', 'stack_workspace miss']);
+    expect(Object.values(cache.bytes()).reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(maxBytes);
+  });
+
+  it('keeps the answers in use rather than each new one, when more Stacks come in turn than it holds', () => {
+    const lookups: string[] = [];
+    const maxBytes = 16 * 1024 * 1024;
+    const cache = new SyncCache({ maxBytes, counted: (name, hit) => lookups.push(`${name} ${hit ? 'hit' : 'miss'}`) });
+    const answers = () => {
+      for (let i = 0; i < 40; i++)
+        expect(cache.workspace(large(i), programSource, testConfig)).toEqual(
+          stackWorkspace(large(i), programSource, testConfig),
+        );
+    };
+    answers();
+    lookups.length = 0;
+    // Again, as a resync would: the first Stacks' answers were kept (plain LRU would have let each go
+    // for a later one, and miss all 40); the last ones found no room, not even for their spec's token.
+    answers();
+    expect(lookups[0]).toBe('stack_workspace hit');
+    const hits = lookups.filter((l) => l.endsWith('hit')).length;
+    expect(hits).toBeGreaterThan(1);
+    expect(hits).toBeLessThan(40);
     expect(Object.values(cache.bytes()).reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(maxBytes);
   });
 

@@ -1,4 +1,5 @@
 import { LRUCache } from 'lru-cache';
+import { hasRoomFor, IDLE_BEFORE_EVICTION_MS } from './admission';
 
 /**
  * Shape markers in a {@link JsonSnapshot}. They are objects private to this module, so no key, no
@@ -97,7 +98,8 @@ export interface ContentTokens {
  * the keys made with tokens are short to hash (docs/benchmarks.md).
  * Tokens are never reused, so two different values never share one: a forgotten or overwritten
  * slot costs a cache miss, never a wrong answer. Bounded by the bytes of the snapshots, `maxBytes`
- * (least recently used slots go first).
+ * (least recently used slots go first, for a new slot only when they have gone unasked a while:
+ * ./admission.ts; a new slot that finds no room gets no token).
  *
  * A value gets no token (undefined) and nothing is recorded when its snapshot would take more than
  * an eighth of `maxBytes` (a token that could not be remembered would key answers no one asks for
@@ -105,10 +107,13 @@ export interface ContentTokens {
  * again while the value stays the same). Matching a value against a snapshot stops where the
  * snapshot ends, so a check of nesting depth here also bounds the matching of any later value.
  */
-export function contentTokens(options: { maxBytes?: number; admit?: (value: unknown) => boolean } = {}): ContentTokens {
+export function contentTokens(
+  options: { maxBytes?: number; admit?: (value: unknown) => boolean; now?: () => number } = {},
+): ContentTokens {
   const maxSize = options.maxBytes ?? 16 * 1024 * 1024;
   const maxEntrySize = Math.max(1, Math.floor(maxSize / 8));
-  const slots = new LRUCache<string, { snapshot: JsonSnapshot; token: string; bytes: number }>({
+  const clock = options.now ?? Date.now;
+  const slots = new LRUCache<string, { snapshot: JsonSnapshot; token: string; bytes: number; usedAt: number }>({
     maxSize,
     maxEntrySize,
     sizeCalculation: (entry) => entry.bytes,
@@ -116,16 +121,21 @@ export function contentTokens(options: { maxBytes?: number; admit?: (value: unkn
   let issued = 0;
   const tokenOf = (slot: string, value: unknown): string | undefined => {
     const seen = slots.get(slot);
-    if (seen !== undefined && matchesSnapshot(value, seen.snapshot)) return seen.token;
+    const now = clock();
+    if (seen !== undefined && matchesSnapshot(value, seen.snapshot)) {
+      seen.usedAt = now;
+      return seen.token;
+    }
     if (options.admit && !options.admit(value)) return undefined;
     const snapshot = snapshotJson(value);
     const bytes = Math.max(1, snapshotBytes(snapshot) + 2 * slot.length);
-    if (bytes > maxEntrySize) {
+    // A slot new to a full cache waits for room (./admission.ts); a slot held takes its new value.
+    if (bytes > maxEntrySize || (seen === undefined && !hasRoomFor(slots, bytes, now, IDLE_BEFORE_EVICTION_MS))) {
       slots.delete(slot);
       return undefined;
     }
     const token = `#${++issued}`;
-    slots.set(slot, { snapshot, token, bytes });
+    slots.set(slot, { snapshot, token, bytes, usedAt: now });
     return token;
   };
   return Object.assign(tokenOf, { bytes: () => slots.calculatedSize });

@@ -10,33 +10,45 @@ import { validateStackObject } from '../stack/validate';
 import { stackWorkspace, type DesiredStackWorkspace } from '../stack/workspace';
 import { desiredPod, type DesiredPod } from '../workspace/pod';
 import type { FetchSource } from '../workspace/source';
+import { hasRoomFor, IDLE_BEFORE_EVICTION_MS, type Used } from './admission';
 import { contentTokens, type ContentTokens } from './snapshot';
 import { readUpdateResult } from '../lib/operation-result';
 
 /**
- * Answers of pure functions, remembered by content in a bounded LRU (lru-cache). Answers are frozen,
- * because they are shared between requests: a caller that tried to edit one would throw rather
- * than corrupt the next answer. Forgetting an entry changes no answer, only its cost.
+ * Answers of pure functions, remembered by content in a bounded LRU (lru-cache) that lets a new
+ * entry in only when there is room or the entries it would push out are idle ({@link hasRoomFor}).
+ * Answers are frozen, because they are shared between requests: a caller that tried to edit one
+ * would throw rather than corrupt the next answer. Forgetting an entry, or not keeping one, changes
+ * no answer, only its cost.
  */
 export class FrozenCache<V> {
-  private readonly entries: LRUCache<string, { value: V }>;
+  private readonly entries: LRUCache<string, { value: V } & Used>;
+  private readonly sizeOf: ((entry: { value: V } & Used, key: string) => number) | undefined;
 
-  /** `counted` hears of every lookup, hit or not (the hooks' cache metrics). */
+  /** `counted` hears of every lookup, hit or not (the hooks' cache metrics); `now` is the clock of idleness. */
   constructor(
-    options: LRUCache.Options<string, { value: V }, unknown>,
+    options: LRUCache.Options<string, { value: V } & Used, unknown>,
     private readonly counted: (hit: boolean) => void = () => {},
+    private readonly now: () => number = Date.now,
   ) {
     this.entries = new LRUCache(options);
+    this.sizeOf = options.sizeCalculation;
   }
 
-  /** The remembered answer for `key`, else `compute()`, frozen and remembered. */
+  /** The remembered answer for `key`, else `compute()`, frozen and remembered if there is room. */
   get(key: string, compute: () => V): V {
     const hit = this.entries.get(key);
     this.counted(hit !== undefined);
-    if (hit) return hit.value;
-    const value = deepFreeze(compute());
-    this.entries.set(key, { value });
-    return value;
+    const now = this.now();
+    if (hit) {
+      hit.usedAt = now;
+      return hit.value;
+    }
+    const entry = { value: deepFreeze(compute()), usedAt: now };
+    const size = this.sizeOf ? this.sizeOf(entry, key) : 1;
+    if (hasRoomFor(this.entries, size, now, IDLE_BEFORE_EVICTION_MS))
+      this.entries.set(key, entry, this.sizeOf ? { size } : {});
+    return entry.value;
   }
 
   /** The bytes held, as the cache's sizeCalculation counts them (0 for a cache bounded by count). */
@@ -99,7 +111,9 @@ const HEAP_PER_JSON_BYTE = 4;
  * request.
  *
  * Bounded by bytes, not entries (a Stack's spec may be a megabyte): `maxBytes`
- * (SYNC_CACHE_MAX_BYTES) shared among its six caches (SHARES), each least recently used first out.
+ * (SYNC_CACHE_MAX_BYTES) shared among its six caches (SHARES), each least recently used first out,
+ * but only for a new entry when the ones it would push out have gone unasked a while
+ * (./admission.ts: more Stacks than the caches hold must not make every entry go before its use).
  *
  * A Stack's spec stands in the keys as a short content token (./snapshot.ts), one slot per Stack.
  * A spec nested deeper than MAX_NESTING (snapshots are recursive; validation reports it), or too
@@ -118,13 +132,15 @@ export class SyncCache implements SyncSteps {
   /** A digest of each HookConfig's JSON, in keys (one per server, never changed once made). */
   private readonly configKeys = new WeakMap<HookConfig, string>();
 
-  constructor(options: { maxBytes?: number; counted?: CacheLookupCounter } = {}) {
+  /** `now`: the clock that says how long an entry has gone unasked (cache/admission.ts). */
+  constructor(options: { maxBytes?: number; counted?: CacheLookupCounter; now?: () => number } = {}) {
     const maxBytes = options.maxBytes ?? DEFAULT_SYNC_CACHE_MAX_BYTES;
+    const now = options.now ?? Date.now;
     const share = (cache: SyncCacheBytesName) => Math.max(1, Math.floor(maxBytes * SHARES[cache]));
     const counted = options.counted ?? (() => {});
     const admit = (value: unknown) => !nestedDeeperThan(value, MAX_NESTING);
-    this.specTokens = contentTokens({ maxBytes: share('stack_spec'), admit });
-    this.workspaceTokens = contentTokens({ maxBytes: share('workspace_spec'), admit });
+    this.specTokens = contentTokens({ maxBytes: share('stack_spec'), admit, now });
+    this.workspaceTokens = contentTokens({ maxBytes: share('workspace_spec'), admit, now });
     const jsonBytes = (...children: KObject[]) =>
       HEAP_PER_JSON_BYTE * children.reduce((n, child) => n + this.jsonOf(child).length, 0);
     this.validations = new FrozenCache(
@@ -132,14 +148,17 @@ export class SyncCache implements SyncSteps {
         problems.reduce((n, p) => n + 64 + p.length, key.length),
       ),
       (hit) => counted('stack_validation', hit),
+      now,
     );
     this.workspaces = new FrozenCache(
       bytesBound(share('stack_workspace'), (w: DesiredStackWorkspace, key) => jsonBytes(w.workspace) + key.length),
       (hit) => counted('stack_workspace', hit),
+      now,
     );
     this.pods = new FrozenCache(
       bytesBound(share('workspace_pod'), (p: DesiredPod, key) => jsonBytes(p.statefulSet, p.service) + key.length),
       (hit) => counted('workspace_pod', hit),
+      now,
     );
     // Keyed by the result's text itself: the text and the parsed result.
     this.results = new FrozenCache(
@@ -148,6 +167,7 @@ export class SyncCache implements SyncSteps {
         (_value: UpdateResult | undefined, text) => (1 + HEAP_PER_JSON_BYTE) * text.length,
       ),
       (hit) => counted('update_result', hit),
+      now,
     );
   }
 
