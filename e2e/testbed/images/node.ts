@@ -48,11 +48,16 @@ function nodeBinary(): NodeBinary {
   return { file: path.join(pkgDir, 'bin', 'node'), version };
 }
 
-/** npm's tarball, from the npm registry once (`npm pack`), checked against NPM_INTEGRITY. */
+/**
+ * npm's tarball, from the npm registry once (`npm pack`), checked against NPM_INTEGRITY. Online even
+ * under `npm exec --offline` (.ci/run), whose npm_config_offline the child inherits: on a new
+ * machine npm's cache does not have it yet.
+ */
 async function npmTarball(ctx: BuildContext): Promise<string> {
   const file = path.join(ctx.dirs.downloads, `npm-${NPM_VERSION}.tgz`);
   if (!fs.existsSync(file) || integrityOf(file) !== NPM_INTEGRITY) {
-    await run('npm', ['pack', `npm@${NPM_VERSION}`, '--pack-destination', ctx.dirs.downloads, '--loglevel=error'], {
+    const args = ['pack', `npm@${NPM_VERSION}`, '--offline=false', '--pack-destination', ctx.dirs.downloads];
+    await run('npm', [...args, '--loglevel=error'], {
       log: ctx.log,
     });
   }
