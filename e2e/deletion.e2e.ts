@@ -7,7 +7,15 @@
  */
 import * as k8s from '@kubernetes/client-node';
 import type { Stack, StackSpec, StackUpdateState } from '../schemas/generated/types';
-import { checkpointResources, defined, e2eStackSpec, eventually, type Operator, condition } from './harness';
+import {
+  checkpointResources,
+  defined,
+  eventually,
+  type Operator,
+  condition,
+  programStack,
+  stashProgram,
+} from './harness';
 import { e2eSuite } from './suite';
 
 let op: Operator;
@@ -40,28 +48,9 @@ async function deleteStack(name: string): Promise<void> {
   });
 }
 
-/** A YAML program with one resource that lives only in the backend's state (`pulumi:index:Stash`). */
-function stashProgram(name: string, options?: Record<string, unknown>, namespace = ns): k8s.KubernetesObject {
-  return {
-    apiVersion: 'pulumi.com/v1',
-    kind: 'Program',
-    metadata: { name, namespace },
-    program: {
-      resources: {
-        stash: { type: 'pulumi:index:Stash', properties: { input: name }, ...(options ? { options } : {}) },
-      },
-      outputs: { value: '${stash.output}' },
-    },
-  } as k8s.KubernetesObject;
-}
-function stack(name: string, spec: Partial<StackSpec> = {}, namespace = ns): k8s.KubernetesObject {
-  return {
-    apiVersion: 'pulumi.com/v1',
-    kind: 'Stack',
-    metadata: { name, namespace },
-    spec: e2eStackSpec({ stack: 'dev', programRef: { name }, ...spec }),
-  } as k8s.KubernetesObject;
-}
+/** A program whose Stash holds the program's name. */
+const program = (name: string, options?: object, namespace = ns) => stashProgram(name, namespace, name, { options });
+const stack = (name: string, spec: Partial<StackSpec> = {}, namespace = ns) => programStack(name, namespace, spec);
 
 /** The resource types in the stack's checkpoint (`<state>/.pulumi/stacks/<project>/<stack>.json`). */
 function stateTypes(project: string, namespace = ns): string[] {
@@ -127,7 +116,7 @@ async function stackRecorder(name: string): Promise<{ stop(): SeenStack[] }> {
 
 describe('deleting a Stack', () => {
   it('with destroyOnFinalize: runs a destroy Job, empties the state, then goes', async () => {
-    await op.objects.create(stashProgram('doomed'));
+    await op.objects.create(program('doomed'));
     await op.objects.create(stack('doomed', { destroyOnFinalize: true }));
     const ready = await readyStack('doomed');
     expect(ready.status?.outputs).toEqual({ value: 'doomed' });
@@ -160,7 +149,7 @@ describe('deleting a Stack', () => {
 
   it('keeps the finalizer and says why when the destroy fails', async () => {
     // A protected resource cannot be deleted: `pulumi destroy` fails.
-    await op.objects.create(stashProgram('guarded', { protect: true }));
+    await op.objects.create(program('guarded', { protect: true }));
     await op.objects.create(stack('guarded', { destroyOnFinalize: true }));
     await readyStack('guarded');
     expect(stateTypes('guarded')).toContain('pulumi:index:Stash');
@@ -208,7 +197,7 @@ describe('deleting a Stack', () => {
   });
 
   it('without destroyOnFinalize: goes at once, without a destroy Job, resources kept', async () => {
-    await op.objects.create(stashProgram('kept'));
+    await op.objects.create(program('kept'));
     await op.objects.create(stack('kept'));
     const ready = await readyStack('kept');
     expect(ready.spec.destroyOnFinalize).toBeUndefined();
@@ -227,7 +216,7 @@ describe('deleting a Stack', () => {
 
   it('namespace deleted under a destroyOnFinalize Stack: Stalled/NamespaceTerminating with the way out, finalizer kept', async () => {
     const gone = await op.namespace('deletion-namespace-gone');
-    await op.objects.create(stashProgram('orphan', undefined, gone));
+    await op.objects.create(program('orphan', undefined, gone));
     await op.objects.create(stack('orphan', { destroyOnFinalize: true }, gone));
     await op.readyStack(gone, 'orphan');
 

@@ -20,7 +20,7 @@ import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import type { Stack, StackSpec } from '../schemas/generated/types';
 import { CACHE_DIR } from '../hooks/src/stack/hibernation';
-import { condition, e2eStackSpec, eventually, exists, kubectl, type Operator } from './harness';
+import { condition, eventually, exists, kubectl, type Operator, programStack, stashProgram } from './harness';
 import { e2eSuite } from './suite';
 import { sleep } from './testbed/helpers';
 
@@ -42,27 +42,9 @@ const { recordTiming, getStack, readyStack } = e2eSuite(
   }),
 );
 
-/** A YAML program with one resource that lives only in the backend's state. */
-function program(name: string, value: string): k8s.KubernetesObject & { program: object } {
-  return {
-    apiVersion: 'pulumi.com/v1',
-    kind: 'Program',
-    metadata: { name, namespace: ns },
-    program: {
-      resources: { stash: { type: 'pulumi:index:Stash', properties: { input: value } } },
-      outputs: { value },
-    },
-  };
-}
-
-function stack(name: string, spec: Partial<StackSpec> = {}): k8s.KubernetesObject {
-  return {
-    apiVersion: 'pulumi.com/v1',
-    kind: 'Stack',
-    metadata: { name, namespace: ns },
-    spec: e2eStackSpec({ stack: 'dev', programRef: { name }, ...spec }),
-  } as k8s.KubernetesObject;
-}
+/** A program whose output is `value` itself (a Stash's output keeps its first value). */
+const program = (name: string, value: string) => stashProgram(name, ns, value, { outputs: { value } });
+const stack = (name: string, spec: Partial<StackSpec> = {}) => programStack(name, ns, spec);
 
 const podExists = (name: string) =>
   exists(() => op.core.readNamespacedPod({ namespace: ns, name: `${name}-workspace-0` }));

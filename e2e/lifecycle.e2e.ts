@@ -13,11 +13,12 @@ import {
   checkpointResources as checkpointIn,
   type CheckpointResource,
   defined,
-  e2eStackSpec,
   eventually,
   exists,
   type Operator,
   condition,
+  programStack,
+  stashProgram,
 } from './harness';
 import { e2eSuite } from './suite';
 import { sleep } from './testbed/helpers';
@@ -27,28 +28,7 @@ const ns = 'lifecycle';
 
 const { recordTiming, getStack, readyStack } = e2eSuite('lifecycle', ns, (started) => (op = started));
 
-/** A YAML program with one resource that lives only in the backend's state (`pulumi:index:Stash`). */
-function stashProgram(name: string, value: string, extra: Record<string, unknown> = {}): k8s.KubernetesObject {
-  return {
-    apiVersion: 'pulumi.com/v1',
-    kind: 'Program',
-    metadata: { name, namespace: ns },
-    program: {
-      resources: { stash: { type: 'pulumi:index:Stash', properties: { input: value } } },
-      outputs: { value: '${stash.output}' },
-      ...extra,
-    },
-  } as k8s.KubernetesObject;
-}
-
-function stack(name: string, spec: Partial<StackSpec>): k8s.KubernetesObject {
-  return {
-    apiVersion: 'pulumi.com/v1',
-    kind: 'Stack',
-    metadata: { name, namespace: ns },
-    spec: e2eStackSpec({ stack: 'dev', programRef: { name }, ...spec }),
-  } as k8s.KubernetesObject;
-}
+const stack = (name: string, spec: Partial<StackSpec>) => programStack(name, ns, spec);
 
 async function jobsOf(name: string): Promise<k8s.V1Job[]> {
   return (await op.batch.listNamespacedJob({ namespace: ns, labelSelector: `pulumi.com/stack-name=${name}` })).items;
@@ -91,7 +71,7 @@ describe('prerequisites', () => {
   it('a dependent waits for its prerequisite and runs after it succeeded', async () => {
     const started = Date.now();
     // The dependent first, while its prerequisite does not exist yet.
-    await op.objects.create(stashProgram('app', 'app'));
+    await op.objects.create(stashProgram('app', ns, 'app'));
     await op.objects.create(stack('app', { prerequisites: [{ name: 'base' }] }));
     const waiting = await eventually(
       'the dependent to wait for its prerequisite',
@@ -116,7 +96,7 @@ describe('prerequisites', () => {
         last: s.status?.lastUpdate?.name,
       };
     });
-    await op.objects.create(stashProgram('base', 'base'));
+    await op.objects.create(stashProgram('base', ns, 'base'));
     await op.objects.create(stack('base', {}));
     const base = await readyStack('base');
     const app = await readyStack('app');
@@ -166,7 +146,7 @@ describe('prerequisites', () => {
         request: cm?.data,
       };
     });
-    await op.objects.create(stashProgram('fresh', 'fresh'));
+    await op.objects.create(stashProgram('fresh', ns, 'fresh'));
     const created = await op.objects.create(
       stack('fresh', { prerequisites: [{ name: 'base', requirement: { succeededWithinDuration: `${within}s` } }] }),
     );
@@ -213,7 +193,7 @@ describe('prerequisites', () => {
 describe('preview mode', () => {
   it('runs a preview Job and applies nothing', async () => {
     const started = Date.now();
-    await op.objects.create(stashProgram('preview', 'previewed'));
+    await op.objects.create(stashProgram('preview', ns, 'previewed'));
     await op.objects.create(stack('preview', { preview: true }));
     const s = await readyStack('preview');
     recordTiming('preview', started);
@@ -235,7 +215,7 @@ describe('workspaceReclaimPolicy: Delete', () => {
     const started = Date.now();
     const sts = () => op.apps.readNamespacedStatefulSet({ namespace: ns, name: 'reclaim-workspace' });
     await op.objects.create({
-      ...stashProgram('reclaim', '${greeting}'),
+      ...stashProgram('reclaim', ns, '${greeting}'),
       program: {
         configuration: { greeting: { type: 'String', default: 'hello' } },
         resources: { stash: { type: 'pulumi:index:Stash', properties: { input: '${greeting}' } } },

@@ -58,6 +58,38 @@ export function greetingProgram(name: string, namespace: string, greeting: strin
   } as k8s.KubernetesObject;
 }
 
+/**
+ * A Pulumi YAML Program with one resource that lives only in the backend's state: a
+ * `pulumi:index:Stash` of `input` (with resource `options`), and `outputs` (by default the Stash's
+ * output, which keeps the value the Stash was created with).
+ */
+export function stashProgram(
+  name: string,
+  namespace: string,
+  input: string,
+  { outputs = { value: '${stash.output}' }, options }: { outputs?: object; options?: object } = {},
+): k8s.KubernetesObject & { program: object } {
+  return {
+    apiVersion: 'pulumi.com/v1',
+    kind: 'Program',
+    metadata: { name, namespace },
+    program: {
+      resources: { stash: { type: 'pulumi:index:Stash', properties: { input }, ...(options ? { options } : {}) } },
+      outputs,
+    },
+  };
+}
+
+/** The Stack `name` of the Program of the same name, stack `dev`, with e2eStackSpec's settings and `spec`. */
+export function programStack(name: string, namespace: string, spec: Partial<StackSpec> = {}): k8s.KubernetesObject {
+  return {
+    apiVersion: 'pulumi.com/v1',
+    kind: 'Stack',
+    metadata: { name, namespace },
+    spec: e2eStackSpec({ stack: 'dev', programRef: { name }, ...spec }),
+  } as k8s.KubernetesObject;
+}
+
 /** The usual settings of an e2e Stack: a file backend on the namespace's PVC and a passphrase. */
 export function e2eStackSpec(extra: Partial<StackSpec> & Pick<StackSpec, 'stack'>): StackSpec {
   return {

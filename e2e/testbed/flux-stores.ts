@@ -15,8 +15,8 @@ import * as path from 'node:path';
 import type { Operator } from '../harness';
 import { tarGz } from '../../agent/test/tarball';
 import { request } from './control-plane/helpers';
-import { eventually, freePort, tail } from './helpers';
-import { installHooks, launchProcess, type Running, running, stopProcesses } from './control-plane/processes';
+import { freePort } from './helpers';
+import { startUntilReady } from './control-plane/processes';
 import { requireToolchain } from './toolchain';
 
 /** The media types `flux push artifact` gives its manifest's config and its one layer. */
@@ -45,26 +45,18 @@ async function launchOnNode(
 ): Promise<NodeServer> {
   const dir = fs.mkdtempSync(path.join(op.node.dir, `${name}-`));
   const address = `${op.node.address}:${await freePort(op.node.address)}`;
-  installHooks();
-  const state: Running = { dir, keepDir: true, procs: [] };
-  running.add(state);
-  const stop = async (): Promise<void> => {
-    if (!running.has(state)) return;
-    running.delete(state);
-    await stopProcesses(state);
-  };
-  const proc = launchProcess(state, name, binary, args(dir, address), { HOME: dir, TMPDIR: dir, ...env });
-  const outcome = await eventually(
-    `${name} to answer on ${address}`,
-    async () => (proc.hasExited ? 'exited' : (await ready(address).catch(() => false)) ? 'ready' : undefined),
-    60_000,
-    250,
-  ).catch((e: Error) => e.message);
-  if (outcome !== 'ready') {
-    await stop();
-    throw new Error(`${name} did not start (${outcome}); last lines of its log:\n${tail(proc.info.logFile)}`);
-  }
-  return { address, logFile: proc.info.logFile, stop };
+  const started = await startUntilReady(
+    dir,
+    name,
+    binary,
+    args(dir, address),
+    { HOME: dir, TMPDIR: dir, ...env },
+    {
+      what: `${name} to answer on ${address}`,
+      check: () => ready(address),
+    },
+  );
+  return { address, ...started };
 }
 
 /**

@@ -18,8 +18,8 @@ import * as k8s from '@kubernetes/client-node';
 import { loadAll } from 'js-yaml';
 import { eventually, serviceAccountKubeConfig, type Operator } from '../harness';
 import { request } from './control-plane/helpers';
-import { freePort, tail } from './helpers';
-import { installHooks, launchProcess, type Running, running, stopProcesses } from './control-plane/processes';
+import { freePort } from './helpers';
+import { startUntilReady } from './control-plane/processes';
 import { binDirOf, requireToolchain } from './toolchain';
 
 const execFileAsync = promisify(execFile);
@@ -126,16 +126,8 @@ export async function launchFluxController(
     { mode: 0o600 },
   );
   const healthPort = await freePort();
-  installHooks();
-  const state: Running = { dir, keepDir: true, procs: [] };
-  running.add(state);
-  const stop = async (): Promise<void> => {
-    if (!running.has(state)) return;
-    running.delete(state);
-    await stopProcesses(state);
-  };
-  const proc = launchProcess(
-    state,
+  const started = await startUntilReady(
+    dir,
     controller,
     binary,
     [
@@ -148,22 +140,12 @@ export async function launchFluxController(
       ...args(dir),
     ],
     { KUBECONFIG: kubeconfig, RUNTIME_NAMESPACE: NAMESPACE, TMPDIR: dir, HOME: dir, ...env },
-  );
-  const outcome = await eventually(
-    `${controller} to be ready (/readyz)`,
-    async () => {
-      if (proc.hasExited) return 'exited';
-      const health = await request(`http://127.0.0.1:${healthPort}/readyz`).catch(() => undefined);
-      return health?.status === 200 && (await ready()) ? 'ready' : undefined;
+    {
+      what: `${controller} to be ready (/readyz)`,
+      check: async () => (await request(`http://127.0.0.1:${healthPort}/readyz`)).status === 200 && (await ready()),
     },
-    60_000,
-    250,
-  ).catch((e: Error) => e.message);
-  if (outcome !== 'ready') {
-    await stop();
-    throw new Error(`${controller} did not start (${outcome}); last lines of its log:\n${tail(proc.info.logFile)}`);
-  }
-  return { dir, logFile: proc.info.logFile, stop };
+  );
+  return { dir, ...started };
 }
 
 /** The namespace and ServiceAccount of a Flux controller, as Flux installs them (once per namespace). */

@@ -6,6 +6,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { eventually, tail } from '../helpers';
 
 export interface ProcessInfo {
   /** etcd, kube-apiserver, kube-controller-manager; kubelet, kube-proxy, kube-scheduler, coredns. */
@@ -139,4 +140,45 @@ export async function stopProcesses(state: Running, graceMs = 5000): Promise<voi
       await p.exited;
     }
   }
+}
+
+/** A process of its own group, started by startUntilReady(): its log, and how to stop it. */
+export interface StartedProcess {
+  logFile: string;
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts `bin` in `dir` as a group of its own (launchProcess; the exit hooks stop it too) and waits
+ * up to 60 s for `ready`; if the process exits first or is not ready by then, stops it and throws
+ * with the last lines of its log.
+ */
+export async function startUntilReady(
+  dir: string,
+  name: string,
+  bin: string,
+  args: string[],
+  env: Record<string, string>,
+  ready: { what: string; check: () => Promise<boolean> },
+): Promise<StartedProcess> {
+  installHooks();
+  const state: Running = { dir, keepDir: true, procs: [] };
+  running.add(state);
+  const stop = async (): Promise<void> => {
+    if (!running.has(state)) return;
+    running.delete(state);
+    await stopProcesses(state);
+  };
+  const proc = launchProcess(state, name, bin, args, env);
+  const outcome = await eventually(
+    ready.what,
+    async () => (proc.hasExited ? 'exited' : (await ready.check().catch(() => false)) ? 'ready' : undefined),
+    60_000,
+    250,
+  ).catch((e: Error) => e.message);
+  if (outcome !== 'ready') {
+    await stop();
+    throw new Error(`${name} did not start (${outcome}); last lines of its log:\n${tail(proc.info.logFile)}`);
+  }
+  return { logFile: proc.info.logFile, stop };
 }
