@@ -485,9 +485,10 @@ describe('compatibility with upstream pulumi.com CRDs', () => {
       /^\.status\.plan(\.|$)/,
       /^\.spec\.selfHealing$/, // self-healing (docs/self-healing.md)
       /^\.status\.childDigests(\{\})?$/, // how children are kept (docs/design.md#how-children-are-kept)
+      /^\.status\.stalls$/, // the count that names stall events (docs/design.md#events)
     ],
     'programs/v1': [/^\.status\.childDigests(\{\})?$/],
-    'workspaces/v1alpha1': [/^\.status\.childDigests(\{\})?$/],
+    'workspaces/v1alpha1': [/^\.status\.childDigests(\{\})?$/, /^\.status\.stalls$/],
     'stacks/v1alpha1': [/^\.spec(\.|$)/, /^\.status\.plan(\.|$)/], // upstream's v1alpha1 spec is v1's, which is compared
     'updates/v1alpha1': [
       /^\.status\.(outputValues(\{\})?|outputsOmitted|outputsTotal)$/, // this operator's extension

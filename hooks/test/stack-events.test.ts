@@ -193,6 +193,18 @@ describe('events of a Stack sync', () => {
     ]);
   });
 
+  it('a stall seen again from a copy of the Stack older than its last status written is the same event', () => {
+    const stack = makeStack();
+    const r1 = syncStack(syncRequest(stack), ctx());
+    const failing = workspaceFails(applyChildren([], r1.children), 'InstallationFailed', 'npm install exited with 1');
+    // The workspace fails. Metacontroller syncs with the Stack as last written, and again from its
+    // informer's copy, which does not have the first status yet: the same stall.
+    const stalled = sync(withStatus(stack, r1), failing);
+    expect(brief(stalled.events).map((e) => e.reason)).toEqual(['WorkspaceFailed']);
+    expect(sync(stack, failing).events).toEqual(stalled.events);
+    expect(stalled.res.status.stalls).toBe(1);
+  });
+
   it('a second stall with the same reason and generation, after a recovery, is a new event', () => {
     const stack = makeStack();
     const r1 = syncStack(syncRequest(stack), ctx());

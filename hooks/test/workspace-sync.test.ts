@@ -3,6 +3,7 @@ import { Annotations, Env } from '../../contract';
 import { cloneJson } from '../src/lib/json';
 import { LAST_APPLIED_ANNOTATION, type KObject } from '../src/lib/k8s';
 import { recordDigests } from '../src/lib/kept-children';
+import { MAX_STALLS } from '../src/events/event';
 import { workspaceEvents } from '../src/workspace/events';
 import { syncWorkspace, WORKSPACE_HOLD, type WorkspaceSyncResponse } from '../src/workspace/sync';
 import { agentReports, applyChildren, condition, NOW, objectMap, testConfig, workspaceHashOf } from './builders';
@@ -526,6 +527,41 @@ describe('events of a Workspace sync', () => {
     const after = sync(edited, failed);
     expect(after.events.map((e) => e.reason)).toEqual([reason]);
     expect(after.events[0]?.name).not.toBe(stalled.events[0]?.name);
+  });
+
+  it('a stall seen again from a copy older than the last status written is the same event; after a recovery, a new one', () => {
+    const first = sync(workspace());
+    const s1 = written(workspace(), first.res);
+    const failed = observed(first.res, 'Failed', 'SourceFetchFailed');
+    // The agent reports the failure. Metacontroller syncs with the Workspace as last written, and
+    // again from its informer's copy, which does not have the first status yet: the same stall.
+    const stalled = sync(s1, failed);
+    expect(stalled.events.map((e) => e.reason)).toEqual(['SourceFetchFailed']);
+    expect(sync(workspace(), failed).events).toEqual(stalled.events);
+    expect(stalled.res.status.stalls).toBe(1);
+    // The pod installs again (a recovery), then fails again: a new event.
+    const s2 = written(s1, stalled.res);
+    const recovered = sync(s2, observed(first.res, 'Installing'), new Date('2026-11-22T11:05:00Z'));
+    expect(recovered.events).toEqual([]);
+    expect(recovered.res.status.stalls).toBe(1);
+    const again = sync(written(s2, recovered.res), failed, new Date('2026-11-22T11:06:00Z'));
+    expect(again.events.map((e) => e.reason)).toEqual(['SourceFetchFailed']);
+    expect(again.events[0]?.name).not.toBe(stalled.events[0]?.name);
+    expect(again.res.status.stalls).toBe(2);
+  });
+
+  it('a stall count that is not one counts as none, and the count wraps after its maximum', () => {
+    const first = sync(workspace());
+    const failed = observed(first.res, 'Failed', 'InstallationFailed');
+    const honest = sync(written(workspace(), first.res), failed);
+    for (const stalls of [-1, 1.5, '7', 2 ** 31, { n: 1 }]) {
+      const forged = { ...written(workspace(), first.res), status: { ...first.res.status, stalls } } as Workspace;
+      const res = sync(forged, failed);
+      expect(res.res.status.stalls).toBe(1);
+      expect(res.events).toEqual(honest.events);
+    }
+    const most = { ...written(workspace(), first.res), status: { ...first.res.status, stalls: MAX_STALLS } };
+    expect(sync(most, failed).res.status.stalls).toBe(1);
   });
 
   it('names differ between Workspaces, and none without a uid', () => {

@@ -1753,6 +1753,10 @@ export interface StackStatus {
    */
   plan?: StackPlan;
   /**
+   * This operator's addition: how many times the Stack has become Stalled (newly, for another reason, or still after a spec change); absent until it first does. The Warning event of each stall is named by it, so that a sync repeated on a copy of the Stack older than its last written status names the same event. See docs/design.md#events.
+   */
+  stalls?: number;
+  /**
    * This operator's addition: a digest (`sha256:<hex>` of its canonical JSON) of each child that Metacontroller updates in place (the Workspace, refresh requests), by `<Kind>/<name>`, as the last answer asked for it. While the operator cannot compute a child (an invalid spec, a running operation), it keeps the child only if its last-applied configuration has this digest. See docs/design.md#how-children-are-kept.
    */
   childDigests?: {
@@ -2840,6 +2844,10 @@ export interface WorkspaceStatus {
    * Conditions `Ready` (True once the workspace pod runs and its stacks are selected and configured; its reason says what it waits for otherwise) and `Stalled` (True when the workspace cannot become ready until its spec changes, for example an incompatible configuration). Keyed by `type`.
    */
   conditions?: Condition[];
+  /**
+   * This operator's addition: how many times the workspace has become Stalled (newly, for another reason, or still after a spec change); absent until it first does. The Warning event of each stall is named by it, so that a sync repeated on a copy of the Workspace older than its last written status names the same event. See docs/design.md#events.
+   */
+  stalls?: number;
   /**
    * This operator's addition: a digest (`sha256:<hex>` of its canonical JSON) of each child (StatefulSet, Service, Role, RoleBinding), by `<Kind>/<name>`, as the last answer asked for it. While the workspace is held for an operation, the operator keeps a child only if its last-applied configuration has this digest. See docs/design.md#how-children-are-kept.
    */

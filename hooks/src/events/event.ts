@@ -112,7 +112,7 @@ export function trueCondition(
  * Whether the answer's Stalled condition is news: newly True, True for another reason, or still
  * True after a spec change (a new generation). The one rule for the stalls of every kind.
  */
-export function newlyStalled(
+function newlyStalled(
   observedConditions: unknown,
   answeredConditions: unknown,
 ): { reason: string; message: string; observedGeneration: number | undefined } | undefined {
@@ -123,10 +123,56 @@ export function newlyStalled(
   return same ? undefined : stalled;
 }
 
+/** The most stalls a status counts (int32's maximum, as the CRDs' schema says); the next is 1 again. */
+export const MAX_STALLS = 2 ** 31 - 1;
+
+/**
+ * The `status.stalls` of an answer: how many times the object has stalled (newlyStalled), counted
+ * on from the observed status (the previous answer, as written); absent while none.
+ *
+ * It tells one stall from another. Metacontroller may call the hook from a copy of the object
+ * older than the status it last wrote (its informer is behind its own status writes, which always
+ * write the newest answer). Every copy between two stall answers has the same count, whatever
+ * else its conditions say, so every sync that finds the object newly stalled names the same
+ * stall; a stall after a recovery counts on from the status that recorded the previous one, so it
+ * is a new one. The status is written by Metacontroller alone, but a count that is not one
+ * (forged, out of range) counts as 0, and the count wraps: a forged one can at most make a stall
+ * take the name of an earlier one, never make more events than there are stalls.
+ */
+export function stallsOf(observedStatus: unknown, answeredConditions: unknown): number | undefined {
+  const observed = isRecord(observedStatus) ? observedStatus : {};
+  const counted = observedStalls(observed.stalls);
+  if (!newlyStalled(observed.conditions, answeredConditions)) return counted > 0 ? counted : undefined;
+  return counted >= MAX_STALLS ? 1 : counted + 1;
+}
+
+function observedStalls(value: unknown): number {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 && value <= MAX_STALLS ? value : 0;
+}
+
+/**
+ * The stall an answer newly reports (newlyStalled), and what its event is named by (`about`): its
+ * generation and the answer's `stalls` (stallsOf). Events of the stalls of every kind are named so.
+ */
+export function newStall(
+  observedStatus: unknown,
+  answered: { conditions?: unknown; stalls?: number },
+): { reason: string; message: string; about: Record<string, unknown> } | undefined {
+  const observed = isRecord(observedStatus) ? observedStatus : {};
+  const stalled = newlyStalled(observed.conditions, answered.conditions);
+  if (!stalled) return undefined;
+  return {
+    reason: stalled.reason,
+    message: stalled.message,
+    about: { generation: stalled.observedGeneration, stall: answered.stalls ?? 0 },
+  };
+}
+
 /**
  * The observed conditions' types, statuses, reasons and transition times: they tell one
  * transition from an earlier one of the same kind, and stay the same for every sync until the
- * answer's status is written.
+ * answer's status is written (but not for a sync on a copy older than that: stalls are told apart
+ * by stallsOf).
  */
 export function conditionsFingerprint(conditions: unknown): string {
   if (!Array.isArray(conditions)) return '';

@@ -16,6 +16,7 @@ import type { StackSyncResponse } from './sync';
 import { heldFor } from './workspace';
 import { AUTO_API_VERSION } from '../lib/api-versions';
 import { applyMark, type Mark } from '../lib/conditions';
+import { stallsOf } from '../events/event';
 
 /** The Stack's children that Metacontroller updates in place: kept only as their digests in the status verify. */
 const IN_PLACE_KINDS: ReadonlySet<string> = new Set(['Workspace', 'ConfigMap']);
@@ -39,6 +40,8 @@ export function answer(view: StackView, absorbed: Absorbed, decided: Decided, no
     now,
   );
   delete status.conditions; // re-added last, where every answer has it
+  const stalls = stallsOf(view.stack.status, conditions);
+  if (stalls !== undefined) status.stalls = stalls;
   status.conditions = conditions;
   // A finalize answer always says whether the Stack may go (absent would mean the same, but say it).
   const finalized = step.kind === 'released' ? true : step.kind === 'synced' ? step.finalized : undefined;

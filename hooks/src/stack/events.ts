@@ -9,9 +9,8 @@
 import type { Stack, StackStatus } from '../../../schemas/generated/types';
 import { Labels } from '../../../contract';
 import {
-  conditionsFingerprint,
   eventsAbout,
-  newlyStalled,
+  newStall,
   operationAction,
   referenceTo,
   stackLabel,
@@ -41,7 +40,7 @@ export const EventReasons = {
 } as const;
 
 export interface StackEventsInput {
-  /** The Stack as observed: its status is the previous sync's answer, as written. */
+  /** The Stack as observed: its status is a previous sync's answer, as written (not always the last). */
   stack: Stack;
   /** Its children as observed. */
   observed: ObjectMap | undefined;
@@ -125,18 +124,12 @@ export function stackEvents(input: StackEventsInput): HookEvent[] {
     );
   }
 
-  // Stalled: newly, for another reason, or still after a spec change (a new generation).
-  const stalled = newlyStalled(previous.conditions, status.conditions);
+  // Stalled: newly, for another reason, or still after a spec change (a new generation). Named by
+  // the answer's count of stalls, so a sync on a copy older than the last status names the same.
+  const stalled = newStall(previous, status);
   if (stalled) {
     const reason = stalled.reason === Reasons.SpecInvalid ? EventReasons.configInvalid : stalled.reason;
-    events.push(
-      event(
-        // The observed conditions tell this stall from an earlier one with the same reason and
-        // generation, and stay the same for every sync until the answer's status is written.
-        { generation: stalled.observedGeneration, since: conditionsFingerprint(previous.conditions) },
-        { type: 'Warning', reason, action: 'Sync', message: stalled.message },
-      ),
-    );
+    events.push(event(stalled.about, { type: 'Warning', reason, action: 'Sync', message: stalled.message }));
   }
 
   // The workspace is reclaimed after a success (upstream's WorkspaceDeleted).

@@ -11,7 +11,7 @@ import { WORKSPACE_UNAUTHENTICATED } from '../../../contract';
 import {
   conditionsFingerprint,
   eventsAbout,
-  newlyStalled,
+  newStall,
   quoted,
   referenceTo,
   stackLabel,
@@ -43,7 +43,7 @@ const STALL_EVENTS: Record<string, { reason: string; action: string }> = {
 };
 
 export interface WorkspaceEventsInput {
-  /** The Workspace as observed: its status is the previous sync's answer, as written. */
+  /** The Workspace as observed: its status is a previous sync's answer, as written (not always the last). */
   workspace: Workspace;
   /** The status the sync answered. */
   status: WorkspaceStatus;
@@ -61,7 +61,7 @@ export function workspaceEvents(input: WorkspaceEventsInput): HookEvent[] {
   if (!regarding) return [];
   const previous = isRecord(workspace.status) ? workspace.status.conditions : undefined;
   const event = eventsAbout(regarding, stackLabel(regarding.name));
-  // The observed conditions tell this transition from an earlier one of the same kind.
+  // The observed conditions tell this Ready from an earlier one.
   const since = conditionsFingerprint(previous);
   const events: HookEvent[] = [];
 
@@ -79,7 +79,8 @@ export function workspaceEvents(input: WorkspaceEventsInput): HookEvent[] {
     );
   }
 
-  const stalled = newlyStalled(previous, status.conditions);
+  // Named by the answer's count of stalls, so a sync on a copy older than the last status names the same.
+  const stalled = newStall(workspace.status, status);
   if (stalled) {
     const upstream = Object.hasOwn(STALL_EVENTS, stalled.reason) ? STALL_EVENTS[stalled.reason] : undefined;
     const stack = workspace.spec?.stacks?.[0]?.name ?? '';
@@ -88,10 +89,12 @@ export function workspaceEvents(input: WorkspaceEventsInput): HookEvent[] {
         ? `Failed to initialize stack ${quoted(stack)}: ${stalled.message}`
         : stalled.message;
     events.push(
-      event(
-        { generation: stalled.observedGeneration, since },
-        { type: 'Warning', reason: upstream?.reason ?? stalled.reason, action: upstream?.action ?? 'Sync', message },
-      ),
+      event(stalled.about, {
+        type: 'Warning',
+        reason: upstream?.reason ?? stalled.reason,
+        action: upstream?.action ?? 'Sync',
+        message,
+      }),
     );
   }
   return events;

@@ -11,6 +11,7 @@ import { validateWorkspace } from '../../../schemas';
 import { Annotations } from '../../../contract';
 import type { HookConfig } from '../config';
 import { setConditions, type DesiredCondition } from '../lib/conditions';
+import { stallsOf } from '../events/event';
 import { MAX_NESTING, pathNestedDeeperThan, PROTOTYPE_KEY_PROBLEM, prototypeKeyPath, dottedPath } from '../lib/json';
 import { objectsOf, type KObject, type ObjectMap } from '../lib/k8s';
 import { checkAnswer, keptChild, recordDigests, recordedDigests, type ChildRule } from '../lib/kept-children';
@@ -152,6 +153,8 @@ export function syncWorkspace(req: WorkspaceSyncRequest, ctx: WorkspaceSyncConte
   const known = new Map<KObject, string>();
   const answer = (status: WorkspaceStatus, children: KObject[]): WorkspaceSyncResponse => {
     checkAnswer(`Workspace ${namespace}/${name}`, namespace, children, childRules(name));
+    const stalls = stallsOf(ws.status, status.conditions);
+    if (stalls !== undefined) status.stalls = stalls;
     status.childDigests = recordDigests(children, namespace, IN_PLACE_KINDS, known);
     return { status, children };
   };
