@@ -15,6 +15,7 @@
  */
 import type { Program } from '../../../schemas/generated/types';
 import { MAX_PROGRAM_BYTES } from '../../../contract';
+import { isRecord } from '../lib/json';
 import { ReviewUnavailable, type Reviewer, type UserInfo } from '../kube/token-review';
 import { workspaceName } from '../workspace/pod';
 import { programProblem } from './sync';
@@ -95,8 +96,7 @@ export async function answerProgram(
     program = await api.getProgram(namespace, name);
   } catch (e) {
     // Only the status code: a client error's message carries the API server's answer.
-    const code = (e as { code?: unknown } | null)?.code;
-    const http = typeof code === 'number' ? ` (HTTP ${code})` : '';
+    const http = isRecord(e) && typeof e.code === 'number' ? ` (HTTP ${e.code})` : '';
     return { status: 503, message: `cannot read Program ${namespace}/${name} from the API server${http}; retry` };
   }
   if (program === undefined) return { status: 404, message: `Program ${namespace}/${name} not found` };
