@@ -71,9 +71,7 @@ interface Setup {
   get(path: string, token?: string): Promise<{ status: number; body: string; headers: Record<string, unknown> }>;
 }
 
-async function setup(
-  options: { reviewDown?: boolean; hold?: Promise<void>; readFails?: Error } = {},
-): Promise<Setup> {
+async function setup(options: { reviewDown?: boolean; hold?: Promise<void>; readFails?: Error } = {}): Promise<Setup> {
   const cluster = new FakeCluster();
   cluster.put('workspaces', workspace('app', URL_OF('team-a', 'hello'), 'app-sa'));
   cluster.put('workspaces', workspace('other', URL_OF('team-a', 'other'), 'other-sa'));
