@@ -24,6 +24,8 @@ let base: string;
 /** What the server answers (the first of `answers` first, then `answer`), and the Authorization headers it was sent. */
 let answer: { status: number; body: string | Buffer } = { status: 200, body: PROJECT };
 let answers: { status: number; body: string }[] = [];
+/** Whether the answer's body repeats `answer.body` without end. */
+let endless = false;
 const seen: (string | undefined)[] = [];
 let root: string;
 
@@ -34,12 +36,19 @@ beforeAll(async () => {
     seen.push(req.headers.authorization);
     const next = answers.shift() ?? answer;
     res.writeHead(next.status, { 'content-type': 'application/yaml' });
-    res.end(next.body);
+    if (!endless) return res.end(next.body);
+    // The body never ends: a chunk whenever the last one is taken, until the client goes.
+    const more = () => {
+      while (!res.destroyed && res.write(next.body));
+    };
+    res.on('drain', more);
+    more();
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   base = `https://127.0.0.1:${(server.address() as AddressInfo).port}`;
 });
 afterAll(async () => {
+  server.closeAllConnections();
   await new Promise<void>((r) => server.close(() => r()));
 });
 beforeEach(() => {
@@ -49,6 +58,7 @@ beforeEach(() => {
   fs.writeFileSync(token, 'projected-token\n');
   answer = { status: 200, body: PROJECT };
   answers = [];
+  endless = false;
   seen.length = 0;
 });
 afterEach(() => fs.rmSync(root, { recursive: true, force: true }));
@@ -125,6 +135,15 @@ describe('fetch program', () => {
     expect(err.message).toContain(`the answer is larger than ${MAX_PROGRAM_BYTES} bytes`);
     expect(seen).toHaveLength(1);
     expect(fs.existsSync(written())).toBe(false);
+  });
+
+  it("reads no more of a refusal's body than its message shows", async () => {
+    answer = { status: 401, body: '{"error":"Unauthorized","message":"the token is not valid"}' };
+    endless = true;
+    const err = await refusal(env());
+    expect(err.message).toMatch(/HTTP 401: \{"error":"Unauthorized","message":"the token is not valid"\}/);
+    expect(err.message.length).toBeLessThan(1000);
+    expect(seen).toHaveLength(1);
   });
 
   it('names a missing setting or token', async () => {

@@ -71,7 +71,7 @@ interface Setup {
   get(path: string, token?: string): Promise<{ status: number; body: string; headers: Record<string, unknown> }>;
 }
 
-async function setup(options: { reviewDown?: boolean; hold?: Promise<void> } = {}): Promise<Setup> {
+async function setup(options: { reviewDown?: boolean; hold?: Promise<void>; readFails?: Error } = {}): Promise<Setup> {
   const cluster = new FakeCluster();
   cluster.put('workspaces', workspace('app', URL_OF('team-a', 'hello'), 'app-sa'));
   cluster.put('workspaces', workspace('other', URL_OF('team-a', 'other'), 'other-sa'));
@@ -96,6 +96,7 @@ async function setup(options: { reviewDown?: boolean; hold?: Promise<void> } = {
         },
         getProgram: async (namespace, name) => {
           await options.hold;
+          if (options.readFails !== undefined) throw options.readFails;
           return programs.get(`${namespace}/${name}`);
         },
       },
@@ -217,6 +218,24 @@ describe('the program server, when it cannot decide', () => {
       expect(res.body).toContain('Programs are not served');
     } finally {
       await off.app.close();
+    }
+  });
+
+  it('answers 503, not 500, when the API server does not give the Program, and says nothing of its answer', async () => {
+    // As client-node fails: the status code, and a message that carries the API server's answer.
+    const failure = Object.assign(new Error('HTTP-Code: 403 Body: {"reason":"Forbidden","secret":"s3cr3t"}'), {
+      code: 403,
+    });
+    const s = await setup({ readFails: failure });
+    try {
+      const res = await s.get('/programs/team-a/hello', 'app-token');
+      expect(res.status).toBe(503);
+      expect(JSON.parse(res.body)).toEqual({
+        error: 'Service Unavailable',
+        message: 'cannot read Program team-a/hello from the API server (HTTP 403); retry',
+      });
+    } finally {
+      await s.server.app.close();
     }
   });
 

@@ -86,7 +86,7 @@ async function downloadProgram(url: string, ca: string, token: string): Promise<
       signal: AbortSignal.timeout(PROGRAM_TIMEOUT_MS),
     });
     if (res.statusCode !== 200) {
-      const why = (await res.body.text().catch(() => '')).slice(0, 300);
+      const why = await leadingText(res.body, 300);
       throw new AgentError(`HTTP ${res.statusCode}${why ? `: ${why}` : ''}`, { status: res.statusCode });
     }
     const chunks: Buffer[] = [];
@@ -103,6 +103,24 @@ async function downloadProgram(url: string, ca: string, token: string): Promise<
   } finally {
     await dispatcher.close().catch(() => undefined);
   }
+}
+
+/** The first `max` bytes of a body, as text (for a message); the rest is never read. */
+async function leadingText(body: AsyncIterable<unknown> & { destroy(): unknown }, max: number): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  try {
+    for await (const chunk of bufferChunks(body)) {
+      chunks.push(chunk);
+      size += chunk.length;
+      if (size >= max) break;
+    }
+  } catch {
+    // The status says why; its body is only a detail.
+  } finally {
+    body.destroy();
+  }
+  return Buffer.concat(chunks).subarray(0, max).toString('utf8');
 }
 
 /** A minimal Pulumi.yaml (name and runtime), for destroying a stack whose source is gone. */

@@ -21,6 +21,27 @@ export function k8sModule(): typeof k8s {
   return require('@kubernetes/client-node') as typeof k8s;
 }
 
+/**
+ * Call options for client-node's API clients that abort the call, its answer's body included, after
+ * `ms`: the clients have no timeout of their own, so an API server that never answers would hold
+ * the caller, and the socket, for good.
+ */
+export function abortAfter(ms: number): k8s.ConfigurationOptions {
+  const { Observable } = k8sModule();
+  return {
+    middleware: [
+      {
+        pre: (context) => {
+          context.setSignal(AbortSignal.timeout(ms));
+          return new Observable(Promise.resolve(context));
+        },
+        post: (response) => new Observable(Promise.resolve(response)),
+      },
+    ],
+    middlewareMergeStrategy: 'append',
+  };
+}
+
 /** API access from the environment: KUBECONFIG first (local runs), else the pod's ServiceAccount. */
 export function kubeAccessFromEnv(
   env: NodeJS.ProcessEnv = process.env,

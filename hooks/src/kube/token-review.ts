@@ -13,7 +13,7 @@
 import { createHash } from 'node:crypto';
 import type * as k8s from '@kubernetes/client-node';
 import { LRUCache } from 'lru-cache';
-import { k8sModule } from './access';
+import { abortAfter, k8sModule } from './access';
 
 /** A token's user, as a TokenReview's status.user names it. */
 export interface UserInfo {
@@ -86,22 +86,27 @@ export const MAX_TOKEN_BYTES = 16 * 1024;
 /** One remembered answer: a user (or none), or an access decision. */
 type Answer = { user: UserInfo | undefined } | { allowed: boolean };
 
-/** The TokenReview and SubjectAccessReview APIs of a kubeconfig. */
-export function kubeReviewApi(kc: k8s.KubeConfig): ReviewApi {
+/**
+ * The TokenReview and SubjectAccessReview APIs of a kubeconfig. Each call is aborted after
+ * `timeoutMs`, so a review the reviewer stopped waiting for does not keep its request open.
+ */
+export function kubeReviewApi(kc: k8s.KubeConfig, timeoutMs = 5_000): ReviewApi {
   const k = k8sModule();
   const authn = kc.makeApiClient(k.AuthenticationV1Api);
   const authz = kc.makeApiClient(k.AuthorizationV1Api);
   return {
     async tokenReview(spec) {
-      const review = await authn.createTokenReview({
-        body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec },
-      });
+      const review = await authn.createTokenReview(
+        { body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec } },
+        abortAfter(timeoutMs),
+      );
       return review.status;
     },
     async subjectAccessReview(spec) {
-      const review = await authz.createSubjectAccessReview({
-        body: { apiVersion: 'authorization.k8s.io/v1', kind: 'SubjectAccessReview', spec },
-      });
+      const review = await authz.createSubjectAccessReview(
+        { body: { apiVersion: 'authorization.k8s.io/v1', kind: 'SubjectAccessReview', spec } },
+        abortAfter(timeoutMs),
+      );
       return review.status;
     },
   };

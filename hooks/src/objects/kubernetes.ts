@@ -5,7 +5,7 @@
  */
 import type * as k8s from '@kubernetes/client-node';
 import type { Program } from '../../../schemas/generated/types';
-import { k8sModule } from '../kube/access';
+import { abortAfter, k8sModule } from '../kube/access';
 import { isRecord } from '../lib/json';
 import type { ObjectsApi, WatchedResource } from './gauges';
 import type { ListPage, ListWatch, WatchEvent } from './reflector';
@@ -90,22 +90,21 @@ export function kubeObjectsApi(kc: k8s.KubeConfig): ObjectsApi {
 
 /**
  * A Program as the API server holds it now, or undefined when there is none (get, granted to the
- * hooks for the program server: program/serve.ts). The API server bounds its size.
+ * hooks for the program server: program/serve.ts). The API server bounds its size; `timeoutMs`
+ * bounds the call (a download holds one of the program server's few slots meanwhile).
  */
 export function kubeProgramGetter(
   kc: k8s.KubeConfig,
+  timeoutMs = 10_000,
 ): (namespace: string, name: string) => Promise<Program | undefined> {
   const custom = kc.makeApiClient(k8sModule().CustomObjectsApi);
   const { group, version } = GROUP_VERSIONS.programs;
   return async (namespace, name) => {
     try {
-      return (await custom.getNamespacedCustomObject({
-        group,
-        version,
-        namespace,
-        plural: 'programs',
-        name,
-      })) as Program;
+      return (await custom.getNamespacedCustomObject(
+        { group, version, namespace, plural: 'programs', name },
+        abortAfter(timeoutMs),
+      )) as Program;
     } catch (e) {
       if (isRecord(e) && e.code === 404) return undefined;
       throw e;

@@ -15,6 +15,7 @@
  */
 import type { Program } from '../../../schemas/generated/types';
 import { MAX_PROGRAM_BYTES } from '../../../contract';
+import { isRecord } from '../lib/json';
 import { ReviewUnavailable, type Reviewer, type UserInfo } from '../kube/token-review';
 import { workspaceName } from '../workspace/pod';
 import { programProblem } from './sync';
@@ -90,7 +91,14 @@ export async function answerProgram(
     return { status: 503, message: "the hook server's watch of Workspaces is not synced yet; retry" };
   const why = refusal(user, namespace, name, readers);
   if (why !== undefined) return { status: 403, message: why };
-  const program = await api.getProgram(namespace, name);
+  let program: Program | undefined;
+  try {
+    program = await api.getProgram(namespace, name);
+  } catch (e) {
+    // Only the status code: a client error's message carries the API server's answer.
+    const http = isRecord(e) && typeof e.code === 'number' ? ` (HTTP ${e.code})` : '';
+    return { status: 503, message: `cannot read Program ${namespace}/${name} from the API server${http}; retry` };
+  }
   if (program === undefined) return { status: 404, message: `Program ${namespace}/${name} not found` };
   const problem = programProblem(program);
   if (problem !== undefined) return { status: 409, message: `Program ${namespace}/${name} is invalid: ${problem}` };
