@@ -3,7 +3,8 @@
  * <dir> [pattern...]` (run-in-testbed.sh --beds N, N from PKO_E2E_BEDS or 2, running this; `.ci/run`
  * does so, with the phase in PKO_E2E_PHASE; patterns select files as jest's own do).
  * run-in-testbed.sh runs this once in each bed, a lane. Every lane lists the same files in the same
- * order (largest first, as jest orders files it has no timings for) and takes the next one that no
+ * order (longest first by e2e/durations.json, files it does not list before them, largest first as
+ * jest orders files it has no timings for) and takes the next one that no
  * lane has claimed (a directory made in the run's directory: mkdir is atomic, so each file runs
  * once), running it alone with jest in its bed, as `npm run test:e2e -- <file>` would. Per file,
  * `<dir>/<n>.json` is jest's result and `<dir>/<n>.log` its output; a lane prints a line per file,
@@ -55,13 +56,29 @@ function jest(args: string[], output: 'pipe' | number): Promise<{ code: number; 
   });
 }
 
-/** The suite's files for this phase (jest.config.js decides), largest first, the same in every lane. */
+/** Seconds per file (repository-relative) from e2e/durations.json: what orders the files. */
+export function recordedSeconds(): Record<string, number> {
+  const recorded = JSON.parse(fs.readFileSync(path.join(REPO_ROOT, 'e2e', 'durations.json'), 'utf8')) as {
+    seconds: Record<string, number>;
+  };
+  return recorded.seconds;
+}
+
+/**
+ * `files` longest first, so that the lanes end together: by their recorded seconds, the files with
+ * none first (a new file may be long), those by size, largest first.
+ */
+export function longestFirst(files: string[], seconds: Record<string, number>, size: (f: string) => number): string[] {
+  const recorded = (f: string) => seconds[path.relative(REPO_ROOT, f)] ?? Infinity;
+  return [...files].sort((a, b) => recorded(b) - recorded(a) || size(b) - size(a) || a.localeCompare(b));
+}
+
+/** The suite's files for this phase (jest.config.js decides), longest first, the same in every lane. */
 async function suiteFiles(patterns: string[]): Promise<string[]> {
   const listed = await jest(['--listTests', ...patterns], 'pipe');
   if (listed.code !== 0) throw new Error(`jest --listTests exited ${listed.code}`);
   const files = listed.stdout.split('\n').filter((f) => f.endsWith('.e2e.ts'));
-  const size = (f: string) => fs.statSync(f).size;
-  return files.sort((a, b) => size(b) - size(a) || a.localeCompare(b));
+  return longestFirst(files, recordedSeconds(), (f) => fs.statSync(f).size);
 }
 
 /** Whether this lane got file `n` (no other lane has). */
@@ -117,7 +134,9 @@ async function main(): Promise<void> {
   process.exitCode = failures > 0 ? 1 : 0;
 }
 
-main().catch((e: unknown) => {
-  console.error(e);
-  process.exit(2);
-});
+if (require.main === module) {
+  main().catch((e: unknown) => {
+    console.error(e);
+    process.exit(2);
+  });
+}
