@@ -240,8 +240,7 @@ export function buildServer(config: HookConfig, deps: ServerDeps = {}): HookServ
   const reloadCredentials = (): void => {
     const tls = credentials.reload();
     if (!tls) return;
-    (app.server as https.Server).setSecureContext(tls);
-    (programs.server as https.Server).setSecureContext(tls);
+    for (const instance of [app, programs]) (instance.server as https.Server).setSecureContext(tls);
   };
   const reload = setInterval(reloadCredentials, deps.credentialsReloadMs ?? 30_000);
   reload.unref();

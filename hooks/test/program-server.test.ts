@@ -4,13 +4,13 @@
  * anyone else. The TokenReview and the Program's read are stand-ins; the Workspaces come through the
  * hooks' own watch (a FakeCluster behind the mirror).
  */
-import type { AddressInfo } from 'node:net';
 import { request } from 'undici';
 import type { Program } from '../../schemas/generated/types';
 import { ReviewUnavailable, TokenReviewer, type Reviewer, type UserInfo } from '../src/kube/token-review';
 import { renderProgram } from '../src/program/render';
 import { syncProgram } from '../src/program/sync';
 import { buildServer, type HookServer } from '../src/server';
+import { listenOnLoopback } from './answers';
 import { NOW, testConfig } from './builders';
 import { FakeCluster } from './fake-cluster';
 
@@ -61,12 +61,6 @@ async function call(
 ): Promise<{ status: number; body: string; headers: Record<string, unknown> }> {
   const res = await request(`${base}${path}`, { headers: authorization === undefined ? {} : { authorization } });
   return { status: res.statusCode, body: await res.body.text(), headers: res.headers };
-}
-
-/** Where `app` listens on loopback (port 0: any free one). */
-async function listenOnLoopback(app: HookServer['app']): Promise<string> {
-  await app.listen({ port: 0, host: '127.0.0.1' });
-  return `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
 }
 
 interface Setup {
