@@ -320,6 +320,7 @@ describe('helm template with every value changed (packaging/testdata/chart-value
   test('hook settings become the environment variables the hook server reads', () => {
     expect(envOf(d)).toMatchObject({
       PORT: '8080',
+      PROGRAM_PORT: '8081',
       LOG_LEVEL: 'debug',
       GIT_TIMEOUT_MS: '5000',
       GIT_CACHE_TTL_MS: '60000',
