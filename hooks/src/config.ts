@@ -130,7 +130,7 @@ export const DEFAULT_LIMITS: ServerLimits = {
 export const DEFAULT_OPERATIONS_MAX = 20;
 
 /** The program server's port in the container (PROGRAM_PORT); the manifests name it `programs`. */
-export const DEFAULT_PROGRAM_PORT = 8081;
+const DEFAULT_PROGRAM_PORT = 8081;
 
 export const DEFAULT_AGENT_IMAGE = `ghcr.io/pulumi-mc-operator/agent:v${version}`;
 
