@@ -87,6 +87,8 @@ async function startReplica(name: string, port: number, config: ReplicaConfig, l
       PATH: process.env.PATH,
       HOME: process.env.HOME,
       PORT: String(port),
+      // Each replica's program server needs a port of its own too (nothing downloads from it here).
+      PROGRAM_PORT: String(port + 1000),
       HOST: '127.0.0.1',
       AGENT_IMAGE: config.agentImage,
       PROGRAM_SERVER_URL: config.programServer.url,

@@ -209,7 +209,7 @@ describe('helm template with the default values', () => {
     }
   });
 
-  test('the NetworkPolicy admits Metacontroller and the monitoring namespace to the hook port only', () => {
+  test('the NetworkPolicy admits Metacontroller and the monitoring namespace to the hook port, workspace pods only to the Programs port', () => {
     const policy = findObject(objects, 'NetworkPolicy', 'pulumi-operator');
     expect(policy.spec?.podSelector?.matchLabels).toEqual(
       findObject(objects, 'Deployment', 'pulumi-operator').spec?.selector.matchLabels,
@@ -220,10 +220,13 @@ describe('helm template with the default values', () => {
           ...['metacontroller', 'monitoring'].map((ns) => ({
             namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': ns } },
           })),
-          // Workspace pods of any namespace, for their Program.
-          { namespaceSelector: {}, podSelector: { matchLabels: { 'auto.pulumi.com/component': 'workspace' } } },
         ],
         ports: [{ port: 'https', protocol: 'TCP' }],
+      },
+      {
+        // Workspace pods of any namespace (anyone who creates pods can set the label), for their Program.
+        from: [{ namespaceSelector: {}, podSelector: { matchLabels: { 'auto.pulumi.com/component': 'workspace' } } }],
+        ports: [{ port: 'programs', protocol: 'TCP' }],
       },
     ]);
   });
@@ -317,6 +320,7 @@ describe('helm template with every value changed (packaging/testdata/chart-value
   test('hook settings become the environment variables the hook server reads', () => {
     expect(envOf(d)).toMatchObject({
       PORT: '8080',
+      PROGRAM_PORT: '8081',
       LOG_LEVEL: 'debug',
       GIT_TIMEOUT_MS: '5000',
       GIT_CACHE_TTL_MS: '60000',
@@ -413,12 +417,18 @@ describe('helm template with every value changed (packaging/testdata/chart-value
     expect(pod.automountServiceAccountToken).toBe(true);
   });
 
-  test('the PodDisruptionBudget uses maxUnavailable; the Service port feeds the controllers', () => {
+  test('the PodDisruptionBudget uses maxUnavailable; the Service port feeds the controllers, its Programs port PROGRAM_SERVER_URL', () => {
     const pdb = findObject(objects, 'PodDisruptionBudget', 'platform-pulumi-operator');
     expect(pdb.spec).toMatchObject({ maxUnavailable: 1 });
     expect(pdb.spec?.minAvailable).toBeUndefined();
     const svc = findObject(objects, 'Service', 'platform-pulumi-operator');
-    expect(svc.spec?.ports?.[0]?.port).toBe(8443);
+    expect(svc.spec?.ports?.map((p) => [p.name, p.port, p.targetPort])).toEqual([
+      ['https', 8443, 'https'],
+      ['programs', 9444, 'programs'],
+    ]);
+    expect(envOf(findObject(objects, 'Deployment', 'platform-pulumi-operator')).PROGRAM_SERVER_URL).toBe(
+      'https://platform-pulumi-operator.infra.svc:9444',
+    );
     const cc = findObject(objects, 'CompositeController', 'pulumi-stacks');
     expect(cc.spec?.resyncPeriodSeconds).toBe(300);
     for (const name of ['pulumi-workspaces', 'pulumi-updates'])
@@ -471,9 +481,12 @@ describe('helm template with every value changed (packaging/testdata/chart-value
             namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'observability' } },
             podSelector: { matchLabels: { 'app.kubernetes.io/name': 'prometheus' } },
           },
-          { namespaceSelector: {}, podSelector: { matchLabels: { 'auto.pulumi.com/component': 'workspace' } } },
         ],
         ports: [{ port: 'https', protocol: 'TCP' }],
+      },
+      {
+        from: [{ namespaceSelector: {}, podSelector: { matchLabels: { 'auto.pulumi.com/component': 'workspace' } } }],
+        ports: [{ port: 'programs', protocol: 'TCP' }],
       },
     ]);
   });

@@ -179,7 +179,7 @@ describe('the hook server Deployment', () => {
       '/etc/pulumi-operator/auth/previous-token',
     ]);
     // The Secret's ca.crt: what workspace pods check the program server against, at its Service.
-    expect(config.programServer).toEqual({ url: 'https://pulumi-mc-hooks.pulumi-system.svc', ca: CA_PEM });
+    expect(config.programServer).toEqual({ url: 'https://pulumi-mc-hooks.pulumi-system.svc:9443', ca: CA_PEM });
     expect(files).toEqual(['/etc/pulumi-operator/tls/ca.crt']);
   });
 
@@ -209,8 +209,9 @@ describe('the hook server Deployment', () => {
         tokenReview: () => Promise.resolve({ authenticated: false }),
         subjectAccessReview: () => Promise.resolve({ allowed: false }),
       });
-      const { app } = buildServer({ ...configFromEnv(env), logLevel: 'silent' }, { logger: false, reviewer });
+      const { app, programs } = buildServer({ ...configFromEnv(env), logLevel: 'silent' }, { logger: false, reviewer });
       await app.listen({ port: 0, host: '127.0.0.1' });
+      await programs.listen({ port: 0, host: '127.0.0.1' });
       const agent = new Agent({
         connect: { ca: creds.ca, servername: `${service.metadata.name}.${service.metadata.namespace}` },
       });
@@ -227,6 +228,14 @@ describe('the hook server Deployment', () => {
           request(`${base}/metrics`, { dispatcher: agent, headers: authorization ? { authorization } : {} });
         expect((await scrape()).statusCode).toBe(401);
         expect((await scrape(`Bearer ${creds.token}`)).statusCode).toBe(401);
+        // The program server: the same certificate, its own port, no hook route (no API access here: 503).
+        const programsBase = `https://127.0.0.1:${(programs.server.address() as AddressInfo).port}`;
+        const download = await request(`${programsBase}/programs/team-a/app`, { dispatcher: agent });
+        await download.body.dump();
+        expect(download.statusCode).toBe(503);
+        const hook = await request(`${programsBase}/stack/sync`, { dispatcher: agent, method: 'POST', body: '{}' });
+        await hook.body.dump();
+        expect(hook.statusCode).toBe(404);
       } finally {
         await agent.close();
         await app.close();
@@ -278,7 +287,10 @@ describe('the hook server Deployment', () => {
 
   test('listens where the hook server listens, on every interface, with only the settings it reads', () => {
     const defaults = configFromEnv({});
-    expect(container.ports).toEqual([{ name: 'https', containerPort: defaults.port, protocol: 'TCP' }]);
+    expect(container.ports).toEqual([
+      { name: 'https', containerPort: defaults.port, protocol: 'TCP' },
+      { name: 'programs', containerPort: defaults.programPort, protocol: 'TCP' },
+    ]);
     const env = envOf(container.env);
     const { tls, authTokenFiles, programServer, metricsAuth, ...rest } = deployedConfig(env);
     expect(tls).toBeDefined();
@@ -312,10 +324,14 @@ describe('the hook server Deployment', () => {
     const pdb = findObject(install, 'PodDisruptionBudget', 'pulumi-mc-hooks');
     expect(matches(required(pdb.spec?.selector?.matchLabels, 'the PDB selects by labels'), podLabels)).toBe(true);
     expect(pdb.spec?.minAvailable).toBe(1);
-    expect(service.spec?.ports).toEqual([{ name: 'https', port: 443, targetPort: 'https', protocol: 'TCP' }]);
+    expect(service.spec?.ports).toEqual([
+      { name: 'https', port: 443, targetPort: 'https', protocol: 'TCP' },
+      // PROGRAM_SERVER_URL's port.
+      { name: 'programs', port: 9443, targetPort: 'programs', protocol: 'TCP' },
+    ]);
   });
 
-  test("the NetworkPolicy admits only Metacontroller's and Prometheus' namespaces and workspace pods, to the hook port", () => {
+  test("the NetworkPolicy admits Metacontroller's and Prometheus' namespaces to the hook port, workspace pods only to the Programs port", () => {
     const policy = findObject(install, 'NetworkPolicy', 'pulumi-mc-hooks');
     expect(policy.metadata.namespace).toBe('pulumi-system');
     expect(policy.spec?.podSelector?.matchLabels).toEqual(deployment.spec?.selector.matchLabels);
@@ -326,10 +342,14 @@ describe('the hook server Deployment', () => {
           ...['metacontroller', 'monitoring'].map((ns) => ({
             namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': ns } },
           })),
-          // Workspace pods of any namespace, for their Program (with their own token).
-          { namespaceSelector: {}, podSelector: { matchLabels: { 'auto.pulumi.com/component': 'workspace' } } },
         ],
         ports: [{ port: 'https', protocol: 'TCP' }],
+      },
+      {
+        // Workspace pods of any namespace (anyone who creates pods can set the label), for their
+        // Program (with their own token): the program server's port only.
+        from: [{ namespaceSelector: {}, podSelector: { matchLabels: { 'auto.pulumi.com/component': 'workspace' } } }],
+        ports: [{ port: 'programs', protocol: 'TCP' }],
       },
     ]);
   });

@@ -48,7 +48,7 @@ export interface Operator {
   /** Where the hook server is served: https://127.0.0.1:<hooksPort>. */
   hooksUrl: string;
   /**
-   * Where workspace pods download Programs from it, https://<node address>:<hooksPort>
+   * Where workspace pods download Programs from it, https://<node address>:<its program port>
    * (PROGRAM_SERVER_URL), and the CA they check it against: the hooks' config.programServer.
    */
   programServer: { url: string; ca: string };
@@ -222,13 +222,16 @@ async function hookServerSettings(
   });
   for (const secret of credentials.secrets) await objects.create(secret);
   const port = await freePort();
+  // The program server listens on a port of its own, as in a cluster (the Service's `programs`).
+  const programPort = await freePort();
   const hookConfig: HookConfig = {
     ...configFromEnv({}),
     ...credentials.serving,
     port,
+    programPort,
     // Every address of the test network: no packet leaves it.
     host: '0.0.0.0',
-    programServer: { url: `https://${cp.nodeAddress}:${port}`, ca: credentials.ca },
+    programServer: { url: `https://${cp.nodeAddress}:${programPort}`, ca: credentials.ca },
     agentImage: AGENT_IMAGE,
     logLevel: process.env.PKO_E2E_HOOK_LOGS ? 'info' : 'warn',
     ...options.hookConfig,

@@ -10,7 +10,14 @@ import type { ReclaimPolicy, WorkspaceCacheSettings } from './stack/hibernation'
 
 /** Settings of the hook server, from its environment. Nothing here is per request. */
 export interface HookConfig extends BoundedSettings {
+  /** The hook routes' port (PORT): Metacontroller's calls, /metrics and the probes. */
   port: number;
+  /**
+   * The program server's port (PROGRAM_PORT, default 8081): only `GET /programs/…`, for workspace
+   * pods, so that a NetworkPolicy can admit them here and not to the hook routes. Listened on only
+   * when PROGRAM_SERVER_URL is set.
+   */
+  programPort: number;
   host: string;
   /** The image of the bootstrap and fetch init containers and of the Job runner (IMAGE_REGISTRY applied). */
   agentImage: string;
@@ -84,7 +91,7 @@ export interface HookConfig extends BoundedSettings {
   metricsAuth?: boolean;
   /**
    * Where workspace pods download Programs from this server (PROGRAM_SERVER_URL, e.g.
-   * https://pulumi-mc-hooks.pulumi-system.svc:443) and the PEM of the CA its certificate is checked
+   * https://pulumi-mc-hooks.pulumi-system.svc:9443, the Service's port to PROGRAM_PORT) and the PEM of the CA its certificate is checked
    * against (read from PROGRAM_SERVER_CA_FILE). Unset: Programs have no artifact (Stalled).
    */
   programServer?: { url: string; ca: string };
@@ -121,6 +128,9 @@ export const DEFAULT_LIMITS: ServerLimits = {
 };
 
 export const DEFAULT_OPERATIONS_MAX = 20;
+
+/** The program server's port in the container (PROGRAM_PORT); the manifests name it `programs`. */
+const DEFAULT_PROGRAM_PORT = 8081;
 
 export const DEFAULT_AGENT_IMAGE = `ghcr.io/pulumi-mc-operator/agent:v${version}`;
 
@@ -291,6 +301,7 @@ export function configFromEnv(
     ...bounded,
     ...serving,
     port: positiveInt('PORT', env.PORT, 8080),
+    programPort: positiveInt('PROGRAM_PORT', env.PROGRAM_PORT, DEFAULT_PROGRAM_PORT),
     // Without a credential to ask for, only this machine may call (npm start, curl).
     host: env.HOST || (serving.authTokenFiles ? '0.0.0.0' : '127.0.0.1'),
     agentImage: image(env.AGENT_IMAGE || DEFAULT_AGENT_IMAGE),
@@ -326,6 +337,8 @@ export function configFromEnv(
   if (env.FLUX_MAX_UNTAR_SIZE_BYTES) config.fluxMaxUntarSizeBytes = env.FLUX_MAX_UNTAR_SIZE_BYTES;
   const programServer = programServerFromEnv(env, readFile);
   if (programServer) config.programServer = programServer;
+  if (config.programPort === config.port)
+    throw new Error(`PROGRAM_PORT must differ from PORT (${config.port}): the program server has a port of its own`);
   return config;
 }
 

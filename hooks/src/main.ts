@@ -24,6 +24,12 @@ export async function startHookServer(config: HookConfig, deps: ServerDeps = {})
     return closing;
   };
   await server.app.listen({ port: config.port, host: config.host });
+  // The program server only when workspaces are told where it is (PROGRAM_SERVER_URL).
+  if (config.programServer)
+    await server.programs.listen({ port: config.programPort, host: config.host }).catch(async (e: unknown) => {
+      await server.app.close();
+      throw e;
+    });
   return { ...server, shutdown };
 }
 

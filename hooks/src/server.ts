@@ -48,7 +48,10 @@ export interface ServerDeps {
 }
 
 export interface HookServer {
+  /** The hook routes, /metrics and the probes (config.port); closing it closes `programs` too. */
   app: FastifyInstance;
+  /** The program server, `GET /programs/…` only (config.programPort), with the same certificate. */
+  programs: FastifyInstance;
   health: Health;
   metrics: HookMetrics;
   /** The gauges derived from Stacks and Programs; undefined when they are off. */
@@ -116,32 +119,39 @@ export function buildServer(config: HookConfig, deps: ServerDeps = {}): HookServ
   });
   const logStream =
     config.logFormat === 'console' ? consoleLogStream(deps.logStream ?? process.stdout) : deps.logStream;
-  const app: FastifyInstance = Fastify({
-    serverFactory: (handler) => rawServer(handler, limits, credentials.tls),
-    logger:
-      deps.logger === false
-        ? false
-        : {
-            level: config.logLevel,
-            redact: ['req.headers.authorization', 'req.headers.cookie'],
-            ...(logStream ? { stream: logStream } : {}),
-          },
-    bodyLimit: config.bodyLimit,
-    // A Program's name may be 253 characters (/programs/:namespace/:name); longer is a 400 from its schema.
-    routerOptions: { maxParamLength: 300 },
-    genReqId: (req) => {
-      const given = req.headers['x-request-id'];
-      return typeof given === 'string' && given.length > 0 && given.length <= 128 ? given : randomUUID();
-    },
-    logController: new OneLinePerRequest(),
-  });
+  // Two listeners with the same bounds, certificate and logs: the hook routes' and the program server's.
+  const listener = (): FastifyInstance => {
+    const instance: FastifyInstance = Fastify({
+      serverFactory: (handler) => rawServer(handler, limits, credentials.tls),
+      logger:
+        deps.logger === false
+          ? false
+          : {
+              level: config.logLevel,
+              redact: ['req.headers.authorization', 'req.headers.cookie'],
+              ...(logStream ? { stream: logStream } : {}),
+            },
+      bodyLimit: config.bodyLimit,
+      // A Program's name may be 253 characters (/programs/:namespace/:name); longer is a 400 from its schema.
+      routerOptions: { maxParamLength: 300 },
+      genReqId: (req) => {
+        const given = req.headers['x-request-id'];
+        return typeof given === 'string' && given.length > 0 && given.length <= 128 ? given : randomUUID();
+      },
+      logController: new OneLinePerRequest(),
+    });
+    installErrorHandler(instance);
+    installRequestLog(instance);
+    return instance;
+  };
+  const app = listener();
+  const programs = listener();
   const serving = describeServing(config, credentials);
   app.log[serving.level](serving.msg);
   const ajv = createAjv();
   app.setValidatorCompiler(({ schema }) => ajv.compile(schema));
-  installErrorHandler(app);
+  programs.setValidatorCompiler(({ schema }) => ajv.compile(schema));
   installJsonBodyParser(app);
-  installRequestLog(app);
   const health: Health = { ready: true };
   const clock = deps.clock ?? (() => new Date());
   const metrics = new HookMetrics();
@@ -214,7 +224,8 @@ export function buildServer(config: HookConfig, deps: ServerDeps = {}): HookServ
     hooks.register(programHooks, { prefix: '/program', clock, config });
     done();
   });
-  // The Programs, for the workspaces that run them: they prove who they are with their own token.
+  // The Programs, for the workspaces that run them, on a port of their own (the NetworkPolicy
+  // admits workspace pods only there): they prove who they are with their own token.
   const programsAccess = deps.programs ?? { off: 'no Kubernetes API access given' };
   const programAccess: ProgramServerAccess =
     'off' in programsAccess
@@ -224,11 +235,12 @@ export function buildServer(config: HookConfig, deps: ServerDeps = {}): HookServ
         : { off: 'the hook server does not watch Workspaces (OBJECT_METRICS=off)' };
   if (config.programServer && 'off' in programAccess)
     app.log.warn({ why: programAccess.off }, 'Programs are not served');
-  app.register(programServer, { access: programAccess, serverUrl: config.programServer?.url });
+  programs.register(programServer, { access: programAccess, serverUrl: config.programServer?.url });
   // A rotated Secret reaches the mounted files within a minute or so; this picks it up.
   const reloadCredentials = (): void => {
     const tls = credentials.reload();
-    if (tls) (app.server as https.Server).setSecureContext(tls);
+    if (!tls) return;
+    for (const instance of [app, programs]) (instance.server as https.Server).setSecureContext(tls);
   };
   const reload = setInterval(reloadCredentials, deps.credentialsReloadMs ?? 30_000);
   reload.unref();
@@ -239,9 +251,10 @@ export function buildServer(config: HookConfig, deps: ServerDeps = {}): HookServ
   });
   app.addHook('onClose', async () => {
     clearInterval(reload);
+    await programs.close();
     await git.close();
     await events?.close();
     await objects?.stop();
   });
-  return { app, health, metrics, objects, events, credentials, reloadCredentials, budget };
+  return { app, programs, health, metrics, objects, events, credentials, reloadCredentials, budget };
 }

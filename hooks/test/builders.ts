@@ -23,6 +23,7 @@ export const NOW = new Date('2026-11-22T10:00:00Z');
 
 export const testConfig: HookConfig = {
   port: 0,
+  programPort: 0,
   host: '127.0.0.1',
   agentImage: 'example.test/pko-agent:v0.1.0',
   workspaceImage: { restricted: 'example.test/pulumi:3-nonroot', baseline: 'example.test/pulumi:3' },

@@ -31,11 +31,16 @@ describe('graceful shutdown', () => {
   it('fails readiness, then closes; a second signal is harmless', async () => {
     const server = await startHookServer({ ...testConfig, port: 0 }, { logger: false });
     const base = `http://127.0.0.1:${(server.app.server.address() as AddressInfo).port}`;
+    // With PROGRAM_SERVER_URL set, the program server listens on its own port, and closes with the hooks.
+    const programs = `http://127.0.0.1:${(server.programs.server.address() as AddressInfo).port}`;
+    expect(programs).not.toBe(base);
     expect((await request(`${base}/readyz`)).statusCode).toBe(200);
+    expect((await request(`${programs}/programs/team-a/hello`)).statusCode).toBe(503);
     const closing = server.shutdown('SIGTERM');
     expect(server.health.ready).toBe(false);
     await Promise.all([closing, server.shutdown('SIGTERM')]);
     await expect(request(`${base}/healthz`)).rejects.toThrow();
+    await expect(request(`${programs}/programs/team-a/hello`)).rejects.toThrow();
   });
 });
 
@@ -46,6 +51,8 @@ describe('configuration from the environment', () => {
     expect(defaults.agentImage).toMatch(/agent:v/);
     expect(configFromEnv({ AGENT_IMAGE_PULL_POLICY: 'never' }).agentImagePullPolicy).toBe('Never');
     expect(() => configFromEnv({ PORT: 'eighty' })).toThrow('PORT must be a positive integer, not "eighty"');
+    expect(defaults.programPort).toBe(8081);
+    expect(() => configFromEnv({ PORT: '9000', PROGRAM_PORT: '9000' })).toThrow(/PROGRAM_PORT must differ from PORT/);
     expect(() => configFromEnv({ AGENT_IMAGE_PULL_POLICY: 'Sometimes' })).toThrow(/AGENT_IMAGE_PULL_POLICY/);
   });
 });

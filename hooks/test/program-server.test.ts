@@ -4,13 +4,13 @@
  * anyone else. The TokenReview and the Program's read are stand-ins; the Workspaces come through the
  * hooks' own watch (a FakeCluster behind the mirror).
  */
-import type { AddressInfo } from 'node:net';
 import { request } from 'undici';
 import type { Program } from '../../schemas/generated/types';
-import { ReviewUnavailable, type UserInfo } from '../src/kube/token-review';
+import { ReviewUnavailable, TokenReviewer, type Reviewer, type UserInfo } from '../src/kube/token-review';
 import { renderProgram } from '../src/program/render';
 import { syncProgram } from '../src/program/sync';
 import { buildServer, type HookServer } from '../src/server';
+import { listenOnLoopback } from './answers';
 import { NOW, testConfig } from './builders';
 import { FakeCluster } from './fake-cluster';
 
@@ -67,11 +67,16 @@ interface Setup {
   server: HookServer;
   programs: Map<string, Program>;
   audiences: string[][];
+  /** The program server's port. */
   base: string;
+  /** The hook routes' port. */
+  hookBase: string;
   get(path: string, token?: string): Promise<{ status: number; body: string; headers: Record<string, unknown> }>;
 }
 
-async function setup(options: { reviewDown?: boolean; hold?: Promise<void>; readFails?: Error } = {}): Promise<Setup> {
+async function setup(
+  options: { reviewDown?: boolean; hold?: Promise<void>; readFails?: Error; reviewer?: Reviewer } = {},
+): Promise<Setup> {
   const cluster = new FakeCluster();
   cluster.put('workspaces', workspace('app', URL_OF('team-a', 'hello'), 'app-sa'));
   cluster.put('workspaces', workspace('other', URL_OF('team-a', 'other'), 'other-sa'));
@@ -87,7 +92,7 @@ async function setup(options: { reviewDown?: boolean; hold?: Promise<void>; read
     programs: {
       via: 'the stand-ins',
       api: {
-        reviewer: {
+        reviewer: options.reviewer ?? {
           authenticate: (token, wanted = []) => {
             audiences.push([...wanted]);
             if (options.reviewDown) return Promise.reject(new ReviewUnavailable('the API server did not answer'));
@@ -102,14 +107,15 @@ async function setup(options: { reviewDown?: boolean; hold?: Promise<void>; read
       },
     },
   });
-  await server.app.listen({ port: 0, host: '127.0.0.1' });
-  const base = `http://127.0.0.1:${(server.app.server.address() as AddressInfo).port}`;
+  const hookBase = await listenOnLoopback(server.app);
+  const base = await listenOnLoopback(server.programs);
   await server.objects!.whenSynced();
   return {
     server,
     programs,
     audiences,
     base,
+    hookBase,
     get: (path, token) => call(base, path, token === undefined ? undefined : `Bearer ${token}`),
   };
 }
@@ -135,6 +141,22 @@ describe('the program server', () => {
     expect(s.audiences).toEqual([['programs.pulumi-mc-hooks']]);
     // A token not bound to a pod: the ServiceAccount decides.
     expect((await s.get('/programs/team-a/hello', 'app-token-unbound')).status).toBe(200);
+  });
+
+  it('has a port of its own: the Programs only there, the hook routes, probes and /metrics only on theirs', async () => {
+    expect((await call(s.hookBase, '/programs/team-a/hello', 'Bearer app-token')).status).toBe(404);
+    for (const path of ['/healthz', '/readyz', '/metrics'])
+      expect({ path, status: (await call(s.base, path)).status }).toEqual({ path, status: 404 });
+    const sync = await request(`${s.base}/program/sync`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ object: program('hello') }),
+    });
+    await sync.body.dump();
+    expect(sync.statusCode).toBe(404);
+    // The same requests on the hook routes' port answer.
+    expect((await call(s.hookBase, '/healthz')).status).toBe(200);
+    expect((await call(s.base, '/programs/team-a/hello', 'Bearer app-token')).status).toBe(200);
   });
 
   it('answers 401 without a token, or with one not valid for its audience', async () => {
@@ -208,12 +230,7 @@ describe('the program server, when it cannot decide', () => {
     }
     const off = buildServer(testConfig, { logger: false });
     try {
-      await off.app.listen({ port: 0, host: '127.0.0.1' });
-      const res = await call(
-        `http://127.0.0.1:${(off.app.server.address() as AddressInfo).port}`,
-        '/programs/team-a/hello',
-        'Bearer app-token',
-      );
+      const res = await call(await listenOnLoopback(off.programs), '/programs/team-a/hello', 'Bearer app-token');
       expect(res.status).toBe(503);
       expect(res.body).toContain('Programs are not served');
     } finally {
@@ -235,6 +252,40 @@ describe('the program server, when it cannot decide', () => {
         message: 'cannot read Program team-a/hello from the API server (HTTP 403); retry',
       });
     } finally {
+      await s.server.app.close();
+    }
+  });
+
+  it('gives a download slot only to an authorized caller: made-up tokens whose TokenReviews hang do not hold one', async () => {
+    // The API server answers the workspace's token at once and hangs on every other one.
+    let hangUp!: () => void;
+    const hanging = new Promise<void>((r) => (hangUp = r));
+    const reviewer = new TokenReviewer(
+      {
+        tokenReview: async ({ token, audiences }) => {
+          const user = TOKENS[token];
+          if (user === undefined) await hanging;
+          return user ? { authenticated: true, user, audiences } : { authenticated: false };
+        },
+        subjectAccessReview: () => Promise.reject(new Error('not asked')),
+      },
+      { maxInFlight: 16 },
+    );
+    const s = await setup({ reviewer });
+    try {
+      // The workspace downloaded its Program once: the reviewer remembers its token.
+      expect((await s.get('/programs/team-a/hello', 'app-token-unbound')).status).toBe(200);
+      const flood = Array.from({ length: 16 }, (_, i) => s.get('/programs/team-a/hello', `made-up-${i}`));
+      // Sixteen TokenReviews hang: the reviewer's bound; one more made-up token is refused at once.
+      expect((await s.get('/programs/team-a/hello', 'made-up-16')).status).toBe(503);
+      // The workspace's next download gets a slot meanwhile: the hanging callers hold none.
+      const res = await s.get('/programs/team-a/hello', 'app-token-unbound');
+      expect(res.status).toBe(200);
+      expect(res.body).toBe(renderProgram(program('hello')).yaml);
+      hangUp();
+      expect((await Promise.all(flood)).map((r) => r.status)).toEqual(Array(16).fill(401));
+    } finally {
+      hangUp();
       await s.server.app.close();
     }
   });

@@ -203,6 +203,8 @@ describe('HTTPS with a bearer token', () => {
     const files = makeHookCredentials(join(dir, 'rotate'));
     const previous = join(dir, 'rotate', 'previous-token');
     const r = await serve({ ...files.serving, authTokenFiles: [files.files.tokenFile, previous] });
+    // The program server, on its own port, serves the same certificate.
+    const programPort = Number(new URL(await listenOnLoopback(r.programs)).port);
     const agent = client(files.ca);
     const status = async (token: string) =>
       (
@@ -237,6 +239,11 @@ describe('HTTPS with a bearer token', () => {
     expect((await call(nextAgent, r.port, '/healthz')).status).toBe(200);
     const staleAgent = client(files.ca);
     await expect(call(staleAgent, r.port, '/healthz')).rejects.toThrow(/self-signed|unable to verify|certificate/i);
+    // The program server too (503: these tests give it no API access).
+    expect((await call(nextAgent, programPort, '/programs/team-a/app')).status).toBe(503);
+    await expect(call(staleAgent, programPort, '/programs/team-a/app')).rejects.toThrow(
+      /self-signed|unable to verify|certificate/i,
+    );
     await Promise.all([agent.close(), nextAgent.close(), staleAgent.close()]);
 
     // No token left at all: the ones in force are kept, and the server is not opened.

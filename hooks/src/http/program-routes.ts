@@ -4,7 +4,7 @@ import { PROGRAM_TOKEN_AUDIENCE, programPath } from '../../../contract';
 import { requestSchemas } from '../../../schemas';
 import type { HookConfig } from '../config';
 import type { ObjectMap } from '../lib/k8s';
-import { answerProgram, type ProgramReader, type ProgramServerApi } from '../program/serve';
+import { answerProgram, DownloadSlots, type ProgramReader, type ProgramServerApi } from '../program/serve';
 import { syncProgram } from '../program/sync';
 
 /** The Program DecoratorController's sync hook (version v2). */
@@ -40,7 +40,7 @@ export function programHooks(
 export type ProgramServerAccess =
   { api: ProgramServerApi; readers: (namespace: string, url: string) => ProgramReader[] | undefined } | { off: string };
 
-/** Program downloads at once; more wait for a retry (429): each holds a rendered Program. */
+/** Program downloads at once, of authorized callers; more are told to retry (429). */
 const MAX_DOWNLOADS_IN_FLIGHT = 8;
 
 const DNS_LABEL = '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$';
@@ -48,15 +48,16 @@ const DNS_SUBDOMAIN = '^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$';
 
 /**
  * `GET /programs/<namespace>/<name>`: a Program's rendered Pulumi.yaml, for the fetch container of
- * a workspace that runs it (program/serve.ts says who may read it). Outside the hook routes' guard:
- * the caller proves who it is with its own ServiceAccount token, not Metacontroller's.
+ * a workspace that runs it (program/serve.ts says who may read it). Served on the program server's
+ * own port (PROGRAM_PORT), without the hook routes: the caller proves who it is with its own
+ * ServiceAccount token, not Metacontroller's.
  */
 export function programServer(
   app: FastifyInstance,
   opts: { access: ProgramServerAccess; serverUrl: string | undefined },
   done: () => void,
 ): void {
-  let inFlight = 0;
+  const slots = new DownloadSlots(MAX_DOWNLOADS_IN_FLIGHT);
   app.get<{ Params: { namespace: string; name: string } }>(
     '/programs/:namespace/:name',
     {
@@ -82,40 +83,32 @@ export function programServer(
         const why = 'off' in access ? access.off : 'PROGRAM_SERVER_URL is unset';
         return reply.code(503).send({ error: 'Service Unavailable', message: `Programs are not served: ${why}` });
       }
-      if (inFlight >= MAX_DOWNLOADS_IN_FLIGHT)
+      const header = request.headers.authorization;
+      const token = typeof header === 'string' && header.startsWith('Bearer ') ? header.slice(7).trim() : undefined;
+      const url = `${opts.serverUrl}${programPath(namespace, name)}`;
+      const answer = await answerProgram(
+        access.api,
+        () => access.readers(namespace, url),
+        slots,
+        PROGRAM_TOKEN_AUDIENCE,
+        namespace,
+        name,
+        token,
+      );
+      request.hookLog = {
+        message: 'program download',
+        fields: { program: `${namespace}/${name}`, status: answer.status },
+        ...(answer.status === 403 ? { level: 'warn' as const } : {}),
+      };
+      if (answer.status === 200)
         return reply
-          .code(429)
-          .header('retry-after', '1')
-          .send({ error: 'Too Many Requests', message: 'too many Program downloads at once; retry' });
-      inFlight++;
-      try {
-        const header = request.headers.authorization;
-        const token = typeof header === 'string' && header.startsWith('Bearer ') ? header.slice(7).trim() : undefined;
-        const url = `${opts.serverUrl}${programPath(namespace, name)}`;
-        const answer = await answerProgram(
-          access.api,
-          () => access.readers(namespace, url),
-          PROGRAM_TOKEN_AUDIENCE,
-          namespace,
-          name,
-          token,
-        );
-        request.hookLog = {
-          message: 'program download',
-          fields: { program: `${namespace}/${name}`, status: answer.status },
-          ...(answer.status === 403 ? { level: 'warn' as const } : {}),
-        };
-        if (answer.status === 200)
-          return reply
-            .code(200)
-            .header('content-type', 'application/yaml; charset=utf-8')
-            .header('x-program-digest', answer.digest)
-            .send(answer.yaml);
-        if (answer.status === 401) void reply.header('www-authenticate', 'Bearer realm="pulumi-mc-hooks programs"');
-        return reply.code(answer.status).send({ error: ERROR_NAMES[answer.status], message: answer.message });
-      } finally {
-        inFlight--;
-      }
+          .code(200)
+          .header('content-type', 'application/yaml; charset=utf-8')
+          .header('x-program-digest', answer.digest)
+          .send(answer.yaml);
+      if (answer.status === 401) void reply.header('www-authenticate', 'Bearer realm="pulumi-mc-hooks programs"');
+      if (answer.status === 429) void reply.header('retry-after', '1');
+      return reply.code(answer.status).send({ error: ERROR_NAMES[answer.status], message: answer.message });
     },
   );
   done();
@@ -126,5 +119,6 @@ const ERROR_NAMES = {
   403: 'Forbidden',
   404: 'Not Found',
   409: 'Conflict',
+  429: 'Too Many Requests',
   503: 'Service Unavailable',
 } as const;

@@ -39,7 +39,26 @@ export interface ProgramServerApi {
 
 /** An answer of the program route: the status, and the Pulumi.yaml or why not. */
 export type ProgramAnswer =
-  { status: 200; yaml: string; digest: string } | { status: 401 | 403 | 404 | 409 | 503; message: string };
+  { status: 200; yaml: string; digest: string } | { status: 401 | 403 | 404 | 409 | 429 | 503; message: string };
+
+/**
+ * The downloads served at once (each holds a rendered Program). A caller takes one only once it is
+ * authorized, so made-up tokens, bounded by the reviewer's own cap on TokenReviews in flight,
+ * cannot keep a workspace from its Program.
+ */
+export class DownloadSlots {
+  private taken = 0;
+  constructor(readonly max: number) {}
+  /** Takes a slot if one is free. */
+  take(): boolean {
+    if (this.taken >= this.max) return false;
+    this.taken++;
+    return true;
+  }
+  give(): void {
+    this.taken--;
+  }
+}
 
 const POD_NAME = 'authentication.kubernetes.io/pod-name';
 const SERVICE_ACCOUNT = /^system:serviceaccount:([^:]+):([^:]+)$/;
@@ -67,10 +86,14 @@ export function refusal(
   return `no Workspace of namespace ${namespace} that downloads Program ${name} runs ${pod ? `pod ${pod} ` : ''}as ServiceAccount ${sa}`;
 }
 
-/** The answer to `GET /programs/<namespace>/<name>` with `token` (undefined: no bearer token). */
+/**
+ * The answer to `GET /programs/<namespace>/<name>` with `token` (undefined: no bearer token): the
+ * caller is authorized first, then waits for nothing: without a free slot it is told to retry (429).
+ */
 export async function answerProgram(
   api: ProgramServerApi,
   readersOf: (namespace: string, name: string) => readonly ProgramReader[] | undefined,
+  slots: DownloadSlots,
   audience: string,
   namespace: string,
   name: string,
@@ -91,6 +114,16 @@ export async function answerProgram(
     return { status: 503, message: "the hook server's watch of Workspaces is not synced yet; retry" };
   const why = refusal(user, namespace, name, readers);
   if (why !== undefined) return { status: 403, message: why };
+  if (!slots.take()) return { status: 429, message: 'too many Program downloads at once; retry' };
+  try {
+    return await readProgram(api, namespace, name);
+  } finally {
+    slots.give();
+  }
+}
+
+/** The Program as the API server holds it now, rendered, or why not. */
+async function readProgram(api: ProgramServerApi, namespace: string, name: string): Promise<ProgramAnswer> {
   let program: Program | undefined;
   try {
     program = await api.getProgram(namespace, name);
