@@ -971,7 +971,7 @@ const REFUSED: [key: string, args: string[], message: string][] = [
   [
     'controller.advertisedAddress',
     ['--set', 'controller.advertisedAddress=pko.pko.svc'],
-    'controller.advertisedAddress: there is no program file server here',
+    'controller.advertisedAddress: Programs are served by the hook server',
   ],
   [
     'serviceMonitor.telemetryPath',

@@ -25,7 +25,7 @@ import { condition } from '../../hooks/test/builders';
 import { makeHookCredentials, type HookCredentials } from '../../hooks/test/credentials';
 import { defined, hooksKubeConfig } from './cluster';
 import { startControlPlane, type ControlPlane } from './control-plane';
-import { eventually, freePort } from './helpers';
+import { distinctFreePorts, eventually } from './helpers';
 import { ensureImages } from './images/containerd';
 import { IMAGE_REFS } from './images/refs';
 import { startControllers } from './metacontroller-harness';
@@ -221,9 +221,8 @@ async function hookServerSettings(
     EXTRA_SANS: `IP:127.0.0.1,IP:${cp.nodeAddress}`,
   });
   for (const secret of credentials.secrets) await objects.create(secret);
-  const port = await freePort();
   // The program server listens on a port of its own, as in a cluster (the Service's `programs`).
-  const programPort = await freePort();
+  const [port, programPort] = await distinctFreePorts(2);
   const hookConfig: HookConfig = {
     ...configFromEnv({}),
     ...credentials.serving,

@@ -23,7 +23,7 @@ values". Values only upstream has are read with `index`, as this chart's values.
 {{- fail "rbac.extraRules: the hook server reads nothing from the API server, so there is no operator role to extend: Metacontroller reads Flux sources with its own role (grant a third-party source kind there), and rules for your Pulumi programs go in rbac.stackWorkspace.extraRules." -}}
 {{- end -}}
 {{- if index (index .Values "controller" | default dict) "advertisedAddress" -}}
-{{- fail "controller.advertisedAddress: there is no program file server here (a Program is rendered into a ConfigMap that the workspace mounts). Remove it." -}}
+{{- fail "controller.advertisedAddress: Programs are served by the hook server, at its Service's port programs (service.programPort); workspace pods get that address from the release, so there is none to set. Remove it." -}}
 {{- end -}}
 {{- $path := index .Values.serviceMonitor "telemetryPath" -}}
 {{- if and $path (ne $path "/metrics") -}}
