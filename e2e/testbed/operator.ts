@@ -222,7 +222,7 @@ async function hookServerSettings(
   });
   for (const secret of credentials.secrets) await objects.create(secret);
   // The program server listens on a port of its own, as in a cluster (the Service's `programs`).
-  const [port, programPort] = await distinctFreePorts(2);
+  const [port, programPort] = (await distinctFreePorts(2)) as [number, number];
   const hookConfig: HookConfig = {
     ...configFromEnv({}),
     ...credentials.serving,
