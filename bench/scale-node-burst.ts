@@ -103,11 +103,15 @@ async function hookCalls(op: Operator): Promise<Map<string, number>> {
   return by;
 }
 
-/** Metacontroller's calls of our hooks (metacontroller_<hook type>_requests_total), by hook type. */
+/**
+ * Metacontroller's calls of our hooks (metacontroller_<hook type>_requests_total), by hook type,
+ * and its own API requests (client-go's rest_client_requests_total) as `api`.
+ */
 function metacontrollerCalls(text: string | undefined): Map<string, number> {
   const by = new Map<string, number>();
   for (const l of text === undefined ? [] : promLines(text)) {
-    const type = /^metacontroller_(.+)_requests_total$/.exec(l.name)?.[1];
+    const type =
+      l.name === 'rest_client_requests_total' ? 'api' : /^metacontroller_(.+)_requests_total$/.exec(l.name)?.[1];
     if (type) by.set(type, (by.get(type) ?? 0) + l.value);
   }
   return by;
@@ -234,12 +238,19 @@ async function burst(op: Operator, o: BurstOptions): Promise<Record<string, unkn
     series: 'seconds:queued/inOperation/ready/workspacePods/jobPods',
     queueOverTime: series.map((s) => `${s[0]}:${s[1]}/${s[2]}/${s[3]}/${s[4]}/${s[5]}`).join(' '),
     hookCallsPerSecond: perSecond(before.hooks, after.hooks, secs),
-    metacontrollerHookCallsPerSecond: perSecond(before.mc, after.mc, secs),
-    metacontrollerArgs: process.env.METACONTROLLER_BIN ? (process.env.METACONTROLLER_ARGS ?? '') : 'driver',
+    metacontrollerCallsPerSecond: perSecond(before.mc, after.mc, secs),
+    metacontroller: process.env.METACONTROLLER_BIN
+      ? {
+          // The binary's default when METACONTROLLER_ARGS names none (the test bed passes none).
+          workers: Number(/--workers=(\d+)/.exec(process.env.METACONTROLLER_ARGS ?? '')?.[1] ?? 5),
+          args: process.env.METACONTROLLER_ARGS ?? '',
+        }
+      : 'the test bed driver',
+    // Every client's (Metacontroller, the hooks, kubelet, the pods), but the bench's own two lists per sample.
     apiRequests: {
-      all: after.api.all - before.api.all,
+      all: after.api.all - before.api.all - 2 * series.length,
       writes: after.api.writes - before.api.writes,
-      perStack: round2((after.api.all - before.api.all) / o.stacks),
+      perStack: round2((after.api.all - before.api.all - 2 * series.length) / o.stacks),
       writesPerStack: round2((after.api.writes - before.api.writes) / o.stacks),
     },
   };
@@ -483,7 +494,10 @@ export async function burstRun(o: BurstOptions): Promise<Record<string, unknown>
       await sleep(o.idleMs);
       const baseline = await memory(op);
       report('memoryBaseline', baseline);
-      report('burst', await burst(op, o));
+      const b = await burst(op, o);
+      report('burst', b);
+      // Not all Ready in time: not at rest either; what was reached is above.
+      if (b.ready !== o.stacks) return out;
       report('atRest', await atRest(op, ns, o.idleMs));
       const rest = await memory(op);
       report('memoryAtRest', rest);
@@ -512,7 +526,7 @@ export async function burstRun(o: BurstOptions): Promise<Record<string, unknown>
     if (o.parts.has('floor')) report('floor', await floor(op, o, coldMedian));
   } finally {
     await op.stop();
+    out.loadAverageAtEnd = os.loadavg().map(round2);
   }
-  out.loadAverageAtEnd = os.loadavg().map(round2);
   return out;
 }
