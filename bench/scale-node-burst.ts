@@ -160,7 +160,7 @@ async function memory(op: Operator): Promise<Memory> {
   );
 }
 
-/** One look at the burst: [seconds, queued, in operation, Ready, workspace pods, Job pods]. */
+/** One look at the burst: [seconds, queued, in operation, Ready, workspace pods, unfinished Job pods]. */
 type Sample = [number, number, number, number, number, number];
 
 async function sample(op: Operator, namespace: string, startedAt: number): Promise<{ sample: Sample; items: Stack[] }> {
@@ -175,7 +175,8 @@ async function sample(op: Operator, namespace: string, startedAt: number): Promi
       reconciling.filter((c) => c?.status === 'True' && c.reason === 'StackProcessing').length,
       items.filter(isReady).length,
       pods.filter(isWorkspacePod).length,
-      pods.filter(isJobPod).length,
+      // Job pods not finished: those of the kept Updates stay, Completed, and hold nothing on the node.
+      pods.filter((p) => isJobPod(p) && p.status?.phase !== 'Succeeded' && p.status?.phase !== 'Failed').length,
     ],
   };
 }
@@ -233,9 +234,9 @@ async function burst(op: Operator, o: BurstOptions): Promise<Record<string, unkn
       min: Math.min(...applyToReady),
       max: Math.max(...applyToReady),
     },
-    peak: { queued: peak(1), inOperation: peak(2), workspacePods: peak(4), jobPods: peak(5) },
+    peak: { queued: peak(1), inOperation: peak(2), workspacePods: peak(4), unfinishedJobPods: peak(5) },
     sampleEverySeconds: o.sampleMs / 1000,
-    series: 'seconds:queued/inOperation/ready/workspacePods/jobPods',
+    series: 'seconds:queued/inOperation/ready/workspacePods/unfinishedJobPods',
     queueOverTime: series.map((s) => `${s[0]}:${s[1]}/${s[2]}/${s[3]}/${s[4]}/${s[5]}`).join(' '),
     hookCallsPerSecond: perSecond(before.hooks, after.hooks, secs),
     metacontrollerCallsPerSecond: perSecond(before.mc, after.mc, secs),
