@@ -257,8 +257,27 @@ async function burst(op: Operator, o: BurstOptions): Promise<Record<string, unkn
   };
 }
 
-/** Waits until no workspace pod is left in the namespace; the pods there then, by kind. */
-async function atRest(op: Operator, namespace: string, idleMs: number): Promise<Record<string, number>> {
+/** What the namespace holds at rest, counted: the objects of the Stacks and what the cluster made for them. */
+const AT_REST_KINDS = [
+  ['pulumi.com/v1', 'Stack'],
+  ['pulumi.com/v1', 'Program'],
+  ['auto.pulumi.com/v1alpha1', 'Workspace'],
+  ['auto.pulumi.com/v1alpha1', 'Update'],
+  ['apps/v1', 'StatefulSet'],
+  ['v1', 'Service'],
+  ['batch/v1', 'Job'],
+  ['v1', 'Pod'],
+  ['v1', 'ServiceAccount'],
+  ['rbac.authorization.k8s.io/v1', 'Role'],
+  ['rbac.authorization.k8s.io/v1', 'RoleBinding'],
+  ['v1', 'Secret'],
+  ['v1', 'ConfigMap'],
+  ['v1', 'PersistentVolumeClaim'],
+  ['v1', 'Event'],
+] as const;
+
+/** Waits until no workspace pod is left in the namespace; the pods there then, and the objects by kind. */
+async function atRest(op: Operator, namespace: string, idleMs: number): Promise<Record<string, unknown>> {
   const startedAt = Date.now();
   await eventually(
     'no workspace pod',
@@ -269,11 +288,15 @@ async function atRest(op: Operator, namespace: string, idleMs: number): Promise<
   const secondsToNoWorkspacePod = seconds(Date.now() - startedAt);
   await sleep(idleMs);
   const pods = (await op.core.listNamespacedPod({ namespace })).items;
+  const objects: Record<string, number> = {};
+  for (const [apiVersion, kind] of AT_REST_KINDS)
+    objects[kind] = (await op.objects.list(apiVersion, kind, namespace)).items.length;
   return {
     secondsToNoWorkspacePod,
     workspacePods: pods.filter(isWorkspacePod).length,
     jobPods: pods.filter(isJobPod).length,
     otherPods: pods.filter((p) => !isWorkspacePod(p) && !isJobPod(p)).length,
+    objects,
   };
 }
 
