@@ -290,7 +290,10 @@ async function atRest(op: Operator, namespace: string, idleMs: number): Promise<
   const pods = (await op.core.listNamespacedPod({ namespace })).items;
   const objects: Record<string, number> = {};
   for (const [apiVersion, kind] of AT_REST_KINDS)
-    objects[kind] = (await op.objects.list(apiVersion, kind, namespace)).items.length;
+    objects[kind] = await op.objects
+      .list(apiVersion, kind, namespace)
+      .then((l) => l.items.length)
+      .catch(() => Number.NaN);
   return {
     secondsToNoWorkspacePod,
     workspacePods: pods.filter(isWorkspacePod).length,
