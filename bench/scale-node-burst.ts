@@ -53,8 +53,16 @@ export interface BurstOptions {
   runs: number;
 }
 
-/** The Program every Stack of the bench runs: Pulumi YAML, no resource, one output. */
-export const HELLO = { variables: { greeting: 'hello' }, outputs: { greeting: '${greeting}' } };
+/** The namespace of the bench, with the Program every Stack runs (Pulumi YAML, no resource, one output). */
+export async function benchNamespace(op: Operator, namespace: string): Promise<void> {
+  await op.namespace(namespace);
+  await op.objects.create({
+    apiVersion: 'pulumi.com/v1',
+    kind: 'Program',
+    metadata: { name: 'hello', namespace },
+    program: { variables: { greeting: 'hello' }, outputs: { greeting: '${greeting}' } },
+  } as k8s.KubernetesObject);
+}
 
 const seconds = (ms: number): number => Math.round(ms / 100) / 10;
 
@@ -509,13 +517,7 @@ export async function burstRun(o: BurstOptions): Promise<Record<string, unknown>
     console.log(JSON.stringify({ [key]: value }));
   };
   try {
-    await op.namespace(ns);
-    await op.objects.create({
-      apiVersion: 'pulumi.com/v1',
-      kind: 'Program',
-      metadata: { name: 'hello', namespace: ns },
-      program: HELLO,
-    } as k8s.KubernetesObject);
+    await benchNamespace(op, ns);
     let sleeper = 's0';
     if (o.parts.has('burst')) {
       await sleep(o.idleMs);

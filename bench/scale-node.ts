@@ -20,7 +20,7 @@
  */
 import * as k8s from '@kubernetes/client-node';
 import { e2eStackSpec, startOperator } from '../e2e/harness';
-import { burstRun, HELLO, type Part } from './scale-node-burst';
+import { benchNamespace, burstRun, type Part } from './scale-node-burst';
 import { apiRequests, median, mib, summary, topDeltas, type PodStats } from './scale-node-stats';
 
 const NS = 'scale';
@@ -43,13 +43,7 @@ async function ramp(): Promise<void> {
   const op = await startOperator();
   const results: unknown[] = [];
   try {
-    await op.namespace(NS);
-    await op.objects.create({
-      apiVersion: 'pulumi.com/v1',
-      kind: 'Program',
-      metadata: { name: 'hello', namespace: NS },
-      program: HELLO,
-    } as k8s.KubernetesObject);
+    await benchNamespace(op, NS);
     let created = 0;
     for (const total of steps) {
       const started = Date.now();
