@@ -10,75 +10,31 @@
  * the hooks, kubelet, the pods) and the request rate of the cluster at rest after it (--idle seconds).
  *
  * Run (root, test bed built): npm run build && bash e2e/testbed/node/run-in-testbed.sh node dist/bench/scale-node.js [--reclaim Delete] [--steps 5,10,20,40] [--step-timeout 600] [--idle 60] [--workspace-cpu 10m]
+ *
+ * With --burst N it measures issue 36's figures instead (bench/scale-node-burst.ts): N Stacks at
+ * once with hibernation, at rest, a wake, one Stack against its floor; --parts picks some of
+ * burst,wake,floor (--burst 0: wake,floor only), --runs the runs of each wake and floor figure
+ * (3), --timeout the burst's bound (2400 s), --sample its sampling (5 s), --idle the quiet period
+ * before each memory figure (60 s). Run it with `node --expose-gc` (memory after a collection)
+ * and, for the real Metacontroller's own figures, METACONTROLLER_ARGS='--metrics-address=127.0.0.1:9999'.
  */
 import * as k8s from '@kubernetes/client-node';
-import { Agent, request } from 'undici';
-import { e2eStackSpec, startOperator, type Operator } from '../e2e/harness';
+import { e2eStackSpec, startOperator } from '../e2e/harness';
+import { benchNamespace, burstRun, type Part } from './scale-node-burst';
+import { apiRequests, median, mib, summary, topDeltas, type PodStats } from './scale-node-stats';
 
 const NS = 'scale';
-
-interface PodStats {
-  podRef: { name: string; namespace: string };
-  cpu?: { usageNanoCores?: number; usageCoreNanoSeconds?: number };
-  memory?: { workingSetBytes?: number };
-}
 
 function arg(name: string, fallback: string): string {
   const at = process.argv.indexOf(`--${name}`);
   return at < 0 ? fallback : process.argv[at + 1]!;
 }
 
-async function summary(op: Operator): Promise<PodStats[]> {
-  const res = await request(`${op.cp.server}/api/v1/nodes/${op.node.name}/proxy/stats/summary`, {
-    headers: { authorization: `Bearer ${op.cp.adminToken}`, accept: 'application/json' },
-    dispatcher: new Agent({ connect: { ca: op.cp.caData } }),
-  });
-  const text = await res.body.text();
-  if (res.statusCode !== 200) throw new Error(`stats/summary: ${res.statusCode} ${text.slice(0, 200)}`);
-  return ((JSON.parse(text) as { pods?: PodStats[] }).pods ?? []).filter((p) => p.podRef.namespace === NS);
-}
-
-/** The API server's apiserver_request_total summed over every label, and the mutating part of it. */
-interface ApiRequests {
-  all: number;
-  writes: number;
-  /** By "verb resource" (and subresource). */
-  by: Map<string, number>;
-}
-
-async function apiRequests(op: Operator): Promise<ApiRequests> {
-  const res = await request(`${op.cp.server}/metrics`, {
-    headers: { authorization: `Bearer ${op.cp.adminToken}` },
-    dispatcher: new Agent({ connect: { ca: op.cp.caData } }),
-  });
-  const text = await res.body.text();
-  if (res.statusCode !== 200) throw new Error(`/metrics: ${res.statusCode}`);
-  let all = 0;
-  let writes = 0;
-  const by = new Map<string, number>();
-  for (const line of text.split('\n')) {
-    if (!line.startsWith('apiserver_request_total{')) continue;
-    const value = Number(line.slice(line.lastIndexOf(' ') + 1));
-    all += value;
-    if (/verb="(POST|PUT|PATCH|DELETE|APPLY)"/.test(line)) writes += value;
-    const label = (name: string) => new RegExp(`[{,]${name}="([^"]*)"`).exec(line)?.[1] ?? '';
-    const key = `${label('verb')} ${label('resource')}${label('subresource') ? '/' + label('subresource') : ''}`;
-    by.set(key, (by.get(key) ?? 0) + value);
-  }
-  return { all, writes, by };
-}
-
-/** The largest per-key increases from `before` to `after`, as "key": count. */
-function topDeltas(before: Map<string, number>, after: Map<string, number>, n: number): Record<string, number> {
-  const deltas = [...after].map(([k, v]) => [k, v - (before.get(k) ?? 0)] as const).filter(([, d]) => d > 0);
-  return Object.fromEntries(deltas.sort((a, b) => b[1] - a[1]).slice(0, n));
-}
-
 function readyCount(items: { status?: { conditions?: { type: string; status: string }[] } }[]): number {
   return items.filter((s) => s.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')).length;
 }
 
-async function main(): Promise<void> {
+async function ramp(): Promise<void> {
   const reclaim = arg('reclaim', 'Retain');
   const steps = arg('steps', '5,10,20,40').split(',').map(Number);
   const stepTimeoutMs = Number(arg('step-timeout', '600')) * 1000;
@@ -87,13 +43,7 @@ async function main(): Promise<void> {
   const op = await startOperator();
   const results: unknown[] = [];
   try {
-    await op.namespace(NS);
-    await op.objects.create({
-      apiVersion: 'pulumi.com/v1',
-      kind: 'Program',
-      metadata: { name: 'hello', namespace: NS },
-      program: { variables: { greeting: 'hello' }, outputs: { greeting: '${greeting}' } },
-    } as k8s.KubernetesObject);
+    await benchNamespace(op, NS);
     let created = 0;
     for (const total of steps) {
       const started = Date.now();
@@ -122,7 +72,7 @@ async function main(): Promise<void> {
         })) as { items: { status?: { conditions?: { type: string; status: string }[] } }[] };
         ready = readyCount(list.items);
         try {
-          const pods = await summary(op);
+          const pods = await summary(op, NS);
           workspaces = pods.filter((p) => p.podRef.name.endsWith('-workspace-0'));
           for (const p of pods.filter((x) => !x.podRef.name.endsWith('-workspace-0'))) {
             const seen = jobPeaks.get(p.podRef.name) ?? { workingSet: 0, cpuSeconds: 0 };
@@ -144,16 +94,11 @@ async function main(): Promise<void> {
       const requestsIdle = await apiRequests(op);
       let workspacesAtRest: PodStats[] = [];
       try {
-        workspacesAtRest = (await summary(op)).filter((p) => p.podRef.name.endsWith('-workspace-0'));
+        workspacesAtRest = (await summary(op, NS)).filter((p) => p.podRef.name.endsWith('-workspace-0'));
       } catch (err) {
         console.error(`stats: ${err instanceof Error ? err.message : String(err)}`);
       }
       const idleSeconds = (Date.now() - readyAt) / 1000;
-      const mib = (b: number) => Math.round(b / 2 ** 20);
-      const median = (xs: number[]) => {
-        const s = [...xs].sort((a, b) => a - b);
-        return s.length ? s[Math.floor(s.length / 2)]! : NaN;
-      };
       const jobs = [...jobPeaks.values()];
       const step = {
         reclaim,
@@ -206,6 +151,21 @@ async function main(): Promise<void> {
     await op.stop();
   }
   console.log(JSON.stringify({ results }, null, 2));
+}
+
+async function main(): Promise<void> {
+  if (!process.argv.includes('--burst')) return ramp();
+  const stacks = Number(arg('burst', '0'));
+  const out = await burstRun({
+    namespace: NS,
+    stacks,
+    parts: new Set(arg('parts', stacks > 0 ? 'burst,wake,floor' : 'wake,floor').split(',') as Part[]),
+    timeoutMs: Number(arg('timeout', '2400')) * 1000,
+    idleMs: Number(arg('idle', '60')) * 1000,
+    sampleMs: Number(arg('sample', '5')) * 1000,
+    runs: Number(arg('runs', '3')),
+  });
+  console.log(JSON.stringify(out, null, 2));
 }
 
 main().catch((err: unknown) => {
